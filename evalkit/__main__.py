@@ -1,0 +1,7 @@
+"""``python -m evalkit`` = the ``evalkit`` command."""
+
+import sys
+
+from evalkit.cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,83 @@
+"""Typed configuration helpers: YAML onto pydantic models, CLI flags from field docstrings."""
+
+from __future__ import annotations
+
+import argparse
+import types
+import typing
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from evalkit.errors import ConfigError
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def load_yaml_model(path: str | Path, model: type[M]) -> M:
+    """Load ``path`` onto ``model``; unknown keys and bad values name the file and field."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: cannot read YAML: {exc}") from exc
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"{path}: {_explain(exc)}") from exc
+
+
+def _explain(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(x) for x in err["loc"]) or "<root>"
+        parts.append(f"field {loc!r}: {err['msg']}")
+    return "; ".join(parts)
+
+
+def _scalar_type(annotation: Any) -> type | None:
+    """The plain type a CLI flag should parse to, or None when a flag makes no sense."""
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return _scalar_type(args[0]) if len(args) == 1 else None
+    return annotation if annotation in (int, float, str, bool) else None
+
+
+def add_model_args(
+    parser: argparse.ArgumentParser, model: type[BaseModel], prefix: str = ""
+) -> None:
+    """Add one ``--flag`` per scalar field of ``model``, with help from its docstring."""
+    for name, info in model.model_fields.items():
+        typ = _scalar_type(info.annotation)
+        if typ is None:
+            continue
+        flag = "--" + (prefix + name).replace("_", "-")
+        help_ = f"{info.description or ''} (default: {info.default})"
+        if typ is bool:
+            parser.add_argument(
+                flag,
+                dest=prefix + name,
+                action=argparse.BooleanOptionalAction,
+                default=None,
+                help=help_,
+            )
+        else:
+            parser.add_argument(flag, dest=prefix + name, type=typ, default=None, help=help_)
+
+
+def model_from_args(
+    args: argparse.Namespace, model: type[M], prefix: str = "", base: M | None = None
+) -> M:
+    """Build ``model`` from flags added by :func:`add_model_args` (unset flags keep defaults)."""
+    values = base.model_dump() if base is not None else {}
+    for name in model.model_fields:
+        v = getattr(args, prefix + name, None)
+        if v is not None:
+            values[name] = v
+    try:
+        return model.model_validate(values)
+    except ValidationError as exc:
+        raise ConfigError(_explain(exc)) from exc

@@ -1,0 +1,28 @@
+"""Exceptions meant for people: each says what was wrong, where, and what to do."""
+
+from __future__ import annotations
+
+
+class EvalkitError(Exception):
+    """Base class of every error evalkit raises on purpose."""
+
+
+class ConfigError(EvalkitError):
+    """A configuration file or option is invalid."""
+
+
+class VideoError(EvalkitError):
+    """A video or image could not be opened, decoded or sampled."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"{path}: {reason}")
+
+
+class CacheError(EvalkitError):
+    """A frame-cache entry is missing, damaged or could not be written."""
+
+
+class DataError(EvalkitError):
+    """A benchmark file, row or field is missing or malformed."""

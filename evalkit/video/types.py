@@ -1,0 +1,141 @@
+"""The shapes every stage agrees on: what to sample (FrameSpec) and what came out (Frames)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, model_validator
+
+# Qwen-VL defaults (qwen-vl-utils): the pixel budgets are counted in 28x28 patches.
+_PATCH28 = 28 * 28
+
+
+class FrameSpec(BaseModel):
+    """How a video is turned into frames: temporal sampling and spatial resizing.
+
+    Every field is part of the frame-cache key, so changing any of them never serves an
+    entry built under other settings.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    fps: float | None = 2.0
+    """Frames per second to sample; ignored when ``nframes`` is set."""
+    nframes: int | None = None
+    """Fixed number of frames (uniform over the clip); overrides ``fps``."""
+    min_frames: int = 4
+    """Lower bound on the frame count in fps mode."""
+    max_frames: int = 768
+    """Upper bound on the frame count in fps mode."""
+    min_pixels: int = 128 * _PATCH28
+    """Smallest area (H*W) a frame is resized to."""
+    max_pixels: int = 768 * _PATCH28
+    """Largest area (H*W) a frame is resized to."""
+    total_pixels: int | None = None
+    """Budget of pixels shared by all frames of one video (Qwen's VIDEO_TOTAL_PIXELS)."""
+    factor: int = 28
+    """Output H and W are multiples of this (patch x merge: 28 Qwen2/2.5-VL, 32 Qwen3-VL)."""
+    temporal_patch: int = 2
+    """The frame count is rounded to a multiple of this (Qwen's FRAME_FACTOR)."""
+    start: float | None = None
+    """Start of the window to sample from, in seconds (None = start of the video)."""
+    end: float | None = None
+    """End of the window to sample from, in seconds (None = end of the video)."""
+
+    @model_validator(mode="after")
+    def _check(self) -> FrameSpec:
+        if self.nframes is None and (self.fps is None or self.fps <= 0):
+            raise ValueError("FrameSpec needs fps > 0 or nframes")
+        if self.min_frames > self.max_frames:
+            raise ValueError(f"min_frames {self.min_frames} > max_frames {self.max_frames}")
+        if self.min_pixels > self.max_pixels:
+            raise ValueError(f"min_pixels {self.min_pixels} > max_pixels {self.max_pixels}")
+        if self.start is not None and self.end is not None and self.end <= self.start:
+            raise ValueError(f"window end {self.end} must be after start {self.start}")
+        return self
+
+    def window(self, start: float | None, end: float | None) -> FrameSpec:
+        """The same spec restricted to [start, end] seconds."""
+        return self.model_copy(update={"start": start, "end": end})
+
+
+class ImageSpec(BaseModel):
+    """How a still image is resized (its own pixel budget, separate from video)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    min_pixels: int = 4 * _PATCH28
+    """Smallest area (H*W) an image is resized to."""
+    max_pixels: int = 16384 * _PATCH28
+    """Largest area (H*W) an image is resized to (``image_max_pixels``)."""
+    factor: int = 28
+    """Output H and W are multiples of this."""
+
+
+@dataclass(frozen=True)
+class VideoMeta:
+    """What is known about the source clip and the frames sampled from it."""
+
+    source_fps: float
+    total_frames: int
+    duration_s: float
+    indices: list[int]
+    timestamps: list[float]
+    height: int
+    width: int
+    source_height: int
+    source_width: int
+    decoder: str
+    fallback_reason: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able form (stored in cache files and run records)."""
+        return {
+            "source_fps": self.source_fps,
+            "total_frames": self.total_frames,
+            "duration_s": self.duration_s,
+            "indices": list(self.indices),
+            "timestamps": list(self.timestamps),
+            "height": self.height,
+            "width": self.width,
+            "source_height": self.source_height,
+            "source_width": self.source_width,
+            "decoder": self.decoder,
+            "fallback_reason": self.fallback_reason,
+            "extra": dict(self.extra),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> VideoMeta:
+        """Inverse of :meth:`to_dict`."""
+        return cls(**d)
+
+    def to_vllm(self) -> dict[str, Any]:
+        """Metadata in the form vLLM's Qwen-VL processors expect (describes the SOURCE clip)."""
+        return {
+            "fps": self.source_fps,
+            "total_num_frames": self.total_frames,
+            "frames_indices": list(self.indices),
+            "duration": self.duration_s,
+            "width": self.source_width,
+            "height": self.source_height,
+            "video_backend": self.decoder,
+        }
+
+
+@dataclass(frozen=True)
+class Frames:
+    """uint8 frames (T x H x W x 3) with their metadata."""
+
+    array: np.ndarray
+    meta: VideoMeta
+
+    def __post_init__(self) -> None:
+        a = self.array
+        if a.dtype != np.uint8 or a.ndim != 4 or a.shape[-1] != 3:
+            raise ValueError(f"Frames must be uint8 TxHxWx3, got {a.dtype} {a.shape}")
+        if a.shape[0] != len(self.meta.indices):
+            raise ValueError(f"{a.shape[0]} frames but {len(self.meta.indices)} indices in meta")

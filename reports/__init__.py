@@ -1,0 +1,1 @@
+"""Report rendering: official breakdown tables, reference comparisons, plots."""
