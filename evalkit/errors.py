@@ -26,3 +26,7 @@ class CacheError(EvalkitError):
 
 class DataError(EvalkitError):
     """A benchmark file, row or field is missing or malformed."""
+
+
+class TransientError(EvalkitError):
+    """A failure worth retrying (a dropped connection, an overloaded server)."""

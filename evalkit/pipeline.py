@@ -1,0 +1,279 @@
+"""The three-stage runner: IO (threads) -> engine (async, many in flight) -> score + store.
+
+Each sample moves on the moment its previous stage is done: a request is handed to the
+engine as soon as its frames are loaded, never at a batch boundary, so the engine's
+scheduler can interleave the prefill of new requests with the decode of old ones. Memory
+stays bounded: at most ``lookahead + max_in_flight`` samples are alive at once.
+
+``run_sync`` is the vanilla baseline (load a batch, generate it, wait, repeat), kept only
+to measure what the pipeline gains.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from evalkit.engines.base import Completion, Engine, Request
+from evalkit.errors import DataError, EvalkitError, TransientError
+from evalkit.sample import Sample
+from evalkit.scoring.types import Score
+from evalkit.store import Store
+
+Prepare = Callable[[Sample], Request]
+ScoreFn = Callable[[Sample, Completion], Score]
+
+_TRANSIENT: tuple[type[BaseException], ...] = (TransientError, ConnectionError, TimeoutError)
+
+
+class PipelineConfig(BaseModel):
+    """Concurrency bounds of the pipeline."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    io_workers: int = 4
+    """Threads loading cache files and rendering prompts in parallel."""
+    max_in_flight: int = 32
+    """Requests inside the engine at once (submitted, not finished)."""
+    lookahead: int = 16
+    """Prepared requests allowed to wait for an engine slot."""
+    max_retries: int = 2
+    """Retries of a request after a transient engine error."""
+    retry_backoff_s: float = 0.5
+    """First retry delay; doubles each retry."""
+    batch_size: int = 32
+    """Batch size of the vanilla synchronous mode (``run_sync``)."""
+
+
+@dataclass
+class PipelineStats:
+    """Live counters, read by the progress display."""
+
+    started: float = field(default_factory=time.time)
+    total: int = 0
+    skipped: int = 0
+    io_running: int = 0
+    waiting: int = 0
+    in_flight: int = 0
+    completed: int = 0
+    failed: int = 0
+    output_tokens: int = 0
+    cache_hits: int = 0
+    cache_misses: int = 0
+
+    def samples_per_s(self) -> float:
+        """Finished samples (ok or failed) per second since the start."""
+        dt = max(time.time() - self.started, 1e-9)
+        return (self.completed + self.failed) / dt
+
+
+def prompt_hash(request: Request) -> str:
+    """Short hash of what the model is asked (text + system), stored with each record."""
+    h = hashlib.sha256((request.system or "").encode() + b"\0" + request.text.encode())
+    return h.hexdigest()[:16]
+
+
+class Pipeline:
+    """Runs samples through ``prepare`` -> ``engine.generate`` -> ``score`` -> ``store``."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        prepare: Prepare,
+        score: ScoreFn,
+        store: Store,
+        config: PipelineConfig | None = None,
+        fingerprint: str = "",
+    ) -> None:
+        self.engine = engine
+        self.prepare = prepare
+        self.score = score
+        self.store = store
+        self.config = config or PipelineConfig()
+        self.fingerprint = fingerprint
+        self.stats = PipelineStats()
+
+    # -- asynchronous mode -------------------------------------------------------------
+
+    async def run(self, samples: Iterable[Sample], *, retry_failed: bool = False) -> PipelineStats:
+        """Run every sample not yet in the store; returns the final counters."""
+        cfg = self.config
+        self.stats = stats = PipelineStats()
+        done = self.store.done_ids(include_failed=not retry_failed)
+        alive = asyncio.Semaphore(cfg.lookahead + cfg.max_in_flight)
+        slots = asyncio.Semaphore(cfg.max_in_flight)
+        io_pool = ThreadPoolExecutor(cfg.io_workers, thread_name_prefix="evalkit-io")
+        sink_pool = ThreadPoolExecutor(1, thread_name_prefix="evalkit-sink")
+        tasks: set[asyncio.Task[None]] = set()
+        seen: set[str] = set()
+        try:
+            for sample in samples:
+                if sample.id in seen:
+                    raise DataError(f"sample id {sample.id!r} occurs twice in the input")
+                seen.add(sample.id)
+                stats.total += 1
+                if sample.id in done:
+                    stats.skipped += 1
+                    continue
+                await alive.acquire()
+                task = asyncio.create_task(self._one(sample, slots, io_pool, sink_pool))
+                task.add_done_callback(lambda t: alive.release())
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+            if tasks:
+                await asyncio.gather(*tasks)
+        finally:
+            for t in tasks:
+                t.cancel()
+            if tasks:
+                await asyncio.gather(*tasks, return_exceptions=True)
+            io_pool.shutdown(wait=True, cancel_futures=True)
+            sink_pool.shutdown(wait=True)  # records being written are finished, not torn
+        return stats
+
+    async def _one(
+        self,
+        sample: Sample,
+        slots: asyncio.Semaphore,
+        io_pool: ThreadPoolExecutor,
+        sink_pool: ThreadPoolExecutor,
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        stats = self.stats
+        timings: dict[str, float | None] = {"io_start": time.time()}
+        stats.io_running += 1
+        try:
+            request = await loop.run_in_executor(io_pool, self.prepare, sample)
+        except EvalkitError as exc:
+            stats.io_running -= 1
+            await loop.run_in_executor(sink_pool, self._fail, sample, "io", exc, timings)
+            return
+        stats.io_running -= 1
+        timings["io_end"] = time.time()
+        self._count_cache(request)
+        phash = prompt_hash(request)
+        stats.waiting += 1
+        async with slots:
+            stats.waiting -= 1
+            stats.in_flight += 1
+            try:
+                completion = await self._generate(request)
+            except Exception as exc:
+                await loop.run_in_executor(sink_pool, self._fail, sample, "engine", exc, timings)
+                return
+            finally:
+                stats.in_flight -= 1
+        del request  # frames can go before scoring; only the text is needed now
+        await loop.run_in_executor(sink_pool, self._finish, sample, completion, timings, phash)
+
+    async def _generate(self, request: Request) -> Completion:
+        delay = self.config.retry_backoff_s
+        for attempt in range(self.config.max_retries + 1):
+            try:
+                completion = await self.engine.generate(request)
+                completion.timings.submitted = completion.timings.submitted or time.time()
+                request.metadata["attempts"] = attempt + 1
+                return completion
+            except _TRANSIENT:
+                if attempt == self.config.max_retries:
+                    raise
+                await asyncio.sleep(delay)
+                delay *= 2
+        raise AssertionError("unreachable")
+
+    def _count_cache(self, request: Request) -> None:
+        hit = request.metadata.get("cache_hit")
+        if hit is True:
+            self.stats.cache_hits += 1
+        elif hit is False:
+            self.stats.cache_misses += 1
+
+    # -- the sink: scoring and storing, off the event loop -----------------------------
+
+    def _finish(
+        self, sample: Sample, completion: Completion, timings: dict[str, Any], phash: str
+    ) -> None:
+        # Scorers never raise on model output by contract; a bug in one still must not
+        # lose the prediction, so it is recorded as a failed sample with the traceback text.
+        try:
+            score = self.score(sample, completion)
+        except Exception as exc:
+            self._fail(sample, "score", exc, timings, completion)
+            return
+        t = completion.timings
+        timings.update(submitted=t.submitted, first_token=t.first_token, finished=t.finished)
+        timings["scored"] = time.time()
+        record = {
+            "id": sample.id,
+            "status": "ok",
+            "prediction": completion.text,
+            "score": score.to_dict(),
+            "prompt_hash": phash,
+            "tokens": {"prompt": completion.prompt_tokens, "output": completion.output_tokens},
+            "timings": timings,
+            "fingerprint": self.fingerprint,
+        }
+        if len(completion.texts) > 1:
+            record["predictions"] = completion.texts
+        self.store.append(record)
+        self.stats.completed += 1
+        self.stats.output_tokens += completion.output_tokens
+
+    def _fail(
+        self,
+        sample: Sample,
+        stage: str,
+        exc: BaseException,
+        timings: dict[str, Any],
+        completion: Completion | None = None,
+    ) -> None:
+        record = {
+            "id": sample.id,
+            "status": "failed",
+            "stage": stage,
+            "error": f"{type(exc).__name__}: {exc}",
+            "prediction": completion.text if completion else None,
+            "score": None,
+            "timings": timings,
+            "fingerprint": self.fingerprint,
+        }
+        self.store.append(record)
+        self.stats.failed += 1
+
+    # -- vanilla synchronous baseline ---------------------------------------------------
+
+    async def run_sync(self, samples: Iterable[Sample]) -> PipelineStats:
+        """Load a batch inline, generate it, wait for all of it, repeat (the baseline)."""
+        self.stats = stats = PipelineStats()
+        done = self.store.done_ids()
+        todo = [s for s in samples if s.id not in done]
+        stats.total = len(todo)
+        generate_batch = getattr(self.engine, "generate_batch", None)
+        for i in range(0, len(todo), self.config.batch_size):
+            batch, requests, timings = [], [], []
+            for sample in todo[i : i + self.config.batch_size]:
+                t: dict[str, Any] = {"io_start": time.time()}
+                try:
+                    request = self.prepare(sample)
+                except EvalkitError as exc:
+                    self._fail(sample, "io", exc, t)
+                    continue
+                t["io_end"] = time.time()
+                self._count_cache(request)
+                batch.append(sample)
+                requests.append(request)
+                timings.append(t)
+            if generate_batch is not None:
+                completions = await generate_batch(requests)
+            else:
+                completions = await asyncio.gather(*(self.engine.generate(r) for r in requests))
+            for sample, request, completion, t in zip(batch, requests, completions, timings, strict=True):
+                self._finish(sample, completion, t, prompt_hash(request))
+        return stats

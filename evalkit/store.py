@@ -1,0 +1,106 @@
+"""Append-only results: one fsync'd JSON line per finished sample, resume by sample id.
+
+A crash can at worst leave a torn last line (killed inside ``write``); opening the store
+cuts that line off, so what remains is exactly the set of samples that finished. Records
+are keyed by sample id, never by position: resuming skips ids already present, whatever
+order they finished in.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from evalkit.errors import DataError
+
+
+class Store:
+    """Results of one benchmark in one run (``runs/<run-id>/<benchmark>.jsonl``)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._records: dict[str, dict[str, Any]] = {}
+        self._repair_and_load()
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def _repair_and_load(self) -> None:
+        if not self.path.exists():
+            return
+        data = self.path.read_bytes()
+        good_end = data.rfind(b"\n") + 1  # everything after the last newline is a torn write
+        if good_end < len(data):
+            with open(self.path, "r+b") as f:
+                f.truncate(good_end)
+                f.flush()
+                os.fsync(f.fileno())
+        for lineno, line in enumerate(data[:good_end].splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+                sid = str(rec["id"])
+            except (ValueError, KeyError, TypeError) as exc:
+                raise DataError(
+                    f"{self.path}:{lineno}: not a valid result record ({exc}); "
+                    "the file was edited by hand or written by another tool"
+                ) from None
+            self._records[sid] = rec  # a later record (a retry) supersedes an earlier one
+
+    def append(self, record: dict[str, Any]) -> None:
+        """Write one record durably (one line, fsync'd) before returning."""
+        sid = str(record["id"])
+        line = (json.dumps(record, ensure_ascii=False, default=_jsonable) + "\n").encode()
+        with self._lock:
+            prev = self._records.get(sid)
+            if prev is not None and prev.get("status") == "ok":
+                raise DataError(f"{self.path}: sample {sid!r} already has a finished record")
+            os.write(self._fd, line)
+            os.fsync(self._fd)
+            self._records[sid] = record
+
+    def done_ids(self, *, include_failed: bool = True) -> set[str]:
+        """Ids that need no rerun: finished ones, and failed ones unless retrying failures."""
+        with self._lock:
+            return {
+                sid
+                for sid, rec in self._records.items()
+                if include_failed or rec.get("status") == "ok"
+            }
+
+    def records(self) -> list[dict[str, Any]]:
+        """The latest record of every sample, in the order they were first written."""
+        with self._lock:
+            return list(self._records.values())
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return iter(self.records())
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def close(self) -> None:
+        """Close the file (records are already durable)."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _jsonable(obj: Any) -> Any:
+    """Fallback encoder: numpy scalars/arrays and other odd values a scorer may return."""
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    if hasattr(obj, "to_dict"):
+        return obj.to_dict()
+    return str(obj)
