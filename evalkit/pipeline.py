@@ -274,6 +274,7 @@ class Pipeline:
                 completions = await generate_batch(requests)
             else:
                 completions = await asyncio.gather(*(self.engine.generate(r) for r in requests))
-            for sample, request, completion, t in zip(batch, requests, completions, timings, strict=True):
+            rows = zip(batch, requests, completions, timings, strict=True)
+            for sample, request, completion, t in rows:
                 self._finish(sample, completion, t, prompt_hash(request))
         return stats
