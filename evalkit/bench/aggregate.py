@@ -1,0 +1,225 @@
+"""Official aggregations: per-sample score values -> the number a benchmark reports.
+
+An aggregation is a function ``(scored, breakdowns, **params) -> AggregateResult``
+registered by name; a benchmark spec picks one and its parameters. Values are per-sample
+scores in [0, 1] (None = not scored, e.g. no judge configured: counted in ``n_unscored``,
+never as 0). Reported numbers are percentages, the unit papers publish.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from evalkit.registry import Registry
+from evalkit.sample import Sample
+
+
+@dataclass(frozen=True)
+class Scored:
+    """One sample with its score value (None when it could not be scored)."""
+
+    sample: Sample
+    value: float | None
+
+
+@dataclass
+class AggregateResult:
+    """The official number, per-group breakdowns and counts."""
+
+    overall: float | None
+    breakdowns: dict[str, dict[str, float]] = field(default_factory=dict)
+    n: int = 0
+    n_scored: int = 0
+    n_unscored: int = 0
+    metrics: dict[str, float] = field(default_factory=dict)
+    """Other official numbers reported next to ``overall`` (e.g. plain accuracy)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able form."""
+        return {
+            "overall": self.overall,
+            "breakdowns": self.breakdowns,
+            "n": self.n,
+            "n_scored": self.n_scored,
+            "n_unscored": self.n_unscored,
+            "metrics": self.metrics,
+        }
+
+
+class Aggregation(Protocol):
+    """Signature of a registered aggregation."""
+
+    def __call__(
+        self, scored: Sequence[Scored], breakdowns: Sequence[str] = (), **params: Any
+    ) -> AggregateResult: ...
+
+
+aggregations: Registry[Callable[..., AggregateResult]] = Registry("aggregation")
+
+
+def _pct(values: Iterable[float]) -> float | None:
+    vals = list(values)
+    return 100.0 * sum(vals) / len(vals) if vals else None
+
+
+def _groups(sample: Sample, name: str) -> list[str]:
+    """Groups a sample belongs to for field ``name`` (a list value = several groups)."""
+    v = sample.fields.get(name)
+    if v is None:
+        return []
+    return [str(x) for x in v] if isinstance(v, list | tuple) else [str(v)]
+
+
+def breakdown(units: Sequence[tuple[Sample, float]], name: str) -> dict[str, float]:
+    """Pooled percentage per group of ``name`` over (sample, value) units."""
+    by: dict[str, list[float]] = defaultdict(list)
+    for sample, value in units:
+        for g in _groups(sample, name):
+            by[g].append(value)
+    return {g: v for g, vals in sorted(by.items()) if (v := _pct(vals)) is not None}
+
+
+def _result(
+    scored: Sequence[Scored],
+    units: Sequence[tuple[Sample, float]],
+    overall: float | None,
+    breakdowns: Sequence[str],
+) -> AggregateResult:
+    n_scored = sum(s.value is not None for s in scored)
+    return AggregateResult(
+        overall=overall,
+        breakdowns={b: breakdown(units, b) for b in breakdowns},
+        n=len(scored),
+        n_scored=n_scored,
+        n_unscored=len(scored) - n_scored,
+    )
+
+
+def _units(scored: Sequence[Scored]) -> list[tuple[Sample, float]]:
+    return [(s.sample, s.value) for s in scored if s.value is not None]
+
+
+@aggregations("mean")
+def mean(scored: Sequence[Scored], breakdowns: Sequence[str] = ()) -> AggregateResult:
+    """Pooled accuracy over all scored samples, with pooled per-group breakdowns.
+
+    The official rule of e.g. Video-MME (overall and per duration, VideoMME's
+    eval_your_results.py), LVBench (overall and per question type, its scripts/eval.py)
+    and LongVideoBench (per duration group).
+    """
+    units = _units(scored)
+    return _result(scored, units, _pct(v for _, v in units), breakdowns)
+
+
+@aggregations("macro_mean")
+def macro_mean(
+    scored: Sequence[Scored],
+    breakdowns: Sequence[str] = (),
+    *,
+    field: str,
+    groups: Sequence[str] | None = None,
+) -> AggregateResult:
+    """Unweighted mean of per-group accuracies over ``field``.
+
+    MVBench reports the average of its 20 task accuracies (paper Table 2, "Avg");
+    MLVU's M-Avg is the mean over its multiple-choice tasks (paper Sec. 4). ``groups``
+    restricts the mean to the named groups (others still appear in the breakdown).
+    """
+    units = _units(scored)
+    per = breakdown(units, field)
+    chosen = [per[g] for g in (groups or per) if g in per]
+    out = _result(
+        scored,
+        units,
+        sum(chosen) / len(chosen) if chosen else None,
+        [field, *[b for b in breakdowns if b != field]],
+    )
+    out.metrics["pooled"] = _pct(v for _, v in units) or 0.0
+    return out
+
+
+@aggregations("mbin")
+def mbin(
+    scored: Sequence[Scored], breakdowns: Sequence[str] = (), *, group_field: str
+) -> AggregateResult:
+    """VideoMathQA multi-binary: a question counts only if ALL its binary pairs are right.
+
+    Rows of the ``multi_binary`` config share ``question_id``; the official aggregation
+    (lmms-eval tasks/videomathqa/utils.py, ``videomathqa_multi_binary_aggregate_results``)
+    groups them by it and scores the group 1 only when every pair is answered correctly.
+    A group with an unscored member is left out (reported in ``n_unscored``).
+    """
+    groups: dict[str, list[Scored]] = defaultdict(list)
+    for s in scored:
+        groups[str(s.sample.fields.get(group_field, s.sample.id))].append(s)
+    units: list[tuple[Sample, float]] = []
+    for members in groups.values():
+        if any(m.value is None for m in members):
+            continue
+        units.append(
+            (members[0].sample, float(all(m.value is not None and m.value >= 1.0 for m in members)))
+        )
+    out = _result(scored, units, _pct(v for _, v in units), breakdowns)
+    out.metrics["pair_accuracy"] = _pct(v for _, v in _units(scored)) or 0.0
+    out.metrics["n_questions"] = float(len(groups))
+    return out
+
+
+@aggregations("group_nonlinear")
+def group_nonlinear(
+    scored: Sequence[Scored],
+    breakdowns: Sequence[str] = (),
+    *,
+    group_field: str,
+    kind_field: str,
+    order_field: str,
+    coherence_value: str = "coherence",
+) -> AggregateResult:
+    """Video-MME-v2's grouped non-linear score.
+
+    Questions come in groups (4 each). A capability-consistency group earns
+    ``(correct / size) ** 2``; a reasoning-coherence group is truncated at its first
+    error, earning ``(correct-before-first-error / size) ** 2`` in the group's question
+    order (Video-MME-v2 paper, arXiv 2604.05015, Sec. 3 "Non-Linear Score"; project page
+    video-mme-v2.netlify.app). The overall score is the mean over groups; plain
+    per-question accuracy is reported as ``metrics["avg_acc"]``.
+    """
+    groups: dict[str, list[Scored]] = defaultdict(list)
+    for s in scored:
+        groups[str(s.sample.fields[group_field])].append(s)
+    units: list[tuple[Sample, float]] = []
+    for members in groups.values():
+        if any(m.value is None for m in members):
+            continue
+        members = sorted(members, key=lambda m: _order_key(m.sample.fields.get(order_field)))
+        right = [m.value is not None and m.value >= 1.0 for m in members]
+        if str(members[0].sample.fields.get(kind_field)) == coherence_value:
+            k = next((i for i, ok in enumerate(right) if not ok), len(right))
+        else:
+            k = sum(right)
+        units.append((members[0].sample, (k / len(members)) ** 2))
+    out = _result(scored, units, _pct(v for _, v in units), breakdowns)
+    out.metrics["avg_acc"] = _pct(v for _, v in _units(scored)) or 0.0
+    return out
+
+
+def _order_key(v: Any) -> tuple[int, Any]:
+    try:
+        return (0, float(v))
+    except (TypeError, ValueError):
+        return (1, str(v))
+
+
+def aggregate(spec: Any, scored: Sequence[Scored]) -> AggregateResult:
+    """Apply ``spec.aggregation`` (a registered name, or an adapter ``"module:function"``)."""
+    agg = spec.aggregation
+    if ":" in agg.name and agg.name not in aggregations:
+        from evalkit.bench.loader import load_hook
+
+        fn = load_hook(spec, agg.name)
+    else:
+        fn = aggregations.get(agg.name)
+    return fn(scored, agg.breakdowns, **agg.params)

@@ -1,0 +1,346 @@
+"""Load a benchmark from a local copy of its OFFICIAL release, or list everything wrong with it.
+
+``load`` stops at the first problem with a message naming the file, the row, the field
+and the layout the spec expects; ``validate`` walks the whole copy and returns every
+problem (missing files, missing or malformed fields, missing or undecodable videos).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import string
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evalkit.bench import parse
+from evalkit.bench.rows import Problem, Row, iter_rows
+from evalkit.bench.spec import BenchmarkSpec, MediaPath
+from evalkit.errors import DataError
+from evalkit.sample import OPTION_LETTERS, ImageRef, Sample, VideoRef
+
+
+class RowError(Exception):
+    """A row could not become a Sample: which field and why."""
+
+    def __init__(self, field: str | None, message: str) -> None:
+        self.field = field
+        self.message = message
+        super().__init__(message)
+
+
+@dataclass
+class ValidationReport:
+    """What ``validate`` found: the samples that loaded and every problem."""
+
+    benchmark: str
+    root: str
+    samples: list[Sample] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing is wrong."""
+        return not self.problems
+
+
+def load(spec: BenchmarkSpec, root: str | Path, *, check_media: bool = True) -> list[Sample]:
+    """Samples of ``spec`` from the official layout under ``root``; DataError at the first fault."""
+    samples: list[Sample] = []
+    for item in _walk(spec, Path(root), check_media=check_media):
+        if isinstance(item, Problem):
+            raise DataError(f"{spec.name}: {item}\nexpected layout under {root}:\n{spec.layout}")
+        samples.append(item)
+    return samples
+
+
+def validate(spec: BenchmarkSpec, root: str | Path, *, decode: bool = False) -> ValidationReport:
+    """Every problem of the local copy under ``root`` (``decode`` also opens each video)."""
+    report = ValidationReport(spec.name, str(root))
+    for item in _walk(spec, Path(root), check_media=True):
+        if isinstance(item, Problem):
+            report.problems.append(item)
+        else:
+            report.samples.append(item)
+    if decode:
+        seen: set[str] = set()
+        for s in report.samples:
+            for m in s.media:
+                if m.path in seen or not Path(m.path).exists():
+                    continue
+                seen.add(m.path)
+                reason = _undecodable(m.path, m.kind)
+                if reason:
+                    report.problems.append(Problem(m.path, None, None, f"cannot decode: {reason}"))
+    return report
+
+
+def _walk(spec: BenchmarkSpec, root: Path, *, check_media: bool) -> Iterator[Sample | Problem]:
+    if not root.is_dir():
+        yield Problem(str(root), None, None, "data root is not a folder")
+        return
+    adapter = _adapter(spec)
+    seen: dict[str, str] = {}
+    for fs in spec.files:
+        for item in iter_rows(fs, root):
+            if isinstance(item, Problem):
+                yield item
+                continue
+            try:
+                sample = build_sample(spec, item, root, check_media=check_media, adapter=adapter)
+            except RowError as exc:
+                yield Problem(item.file, item.where, exc.field, exc.message)
+                continue
+            if sample is None:
+                continue
+            here = f"{item.file}, {item.where}"
+            if sample.id in seen:
+                yield Problem(
+                    item.file,
+                    item.where,
+                    None,
+                    f"duplicate id {sample.id!r}, first at {seen[sample.id]}",
+                )
+                continue
+            seen[sample.id] = here
+            yield sample
+
+
+def _get(row: dict[str, Any], name: str) -> Any:
+    if name not in row or row[name] is None:
+        raise RowError(name, "missing")
+    return row[name]
+
+
+def _fmt(template: str, row: dict[str, Any], what: str) -> str:
+    try:
+        return string.Formatter().vformat(template, (), row)
+    except KeyError as exc:
+        raise RowError(str(exc.args[0]), f"missing (needed by {what} {template!r})") from None
+    except (ValueError, IndexError) as exc:
+        raise RowError(None, f"bad {what} template {template!r}: {exc}") from None
+
+
+def _sample_id(spec: BenchmarkSpec, row: dict[str, Any]) -> str:
+    ids = spec.mapping.id
+    sid = _fmt(ids.template, row, "id")
+    if ids.hash_fields:
+        blob = "\x1f".join(repr(_get(row, f)) for f in ids.hash_fields)
+        sid += "/" + hashlib.sha1(blob.encode()).hexdigest()[:8]
+    return sid
+
+
+def _options(spec: BenchmarkSpec, row: dict[str, Any], question: str) -> tuple[str, list[str]]:
+    m = spec.mapping
+    if m.options_in_question:
+        try:
+            return parse.split_question_options(question)
+        except ValueError as exc:
+            raise RowError(m.question, str(exc)) from None
+    if m.option_fields:
+        opts = [str(_get(row, f)).strip() for f in m.option_fields]
+        return question, [o for o in opts if o]
+    if m.options:
+        try:
+            return question, parse.parse_options(_get(row, m.options))
+        except ValueError as exc:
+            raise RowError(m.options, str(exc)) from None
+    return question, []
+
+
+def _target(spec: BenchmarkSpec, row: dict[str, Any], options: list[str], task_type: str) -> Any:
+    m = spec.mapping
+    if m.target is None:
+        return None
+    raw = _get(row, m.target)
+    kind = m.target_kind
+    try:
+        if kind == "letter":
+            return parse.parse_letter(raw, len(options))
+        if kind == "index":
+            idx = int(raw)
+            if not 0 <= idx < len(options):
+                raise ValueError(f"index {idx} outside the {len(options)} options")
+            return OPTION_LETTERS[idx]
+        if kind == "option_text":
+            text = str(raw).strip()
+            matches = [i for i, o in enumerate(options) if o == text]
+            if not matches:
+                raise ValueError(f"answer {text[:60]!r} is none of the options")
+            return OPTION_LETTERS[matches[0]]
+    except ValueError as exc:
+        raise RowError(m.target, str(exc)) from None
+    return raw
+
+
+def _task_type(spec: BenchmarkSpec, row: dict[str, Any]) -> str:
+    m = spec.mapping
+    if not m.task_type_field:
+        return m.task_type
+    value = str(_get(row, m.task_type_field))
+    if value not in m.task_type_map:
+        raise RowError(m.task_type_field, f"value {value!r} not in task_type_map")
+    return m.task_type_map[value]
+
+
+def _seconds(row: dict[str, Any], name: str | None) -> float | None:
+    if not name or row.get(name) in (None, ""):
+        return None
+    try:
+        return float(row[name])
+    except (TypeError, ValueError):
+        raise RowError(name, f"not a number of seconds: {row[name]!r}") from None
+
+
+def resolve_media(
+    media: MediaPath, row: dict[str, Any], root: Path, what: str
+) -> tuple[Path | None, list[Path]]:
+    """The existing file a row names (None if none exists) and every candidate tried."""
+    try:
+        rel = _fmt(media.pattern, row, what)
+    except RowError:
+        if media.optional:
+            return None, []
+        raise
+    if media.optional and not rel.strip():
+        return None, []
+    base = root / media.root / rel
+    cands: list[Path] = []
+    for ext in media.extensions:
+        cands.append(base.with_name(base.name + ext) if ext else base)
+        if ext and base.suffix and base.suffix != ext:
+            cands.append(base.with_suffix(ext))
+    for c in cands:
+        if c.is_file():
+            return c, cands
+    return None, cands
+
+
+def _media(
+    spec: BenchmarkSpec,
+    row: dict[str, Any],
+    root: Path,
+    check: bool,
+    start: float | None,
+    end: float | None,
+) -> tuple[list[Any], dict[str, Any]]:
+    media: list[Any] = []
+    extra: dict[str, Any] = {}
+    for what, mp in (("video", spec.video), ("image", spec.image), ("subtitles", spec.subtitles)):
+        if mp is None:
+            continue
+        found, cands = resolve_media(mp, row, root, what)
+        if found is None and not cands:
+            continue
+        if found is None:
+            if check and not mp.optional:
+                tried = ", ".join(str(c.relative_to(root)) for c in cands)
+                raise RowError(_pattern_field(mp.pattern), f"{what} not found (tried {tried})")
+            if found is None and mp.optional:
+                continue
+        path = str(found or cands[0])
+        if what == "video":
+            media.insert(0, VideoRef(path=path, start=start, end=end))
+        elif what == "image":
+            media.append(ImageRef(path=path))
+        else:
+            extra["subtitle_path"] = path
+    return media, extra
+
+
+def _pattern_field(pattern: str) -> str | None:
+    names = [f for _, f, _, _ in string.Formatter().parse(pattern) if f]
+    return names[-1] if names else None
+
+
+def build_sample(
+    spec: BenchmarkSpec,
+    item: Row,
+    root: Path,
+    *,
+    check_media: bool = True,
+    adapter: Callable[..., Any] | None = None,
+) -> Sample | None:
+    """One row as a Sample (RowError names the field at fault); None when an adapter skips it."""
+    m = spec.mapping
+    row = item.data
+    question = str(_get(row, m.question))
+    question, options = _options(spec, row, question)
+    task_type = _task_type(spec, row)
+    start, end = _seconds(row, m.start), _seconds(row, m.end)
+    fields = {name: _get(row, src) for name, src in m.fields.items()}
+    media, extra = _media(spec, row, root, check_media, start, end)
+    data: dict[str, Any] = {
+        "id": _sample_id(spec, row),
+        "task_type": task_type,
+        "question": question,
+        "options": options,
+        "target": _target(spec, row, options, task_type),
+        "media": media,
+        "benchmark": spec.name,
+        "fields": {**fields, **extra},
+    }
+    if adapter is not None:
+        try:
+            data = adapter(row, data)
+        except (KeyError, ValueError, TypeError) as exc:
+            raise RowError(None, f"adapter {spec.adapter}: {exc!r}") from None
+        if data is None:
+            return None
+    try:
+        return Sample.model_validate(data)
+    except ValueError as exc:
+        raise RowError(None, f"not a valid Sample: {exc}") from None
+
+
+def _adapter(spec: BenchmarkSpec) -> Callable[..., Any] | None:
+    return load_hook(spec, spec.adapter) if spec.adapter else None
+
+
+def load_hook(spec: BenchmarkSpec, ref: str) -> Callable[..., Any]:
+    """Resolve ``"module:function"``: ``module.py`` beside the spec's YAML, else an import."""
+    module_name, _, attr = ref.partition(":")
+    if not attr:
+        raise DataError(f"{spec.name}: adapter {ref!r} must be 'module:function'")
+    here = Path(spec.source_path).parent / f"{module_name}.py" if spec.source_path else None
+    if here is not None and here.is_file():
+        key = f"evalkit_benchmarks_{module_name}"
+        module = sys.modules.get(key)
+        if module is None:
+            mspec = importlib.util.spec_from_file_location(key, here)
+            assert mspec is not None and mspec.loader is not None
+            module = importlib.util.module_from_spec(mspec)
+            sys.modules[key] = module
+            mspec.loader.exec_module(module)
+    else:
+        module = importlib.import_module(module_name)
+    try:
+        fn: Callable[..., Any] = getattr(module, attr)
+    except AttributeError:
+        raise DataError(f"{spec.name}: adapter module {module_name!r} has no {attr!r}") from None
+    return fn
+
+
+def _undecodable(path: str, kind: str) -> str | None:
+    """None when the file opens and its first frame decodes, else the reason."""
+    try:
+        if kind == "image":
+            import numpy as np
+            from PIL import Image
+
+            with Image.open(path) as im:
+                np.asarray(im.convert("RGB"))
+            return None
+        import av
+
+        with av.open(path) as container:
+            stream = container.streams.video[0]
+            for _ in container.decode(stream):
+                return None
+        return "no video frames"
+    except Exception as exc:  # any decoder failure is a finding, not a crash
+        return f"{type(exc).__name__}: {exc}"

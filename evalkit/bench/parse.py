@@ -1,0 +1,131 @@
+"""Small parsers shared by the loaders: lettered options, answer letters, wrapped solutions."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from evalkit.sample import OPTION_LETTERS
+
+# "A. text", "A: text", "(A) text", "A) text", "[A] text": the prefixes releases use.
+_OPTION_PREFIX = re.compile(
+    r"^\s*(?:\(([A-J])\)|\[([A-J])\]|([A-J])\s*[.:)\uff0e\uff1a])\s?(.*)$", re.S
+)
+_QUESTION_OPTION = re.compile(r"^\s*\(([A-J])\)\s*(.*)$")
+
+
+def split_option(text: str) -> tuple[str | None, str]:
+    """``"B. Art Deco"`` -> ``("B", "Art Deco")``; no letter prefix -> ``(None, text)``."""
+    m = _OPTION_PREFIX.match(text)
+    if not m:
+        return None, text.strip()
+    letter = m.group(1) or m.group(2) or m.group(3)
+    return letter, m.group(4).strip()
+
+
+def parse_options(raw: Any) -> list[str]:
+    """Option texts in letter order, prefixes stripped.
+
+    Releases sometimes list lettered options out of order (LongVideo-Reason has
+    ``["D. ...", "A. ...", ...]`` while the answer letter refers to the label), so when
+    every option carries a distinct letter A.. the list is re-ordered by letter.
+    Raises ValueError when the letters are inconsistent (duplicates or a gap).
+    """
+    if raw is None:
+        return []
+    if hasattr(raw, "tolist"):  # numpy arrays from parquet
+        raw = raw.tolist()
+    if isinstance(raw, str):
+        raise ValueError(f"options must be a list, got a string {raw[:40]!r}")
+    items = [str(x) for x in raw]
+    parsed = [split_option(x) for x in items]
+    letters = [p[0] for p in parsed]
+    if all(letter is None for letter in letters):
+        return [p[1] for p in parsed]
+    if any(letter is None for letter in letters):
+        # A mix: some texts merely start like "A) ..." by accident; keep them verbatim.
+        return [x.strip() for x in items]
+    expected = list(OPTION_LETTERS[: len(items)])
+    if sorted(letters) != expected:  # type: ignore[type-var]
+        raise ValueError(f"option letters {letters} are not {expected[0]}..{expected[-1]}")
+    by_letter = dict(zip(letters, (p[1] for p in parsed), strict=True))
+    return [by_letter[x] for x in expected]
+
+
+def split_question_options(question: str) -> tuple[str, list[str]]:
+    """Cut trailing ``(A) text`` lines off a question (LVBench writes options that way)."""
+    lines = question.rstrip().split("\n")
+    opts: list[tuple[str, str]] = []
+    while lines:
+        m = _QUESTION_OPTION.match(lines[-1])
+        if not m:
+            break
+        opts.insert(0, (m.group(1), m.group(2).strip()))
+        lines.pop()
+    letters = [x[0] for x in opts]
+    if not opts or letters != list(OPTION_LETTERS[: len(opts)]):
+        raise ValueError("no '(A) ...' option lines at the end of the question")
+    return "\n".join(lines).strip(), [x[1] for x in opts]
+
+
+_LETTER = re.compile(r"^\s*[\(\[]?([A-J])[\)\].:]?\s*$")
+
+
+def parse_letter(raw: Any, n_options: int) -> str:
+    """Normalise a written answer letter (``"C"``, ``"(C)"``, ``"C."``) and check its range."""
+    m = _LETTER.match(str(raw))
+    if not m:
+        letter, _ = split_option(str(raw))
+        if letter is None:
+            raise ValueError(f"answer {raw!r} is not an option letter")
+    else:
+        letter = m.group(1)
+    if n_options and OPTION_LETTERS.index(letter) >= n_options:
+        raise ValueError(f"answer {letter!r} is beyond the {n_options} options")
+    return letter
+
+
+_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S)
+_THINK = re.compile(r"<think>(.*?)</think>", re.S)
+
+
+def unwrap_solution(raw: Any) -> str:
+    """The answer inside a solution string.
+
+    ``<answer>X</answer>`` -> ``X``. Some files wrap it otherwise: EasyVideoR1's
+    Charades-STA rows read ``<think>{"time": [...]}</think><[PLHD..]>`` (the answer is the
+    JSON inside the think tags), and caption rows carry the bare text.
+    """
+    text = "" if raw is None else str(raw)
+    m = _ANSWER.search(text)
+    if m:
+        return m.group(1).strip()
+    m = _THINK.search(text)
+    if m and m.group(1).strip():
+        return m.group(1).strip()
+    return text.strip()
+
+
+def maybe_json(text: str) -> Any:
+    """``text`` decoded as JSON when it is a JSON object or list, else unchanged."""
+    t = text.strip()
+    if t[:1] in "[{":
+        try:
+            return json.loads(t)
+        except json.JSONDecodeError:
+            return text
+    return text
+
+
+def to_number(text: Any) -> float | int:
+    """A numeric answer (``"58"`` -> 58, ``"2.1"`` -> 2.1); ValueError otherwise."""
+    if isinstance(text, bool):
+        raise ValueError(f"{text!r} is not a number")
+    if isinstance(text, int | float):
+        return text
+    s = str(text).strip()
+    try:
+        return int(s)
+    except ValueError:
+        return float(s)

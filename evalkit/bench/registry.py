@@ -1,0 +1,96 @@
+"""Every shipped benchmark spec (``benchmarks/*.yaml``), looked up by name or alias.
+
+Lookup ignores case and punctuation (``Video-MME`` = ``videomme`` = ``video_mme``); a
+variant is asked for as ``NAME:VARIANT`` (``Video-MME:with_subtitles``). An unknown name
+gets a did-you-mean hint.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from functools import lru_cache
+from pathlib import Path
+
+from evalkit.bench.spec import BenchmarkSpec, normalize_name
+from evalkit.config import load_yaml_model
+from evalkit.errors import ConfigError
+from evalkit.registry import RegistryError
+
+
+def benchmarks_dir() -> Path:
+    """Folder of the shipped specs: ``$EVALKIT_BENCHMARKS`` or ``<repo>/benchmarks``."""
+    env = os.environ.get("EVALKIT_BENCHMARKS")
+    return Path(env) if env else Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def load_spec(path: str | Path) -> BenchmarkSpec:
+    """One YAML spec, validated (unknown keys and bad values name the file and field)."""
+    spec = load_yaml_model(path, BenchmarkSpec)
+    return spec.located(str(Path(path).resolve()))
+
+
+class BenchmarkRegistry:
+    """Specs of one folder, by normalised name and aliases."""
+
+    def __init__(self, folder: str | Path) -> None:
+        self.folder = Path(folder)
+        self._specs: dict[str, BenchmarkSpec] = {}
+        self._keys: dict[str, str] = {}
+        for path in sorted(self.folder.glob("*.yaml")):
+            spec = load_spec(path)
+            if spec.name in self._specs:
+                raise ConfigError(f"{path}: benchmark {spec.name!r} is defined twice")
+            self._specs[spec.name] = spec
+            for key in [spec.name, *spec.aliases]:
+                k = normalize_name(key)
+                if k in self._keys and self._keys[k] != spec.name:
+                    raise ConfigError(f"{path}: name {key!r} already used by {self._keys[k]!r}")
+                self._keys[k] = spec.name
+
+    def names(self) -> list[str]:
+        """Display names, sorted."""
+        return sorted(self._specs, key=str.lower)
+
+    def specs(self) -> list[BenchmarkSpec]:
+        """All specs, sorted by name."""
+        return [self._specs[n] for n in self.names()]
+
+    def get(self, name: str) -> BenchmarkSpec:
+        """The spec called ``name`` (or ``name:variant``)."""
+        base, _, variant = name.partition(":")
+        key = normalize_name(base)
+        if key not in self._keys:
+            close = difflib.get_close_matches(key, list(self._keys), n=3, cutoff=0.6)
+            hint = (
+                f"; did you mean {', '.join(repr(self._keys[c]) for c in close)}?" if close else ""
+            )
+            raise RegistryError(
+                f"unknown benchmark {base!r}{hint} (known: {', '.join(self.names()) or 'none'})"
+            )
+        spec = self._specs[self._keys[key]]
+        try:
+            return spec.with_variant(variant or None)
+        except KeyError as exc:
+            raise RegistryError(str(exc.args[0])) from None
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and normalize_name(name.partition(":")[0]) in self._keys
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+
+@lru_cache(maxsize=4)
+def _registry(folder: str) -> BenchmarkRegistry:
+    return BenchmarkRegistry(folder)
+
+
+def registry() -> BenchmarkRegistry:
+    """The registry of the shipped specs (cached per folder)."""
+    return _registry(str(benchmarks_dir()))
+
+
+def get_benchmark(name: str) -> BenchmarkSpec:
+    """Shortcut: the shipped spec called ``name``."""
+    return registry().get(name)

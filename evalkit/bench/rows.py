@@ -1,0 +1,166 @@
+"""Reading annotation files of an official release into plain rows, with where each came from."""
+
+from __future__ import annotations
+
+import csv
+import glob
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from evalkit.bench.spec import FileSpec
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a local copy: which file, which row, which field, and what."""
+
+    file: str
+    row: str | None
+    field: str | None
+    message: str
+
+    def __str__(self) -> str:
+        where = self.file
+        if self.row is not None:
+            where += f", {self.row}"
+        if self.field is not None:
+            where += f", field {self.field!r}"
+        return f"{where}: {self.message}"
+
+
+@dataclass(frozen=True)
+class Row:
+    """One row, the file it came from and its position written for people (``item 3``)."""
+
+    file: str
+    where: str
+    data: dict[str, Any]
+
+
+class RowsError(Exception):
+    """A file could not be read at all (internal; turned into a Problem)."""
+
+    def __init__(self, problem: Problem) -> None:
+        self.problem = problem
+        super().__init__(str(problem))
+
+
+def plain(value: Any) -> Any:
+    """numpy scalars/arrays (from parquet) as plain Python values."""
+    if hasattr(value, "tolist") and not isinstance(value, str | bytes):
+        return plain(value.tolist())
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    return value
+
+
+def _format(spec: FileSpec, path: Path) -> str:
+    if spec.format:
+        return spec.format
+    suffix = path.suffix.lower().lstrip(".")
+    if suffix in ("json", "jsonl", "parquet", "csv"):
+        return suffix
+    raise RowsError(Problem(str(path), None, None, "unknown file format; set 'format' in the spec"))
+
+
+def _records(obj: Any, key: str | None, path: Path) -> list[Any]:
+    if key:
+        for part in key.split("."):
+            if not isinstance(obj, dict) or part not in obj:
+                raise RowsError(
+                    Problem(str(path), None, key, f"no key {part!r} in the JSON object")
+                )
+            obj = obj[part]
+    if not isinstance(obj, list):
+        raise RowsError(
+            Problem(str(path), None, key, f"expected a JSON list of rows, got {type(obj).__name__}")
+        )
+    return obj
+
+
+def _read(spec: FileSpec, path: Path) -> Iterator[tuple[str, Any]]:
+    fmt = _format(spec, path)
+    try:
+        if fmt == "jsonl":
+            with path.open(encoding="utf-8") as f:
+                for lineno, line in enumerate(f, 1):
+                    if not line.strip():
+                        continue
+                    try:
+                        yield f"line {lineno}", json.loads(line)
+                    except json.JSONDecodeError as exc:
+                        yield (
+                            f"line {lineno}",
+                            RowsError(
+                                Problem(str(path), f"line {lineno}", None, f"not valid JSON: {exc}")
+                            ),
+                        )
+        elif fmt == "json":
+            try:
+                obj = json.loads(path.read_text(encoding="utf-8"))
+            except json.JSONDecodeError as exc:
+                raise RowsError(Problem(str(path), None, None, f"not valid JSON: {exc}")) from exc
+            for i, rec in enumerate(_records(obj, spec.records, path)):
+                yield f"item {i}", rec
+        elif fmt == "csv":
+            with path.open(encoding="utf-8", newline="") as f:
+                for i, rec in enumerate(csv.DictReader(f)):
+                    yield f"row {i}", rec
+        else:
+            import pandas as pd  # lazily: pandas + pyarrow only when a parquet file is read
+
+            frame = pd.read_parquet(path)
+            for i, rec in enumerate(frame.to_dict(orient="records")):
+                yield f"row {i}", plain(rec)
+    except OSError as exc:
+        raise RowsError(Problem(str(path), None, None, f"cannot read: {exc}")) from exc
+
+
+def iter_rows(spec: FileSpec, root: Path) -> Iterator[Row | Problem]:
+    """Rows of one file spec under ``root`` (a glob may match several files), or Problems."""
+    pattern = str(root / spec.path)
+    paths = sorted(Path(p) for p in glob.glob(pattern)) if glob.has_magic(pattern) else []
+    if not glob.has_magic(pattern):
+        paths = [Path(pattern)]
+    if not paths or not paths[0].exists():
+        yield Problem(spec.path, None, None, f"annotation file not found under {root}")
+        return
+    for path in paths:
+        label = str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+        try:
+            for where, rec in _read(spec, path):
+                if isinstance(rec, RowsError):
+                    yield Problem(label, where, None, rec.problem.message)
+                    continue
+                if not isinstance(rec, dict):
+                    yield Problem(label, where, None, f"a row must be an object, got {rec!r:.60}")
+                    continue
+                yield from _explode(spec, label, where, {**spec.constants, **plain(rec)})
+        except RowsError as exc:
+            p = exc.problem
+            yield Problem(label, p.row, p.field, p.message)
+
+
+def _explode(
+    spec: FileSpec, label: str, where: str, rec: dict[str, Any]
+) -> Iterator[Row | Problem]:
+    if not spec.explode:
+        yield Row(label, where, rec)
+        return
+    items = rec.get(spec.explode)
+    if not isinstance(items, list):
+        yield Problem(label, where, spec.explode, "missing or not a list of questions")
+        return
+    parent = {k: v for k, v in rec.items() if k != spec.explode}
+    for j, item in enumerate(items):
+        if not isinstance(item, dict):
+            yield Problem(
+                label, f"{where}.{spec.explode}[{j}]", None, "a question must be an object"
+            )
+            continue
+        yield Row(label, f"{where}.{spec.explode}[{j}]", {**parent, **item})

@@ -1,0 +1,279 @@
+"""The pinned benchmark spec: one typed model per ``benchmarks/<name>.yaml``.
+
+Everything that moves a score is pinned here and reviewed in one file: where the data
+comes from (and at which revision), how a row of the official release becomes a
+``Sample``, how frames are sampled, which prompt and scorer are used, and how the
+per-sample scores are combined into the OFFICIAL number (never a pooled mean where the
+benchmark defines something else). Unknown keys are errors everywhere.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+
+from evalkit.video.types import FrameSpec, ImageSpec
+
+_STRICT = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
+
+
+def normalize_name(name: str) -> str:
+    """Lookup key of a name: lower case, letters and digits only (Video-MME -> videomme)."""
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+class DataSource(BaseModel):
+    """Where the official release lives. Nothing is downloaded at run time: the user
+    fetches it (e.g. ``huggingface-cli download``) and passes the folder as ``--root``."""
+
+    model_config = _STRICT
+    hf_dataset: str | None = None
+    """Hugging Face dataset id of the official release (``lmms-lab/Video-MME``)."""
+    revision: str | None = None
+    """Pinned revision (commit hash or tag) of ``hf_dataset`` the spec was checked against."""
+    local_path: str | None = None
+    """A default local folder holding the release (overridden by ``--root``)."""
+    homepage: str | None = None
+    """The benchmark's own page or repository, for the layout and licence."""
+
+    @model_validator(mode="after")
+    def _one_source(self) -> DataSource:
+        if not (self.hf_dataset or self.local_path):
+            raise ValueError("data needs hf_dataset (with revision) or local_path")
+        return self
+
+
+class FileSpec(BaseModel):
+    """One annotation file (or a glob of them) of the official layout."""
+
+    model_config = _STRICT
+    path: str
+    """Path relative to the data root; may be a glob (``json/*.json``)."""
+    format: Literal["json", "jsonl", "parquet", "csv"] | None = None
+    """File format; inferred from the extension when omitted."""
+    records: str | None = None
+    """For a JSON object file: the key holding the list of rows (dotted for nesting)."""
+    explode: str | None = None
+    """A field holding a list of questions per row (LVBench ``qa``): each element becomes
+    a row, with the parent's fields underneath it."""
+    constants: dict[str, Any] = Field(default_factory=dict)
+    """Fields added to every row of this file (e.g. MVBench's task name and video folder)."""
+
+
+class MediaPath(BaseModel):
+    """How a row names its video/image/subtitle file: ``root / pattern.format(**row) + ext``."""
+
+    model_config = _STRICT
+    root: str = ""
+    """Folder under the data root."""
+    pattern: str
+    """Python format string over the row's fields (``"{videoID}"``, ``"{video_dir}/{video}"``)."""
+    extensions: list[str] = Field(default_factory=lambda: [""])
+    """Extensions tried in order when the pattern has none that exists ("" = as written)."""
+    optional: bool = False
+    """A row without the fields of ``pattern`` (or with them empty) simply has no such file."""
+
+
+class IdSpec(BaseModel):
+    """A stable sample id built from the benchmark's own id fields, never list position."""
+
+    model_config = _STRICT
+    template: str
+    """Python format string over the row's fields (``"{question_id}"``)."""
+    hash_fields: list[str] = Field(default_factory=list)
+    """Fields whose content hash (8 hex digits) is appended, for releases without an id
+    that is unique per question (MVBench has none)."""
+
+
+class FieldMap(BaseModel):
+    """How a row of the official files maps onto ``Sample``."""
+
+    model_config = _STRICT
+    id: IdSpec
+    """How the stable sample id is built."""
+    question: str
+    """Field holding the question text."""
+    options: str | None = None
+    """Field holding the option list; "A. " / "(A) " / "A: " prefixes are stripped and
+    options are put in letter order."""
+    option_fields: list[str] = Field(default_factory=list)
+    """Alternatively, one field per option, in order (``a0``, ``a1``, ...)."""
+    options_in_question: bool = False
+    """Options are lines ``(A) text`` at the end of the question (LVBench); split them off."""
+    target: str | None = None
+    """Field holding the answer."""
+    target_kind: Literal["letter", "option_text", "index", "value"] = "letter"
+    """How ``target`` is written: a letter, the text of the right option, a 0-based index,
+    or a plain value (number, text, span) kept as is."""
+    task_type: str = "multiple_choice"
+    """Canonical task type of every sample, unless ``task_type_field`` says otherwise."""
+    task_type_field: str | None = None
+    """Field whose value picks the task type through ``task_type_map``."""
+    task_type_map: dict[str, str] = Field(default_factory=dict)
+    """Values of ``task_type_field`` -> canonical task type."""
+    start: str | None = None
+    """Field with the segment start in seconds (the video is cut to [start, end])."""
+    end: str | None = None
+    """Field with the segment end in seconds."""
+    fields: dict[str, str] = Field(default_factory=dict)
+    """``Sample.fields`` name -> row field, for breakdowns and prompts."""
+
+
+class PromptSpec(BaseModel):
+    """Which prompt template renders a sample (templates live in ``prompts/``)."""
+
+    model_config = _STRICT
+    template: str = "multiple_choice"
+    """Template name (one per task type family)."""
+    variant: Literal["plain", "thinking"] = "plain"
+    """Direct answer or reasoning-then-answer."""
+    instruction: str | None = None
+    """The benchmark's own answer instruction, in our words, when it has a fixed one."""
+
+
+class AggregationSpec(BaseModel):
+    """The official aggregate, by name from the aggregation registry."""
+
+    model_config = _STRICT
+    name: str = "mean"
+    """Registered aggregation (``mean``, ``macro_mean``, ``mbin``, ...) or an adapter
+    ``"module:function"``."""
+    params: dict[str, Any] = Field(default_factory=dict)
+    """Keyword arguments of the aggregation (e.g. ``field: task``)."""
+    breakdowns: list[str] = Field(default_factory=list)
+    """``Sample.fields`` names to report per-group values for."""
+    source: str
+    """Where the official rule is defined (paper section, repository file)."""
+
+
+class GenerationDefaults(BaseModel):
+    """Decoding settings the reference numbers were produced with."""
+
+    model_config = _STRICT
+    greedy: bool = True
+    """Greedy decoding (temperature 0)."""
+    max_tokens: int = 128
+    """Maximum new tokens for the plain prompt variant."""
+    max_tokens_thinking: int = 4096
+    """Maximum new tokens for the thinking variant."""
+
+
+class ReferenceScore(BaseModel):
+    """A published number to reproduce, with where it was published."""
+
+    model_config = _STRICT
+    model: str
+    """Model name as published."""
+    value: float
+    """The published value, in percent."""
+    metric: str = "overall"
+    """``overall`` or ``<breakdown field>/<group>`` (e.g. ``duration/long``)."""
+    variant: str | None = None
+    """Spec variant the number belongs to (``with_subtitles``), None = the base spec."""
+    settings: str = ""
+    """Frames, resolution and prompt the authors used, as they state them."""
+    source: str
+    """URL or paper table the number comes from (required)."""
+
+    @model_validator(mode="after")
+    def _has_source(self) -> ReferenceScore:
+        if not self.source.strip():
+            raise ValueError("a reference score needs its source (URL or paper table)")
+        return self
+
+
+class BenchmarkSpec(BaseModel):
+    """A benchmark pinned in one reviewed file: data, mapping, frames, prompt, scoring."""
+
+    model_config = _STRICT
+    name: str
+    """Display name (``Video-MME``)."""
+    aliases: list[str] = Field(default_factory=list)
+    """Other names it is looked up by; lookup ignores case and punctuation."""
+    description: str = ""
+    """One line on what it measures."""
+    citation: str
+    """Paper reference (title, venue/arXiv id)."""
+    data: DataSource
+    """Where the official release comes from."""
+    layout: str
+    """The expected folder layout, shown in errors about missing files."""
+    files: list[FileSpec]
+    """Annotation files read, in order."""
+    mapping: FieldMap
+    """Row -> Sample."""
+    video: MediaPath | None = None
+    """How a row names its video."""
+    image: MediaPath | None = None
+    """How a row names an extra image (appended after the video)."""
+    subtitles: MediaPath | None = None
+    """How a row names its subtitle file (path put in ``Sample.fields["subtitle_path"]``)."""
+    frames: FrameSpec = Field(default_factory=FrameSpec)
+    """Temporal sampling and resizing of the video."""
+    images: ImageSpec = Field(default_factory=ImageSpec)
+    """Resizing of still images."""
+    prompt: PromptSpec = Field(default_factory=PromptSpec)
+    """Prompt template and variant."""
+    scorers: dict[str, str] = Field(default_factory=dict)
+    """Task type -> scorer name, where it is not the task type's default scorer."""
+    aggregation: AggregationSpec
+    """The official aggregate and its breakdowns."""
+    generation: GenerationDefaults = Field(default_factory=GenerationDefaults)
+    """Decoding defaults."""
+    adapter: str | None = None
+    """``"module:function"`` hook for row rules YAML cannot express; called as
+    ``fn(row, sample_dict)`` and returns the (modified) sample dict, or None to skip the
+    row. ``module`` is looked up next to the YAML first (``benchmarks/<module>.py``)."""
+    variants: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Named overrides of this spec (``with_subtitles``, ``test``), deep-merged onto it."""
+    references: list[ReferenceScore] = Field(default_factory=list)
+    """Published numbers for reproduction checks."""
+    variant: str | None = None
+    """Set on a spec produced by :meth:`with_variant`; None for the base spec."""
+    _source: str | None = PrivateAttr(default=None)
+
+    @property
+    def source_path(self) -> str | None:
+        """The YAML file this spec was loaded from (adapters are looked up beside it)."""
+        return self._source
+
+    def located(self, path: str) -> BenchmarkSpec:
+        """Record the YAML file this spec came from; returns self."""
+        self._source = path
+        return self
+
+    @property
+    def key(self) -> str:
+        """Normalised lookup key of the name."""
+        return normalize_name(self.name)
+
+    @property
+    def task_types(self) -> list[str]:
+        """Task types its samples can have."""
+        m = self.mapping
+        return sorted(set(m.task_type_map.values())) if m.task_type_field else [m.task_type]
+
+    def with_variant(self, variant: str | None) -> BenchmarkSpec:
+        """This spec with the named variant's overrides applied (None = unchanged)."""
+        if not variant:
+            return self
+        if variant not in self.variants:
+            known = ", ".join(sorted(self.variants)) or "none"
+            raise KeyError(f"{self.name} has no variant {variant!r} (variants: {known})")
+        data = _deep_merge(self.model_dump(exclude_unset=False), self.variants[variant])
+        data["variant"] = variant
+        out = BenchmarkSpec.model_validate(data)
+        out._source = self._source
+        return out
+
+
+def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _deep_merge(out[k], v)
+        else:
+            out[k] = v
+    return out
