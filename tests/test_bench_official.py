@@ -3,6 +3,7 @@ hand-written predictions -> the OFFICIAL aggregate equals the hand-computed valu
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -52,3 +53,100 @@ def test_videomme_subtitles_variant_attaches_the_srt_where_one_exists(tmp_path: 
     assert samples["001-1"].fields["subtitle_path"].endswith("subtitle/vidA.srt")
     assert "subtitle_path" not in samples["002-1"].fields
     assert spec.prompt.template == "multiple_choice_subtitles"
+
+
+def run_with(
+    name: str, root: Path, predict: Callable[[Sample], str]
+) -> tuple[list[Sample], AggregateResult]:
+    spec = get_benchmark(name)
+    samples = load(spec, root)
+    scored = [Scored(s, score_letter(s, predict(s))) for s in samples]
+    return samples, aggregate(spec, scored)
+
+
+def test_mvbench_is_the_mean_of_its_20_task_accuracies_not_the_pooled_mean(tmp_path: Path) -> None:
+    root = official.mvbench(tmp_path)
+    wrong = {"action_antonym_0.mp4", "action_sequence_1.mp4", "object_existence_3.mp4"}
+    samples, res = run_with(
+        "MVBench", root, lambda s: "A" if Path(s.media[0].path).name in wrong else "B"
+    )
+    # 17 tasks at 100, Action Antonym 0/1, Action Sequence 1/2, Object Existence 3/4
+    assert len(res.breakdowns["task"]) == 20
+    assert res.breakdowns["task"]["Action Antonym"] == 0.0
+    assert res.breakdowns["task"]["Action Sequence"] == 50.0
+    assert res.breakdowns["task"]["Object Existence"] == 75.0
+    assert res.overall == pytest.approx((17 * 100 + 0 + 50 + 75) / 20)  # 91.25
+    assert res.metrics["pooled"] == pytest.approx(100 * 21 / 24)  # 87.5: not the official number
+    seq = sorted((s for s in samples if s.fields["task"] == "Action Sequence"), key=lambda s: s.id)
+    assert [(m.start, m.end) for s in seq for m in s.media] == [(1.5, 4.0), (2.5, 5.0)]
+    assert all(s.target == "B" for s in samples)  # answer text -> its letter
+
+
+def test_lvbench_overall_and_per_capability_with_multi_tagged_questions(tmp_path: Path) -> None:
+    root = official.lvbench(tmp_path)
+    preds = {"101": "A", "102": "A", "201": "C", "202": "B"}
+    samples, res = run("LVBench", root, preds)
+    assert res.overall == 50.0
+    assert res.breakdowns["capability"] == pytest.approx(
+        {
+            "entity recognition": 50.0,
+            "temporal grounding": 0.0,
+            "event understanding": 0.0,
+            "reasoning": 100.0,
+            "key information retrieval": 0.0,
+        }
+    )
+    assert res.breakdowns["video_type"] == {"cartoon": 50.0, "sports": 50.0}
+    s101 = next(s for s in samples if s.id == "101")
+    assert (s101.question, s101.options) == ("Who?", ["cat", "dog", "owl", "fox"])
+    assert s101.media[0].path.endswith("videos/vidL1.mp4")
+
+
+def test_mlvu_dev_m_avg_is_the_mean_over_its_7_choice_tasks(tmp_path: Path) -> None:
+    root = official.mlvu_dev(tmp_path)
+    wrong = {"plotQA_1.mp4", "ego_0.mp4"}
+    _, res = run_with("MLVU", root, lambda s: "A" if Path(s.media[0].path).name in wrong else "B")
+    assert res.breakdowns["task"] == pytest.approx(
+        {
+            "plotQA": 50.0,
+            "needle": 100.0,
+            "ego": 0.0,
+            "count": 100.0,
+            "order": 100.0,
+            "anomaly_reco": 100.0,
+            "topic_reasoning": 100.0,
+        }
+    )
+    assert res.overall == pytest.approx(550 / 7)  # 78.57; pooled would be 9/11 = 81.8
+    assert res.metrics["pooled"] == pytest.approx(900 / 11)
+
+
+def test_mlvu_test_variant_reads_the_ground_truth_file(tmp_path: Path) -> None:
+    root = official.mlvu_test(tmp_path)
+    preds = {"T0": "C", "T1": "C", "T2": "A"}
+    _, res = run("MLVU:test", root, preds)
+    assert res.breakdowns["task"] == {"plotQA": 100.0, "sportsQA": 50.0}
+    assert res.overall == 75.0
+
+
+def test_videomathqa_mcq_accuracy_with_category_and_length(tmp_path: Path) -> None:
+    root = official.videomathqa(tmp_path)
+    _, res = run("VideoMathQA", root, {"1": "B", "2": "C", "3": "C"})
+    assert res.overall == pytest.approx(200 / 3)
+    assert res.breakdowns["category"] == {"Counting": 100.0, "Geometry Angle": 0.0}
+    assert res.breakdowns["length"] == {"short": 50.0, "long": 100.0}
+
+
+def test_videomathqa_mbin_counts_a_question_only_if_all_pairs_are_right(tmp_path: Path) -> None:
+    root = official.videomathqa(tmp_path)
+    wrong = {(2, "16"), (3, "10")}  # one distractor pair missed for questions 2 and 3
+
+    def predict(s: Sample) -> str:
+        return "B" if (s.fields["question_id"], s.options[1]) in wrong else "A"
+
+    samples, res = run_with("VideoMathQA:mbin", root, predict)
+    assert len(samples) == 12 and len({s.id for s in samples}) == 12
+    assert res.overall == pytest.approx(100 / 3)  # only question 1 survives
+    assert res.metrics["pair_accuracy"] == pytest.approx(1000 / 12)
+    assert res.breakdowns["category"] == {"Counting": 50.0, "Geometry Angle": 0.0}
+    assert res.breakdowns["length"] == {"short": 50.0, "long": 0.0}

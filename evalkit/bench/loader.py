@@ -200,14 +200,12 @@ def resolve_media(
     media: MediaPath, row: dict[str, Any], root: Path, what: str
 ) -> tuple[Path | None, list[Path]]:
     """The existing file a row names (None if none exists) and every candidate tried."""
-    try:
-        rel = _fmt(media.pattern, row, what)
-    except RowError:
-        if media.optional:
-            return None, []
-        raise
-    if media.optional and not rel.strip():
-        return None, []
+    for name in _pattern_fields(media.pattern):
+        if row.get(name) in (None, ""):
+            if media.optional:
+                return None, []
+            raise RowError(name, f"missing (names the {what} file)")
+    rel = _fmt(media.pattern, row, what)
     base = root / media.root / rel
     cands: list[Path] = []
     for ext in media.extensions:
@@ -215,7 +213,8 @@ def resolve_media(
         if ext and base.suffix and base.suffix != ext:
             cands.append(base.with_suffix(ext))
     for c in cands:
-        if c.is_file():
+        # A video may be a folder of frames (MVBench's episodic reasoning ships so).
+        if c.is_file() or (what == "video" and c.is_dir()):
             return c, cands
     return None, cands
 
@@ -252,8 +251,12 @@ def _media(
     return media, extra
 
 
+def _pattern_fields(pattern: str) -> list[str]:
+    return [f for _, f, _, _ in string.Formatter().parse(pattern) if f]
+
+
 def _pattern_field(pattern: str) -> str | None:
-    names = [f for _, f, _, _ in string.Formatter().parse(pattern) if f]
+    names = _pattern_fields(pattern)
     return names[-1] if names else None
 
 
