@@ -216,6 +216,7 @@ class Pipeline:
             "prediction": completion.text,
             "score": score.to_dict(),
             "prompt_hash": phash,
+            **_sample_part(sample),
             "tokens": {"prompt": completion.prompt_tokens, "output": completion.output_tokens},
             "timings": timings,
             "fingerprint": self.fingerprint,
@@ -241,6 +242,7 @@ class Pipeline:
             "error": f"{type(exc).__name__}: {exc}",
             "prediction": completion.text if completion else None,
             "score": None,
+            **_sample_part(sample),
             "timings": timings,
             "fingerprint": self.fingerprint,
         }
@@ -278,3 +280,13 @@ class Pipeline:
             for sample, request, completion, t in rows:
                 self._finish(sample, completion, t, prompt_hash(request))
         return stats
+
+
+def _sample_part(sample: Sample) -> dict[str, Any]:
+    """What a report needs of the sample, so a run directory is self-contained."""
+    return {
+        "benchmark": sample.benchmark,
+        "task_type": sample.task_type,
+        "target": sample.target,
+        "fields": sample.fields,
+    }
