@@ -1,0 +1,63 @@
+"""Loss aggregation: per-token losses (B, T) to one scalar, by name from :data:`AGGREGATIONS`.
+
+Gradient accumulation splits a mini-batch into micro-batches, and a mean computed inside
+each micro-batch would weight tokens unequally (a micro-batch of short responses would count
+as much as one of long responses). So the denominators come from the WHOLE mini-batch, in
+:class:`AggNorm`: the sum over micro-batches of ``aggregate(...)`` equals the aggregate of
+the full mini-batch, exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from torch import Tensor
+
+from evalkit.registry import Registry
+
+
+@dataclass(frozen=True)
+class AggNorm:
+    """Denominators taken over the whole mini-batch."""
+
+    total_tokens: float
+    """Valid (mask = 1) response tokens in the mini-batch."""
+    total_seqs: float
+    """Sequences in the mini-batch."""
+    max_len: float = 1.0
+    """Constant length divisor of seq-mean-token-sum-norm (the response budget)."""
+
+    @classmethod
+    def of(cls, mask: Tensor, max_len: float = 1.0) -> AggNorm:
+        """Denominators of the mini-batch whose full response mask is ``mask``."""
+        return cls(float(mask.sum()), float(mask.shape[0]), float(max_len))
+
+
+AggregationFn = Callable[[Tensor, Tensor, AggNorm], Tensor]
+AGGREGATIONS: Registry[AggregationFn] = Registry("loss aggregation mode")
+
+
+def aggregate(mode: str, loss: Tensor, mask: Tensor, norm: AggNorm) -> Tensor:
+    """Aggregate ``loss`` (B, T) over the tokens where ``mask`` is 1 with ``mode``."""
+    return AGGREGATIONS.get(mode)(loss, mask.to(loss.dtype), norm)
+
+
+@AGGREGATIONS("token-mean")
+def token_mean(loss: Tensor, mask: Tensor, norm: AggNorm) -> Tensor:
+    """sum_{i,t} m_it L_it / N_tokens, N_tokens counted over the whole mini-batch."""
+    return (loss * mask).sum() / max(norm.total_tokens, 1.0)
+
+
+@AGGREGATIONS("seq-mean-token-mean")
+def seq_mean_token_mean(loss: Tensor, mask: Tensor, norm: AggNorm) -> Tensor:
+    """(1/N_seqs) sum_i [ sum_t m_it L_it / sum_t m_it ]: each sequence weighs the same."""
+    per_seq = (loss * mask).sum(-1) / mask.sum(-1).clamp(min=1)
+    return per_seq.sum() / max(norm.total_seqs, 1.0)
+
+
+@AGGREGATIONS("seq-mean-token-sum-norm")
+def seq_mean_token_sum_norm(loss: Tensor, mask: Tensor, norm: AggNorm) -> Tensor:
+    """(1/N_seqs) sum_i [ sum_t m_it L_it / L_max ] with a constant L_max (Dr. GRPO)."""
+    per_seq = (loss * mask).sum(-1) / norm.max_len
+    return per_seq.sum() / max(norm.total_seqs, 1.0)

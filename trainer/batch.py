@@ -1,0 +1,113 @@
+"""Rollout groups as token-id lists, and their collation into padded training tensors.
+
+Layout of a :class:`TrainBatch` (the usual one for causal LMs): prompts LEFT-padded to a
+common length P, responses RIGHT-padded to T, concatenated into ``input_ids`` (B, P + T).
+The logits at positions P-1 .. P+T-2 predict the response tokens 0 .. T-1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+import torch
+from torch import Tensor
+
+
+@dataclass
+class Response:
+    """One response slot of a group."""
+
+    token_ids: list[int]
+    text: str = ""
+    is_offline: bool = False
+    """True for the mix-policy slot holding the offline reference trajectory."""
+
+
+@dataclass
+class Group:
+    """The responses to one prompt; they share ``group_id`` for group-relative advantages."""
+
+    group_id: int
+    prompt_ids: list[int]
+    responses: list[Response]
+    sample: Any = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class TrainBatch:
+    """Padded tensors of B sequences (see the module docstring for the layout)."""
+
+    input_ids: Tensor
+    attention_mask: Tensor
+    response_ids: Tensor
+    response_mask: Tensor
+    group_ids: Tensor
+    is_offline: Tensor
+
+    @property
+    def prompt_len(self) -> int:
+        """P: the padded prompt length."""
+        return int(self.input_ids.shape[1] - self.response_ids.shape[1])
+
+    def __len__(self) -> int:
+        return int(self.input_ids.shape[0])
+
+    def select(self, index: Tensor | slice) -> TrainBatch:
+        """The rows ``index`` of every tensor."""
+        return replace(self, **{f.name: getattr(self, f.name)[index] for f in fields(self)})
+
+    def micro_batches(self, size: int) -> Iterator[TrainBatch]:
+        """Consecutive slices of at most ``size`` sequences."""
+        for start in range(0, len(self), size):
+            yield self.select(slice(start, start + size))
+
+
+def collate(
+    groups: Sequence[Group], pad_id: int, max_response_tokens: int | None = None
+) -> TrainBatch:
+    """Flatten groups (in order, responses in slot order) into one padded :class:`TrainBatch`."""
+    rows = [(g, r) for g in groups for r in g.responses]
+    if not rows:
+        raise ValueError("collate: no responses to collate")
+    empty = [g.group_id for g in groups if not g.prompt_ids]
+    if empty:
+        raise ValueError(f"collate: groups {empty} have an empty prompt")
+    p_len = max(len(g.prompt_ids) for g, _ in rows)
+    t_len = max(len(r.token_ids) for _, r in rows)
+    if max_response_tokens is not None and t_len > max_response_tokens:
+        raise ValueError(f"a response has {t_len} tokens, over the budget {max_response_tokens}")
+    t_len = max(t_len, 1)
+    bsz = len(rows)
+    input_ids = torch.full((bsz, p_len + t_len), pad_id, dtype=torch.long)
+    attention = torch.zeros((bsz, p_len + t_len), dtype=torch.long)
+    for i, (g, r) in enumerate(rows):
+        lp, lr = len(g.prompt_ids), len(r.token_ids)
+        input_ids[i, p_len - lp : p_len] = torch.tensor(g.prompt_ids, dtype=torch.long)
+        input_ids[i, p_len : p_len + lr] = torch.tensor(r.token_ids, dtype=torch.long)
+        attention[i, p_len - lp : p_len + lr] = 1
+    return TrainBatch(
+        input_ids=input_ids,
+        attention_mask=attention,
+        response_ids=input_ids[:, p_len:].clone(),
+        response_mask=attention[:, p_len:].clone(),
+        group_ids=torch.tensor([g.group_id for g, _ in rows], dtype=torch.long),
+        is_offline=torch.tensor([r.is_offline for _, r in rows], dtype=torch.bool),
+    )
+
+
+PolicyFn = Callable[[Tensor, Tensor], Tensor]
+"""``policy(input_ids (B, L), attention_mask (B, L)) -> logits (B, L, V)``."""
+
+
+def response_logprobs(policy: PolicyFn, batch: TrainBatch, temperature: float = 1.0) -> Tensor:
+    """Log-probs (B, T) of the response tokens under ``policy`` (logits / temperature)."""
+    logits = policy(batch.input_ids, batch.attention_mask)
+    p_len, t_len = batch.prompt_len, batch.response_ids.shape[1]
+    logits = logits[:, p_len - 1 : p_len + t_len - 1].float()
+    if temperature != 1.0:
+        logits = logits / temperature
+    logp = torch.log_softmax(logits, dim=-1)
+    return logp.gather(-1, batch.response_ids.unsqueeze(-1)).squeeze(-1)

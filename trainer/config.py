@@ -1,0 +1,332 @@
+"""The trainer's typed configuration: one YAML file onto these models, plus ``a.b=value`` overrides.
+
+Unknown keys are errors (``extra="forbid"``); every field carries a docstring that doubles
+as its help text. Algorithm names are checked against the registries when the config loads,
+so a typo fails before any model is built.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from evalkit.config import _explain
+from evalkit.errors import ConfigError
+
+LossAggMode = Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+
+class DataConfig(_Section):
+    """Where training samples come from and how their media are budgeted."""
+
+    train_path: str = ""
+    """JSONL file of training samples in the unified schema (problem, problem_type, ...)."""
+    val_path: str | None = None
+    """Optional JSONL file of held-out samples."""
+    image_max_pixels: int = Field(default=262144, gt=0)
+    """Pixel budget of one image (H*W after resizing)."""
+    video_max_pixels: int = Field(default=65536, gt=0)
+    """Pixel budget of one video frame (H*W after resizing)."""
+    video_max_frames: int = Field(default=32, gt=0)
+    """Most frames sampled from one video."""
+    fps: float = Field(default=2.0, gt=0)
+    """Frame sampling rate in frames per second (capped by video_max_frames)."""
+    max_prompt_tokens: int = Field(default=4096, gt=0)
+    """Prompts longer than this (visual tokens included) are rejected."""
+    shuffle: bool = True
+    """Shuffle the training samples each epoch (seeded)."""
+
+
+class RolloutConfig(_Section):
+    """How responses are sampled for each prompt."""
+
+    n: int = Field(default=8, ge=1)
+    """Responses per prompt (the group size)."""
+    temperature: float = Field(default=1.0, ge=0)
+    """Sampling temperature of online responses."""
+    top_p: float = Field(default=1.0, gt=0, le=1)
+    """Nucleus sampling threshold."""
+    max_response_tokens: int = Field(default=1024, gt=0)
+    """Response budget in tokens; longer responses are cut (and offline ones truncated)."""
+    engine: str = "hf"
+    """Name of the evalkit engine that generates rollouts (hf, vllm, ...)."""
+
+
+class KLConfig(_Section):
+    """Optional KL regularisation against the frozen reference model."""
+
+    estimator: Literal["off", "k1", "k3"] = "off"
+    """KL estimator per token: off, k1 (log-ratio) or k3 (unbiased, low variance, >= 0)."""
+    coef: float = Field(default=0.0, ge=0)
+    """Weight of the KL term."""
+    in_reward: bool = False
+    """Put -coef*KL into the token rewards (REINFORCE++ style) instead of the loss."""
+
+
+class DynamicSamplingConfig(_Section):
+    """DAPO dynamic sampling: drop groups whose accuracies are all equal, refill."""
+
+    enable: bool = False
+    """Turn dynamic sampling on."""
+    max_tries: int = Field(default=4, ge=1)
+    """Most generation batches drawn per step before training on what there is."""
+
+
+class AlgorithmConfig(_Section):
+    """Advantage estimator, policy loss and their knobs."""
+
+    advantage: str = "grpo"
+    """Advantage estimator name (grpo, rloo, reinforce_pp, remax, gdpo)."""
+    norm_by_std: bool = True
+    """GRPO/GDPO: divide by the group std (False gives Dr. GRPO)."""
+    adv_eps: float = Field(default=1e-6, gt=0)
+    """Added to standard deviations before dividing."""
+    gamma: float = Field(default=1.0, ge=0, le=1)
+    """REINFORCE++ discount of token rewards."""
+    gdpo_batch_norm: bool = True
+    """GDPO: normalise the summed advantages over the whole batch."""
+    policy_loss: str = "ppo_clip"
+    """Policy loss name (ppo_clip, gspo, cispo)."""
+    clip_eps_low: float = Field(default=0.2, ge=0)
+    """Lower clip range: the ratio is clipped below at 1 - clip_eps_low."""
+    clip_eps_high: float = Field(default=0.2, ge=0)
+    """Upper clip range: the ratio is clipped above at 1 + clip_eps_high (DAPO: 0.28)."""
+    dual_clip_c: float | None = None
+    """Dual-clip bound c > 1 for negative advantages (None = off)."""
+    loss_agg_mode: LossAggMode = "token-mean"
+    """How per-token losses become one number (token-mean is global over micro-batches)."""
+    loss_agg_max_len: int | None = None
+    """Constant divisor of seq-mean-token-sum-norm (default: rollout.max_response_tokens)."""
+    kl: KLConfig = Field(default_factory=KLConfig)
+    """KL regularisation against the reference model."""
+    dynamic_sampling: DynamicSamplingConfig = Field(default_factory=DynamicSamplingConfig)
+    """DAPO dynamic sampling."""
+
+    @model_validator(mode="after")
+    def _check(self) -> AlgorithmConfig:
+        from trainer.algorithms import ADVANTAGES, POLICY_LOSSES
+
+        for name, reg in ((self.advantage, ADVANTAGES), (self.policy_loss, POLICY_LOSSES)):
+            if name not in reg:
+                raise ValueError(reg._unknown(name))
+        if self.dual_clip_c is not None and self.dual_clip_c <= 1.0:
+            raise ValueError(f"dual_clip_c must be > 1, got {self.dual_clip_c}")
+        if self.dual_clip_c is not None and self.policy_loss not in ("ppo_clip", "vanilla"):
+            raise ValueError(f"dual_clip_c applies to ppo_clip only, not {self.policy_loss!r}")
+        if self.clip_eps_low > 1.0:
+            raise ValueError(f"clip_eps_low must be <= 1 (ratio >= 0), got {self.clip_eps_low}")
+        return self
+
+
+class OverlongConfig(_Section):
+    """DAPO's soft overlong penalty: linear from 0 to -1 over the last ``buffer`` tokens."""
+
+    enable: bool = False
+    """Add the penalty to the overall reward."""
+    buffer: int = Field(default=256, gt=0)
+    """Length of the penalty ramp in tokens, ending at max_length."""
+    max_length: int | None = None
+    """Length at which the penalty reaches -1 (default: rollout.max_response_tokens)."""
+    factor: float = Field(default=1.0, ge=0)
+    """Scale of the penalty (1.0: from 0 to -1)."""
+
+
+class RewardsConfig(_Section):
+    """reward = w_acc * accuracy + w_fmt * format (+ overlong penalty)."""
+
+    w_acc: float = 0.9
+    """Weight of the accuracy reward (the evalkit scorer's value)."""
+    w_fmt: float = 0.1
+    """Weight of the format reward."""
+    overlong: OverlongConfig = Field(default_factory=OverlongConfig)
+    """Soft overlong penalty."""
+
+
+class MixPolicyConfig(_Section):
+    """Mixed groups: n-1 online responses plus the sample's offline trajectory."""
+
+    enable_mix_policy: bool = False
+    """Put the offline trajectory (offline_output) in the n-th slot of its group."""
+    accuracy_gate: float | None = None
+    """Insert the offline slot only if the online group's mean accuracy <= this (None: always)."""
+
+
+class OptimizerConfig(_Section):
+    """AdamW and gradient clipping."""
+
+    lr: float = Field(default=1e-6, gt=0)
+    """Learning rate."""
+    betas: tuple[float, float] = (0.9, 0.999)
+    """AdamW betas."""
+    eps: float = Field(default=1e-8, gt=0)
+    """AdamW epsilon."""
+    weight_decay: float = Field(default=0.01, ge=0)
+    """AdamW decoupled weight decay."""
+    grad_clip: float | None = Field(default=1.0, gt=0)
+    """Clip the global gradient norm to this (None = no clipping)."""
+
+
+class ScheduleConfig(_Section):
+    """How long to train and how batches are cut."""
+
+    steps: int = Field(default=100, ge=1)
+    """Optimizer steps to run."""
+    batch_size: int = Field(default=8, ge=1)
+    """Prompts (groups) per step."""
+    micro_batch_size: int = Field(default=4, ge=1)
+    """Sequences per forward/backward pass; gradients accumulate over micro-batches."""
+    eval_every: int = Field(default=0, ge=0)
+    """Evaluate every N steps (0 = never)."""
+    eval_benchmarks: list[str] = Field(default_factory=list)
+    """Benchmarks evaluated by the periodic evaluation hook."""
+
+
+class CheckpointConfig(_Section):
+    """Where and how often checkpoints are written."""
+
+    dir: str = "checkpoints"
+    """Directory holding one sub-directory per saved step."""
+    every: int = Field(default=50, ge=0)
+    """Save every N steps (0 = only at the end)."""
+    keep_last: int | None = Field(default=None, ge=1)
+    """Keep only the newest N checkpoints (None = keep all)."""
+
+
+class TrainerConfig(_Section):
+    """The whole trainer configuration."""
+
+    model: str = ""
+    """Path of the policy model (a local HF checkpoint directory)."""
+    seed: int = 0
+    """Seed of python, numpy and torch random generators."""
+    data: DataConfig = Field(default_factory=DataConfig)
+    """Training data and media budgets."""
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    """Rollout sampling."""
+    algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig)
+    """Advantage estimator, policy loss, KL, dynamic sampling."""
+    rewards: RewardsConfig = Field(default_factory=RewardsConfig)
+    """Reward weights and the overlong penalty."""
+    mix_policy: MixPolicyConfig = Field(default_factory=MixPolicyConfig)
+    """Mix-policy groups."""
+    optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig)
+    """Optimizer."""
+    schedule: ScheduleConfig = Field(default_factory=ScheduleConfig)
+    """Steps, batch sizes, periodic evaluation."""
+    checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
+    """Checkpointing."""
+
+    @model_validator(mode="after")
+    def _check(self) -> TrainerConfig:
+        if self.mix_policy.enable_mix_policy and self.rollout.n < 2:
+            raise ValueError("mix_policy.enable_mix_policy needs rollout.n >= 2 (n-1 online + 1)")
+        return self
+
+    @property
+    def overlong_max_length(self) -> int:
+        """Length at which the overlong penalty reaches its floor."""
+        return self.rewards.overlong.max_length or self.rollout.max_response_tokens
+
+    @property
+    def agg_max_len(self) -> int:
+        """Constant divisor of the seq-mean-token-sum-norm aggregation."""
+        return self.algorithm.loss_agg_max_len or self.rollout.max_response_tokens
+
+
+def load_config(
+    path: str | Path | None = None, overrides: list[str] | None = None
+) -> TrainerConfig:
+    """Load a YAML config (or defaults when ``path`` is None) and apply ``a.b=value`` overrides.
+
+    Override values are parsed as YAML scalars/lists (``3``, ``0.28``, ``true``, ``null``,
+    ``[a, b]``) and then checked against the field's type; a wrong key or value raises
+    :class:`ConfigError` naming it.
+    """
+    where = str(path) if path is not None else "<defaults>"
+    data: dict[str, Any] = {}
+    if path is not None:
+        try:
+            data = yaml.safe_load(Path(path).read_text()) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise ConfigError(f"{path}: cannot read YAML: {exc}") from exc
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path}: the top level must be a mapping, got {type(data).__name__}")
+    for item in overrides or []:
+        _apply_override(data, item)
+    try:
+        return TrainerConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"{where}: {_explain(exc)}") from exc
+
+
+def _apply_override(data: dict[str, Any], item: str) -> None:
+    key, sep, raw = item.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ConfigError(
+            f"override {item!r}: expected key=value, e.g. algorithm.clip_eps_high=0.28"
+        )
+    parts = key.split(".")
+    annotation = _field_annotation(parts, item)
+    value: Any = raw
+    if _is_str_field(annotation):
+        if raw.strip() in ("null", "~") and _allows_none(annotation):
+            value = None
+    else:
+        try:
+            value = yaml.safe_load(raw)
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"override {item!r}: cannot parse value: {exc}") from exc
+    node = data
+    for i, part in enumerate(parts[:-1]):
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"override {item!r}: {'.'.join(parts[: i + 1])} is not a section")
+        node = child
+    node[parts[-1]] = value
+
+
+def _field_annotation(parts: list[str], item: str) -> Any:
+    """The type annotation of the field at ``parts``; unknown keys raise with a hint."""
+    import difflib
+
+    model: type[BaseModel] = TrainerConfig
+    annotation: Any = None
+    for i, part in enumerate(parts):
+        fields = model.model_fields
+        if part not in fields:
+            where = ".".join(parts[:i]) or "top level"
+            close = difflib.get_close_matches(part, list(fields), n=3)
+            hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+            raise ConfigError(f"override {item!r}: no key {part!r} in {where}{hint}")
+        annotation = fields[part].annotation
+        if i < len(parts) - 1:
+            if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+                raise ConfigError(
+                    f"override {item!r}: {'.'.join(parts[: i + 1])} is a value, not a section"
+                )
+            model = annotation
+    return annotation
+
+
+def _allows_none(annotation: Any) -> bool:
+    return type(None) in typing.get_args(annotation)
+
+
+def _is_str_field(annotation: Any) -> bool:
+    """True for ``str`` and ``str | None`` fields, whose override values stay raw text."""
+    if annotation is str:
+        return True
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return args == [str]
+    return False

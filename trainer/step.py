@@ -1,0 +1,140 @@
+"""One policy update: micro-batched forward/backward, global loss aggregation, clip, AdamW step.
+
+The step knows nothing about rollouts, engines or rewards: it receives token ids, old
+log-probs, advantages and masks (a :class:`StepInputs`) and a policy callable, so the HF
+actor, FSDP wrapping and the Ray workers can plug in around it later.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from trainer.algorithms.aggregation import AggNorm, aggregate
+from trainer.algorithms.kl import token_kl
+from trainer.algorithms.losses import POLICY_LOSSES, LossOptions
+from trainer.batch import PolicyFn, TrainBatch, response_logprobs
+
+
+@dataclass
+class StepInputs:
+    """Everything one update needs; tensors are (B, T) aligned with ``batch.response_ids``."""
+
+    batch: TrainBatch
+    old_logp: Tensor
+    advantages: Tensor
+    ref_logp: Tensor | None = None
+
+
+@dataclass(frozen=True)
+class StepSettings:
+    """The knobs of an update, normally taken from the trainer config."""
+
+    policy_loss: str = "ppo_clip"
+    loss_options: LossOptions = field(default_factory=LossOptions)
+    loss_agg_mode: str = "token-mean"
+    agg_max_len: int = 1
+    kl_estimator: str = "off"
+    kl_coef: float = 0.0
+    micro_batch_size: int = 4
+    grad_clip: float | None = 1.0
+    temperature: float = 1.0
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> StepSettings:
+        """Build from a :class:`trainer.config.TrainerConfig`."""
+        algo = cfg.algorithm
+        kl_in_loss = algo.kl.estimator != "off" and not algo.kl.in_reward
+        return cls(
+            policy_loss=algo.policy_loss,
+            loss_options=LossOptions.from_config(algo),
+            loss_agg_mode=algo.loss_agg_mode,
+            agg_max_len=cfg.agg_max_len,
+            kl_estimator=algo.kl.estimator if kl_in_loss else "off",
+            kl_coef=algo.kl.coef if kl_in_loss else 0.0,
+            micro_batch_size=cfg.schedule.micro_batch_size,
+            grad_clip=cfg.optimizer.grad_clip,
+            temperature=cfg.rollout.temperature or 1.0,
+        )
+
+
+@dataclass
+class StepResult:
+    """The mini-batch loss (the number whose gradient was applied) and metrics."""
+
+    loss: float
+    metrics: dict[str, float]
+
+
+def build_optimizer(params: Iterable[nn.Parameter], cfg: Any) -> torch.optim.AdamW:
+    """AdamW from an :class:`trainer.config.OptimizerConfig`."""
+    return torch.optim.AdamW(
+        params, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps, weight_decay=cfg.weight_decay
+    )
+
+
+def _rows(inputs: StepInputs, index: slice) -> StepInputs:
+    ref = inputs.ref_logp[index] if inputs.ref_logp is not None else None
+    return StepInputs(
+        inputs.batch.select(index), inputs.old_logp[index], inputs.advantages[index], ref
+    )
+
+
+def accumulate_loss(
+    policy: PolicyFn, inputs: StepInputs, settings: StepSettings, backward: bool = True
+) -> StepResult:
+    """Sum of micro-batch losses with mini-batch-wide denominators; backward per micro-batch.
+
+    Because every denominator is global (:class:`AggNorm`), the sum equals the loss of the
+    whole mini-batch in one pass and the accumulated gradient equals its gradient.
+    """
+    mask = inputs.batch.response_mask
+    norm = AggNorm.of(mask, settings.agg_max_len)
+    loss_fn = POLICY_LOSSES.get(settings.policy_loss)
+    total = 0.0
+    sums: dict[str, float] = {}
+    bsz, size = len(inputs.batch), settings.micro_batch_size
+    for start in range(0, bsz, size):
+        mb = _rows(inputs, slice(start, start + size))
+        mb_mask = mb.batch.response_mask
+        logp = response_logprobs(policy, mb.batch, settings.temperature)
+        out = loss_fn(logp, mb.old_logp, mb.advantages, mb_mask, settings.loss_options)
+        per_token = out.loss
+        if settings.kl_estimator != "off":
+            if mb.ref_logp is None:
+                raise ValueError("KL in the loss needs StepInputs.ref_logp")
+            kl = token_kl(settings.kl_estimator, logp, mb.ref_logp)
+            per_token = per_token + settings.kl_coef * kl * mb_mask
+            out.metrics["kl"] = (kl.detach() * mb_mask).sum() / mb_mask.sum().clamp(min=1)
+        loss = aggregate(settings.loss_agg_mode, per_token, mb_mask, norm)
+        if backward:
+            loss.backward()
+        total += float(loss.detach())
+        share = float(mb_mask.sum()) / max(norm.total_tokens, 1.0)
+        for key, value in out.metrics.items():  # token-weighted means over the mini-batch
+            sums[key] = sums.get(key, 0.0) + share * float(value)
+    return StepResult(total, sums)
+
+
+def policy_step(
+    policy: nn.Module, optimizer: torch.optim.Optimizer, inputs: StepInputs, settings: StepSettings
+) -> StepResult:
+    """One optimizer step on the mini-batch ``inputs`` (gradients clipped to ``grad_clip``)."""
+    policy.train()
+    optimizer.zero_grad(set_to_none=True)
+    result = accumulate_loss(policy, inputs, settings)
+    params = [p for p in policy.parameters() if p.grad is not None]
+    max_norm = settings.grad_clip if settings.grad_clip is not None else math.inf
+    grad_norm = float(torch.nn.utils.clip_grad_norm_(params, max_norm))
+    result.metrics["grad_norm"] = grad_norm
+    if math.isfinite(grad_norm):
+        optimizer.step()
+    else:  # one bad batch must not poison the weights
+        result.metrics["skipped_nonfinite_grad"] = 1.0
+    optimizer.zero_grad(set_to_none=True)
+    return result

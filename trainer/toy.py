@@ -1,0 +1,134 @@
+"""A tiny policy and task for tests and demos: the whole update loop without a real model.
+
+:class:`ToyPolicy` is a 2-layer MLP over a toy vocabulary that predicts the next token from
+the current one. The task: the prompt is ``[BOS, a]`` with ``a`` one of K question tokens; a
+response is correct when its first token is a's answer token ``a + K`` and well-formed when
+it ends with EOS (answer tokens are disjoint from question tokens, so one current-token
+policy can satisfy both). :class:`ToyRun` wires rollout ->
+rewards -> GRPO advantages -> :func:`trainer.step.policy_step`, with a shuffled data order,
+so checkpoint/resume can be tested for exact continuation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from trainer.algorithms.advantages import AdvantageInputs, compute_advantages
+from trainer.batch import Group, Response, TrainBatch, collate, response_logprobs
+from trainer.step import StepInputs, StepResult, StepSettings, policy_step
+
+PAD, EOS, BOS = 0, 1, 2
+
+
+class ToyPolicy(nn.Module):
+    """Embedding -> Linear -> tanh -> Linear: next-token logits from the current token."""
+
+    def __init__(self, vocab: int = 12, hidden: int = 32) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab, hidden)
+        self.hidden = nn.Linear(hidden, hidden)
+        self.out = nn.Linear(hidden, vocab)
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
+        """Logits (B, L, V); ``attention_mask`` is accepted for interface parity and unused."""
+        return self.out(torch.tanh(self.hidden(self.embed(input_ids))))
+
+
+@torch.no_grad()
+def sample_responses(
+    policy: ToyPolicy, prompt_ids: list[int], n: int, max_tokens: int, temperature: float = 1.0
+) -> list[list[int]]:
+    """``n`` responses sampled with torch's global generator, each stopped at EOS."""
+    last = torch.full((n,), prompt_ids[-1], dtype=torch.long)
+    out: list[list[int]] = [[] for _ in range(n)]
+    done = torch.zeros(n, dtype=torch.bool)
+    for _ in range(max_tokens):
+        probs = torch.softmax(policy(last[:, None])[:, -1] / temperature, dim=-1)
+        tok = torch.multinomial(probs, 1).squeeze(1)
+        for i in range(n):
+            if not done[i]:
+                out[i].append(int(tok[i]))
+        done |= tok == EOS
+        last = tok
+        if bool(done.all()):
+            break
+    return out
+
+
+def toy_reward(prompt_ids: list[int], response: list[int], k: int) -> dict[str, float]:
+    """accuracy = first token is the answer (question token + k); format = ends with EOS."""
+    acc = float(bool(response) and response[0] == prompt_ids[-1] + k)
+    fmt = float(bool(response) and response[-1] == EOS)
+    return {"accuracy": acc, "format": fmt, "overall": 0.9 * acc + 0.1 * fmt}
+
+
+@dataclass
+class ToyRun:
+    """A few-line RL loop on the toy task; state = model, optimizer, RNGs, data position."""
+
+    settings: StepSettings
+    seed: int = 0
+    k: int = 5
+    """Number of questions (and answers); the vocabulary has 3 + 2k tokens."""
+    n: int = 4
+    prompts_per_step: int = 2
+    max_tokens: int = 4
+    updates_per_batch: int = 2
+    lr: float = 0.02
+
+    def __post_init__(self) -> None:
+        torch.manual_seed(self.seed)
+        np.random.seed(self.seed)
+        self.policy = ToyPolicy(BOS + 1 + 2 * self.k)
+        self.optimizer = torch.optim.AdamW(self.policy.parameters(), lr=self.lr)
+        self.items = list(range(BOS + 1, BOS + 1 + self.k))
+        self.epoch, self.position = 0, 0
+        self.order = self._order()
+
+    def _order(self) -> list[int]:
+        return [int(i) for i in np.random.permutation(len(self.items))]
+
+    def data_state(self) -> dict[str, Any]:
+        """Where the data stream is (JSON-able)."""
+        return {"epoch": self.epoch, "position": self.position, "order": self.order}
+
+    def load_data_state(self, state: dict[str, Any]) -> None:
+        """Continue the data stream from ``state``."""
+        self.epoch, self.position, self.order = state["epoch"], state["position"], state["order"]
+
+    def _next_prompts(self) -> list[list[int]]:
+        prompts = []
+        for _ in range(self.prompts_per_step):
+            if self.position == len(self.order):
+                self.epoch, self.position, self.order = self.epoch + 1, 0, self._order()
+            prompts.append([BOS, self.items[self.order[self.position]]])
+            self.position += 1
+        return prompts
+
+    def rollout(self) -> tuple[TrainBatch, Tensor]:
+        """Sample a batch of groups and their overall rewards."""
+        groups, rewards = [], []
+        for gid, prompt in enumerate(self._next_prompts()):
+            responses = sample_responses(self.policy, prompt, self.n, self.max_tokens)
+            groups.append(Group(gid, prompt, [Response(r) for r in responses]))
+            rewards += [toy_reward(prompt, r, self.k)["overall"] for r in responses]
+        return collate(groups, PAD), torch.tensor(rewards)
+
+    def step(self) -> list[StepResult]:
+        """Rollout, GRPO advantages, then ``updates_per_batch`` policy updates."""
+        batch, rewards = self.rollout()
+        with torch.no_grad():
+            old_logp = response_logprobs(self.policy, batch, self.settings.temperature)
+        adv = compute_advantages(
+            "grpo", AdvantageInputs(rewards, batch.group_ids, batch.response_mask)
+        )
+        inputs = StepInputs(batch, old_logp, adv, ref_logp=old_logp.clone())
+        return [
+            policy_step(self.policy, self.optimizer, inputs, self.settings)
+            for _ in range(self.updates_per_batch)
+        ]
