@@ -12,6 +12,7 @@ from evalkit.errors import EvalkitError
 # ``run(args) -> int``; it is imported only when its command runs.
 COMMANDS: dict[str, tuple[str, str]] = {
     "cache": ("evalkit.cli.cache", "build, verify, list and prune the frame cache"),
+    "bench": ("evalkit.cli.bench", "list, show and validate the pinned benchmark specs"),
 }
 
 
