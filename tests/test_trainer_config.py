@@ -133,3 +133,20 @@ def test_defaults_follow_the_issue():
     assert (cfg.rewards.w_acc, cfg.rewards.w_fmt) == (0.9, 0.1)
     assert cfg.mix_policy.enable_mix_policy is False
     assert cfg.agg_max_len == cfg.rollout.max_response_tokens
+
+
+def test_kl_in_reward_is_only_for_reinforce_pp():
+    with pytest.raises(ConfigError, match=r"kl\.in_reward needs advantage reinforce_pp"):
+        load_config(None, ["algorithm.kl.estimator=k1", "algorithm.kl.in_reward=true"])
+    cfg = load_config(
+        None,
+        [
+            "algorithm.advantage=reinforce_pp",
+            "algorithm.kl.estimator=k1",
+            "algorithm.kl.in_reward=true",
+            "algorithm.kl.coef=0.01",
+        ],
+    )
+    from trainer.algorithms.advantages import AdvantageOptions
+
+    assert AdvantageOptions.from_config(cfg.algorithm).kl_coef == 0.01

@@ -7,6 +7,7 @@ import copy
 import pytest
 import torch
 
+from trainer.algorithms.aggregation import AggNorm
 from trainer.algorithms.losses import LossOptions
 from trainer.batch import Group, Response, collate, response_logprobs
 from trainer.config import TrainerConfig, load_config
@@ -15,6 +16,7 @@ from trainer.step import (
     StepSettings,
     accumulate_loss,
     build_optimizer,
+    compute_logprobs,
     policy_step,
 )
 from trainer.toy import BOS, EOS, PAD, ToyPolicy, ToyRun, sample_responses, toy_reward
@@ -91,6 +93,25 @@ def test_gradient_is_clipped_to_grad_clip():
     assert moved.norm().item() == pytest.approx(1e-3, rel=1e-3)
 
 
+def test_compute_logprobs_matches_one_full_forward():
+    policy = ToyPolicy()
+    batch = _inputs(policy).batch
+    full = response_logprobs(policy, batch).detach()
+    torch.testing.assert_close(compute_logprobs(policy, batch, micro_batch_size=2), full)
+
+
+def test_an_explicit_norm_replaces_the_local_counts():
+    # a data-parallel caller passes token counts reduced over ranks
+    policy = ToyPolicy()
+    inputs = _inputs(policy)
+    local = accumulate_loss(policy, inputs, StepSettings(), backward=False)
+    tokens = float(inputs.batch.response_mask.sum())
+    doubled = accumulate_loss(
+        policy, inputs, StepSettings(), backward=False, norm=AggNorm(2 * tokens, 10)
+    )
+    assert doubled.loss == pytest.approx(local.loss / 2, rel=1e-6)
+
+
 def test_kl_in_loss_needs_reference_log_probs():
     policy = ToyPolicy()
     inputs = _inputs(policy)
@@ -132,7 +153,14 @@ def test_settings_and_optimizer_from_config():
     assert s.loss_options == LossOptions(0.2, 0.28, None)
     assert (s.kl_estimator, s.kl_coef, s.micro_batch_size) == ("k3", 0.01, 3)
     in_reward = StepSettings.from_config(
-        load_config(None, ["algorithm.kl.estimator=k3", "algorithm.kl.in_reward=true"])
+        load_config(
+            None,
+            [
+                "algorithm.advantage=reinforce_pp",
+                "algorithm.kl.estimator=k3",
+                "algorithm.kl.in_reward=true",
+            ],
+        )
     )
     assert in_reward.kl_estimator == "off"
     opt = build_optimizer(ToyPolicy().parameters(), TrainerConfig().optimizer)

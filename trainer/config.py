@@ -120,6 +120,17 @@ class AlgorithmConfig(_Section):
                 raise ValueError(reg._unknown(name))
         if self.dual_clip_c is not None and self.dual_clip_c <= 1.0:
             raise ValueError(f"dual_clip_c must be > 1, got {self.dual_clip_c}")
+        if (
+            self.kl.in_reward
+            and self.kl.estimator != "off"
+            and self.advantage
+            not in (
+                "reinforce_pp",
+                "reinforce++",
+            )
+        ):
+            # only REINFORCE++ consumes token-level rewards; elsewhere the KL would vanish
+            raise ValueError(f"kl.in_reward needs advantage reinforce_pp, not {self.advantage!r}")
         if self.dual_clip_c is not None and self.policy_loss not in ("ppo_clip", "vanilla"):
             raise ValueError(f"dual_clip_c applies to ppo_clip only, not {self.policy_loss!r}")
         if self.clip_eps_low > 1.0:

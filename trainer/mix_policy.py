@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from trainer.batch import Group, Response
+from trainer.config import MixPolicyConfig
 
 log = logging.getLogger(__name__)
 
@@ -37,12 +38,12 @@ class Tokenizer(Protocol):
         ...
 
 
-def mixes(cfg: Any, offline_text: str | None) -> bool:
+def mixes(cfg: MixPolicyConfig, offline_text: str | None) -> bool:
     """True when this prompt's group gets an offline slot (before the gate)."""
     return bool(cfg.enable_mix_policy and offline_text)
 
 
-def online_count(n: int, cfg: Any, offline_text: str | None) -> int:
+def online_count(n: int, cfg: MixPolicyConfig, offline_text: str | None) -> int:
     """How many online responses to generate for a prompt: n-1 when it will be mixed, else n."""
     return n - 1 if mixes(cfg, offline_text) else n
 
@@ -66,7 +67,7 @@ def offline_response(
     return Response(token_ids=ids, text=text, is_offline=True)
 
 
-def gate_open(cfg: Any, online_accuracies: Sequence[float]) -> bool:
+def gate_open(cfg: MixPolicyConfig, online_accuracies: Sequence[float]) -> bool:
     """The accuracy gate: insert only when mean online accuracy <= threshold (no gate: True)."""
     if cfg.accuracy_gate is None:
         return True
@@ -81,7 +82,7 @@ def build_group(
     online: list[Response],
     *,
     n: int,
-    cfg: Any,
+    cfg: MixPolicyConfig,
     offline_text: str | None = None,
     online_accuracies: Sequence[float] = (),
     tokenizer: Tokenizer | None = None,
@@ -90,7 +91,7 @@ def build_group(
 ) -> Group:
     """One prompt's group: the online responses, plus the offline slot when mixing applies.
 
-    ``cfg`` is a :class:`trainer.config.MixPolicyConfig`; ``online`` must hold
+    ``online`` must hold
     :func:`online_count` responses. ``meta["offline_inserted"]`` records the decision.
     """
     expected = online_count(n, cfg, offline_text)

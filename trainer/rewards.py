@@ -11,12 +11,12 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 from torch import Tensor
 
 from evalkit.sample import Sample
+from trainer.config import RewardsConfig
 
 RewardFn = Callable[..., Mapping[str, float]]
 """``(sample, prediction, w_acc=..., w_fmt=...) -> {"accuracy", "format", "overall"}``."""
@@ -72,13 +72,13 @@ def compute_rewards(
     samples: Sequence[Sample],
     predictions: Sequence[str],
     response_lengths: Sequence[int],
-    cfg: Any,
+    cfg: RewardsConfig,
     max_length: int,
     reward_fn: RewardFn | None = None,
 ) -> RewardBatch:
     """Score each (sample, prediction) and assemble the per-key reward tensors.
 
-    ``cfg`` is a :class:`trainer.config.RewardsConfig`; ``max_length`` is the response budget
+    ``max_length`` is the response budget
     the overlong penalty ramps towards (unless ``cfg.overlong.max_length`` is set).
     """
     if not len(samples) == len(predictions) == len(response_lengths):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor, nn
@@ -19,6 +19,9 @@ from trainer.algorithms.aggregation import AggNorm, aggregate
 from trainer.algorithms.kl import token_kl
 from trainer.algorithms.losses import POLICY_LOSSES, LossOptions
 from trainer.batch import PolicyFn, TrainBatch, response_logprobs
+
+if TYPE_CHECKING:
+    from trainer.config import OptimizerConfig, TrainerConfig
 
 
 @dataclass
@@ -46,7 +49,7 @@ class StepSettings:
     temperature: float = 1.0
 
     @classmethod
-    def from_config(cls, cfg: Any) -> StepSettings:
+    def from_config(cls, cfg: TrainerConfig) -> StepSettings:
         """Build from a :class:`trainer.config.TrainerConfig`."""
         algo = cfg.algorithm
         kl_in_loss = algo.kl.estimator != "off" and not algo.kl.in_reward
@@ -71,10 +74,10 @@ class StepResult:
     metrics: dict[str, float]
 
 
-def build_optimizer(params: Iterable[nn.Parameter], cfg: Any) -> torch.optim.AdamW:
+def build_optimizer(params: Iterable[nn.Parameter], cfg: OptimizerConfig) -> torch.optim.AdamW:
     """AdamW from an :class:`trainer.config.OptimizerConfig`."""
     return torch.optim.AdamW(
-        params, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps, weight_decay=cfg.weight_decay
+        params, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, weight_decay=cfg.weight_decay
     )
 
 
@@ -85,16 +88,33 @@ def _rows(inputs: StepInputs, index: slice) -> StepInputs:
     )
 
 
+@torch.no_grad()
+def compute_logprobs(
+    policy: PolicyFn, batch: TrainBatch, micro_batch_size: int, temperature: float = 1.0
+) -> Tensor:
+    """Response log-probs (B, T) without gradient, micro-batched: old or reference log-probs."""
+    parts = [
+        response_logprobs(policy, mb, temperature) for mb in batch.micro_batches(micro_batch_size)
+    ]
+    return torch.cat(parts)
+
+
 def accumulate_loss(
-    policy: PolicyFn, inputs: StepInputs, settings: StepSettings, backward: bool = True
+    policy: PolicyFn,
+    inputs: StepInputs,
+    settings: StepSettings,
+    backward: bool = True,
+    norm: AggNorm | None = None,
 ) -> StepResult:
     """Sum of micro-batch losses with mini-batch-wide denominators; backward per micro-batch.
 
     Because every denominator is global (:class:`AggNorm`), the sum equals the loss of the
-    whole mini-batch in one pass and the accumulated gradient equals its gradient.
+    whole mini-batch in one pass and the accumulated gradient equals its gradient. ``norm``
+    defaults to this mini-batch's own counts; a data-parallel caller passes counts reduced
+    over its ranks instead.
     """
     mask = inputs.batch.response_mask
-    norm = AggNorm.of(mask, settings.agg_max_len)
+    norm = norm or AggNorm.of(mask, settings.agg_max_len)
     loss_fn = POLICY_LOSSES.get(settings.policy_loss)
     total = 0.0
     sums: dict[str, float] = {}
@@ -122,12 +142,16 @@ def accumulate_loss(
 
 
 def policy_step(
-    policy: nn.Module, optimizer: torch.optim.Optimizer, inputs: StepInputs, settings: StepSettings
+    policy: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    inputs: StepInputs,
+    settings: StepSettings,
+    norm: AggNorm | None = None,
 ) -> StepResult:
     """One optimizer step on the mini-batch ``inputs`` (gradients clipped to ``grad_clip``)."""
     policy.train()
     optimizer.zero_grad(set_to_none=True)
-    result = accumulate_loss(policy, inputs, settings)
+    result = accumulate_loss(policy, inputs, settings, norm=norm)
     params = [p for p in policy.parameters() if p.grad is not None]
     max_norm = settings.grad_clip if settings.grad_clip is not None else math.inf
     grad_norm = float(torch.nn.utils.clip_grad_norm_(params, max_norm))

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
 from evalkit.registry import Registry
+
+if TYPE_CHECKING:
+    from trainer.config import AlgorithmConfig
 
 
 @dataclass
@@ -46,7 +49,7 @@ class AdvantageOptions:
     key_weights: Mapping[str, float] = field(default_factory=dict)
 
     @classmethod
-    def from_config(cls, algo: Any) -> AdvantageOptions:
+    def from_config(cls, algo: AlgorithmConfig) -> AdvantageOptions:
         """Build from an :class:`trainer.config.AlgorithmConfig`."""
         kl_in_reward = algo.kl.estimator != "off" and algo.kl.in_reward
         return cls(

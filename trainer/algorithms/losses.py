@@ -12,12 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
 from evalkit.registry import Registry
+
+if TYPE_CHECKING:
+    from trainer.config import AlgorithmConfig
 
 # exp() of a log-ratio beyond this overflows float32 or is meaningless; clamping also zeroes
 # the gradient there, which is what a clipped objective would do anyway.
@@ -33,7 +36,7 @@ class LossOptions:
     dual_clip_c: float | None = None
 
     @classmethod
-    def from_config(cls, algo: Any) -> LossOptions:
+    def from_config(cls, algo: AlgorithmConfig) -> LossOptions:
         """Build from an :class:`trainer.config.AlgorithmConfig`."""
         return cls(algo.clip_eps_low, algo.clip_eps_high, algo.dual_clip_c)
 
