@@ -1,0 +1,72 @@
+"""Closed-form answers: multiple choice (a letter) and boolean (yes/no)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from evalkit.sample import OPTION_LETTERS, Sample
+from evalkit.scoring.extract import final_span, format_level, letter
+from evalkit.scoring.router import scorer
+from evalkit.scoring.types import Score
+
+
+def _target_letter(target: Any, sample: Sample) -> str:
+    t = str(target).strip()
+    if len(t) == 1 and t.upper() in OPTION_LETTERS:
+        return t.upper()
+    # Some datasets give the option text as target; map it back to its letter.
+    got, _ = letter(t, sample.options, sample.letters)
+    return got or t.upper()
+
+
+# Rule: exact match of the chosen option letter, as in Video-MME / MVBench / LVBench
+# official evaluation (answer letter compared with the ground-truth letter;
+# github.com/MME-Benchmarks/Video-MME eval_your_results.py extract_characters_regex).
+@scorer("multiple_choice", "multiple choice", "mc", "mcq", "choice")
+def multiple_choice(prediction: str, target: Any, sample: Sample) -> Score:
+    """1 if the extracted option letter equals the target letter (A-J), else 0."""
+    span = final_span(prediction)
+    got, how = letter(span.text, sample.options, sample.letters)
+    gold = _target_letter(target, sample)
+    meta = {"format": format_level(span, got is not None), "extraction": how, "target": gold}
+    if got is None:
+        why = "several option letters" if how == "ambiguous" else "no option letter found"
+        return Score(0.0, None, f"{why} ({span.method})", meta)
+    value = 1.0 if got == gold else 0.0
+    return Score(value, got, f"letter {got} via {span.method}/{how}; target {gold}", meta)
+
+
+_YES = {"yes", "true", "correct", "right", "y", "是", "对", "正确", "1"}
+_NO = {"no", "false", "incorrect", "wrong", "n", "否", "不是", "错", "错误", "0"}
+_WORD = re.compile(r"[a-z]+|[\u4e00-\u9fff]+|[01]\b")
+
+
+def yes_no(text: str) -> bool | None:
+    """True/False for a yes/no answer; None if absent or both appear."""
+    t = str(text).strip().lower()
+    if t in _YES:
+        return True
+    if t in _NO:
+        return False
+    words = _WORD.findall(t)[:40]
+    if words and words[0] in _YES | _NO:  # "Yes, because ..." decides on the first word
+        return words[0] in _YES
+    found = {w in _YES for w in words if w in _YES or w in _NO}
+    return next(iter(found)) if len(found) == 1 else None
+
+
+# Rule: normalised yes/no exact match (EasyVideoR1 "boolean" problem type; POPE-style
+# yes/no accuracy).
+@scorer("boolean", "bool", "yes_no", "yes/no", "true_false", "judgement")
+def boolean(prediction: str, target: Any, sample: Sample) -> Score:
+    """1 if the yes/no answer matches the target (yes/no/true/false/bool), else 0."""
+    span = final_span(prediction)
+    got = yes_no(span.text)
+    gold = target if isinstance(target, bool) else yes_no(str(target))
+    meta = {"format": format_level(span, got is not None), "target": gold}
+    if got is None:
+        return Score(0.0, None, f"no yes/no answer found ({span.method})", meta)
+    answer = "yes" if got else "no"
+    value = 1.0 if gold is not None and got == gold else 0.0
+    return Score(value, answer, f"{answer} via {span.method}", meta)

@@ -1,0 +1,128 @@
+"""Math answers: symbolic equivalence with math-verify, under a time limit per call.
+
+math-verify bounds its own parse/verify time with ``signal.alarm``, which only works on
+a process's main thread (off it, ``parse`` raises). So: on the main thread we call it
+in-process with its own limits; on any other thread (the pipeline's scoring sink) the
+call goes to one long-lived worker process, whose main thread may use signals, and we
+add a hard wall-clock limit around it — a hung worker is killed and replaced.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import threading
+from multiprocessing.connection import Connection
+from typing import Any
+
+from evalkit.sample import Sample
+from evalkit.scoring.extract import final_span, format_level
+from evalkit.scoring.router import scorer
+from evalkit.scoring.types import Score
+
+TIME_LIMIT_S = 5.0  # per call; math-verify's own default too
+MAX_CHARS = 4000  # longer answers are cut: sympy on megabytes of LaTeX is a DoS
+
+
+def verify_strings(gold: str, answer: str, limit_s: float = TIME_LIMIT_S) -> tuple[bool, str]:
+    """(equivalent?, parsed answer as text); runs math-verify with its signal timeouts.
+
+    Must run on a main thread. Never raises: a parse failure is (False, "").
+    """
+    from math_verify import parse, verify
+
+    t = max(1, int(limit_s))
+    try:
+        g = parse(gold, parsing_timeout=t)
+        if not g:
+            g = parse(f"${gold}$", parsing_timeout=t)
+        p = parse(answer, parsing_timeout=t)
+        if not g or not p:
+            return False, str(p[-1]) if p else ""
+        return bool(verify(g, p, timeout_seconds=t)), str(p[-1])
+    except Exception:  # math-verify raises TimeoutError or sympy errors on odd input
+        return False, ""
+
+
+def _worker_main(conn: Connection) -> None:
+    while True:
+        try:
+            job = conn.recv()
+        except EOFError:
+            return
+        conn.send(verify_strings(*job))
+
+
+class _Worker:
+    """One spawned process running ``verify_strings`` for calls made off the main thread."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._proc: Any = None
+        self._conn: Connection | None = None
+        self._warm = False  # the first call also pays for importing sympy in the worker
+
+    def _start(self) -> None:
+        ctx = mp.get_context("spawn")  # fork is unsafe from a threaded process
+        parent, child = ctx.Pipe()
+        self._proc = ctx.Process(target=_worker_main, args=(child,), daemon=True)
+        self._proc.start()
+        child.close()
+        self._conn = parent
+        self._warm = False
+
+    def _stop(self) -> None:
+        if self._proc is not None:
+            self._proc.kill()
+            self._proc.join(5)
+        self._proc, self._conn = None, None
+
+    def call(self, gold: str, answer: str, limit_s: float) -> tuple[bool, str] | None:
+        """The result, or None if the call ran past the limit (the worker is replaced)."""
+        with self._lock:
+            if self._proc is None or not self._proc.is_alive():
+                self._start()
+            assert self._conn is not None
+            self._conn.send((gold, answer, limit_s))
+            # Start-up (importing sympy) is not the answer's fault: allow for it once.
+            if self._conn.poll(limit_s + 2.0 + (0.0 if self._warm else 30.0)):
+                self._warm = True
+                try:
+                    result: tuple[bool, str] = self._conn.recv()
+                    return result
+                except (EOFError, OSError):
+                    self._stop()
+                    return None
+            self._stop()
+            return None
+
+
+_WORKER = _Worker()
+
+
+def equivalent(gold: str, answer: str, limit_s: float = TIME_LIMIT_S) -> tuple[bool, str] | None:
+    """math-verify equivalence from any thread; None when the time limit was hit."""
+    if threading.current_thread() is threading.main_thread():
+        return verify_strings(gold, answer, limit_s)
+    return _WORKER.call(gold, answer, limit_s)
+
+
+# Rule: math-verify (HuggingFace; github.com/huggingface/Math-Verify) parse + verify —
+# the equivalence check used by open-r1 and EasyVideoR1's math reward.
+@scorer("math", "mathematics", "math_verify")
+def math(prediction: str, target: Any, sample: Sample) -> Score:
+    """1 if the answer is mathematically equivalent to the target (math-verify), else 0."""
+    span = final_span(prediction)
+    answer = span.text[-MAX_CHARS:]
+    if span.marked and "\\boxed" not in answer and "$" not in answer:
+        answer = f"${answer}$"  # a bare "1/2" inside <answer> is LaTeX-parsable this way
+    meta: dict[str, Any] = {"format": format_level(span, bool(span.text))}
+    if not span.text:
+        return Score(0.0, None, "empty answer", meta)
+    result = equivalent(str(target), answer)
+    if result is None:
+        meta["timeout"] = True
+        return Score(0.0, None, f"math-verify ran past {TIME_LIMIT_S:g}s", meta)
+    ok, parsed = result
+    if not parsed:
+        meta["format"] = 0.0
+    return Score(1.0 if ok else 0.0, parsed or None, f"math-verify ({span.method})", meta)

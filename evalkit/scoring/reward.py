@@ -1,0 +1,32 @@
+"""Format score and the RL reward: w_acc·accuracy + w_fmt·format, from one scoring pass."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evalkit.sample import Sample
+from evalkit.scoring.router import score
+
+
+def format_score(sample: Sample, prediction: Any) -> float:
+    """1 / 0.5 / 0: the answer is marked and parses for its type / parses unmarked / neither.
+
+    Each scorer records this as ``metadata["format"]`` while extracting its answer, so the
+    rule lives beside the parser of each type (see ``extract.format_level``).
+    """
+    return float(score(sample, prediction).metadata.get("format", 0.0))
+
+
+def reward(
+    sample: Sample, prediction: Any, w_acc: float = 0.9, w_fmt: float = 0.1
+) -> dict[str, float | None]:
+    """Per-key reward for the trainer: ``accuracy``, ``format`` and ``overall``.
+
+    ``accuracy`` is None when the sample could not be scored (an LLM-judged sample with
+    no judge); ``overall`` is then None too, and the trainer decides what to do.
+    """
+    s = score(sample, prediction)
+    fmt = float(s.metadata.get("format", 0.0))
+    acc = s.value
+    overall = None if acc is None else w_acc * acc + w_fmt * fmt
+    return {"accuracy": acc, "format": fmt, "overall": overall}

@@ -1,0 +1,88 @@
+"""The scorer registry and the router: ``score(sample, prediction)`` by ``sample.task_type``.
+
+A scorer is a plain function ``(prediction, target, sample) -> Score`` registered with
+``@scorer("canonical_name", "alias", ...)``. Adding a task type is one new module with one
+registration; nothing here changes.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from evalkit.registry import Registry, RegistryError
+from evalkit.sample import Sample
+from evalkit.scoring.types import Score
+
+ScorerFn = Callable[[str, Any, Sample], Score]
+
+SCORERS: Registry[ScorerFn] = Registry("scorer")
+_CANONICAL: dict[str, str] = {}  # normalised name or alias -> canonical task type
+
+
+def _norm(name: str) -> str:
+    # "Spatial-Temporal Grounding", "spatial_temporal grounding" -> "spatial_temporal_grounding"
+    return re.sub(r"[\s\-_/]+", "_", name.strip().lower())
+
+
+def scorer(name: str, *aliases: str) -> Callable[[ScorerFn], ScorerFn]:
+    """Register a scorer under a canonical task type and any aliases (duplicates error)."""
+
+    def deco(fn: ScorerFn) -> ScorerFn:
+        SCORERS.register(name, fn)
+        for key in (name, *aliases):
+            k = _norm(key)
+            if k in _CANONICAL and _CANONICAL[k] != name:
+                raise RegistryError(f"task type alias {key!r} already names {_CANONICAL[k]!r}")
+            _CANONICAL[k] = name
+        return fn
+
+    return deco
+
+
+def canonical_task_type(name: str) -> str:
+    """The canonical task type for ``name`` or an alias (case/space/hyphen-insensitive)."""
+    key = _norm(str(name))
+    if key in _CANONICAL:
+        return _CANONICAL[key]
+    close = difflib.get_close_matches(key, list(_CANONICAL), n=6, cutoff=0.6)
+    names = list(dict.fromkeys(_CANONICAL[c] for c in close))[:3]
+    hint = f"; did you mean {', '.join(map(repr, names))}?" if names else ""
+    known = ", ".join(sorted(set(_CANONICAL.values())))
+    raise RegistryError(f"unknown task type {name!r}{hint} (known: {known})")
+
+
+def task_types() -> list[str]:
+    """Canonical task types with a registered scorer."""
+    return sorted(set(_CANONICAL.values()))
+
+
+def score(sample: Sample, prediction: Any) -> Score:
+    """Score ``prediction`` (text or an engine Completion) for ``sample``.
+
+    An unknown task type is a configuration error and raises; anything wrong with the
+    prediction itself scores 0 with a reason. A bug inside a scorer is also turned into
+    a 0 with the traceback in ``metadata["error"]`` so one sample never stops a run.
+    """
+    fn = SCORERS.get(canonical_task_type(sample.task_type))
+    text = _text(prediction)
+    try:
+        return fn(text, sample.target, sample)
+    except Exception as exc:  # never raise on model output
+        return Score(
+            0.0,
+            explanation=f"scorer error: {type(exc).__name__}: {exc}",
+            metadata={"error": traceback.format_exc(limit=3), "format": 0.0},
+        )
+
+
+def _text(prediction: Any) -> str:
+    if isinstance(prediction, str):
+        return prediction
+    text = getattr(prediction, "text", None)  # evalkit.engines.base.Completion
+    if isinstance(text, str):
+        return text
+    return "" if prediction is None else str(prediction)
