@@ -150,3 +150,56 @@ def test_videomathqa_mbin_counts_a_question_only_if_all_pairs_are_right(tmp_path
     assert res.metrics["pair_accuracy"] == pytest.approx(1000 / 12)
     assert res.breakdowns["category"] == {"Counting": 50.0, "Geometry Angle": 0.0}
     assert res.breakdowns["length"] == {"short": 50.0, "long": 0.0}
+
+
+def test_longvideobench_accuracy_per_duration_group(tmp_path: Path) -> None:
+    root = official.longvideobench(tmp_path)
+    # truth: q1 A, q2 D, q3 B, q4 C, q5 A
+    samples, res = run(
+        "LongVideoBench", root, {"q1": "A", "q2": "A", "q3": "B", "q4": "C", "q5": "B"}
+    )
+    assert res.overall == pytest.approx(60.0)
+    assert res.breakdowns["duration_group"] == {"15": 50.0, "600": 100.0, "3600": 50.0}
+    assert res.breakdowns["question_category"] == pytest.approx(
+        {"S2E": 200 / 3, "O3O": 0.0, "T3O": 100.0}
+    )
+    q1 = next(s for s in samples if s.id == "q1")
+    assert len(q1.options) == 4 and q1.target == "A"
+
+
+def test_longvideobench_interleaved_subtitles_variant(tmp_path: Path) -> None:
+    root = official.longvideobench(tmp_path)
+    samples = {s.id: s for s in load(get_benchmark("lvb:interleaved_subtitles"), root)}
+    assert samples["q1"].fields["subtitle_path"].endswith("subtitles/v1_en.json")
+    assert "subtitle_path" not in samples["q3"].fields
+    assert samples["q1"].fields["starting_timestamp_for_subtitles"] == 0.0
+
+
+def test_mmvu_open_ended_without_a_judge_is_unscored_not_wrong(tmp_path: Path) -> None:
+    root = official.mmvu(tmp_path)
+    spec = get_benchmark("MMVU")
+    samples = {s.id: s for s in load(spec, root)}
+    assert samples["validation_1"].task_type == "open_ended"
+    assert samples["validation_1"].target == "Dolly zoom" and samples["validation_1"].options == []
+    assert samples["validation_0"].options == [f"{k} text 0" for k in "ABCDE"]
+    assert samples["validation_3"].fields["discipline"] == "Healthcare"
+    assert samples["validation_2"].media[0].path.endswith("videos/Chemistry/2.mp4")
+    preds = {"validation_0": "B", "validation_2": "C", "validation_3": "E"}
+    scored = [
+        Scored(s, score_letter(s, preds[s.id]) if s.task_type == "multiple_choice" else None)
+        for s in samples.values()
+    ]
+    res = aggregate(spec, scored)
+    assert (res.n, res.n_scored, res.n_unscored) == (4, 3, 1)
+    assert res.overall == pytest.approx(200 / 3)
+    assert res.breakdowns["discipline"] == {
+        "Humanities_and_Social_Science": 100.0,
+        "Science": 0.0,
+        "Healthcare": 100.0,
+    }
+
+
+def test_mmvu_mc_variant_keeps_only_choice_questions(tmp_path: Path) -> None:
+    root = official.mmvu(tmp_path)
+    samples = load(get_benchmark("MMVU:mc"), root)
+    assert sorted(s.id for s in samples) == ["validation_0", "validation_2", "validation_3"]

@@ -32,7 +32,6 @@ def test_every_shipped_yaml_loads_with_all_its_variants(path: Path) -> None:
 @pytest.mark.parametrize("path", SHIPPED, ids=[p.stem for p in SHIPPED])
 def test_every_reference_score_cites_its_source_and_a_real_variant(path: Path) -> None:
     spec = load_spec(path)
-    assert spec.references, f"{spec.name} has no reference scores"
     for ref in spec.references:
         assert ref.source.strip() and ref.model.strip()
         assert ref.variant is None or ref.variant in spec.variants

@@ -111,9 +111,13 @@ def _walk(spec: BenchmarkSpec, root: Path, *, check_media: bool) -> Iterator[Sam
 
 
 def _get(row: dict[str, Any], name: str) -> Any:
-    if name not in row or row[name] is None:
-        raise RowError(name, "missing")
-    return row[name]
+    """``row[name]``; a dotted name reaches into nested objects (``metadata.subject``)."""
+    value: Any = row
+    for part in name.split("."):
+        if not isinstance(value, dict) or value.get(part) is None:
+            raise RowError(name, "missing")
+        value = value[part]
+    return value
 
 
 def _fmt(template: str, row: dict[str, Any], what: str) -> str:
@@ -158,6 +162,8 @@ def _target(spec: BenchmarkSpec, row: dict[str, Any], options: list[str], task_t
         return None
     raw = _get(row, m.target)
     kind = m.target_kind
+    if task_type != "multiple_choice":
+        return raw  # letters/indices only mean something for choice questions
     try:
         if kind == "letter":
             return parse.parse_letter(raw, len(options))
@@ -206,12 +212,13 @@ def resolve_media(
                 return None, []
             raise RowError(name, f"missing (names the {what} file)")
     rel = _fmt(media.pattern, row, what)
-    base = root / media.root / rel
     cands: list[Path] = []
-    for ext in media.extensions:
-        cands.append(base.with_name(base.name + ext) if ext else base)
-        if ext and base.suffix and base.suffix != ext:
-            cands.append(base.with_suffix(ext))
+    for folder in [media.root, *media.alt_roots]:
+        base = root / folder / rel
+        for ext in media.extensions:
+            cands.append(base.with_name(base.name + ext) if ext else base)
+            if ext and base.suffix and base.suffix != ext:
+                cands.append(base.with_suffix(ext))
     for c in cands:
         # A video may be a folder of frames (MVBench's episodic reasoning ships so).
         if c.is_file() or (what == "video" and c.is_dir()):
@@ -268,9 +275,21 @@ def build_sample(
     check_media: bool = True,
     adapter: Callable[..., Any] | None = None,
 ) -> Sample | None:
-    """One row as a Sample (RowError names the field at fault); None when an adapter skips it."""
+    """One row as a Sample (RowError names the field at fault); None when an adapter skips it.
+
+    An adapter sees the raw row first and returns the row to map (with computed fields
+    added), a finished Sample, or None to skip the row.
+    """
     m = spec.mapping
     row = item.data
+    if adapter is not None:
+        try:
+            out = adapter(dict(row))
+        except (KeyError, ValueError, TypeError) as exc:
+            raise RowError(None, f"adapter {spec.adapter}: {exc!r}") from None
+        if out is None or isinstance(out, Sample):
+            return out
+        row = out
     question = str(_get(row, m.question))
     question, options = _options(spec, row, question)
     task_type = _task_type(spec, row)
@@ -287,13 +306,6 @@ def build_sample(
         "benchmark": spec.name,
         "fields": {**fields, **extra},
     }
-    if adapter is not None:
-        try:
-            data = adapter(row, data)
-        except (KeyError, ValueError, TypeError) as exc:
-            raise RowError(None, f"adapter {spec.adapter}: {exc!r}") from None
-        if data is None:
-            return None
     try:
         return Sample.model_validate(data)
     except ValueError as exc:

@@ -12,7 +12,6 @@ from evalkit.sample import OPTION_LETTERS
 _OPTION_PREFIX = re.compile(
     r"^\s*(?:\(([A-J])\)|\[([A-J])\]|([A-J])\s*[.:)\uff0e\uff1a])\s?(.*)$", re.S
 )
-_QUESTION_OPTION = re.compile(r"^\s*\(([A-J])\)\s*(.*)$")
 
 
 def split_option(text: str) -> tuple[str | None, str]:
@@ -38,6 +37,11 @@ def parse_options(raw: Any) -> list[str]:
         raw = raw.tolist()
     if isinstance(raw, str):
         raise ValueError(f"options must be a list, got a string {raw[:40]!r}")
+    if isinstance(raw, dict):  # {"A": text, ...} (MMVU's choices)
+        keys = sorted(raw)
+        if keys != list(OPTION_LETTERS[: len(keys)]):
+            raise ValueError(f"option keys {keys} are not letters A..")
+        return [str(raw[k]).strip() for k in keys]
     items = [str(x) for x in raw]
     parsed = [split_option(x) for x in items]
     letters = [p[0] for p in parsed]
@@ -54,18 +58,21 @@ def parse_options(raw: Any) -> list[str]:
 
 
 def split_question_options(question: str) -> tuple[str, list[str]]:
-    """Cut trailing ``(A) text`` lines off a question (LVBench writes options that way)."""
+    """Cut trailing option lines (``(A) text``, ``A. text``) off a question.
+
+    LVBench, MotionBench and TempCompass write the options into the question text.
+    """
     lines = question.rstrip().split("\n")
     opts: list[tuple[str, str]] = []
     while lines:
-        m = _QUESTION_OPTION.match(lines[-1])
-        if not m:
+        letter, text = split_option(lines[-1])
+        if letter is None:
             break
-        opts.insert(0, (m.group(1), m.group(2).strip()))
+        opts.insert(0, (letter, text))
         lines.pop()
     letters = [x[0] for x in opts]
     if not opts or letters != list(OPTION_LETTERS[: len(opts)]):
-        raise ValueError("no '(A) ...' option lines at the end of the question")
+        raise ValueError("no 'A. ...' / '(A) ...' option lines at the end of the question")
     return "\n".join(lines).strip(), [x[1] for x in opts]
 
 

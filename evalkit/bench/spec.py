@@ -68,6 +68,8 @@ class MediaPath(BaseModel):
     model_config = _STRICT
     root: str = ""
     """Folder under the data root."""
+    alt_roots: list[str] = Field(default_factory=list)
+    """Other folders tried after ``root`` (MotionBench splits videos over two)."""
     pattern: str
     """Python format string over the row's fields (``"{videoID}"``, ``"{video_dir}/{video}"``)."""
     extensions: list[str] = Field(default_factory=lambda: [""])
@@ -223,8 +225,8 @@ class BenchmarkSpec(BaseModel):
     generation: GenerationDefaults = Field(default_factory=GenerationDefaults)
     """Decoding defaults."""
     adapter: str | None = None
-    """``"module:function"`` hook for row rules YAML cannot express; called as
-    ``fn(row, sample_dict)`` and returns the (modified) sample dict, or None to skip the
+    """``"module:function"`` hook for row rules YAML cannot express: ``fn(row)`` returns
+    the row to map (computed fields added), a finished ``Sample``, or None to skip the
     row. ``module`` is looked up next to the YAML first (``benchmarks/<module>.py``)."""
     variants: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """Named overrides of this spec (``with_subtitles``, ``test``), deep-merged onto it."""
