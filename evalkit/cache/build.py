@@ -1,0 +1,222 @@
+"""Parallel cache building: N spawned processes, each decoding and writing its own videos.
+
+The hot path has no inter-process synchronisation besides the per-key file lock: workers
+get (video, spec) jobs from the executor and write their entries themselves; only a
+small status tuple comes back. A video that fails records its reason and the build goes
+on. A worker that dies outright (a decoder crash) breaks the pool; the videos left are
+then retried one per fresh process, so only the video that kills its process fails.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evalkit.cache.frame_cache import FrameCache
+from evalkit.errors import EvalkitError
+from evalkit.sample import VideoRef
+from evalkit.video.types import FrameSpec
+
+Outcome = tuple[str, int, str]  # (status "hit" | "built" | "failed", bytes, reason)
+
+
+@dataclass
+class BuildReport:
+    """What one build did. Keys of ``failed`` are video labels, values say why."""
+
+    built: list[str] = field(default_factory=list)
+    hit: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+    bytes_built: int = 0
+    """Size of the entries written by this build."""
+    bytes_total: int = 0
+    """Size of all entries of the videos that succeeded (built + hit)."""
+    workers: int = 0
+
+    @property
+    def ok(self) -> bool:
+        """True when no video failed."""
+        return not self.failed
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able summary."""
+        return {
+            "built": len(self.built),
+            "hit": len(self.hit),
+            "failed": dict(self.failed),
+            "seconds": round(self.seconds, 3),
+            "bytes_built": self.bytes_built,
+            "bytes_total": self.bytes_total,
+            "workers": self.workers,
+        }
+
+    def summary(self) -> str:
+        """A few lines for people."""
+        lines = [
+            f"{len(self.built)} built, {len(self.hit)} already cached, {len(self.failed)} failed"
+            f" in {self.seconds:.1f} s with {self.workers} worker(s);"
+            f" {self.bytes_built / 1e6:.1f} MB written, {self.bytes_total / 1e6:.1f} MB in cache"
+        ]
+        lines += [f"  FAILED {label}: {why}" for label, why in sorted(self.failed.items())]
+        return "\n".join(lines)
+
+
+def label(ref: VideoRef) -> str:
+    """How a video is named in reports: its path, plus the window when there is one."""
+    if ref.start is None and ref.end is None:
+        return ref.path
+    return f"{ref.path}[{ref.start or 0}:{'' if ref.end is None else ref.end}]"
+
+
+def _cache_args(cache: FrameCache) -> dict[str, Any]:
+    return {
+        "root": str(cache.root),
+        "codec": cache.codec,
+        "jpeg_quality": cache.jpeg_quality,
+        "identity": cache.identity,
+        "decode": cache.decode,
+    }
+
+
+def build_one(cache_args: dict[str, Any], ref_json: str, spec_json: str) -> Outcome:
+    """Worker entry point (module level, so spawn can pickle it): ensure one entry."""
+    cache = FrameCache(**cache_args)
+    ref = VideoRef.model_validate_json(ref_json)
+    spec = FrameSpec.model_validate_json(spec_json)
+    try:
+        status, nbytes = cache.ensure(ref, spec)
+    except EvalkitError as exc:
+        return "failed", 0, str(exc)
+    except Exception as exc:  # a decoder bug must not stop the other videos
+        return "failed", 0, f"{type(exc).__name__}: {exc}"
+    return status, nbytes, ""
+
+
+def _order(refs: list[VideoRef]) -> list[VideoRef]:
+    """Unique refs, largest files first, so that one long video does not finish last alone."""
+    unique = list(dict.fromkeys(refs))
+
+    def size(r: VideoRef) -> int:
+        try:
+            return Path(r.path).stat().st_size
+        except OSError:
+            return 0
+
+    return sorted(unique, key=size, reverse=True)
+
+
+def build(
+    cache: FrameCache, refs: list[VideoRef], spec: FrameSpec, *, workers: int, progress: bool
+) -> BuildReport:
+    """See :meth:`FrameCache.build`."""
+    t0 = time.perf_counter()
+    jobs = _order(refs)
+    report = BuildReport(workers=workers)
+    args = _cache_args(cache)
+    spec_json = spec.model_dump_json()
+    with _progress(len(jobs), progress) as advance:
+
+        def record(ref: VideoRef, outcome: Outcome) -> None:
+            status, nbytes, reason = outcome
+            if status == "failed":
+                report.failed[label(ref)] = reason
+            else:
+                (report.built if status == "built" else report.hit).append(label(ref))
+                report.bytes_total += nbytes
+                report.bytes_built += nbytes if status == "built" else 0
+            advance(label(ref))
+
+        if workers <= 0:
+            for ref in jobs:
+                record(ref, build_one(args, ref.model_dump_json(), spec_json))
+        else:
+            left = _run_pool(jobs, args, spec_json, workers, record)
+            if left:  # the pool broke: isolate the rest so only the culprit fails
+                _run_isolated(left, args, spec_json, workers, record)
+    report.seconds = time.perf_counter() - t0
+    return report
+
+
+def _run_pool(
+    jobs: list[VideoRef],
+    args: dict[str, Any],
+    spec_json: str,
+    workers: int,
+    record: Callable[[VideoRef, Outcome], None],
+) -> list[VideoRef]:
+    """Run jobs on one pool; return those left unfinished if the pool broke."""
+    left: list[VideoRef] = []
+    ctx = multiprocessing.get_context("spawn")  # fork + decoder threads is unsafe
+    with ProcessPoolExecutor(max_workers=min(workers, len(jobs)) or 1, mp_context=ctx) as pool:
+        futures: dict[Future[Outcome], VideoRef] = {
+            pool.submit(build_one, args, ref.model_dump_json(), spec_json): ref for ref in jobs
+        }
+        for fut in as_completed(futures):
+            try:
+                record(futures[fut], fut.result())
+            except BrokenProcessPool:
+                left.append(futures[fut])
+    return left
+
+
+def _run_isolated(
+    jobs: list[VideoRef],
+    args: dict[str, Any],
+    spec_json: str,
+    workers: int,
+    record: Callable[[VideoRef, Outcome], None],
+) -> None:
+    ctx = multiprocessing.get_context("spawn")
+
+    def one(ref: VideoRef) -> Outcome:
+        with ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
+            try:
+                return pool.submit(build_one, args, ref.model_dump_json(), spec_json).result()
+            except BrokenProcessPool:
+                return "failed", 0, f"{ref.path}: the decoding process crashed on this file"
+
+    with ThreadPoolExecutor(max_workers=workers) as threads:
+        futures = {threads.submit(one, ref): ref for ref in jobs}
+        for fut in as_completed(futures):
+            record(futures[fut], fut.result())
+
+
+@contextmanager
+def _progress(total: int, enabled: bool) -> Iterator[Callable[[str], None]]:
+    """A rich progress bar on stderr; yields ``advance(label)``."""
+    if not enabled:
+        yield lambda _label: None
+        return
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    columns = (
+        TextColumn("[bold]cache build"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        TextColumn("{task.description}"),
+    )
+    with Progress(*columns, console=Console(stderr=True)) as bar:
+        task = bar.add_task("", total=total)
+
+        def advance(name: str) -> None:
+            bar.update(task, advance=1, description=Path(name).name)
+
+        yield advance

@@ -1,0 +1,127 @@
+"""One cache entry: frames + VideoMeta + how they were made, in one safetensors file.
+
+Every field a reader relies on is checked before anything is served: the format version,
+the key the file claims (it must be the one asked for), the codec, the tensor shape and
+dtype against the metadata and the VideoMeta, and the file length against its header.
+A full checksum of the data is stored too; ``verify`` reads it (the hot path does not,
+since reading every byte would cost more than the load itself).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from evalkit.cache import codec as codecs
+from evalkit.cache.fileformat import DamagedFile, MappedFile, digest, open_mapped, write_atomic
+from evalkit.cache.key import FORMAT_VERSION, SourceIdentity
+from evalkit.sample import VideoRef
+from evalkit.video.types import Frames, FrameSpec, VideoMeta
+
+SUFFIX = ".safetensors"
+_P = "evalkit."  # prefix of our keys in the safetensors metadata
+
+
+@dataclass(frozen=True)
+class EntryInfo:
+    """What an entry's header says, without touching its frames."""
+
+    path: Path
+    key: str
+    codec: str
+    shape: tuple[int, int, int, int]
+    spec: dict[str, Any]
+    window: list[float | None]
+    source: SourceIdentity
+    meta: VideoMeta
+    digest: str
+    size: int
+
+
+def write_entry(
+    path: Path,
+    *,
+    key: str,
+    frames: Frames,
+    spec: FrameSpec,
+    ref: VideoRef,
+    source: SourceIdentity,
+    codec: str,
+    jpeg_quality: int,
+) -> int:
+    """Encode ``frames`` and write them atomically to ``path``; return the file size."""
+    tensors = codecs.encode(frames.array, codec, jpeg_quality)
+    metadata = {
+        _P + "format": str(FORMAT_VERSION),
+        _P + "key": key,
+        _P + "codec": codec,
+        _P + "jpeg_quality": str(jpeg_quality) if codec == "jpeg" else "",
+        _P + "shape": json.dumps(list(frames.array.shape)),
+        _P + "spec": json.dumps(spec.model_dump(mode="json"), sort_keys=True),
+        _P + "window": json.dumps([ref.start, ref.end]),
+        _P + "source": source.to_json(),
+        _P + "meta": json.dumps(frames.meta.to_dict(), sort_keys=True),
+        _P + "digest": digest([a for _, a in tensors]),
+    }
+    return write_atomic(path, tensors, metadata)
+
+
+def read_info(mapped: MappedFile, expect_key: str | None = None) -> EntryInfo:
+    """Parse and cross-check the header of a mapped entry; DamagedFile when it does not add up."""
+    md = mapped.metadata
+    try:
+        version = int(md[_P + "format"])
+        if version != FORMAT_VERSION:
+            raise DamagedFile(f"cache format {version}, this evalkit reads {FORMAT_VERSION}")
+        key = md[_P + "key"]
+        shape = tuple(int(x) for x in json.loads(md[_P + "shape"]))
+        meta = VideoMeta.from_dict(json.loads(md[_P + "meta"]))
+        info = EntryInfo(
+            path=mapped.path,
+            key=key,
+            codec=md[_P + "codec"],
+            shape=shape,  # type: ignore[arg-type]
+            spec=json.loads(md[_P + "spec"]),
+            window=json.loads(md[_P + "window"]),
+            source=SourceIdentity.from_json(md[_P + "source"]),
+            meta=meta,
+            digest=md[_P + "digest"],
+            size=len(mapped.buffer),
+        )
+    except DamagedFile:
+        raise
+    except (KeyError, ValueError, TypeError) as exc:
+        raise DamagedFile(f"metadata is missing or malformed ({exc!r})") from None
+    if expect_key is not None and key != expect_key:
+        raise DamagedFile(f"file claims key {key[:12]}..., expected {expect_key[:12]}...")
+    if expect_key is None and mapped.path.name != key + SUFFIX:
+        raise DamagedFile(f"file claims key {key[:12]}... but is named {mapped.path.name}")
+    if len(shape) != 4 or shape[3] != 3:
+        raise DamagedFile(f"shape {list(shape)} is not T x H x W x 3")
+    if (shape[0], shape[1], shape[2]) != (len(meta.indices), meta.height, meta.width):
+        raise DamagedFile(
+            f"shape {list(shape)} disagrees with VideoMeta "
+            f"({len(meta.indices)} indices, {meta.height}x{meta.width})"
+        )
+    return info
+
+
+def read_entry(
+    path: Path, expect_key: str | None = None, *, check_data: bool = False
+) -> tuple[Frames, EntryInfo]:
+    """Load an entry (zero-copy for raw frames); DamagedFile if anything is off.
+
+    ``check_data`` also recomputes the checksum of the data section (reads every byte).
+    Raises FileNotFoundError when there is no entry.
+    """
+    mapped = open_mapped(path)
+    info = read_info(mapped, expect_key)
+    if check_data and mapped.data_digest() != info.digest:
+        raise DamagedFile("data checksum mismatch (bytes changed on disk)")
+    array = codecs.decode(mapped, info.codec, info.shape)
+    try:
+        return Frames(array, info.meta), info
+    except ValueError as exc:
+        raise DamagedFile(str(exc)) from None

@@ -1,0 +1,195 @@
+"""The frame cache: decoded, resized frames per (video, FrameSpec), built once, mmap'd after.
+
+Layout: ``root/<key[:2]>/<key>.safetensors`` plus a ``<key>.lock`` beside it. There is no
+global index: a lookup is one stat of the source, one hash and one open, and writers of
+different keys never wait on each other. Writers of one key take its file lock, so only
+one decodes while the others wait and then read the finished file.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from filelock import FileLock
+
+from evalkit.cache.codec import CODECS
+from evalkit.cache.entry import SUFFIX, read_entry, write_entry
+from evalkit.cache.fileformat import DamagedFile
+from evalkit.cache.key import Codec, Identity, SourceIdentity, as_ref, cache_key, source_identity
+from evalkit.errors import CacheError, VideoError
+from evalkit.sample import VideoRef
+from evalkit.video.types import Frames, FrameSpec
+
+if TYPE_CHECKING:
+    from evalkit.cache.build import BuildReport
+
+log = logging.getLogger(__name__)
+
+Decoder = Callable[[VideoRef, FrameSpec], Frames]
+Ref = VideoRef | str | os.PathLike[str]
+
+
+def default_root() -> Path:
+    """``$EVALKIT_CACHE`` or ``~/.cache/evalkit/frames``."""
+    env = os.environ.get("EVALKIT_CACHE")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "evalkit" / "frames"
+
+
+def _load_video(ref: VideoRef, spec: FrameSpec) -> Frames:
+    # Imported on first use: decord and PyAV are heavy, and workers import only what they use.
+    video = importlib.import_module("evalkit.video")
+    frames: Frames = video.load_video(ref, spec)
+    return frames
+
+
+def lock_path(entry: Path) -> Path:
+    """The per-key lock file beside an entry."""
+    return entry.with_name(entry.name[: -len(SUFFIX)] + ".lock")
+
+
+class FrameCache:
+    """Frames per (video, FrameSpec) on disk; see the module docstring for the layout.
+
+    ``decode`` turns (VideoRef, FrameSpec) into Frames (default: ``evalkit.video.load_video``);
+    it must be a module-level function when :meth:`build` uses worker processes.
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str] | None = None,
+        *,
+        codec: Codec = "raw",
+        jpeg_quality: int = 90,
+        identity: Identity = "stat",
+        decode: Decoder | None = None,
+    ) -> None:
+        if codec not in CODECS:
+            raise CacheError(f"unknown cache codec {codec!r}; use one of {', '.join(CODECS)}")
+        if identity not in ("stat", "content"):
+            raise CacheError(f"unknown cache identity {identity!r}; use 'stat' or 'content'")
+        if not 1 <= jpeg_quality <= 100:
+            raise CacheError(f"jpeg_quality must be within 1..100, got {jpeg_quality}")
+        self.root = Path(root).expanduser() if root is not None else default_root()
+        self.codec: Codec = codec
+        self.jpeg_quality = jpeg_quality
+        self.identity: Identity = identity
+        self.decode = decode
+
+    # -- keys and paths -------------------------------------------------------------
+
+    def _locate(self, ref: Ref, spec: FrameSpec) -> tuple[VideoRef, SourceIdentity, str, Path]:
+        vref = as_ref(ref)
+        source = source_identity(vref.path, self.identity)
+        key = cache_key(source, vref, spec, self.codec, self.jpeg_quality)
+        return vref, source, key, self.root / key[:2] / (key + SUFFIX)
+
+    def path_for(self, ref: Ref, spec: FrameSpec) -> Path:
+        """Where the entry for (ref, spec) lives (whether or not it exists yet)."""
+        return self._locate(ref, spec)[3]
+
+    # -- reading ----------------------------------------------------------------------
+
+    def lookup(self, ref: Ref, spec: FrameSpec) -> Frames | None:
+        """The cached frames, or None on a miss; never decodes. A damaged entry is removed."""
+        _, _, key, path = self._locate(ref, spec)
+        frames, damage = _try_read(path, key)
+        if damage is not None:
+            with FileLock(lock_path(path)):
+                frames, damage = _try_read(path, key)  # a writer may have replaced it meanwhile
+                if damage is not None:
+                    _discard(path, damage)
+        return frames
+
+    def get(self, ref: Ref, spec: FrameSpec, *, require: bool = False) -> Frames:
+        """The frames for (ref, spec), decoded and stored first on a miss.
+
+        ``require=True`` never decodes: a miss raises CacheError naming the video.
+        """
+        return self._ensure(ref, spec, require=require)[0]
+
+    def ensure(self, ref: Ref, spec: FrameSpec) -> tuple[str, int]:
+        """Make sure the entry exists; return ("hit" | "built", its size in bytes)."""
+        _, status, path = self._ensure(ref, spec, require=False)
+        return status, path.stat().st_size
+
+    def _ensure(self, ref: Ref, spec: FrameSpec, *, require: bool) -> tuple[Frames, str, Path]:
+        vref, source, key, path = self._locate(ref, spec)
+        frames, damage = _try_read(path, key)
+        if frames is not None:
+            return frames, "hit", path
+        if require:
+            why = f"entry is damaged ({damage})" if damage else "no entry"
+            raise CacheError(
+                f"{vref.path}: not in the frame cache at {self.root} ({why}) under this "
+                "FrameSpec; build it first with `evalkit cache build`"
+            )
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(lock_path(path)):
+            frames, damage = _try_read(path, key)  # another builder may have finished it
+            if frames is not None:
+                return frames, "hit", path
+            if damage is not None:
+                _discard(path, damage)
+            self._decode_and_write(vref, spec, source, key, path)
+        frames, damage = _try_read(path, key)
+        if frames is None:
+            raise CacheError(f"{vref.path}: entry {path} unreadable right after writing: {damage}")
+        return frames, "built", path
+
+    def _decode_and_write(
+        self, ref: VideoRef, spec: FrameSpec, source: SourceIdentity, key: str, path: Path
+    ) -> None:
+        decoded = (self.decode or _load_video)(ref, spec)
+        after = source_identity(ref.path, "stat")
+        if (after.size, after.mtime_ns) != (source.size, source.mtime_ns):
+            # The frames may mix old and new content; storing them under either key is wrong.
+            raise VideoError(ref.path, "file changed while it was being decoded; not cached")
+        write_entry(
+            path,
+            key=key,
+            frames=decoded,
+            spec=spec,
+            ref=ref,
+            source=source,
+            codec=self.codec,
+            jpeg_quality=self.jpeg_quality,
+        )
+
+    # -- many at once ------------------------------------------------------------------
+
+    def build(
+        self, refs: Iterable[Ref], spec: FrameSpec, *, workers: int = 1, progress: bool = True
+    ) -> BuildReport:
+        """Build the entries of many videos with ``workers`` processes (0 = in this process)."""
+        from evalkit.cache.build import build
+
+        return build(self, [as_ref(r) for r in refs], spec, workers=workers, progress=progress)
+
+    def entries(self) -> Iterator[Path]:
+        """Every entry file under the root (complete files only, never temporaries)."""
+        if not self.root.is_dir():
+            return
+        for sub in sorted(self.root.iterdir()):
+            if sub.is_dir() and len(sub.name) == 2:
+                yield from sorted(sub.glob("*" + SUFFIX))
+
+
+def _try_read(path: Path, key: str) -> tuple[Frames | None, str | None]:
+    """(frames, None) on a hit, (None, None) when absent, (None, reason) when damaged."""
+    try:
+        frames, _ = read_entry(path, key)
+    except FileNotFoundError:
+        return None, None
+    except DamagedFile as exc:
+        return None, str(exc) or "damaged"
+    return frames, None
+
+
+def _discard(path: Path, reason: str) -> None:
+    log.warning("frame cache: removing damaged entry %s: %s", path, reason)
+    path.unlink(missing_ok=True)

@@ -1,0 +1,108 @@
+"""Cache keys: what identifies a source file, and the hash over everything that shapes frames.
+
+Bump FORMAT_VERSION whenever the file layout, the metadata or the decoding semantics
+change: every older entry then simply stops being looked up (``prune`` clears them).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from evalkit.errors import CacheError, VideoError
+from evalkit.sample import VideoRef
+from evalkit.video.types import FrameSpec
+
+FORMAT_VERSION = 1
+Identity = Literal["stat", "content"]
+Codec = Literal["raw", "jpeg"]
+
+# (path, inode, size, mtime_ns) -> sha256 of the content, so content keys cost one read
+# of the file per process, not one per lookup.
+_CONTENT_HASHES: dict[tuple[str, int, int, int], str] = {}
+
+
+@dataclass(frozen=True)
+class SourceIdentity:
+    """The source file as seen when the key was made."""
+
+    path: str
+    size: int
+    mtime_ns: int
+    sha256: str | None = None
+
+    def to_json(self) -> str:
+        """Compact JSON (stored in each cache file, read back by ``prune``)."""
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> SourceIdentity:
+        """Inverse of :meth:`to_json`."""
+        return cls(**json.loads(text))
+
+
+def as_ref(ref: VideoRef | str | os.PathLike[str]) -> VideoRef:
+    """Accept a VideoRef or a plain path."""
+    return ref if isinstance(ref, VideoRef) else VideoRef(path=os.fspath(ref))
+
+
+def source_identity(path: str, identity: Identity = "stat") -> SourceIdentity:
+    """Stat (and with ``identity="content"`` hash) the source file; VideoError if it is missing."""
+    resolved = Path(path).expanduser().resolve()
+    try:
+        st = resolved.stat()
+    except FileNotFoundError:
+        raise VideoError(path, "no such file") from None
+    except OSError as exc:
+        raise VideoError(path, f"cannot stat: {exc.strerror}") from None
+    if not resolved.is_file():
+        raise VideoError(path, "not a regular file")
+    sha = None
+    if identity == "content":
+        memo = (str(resolved), st.st_ino, st.st_size, st.st_mtime_ns)
+        sha = _CONTENT_HASHES.get(memo)
+        if sha is None:
+            sha = _CONTENT_HASHES[memo] = _sha256_file(resolved)
+    elif identity != "stat":
+        raise CacheError(f"unknown cache identity {identity!r}; use 'stat' or 'content'")
+    return SourceIdentity(str(resolved), st.st_size, st.st_mtime_ns, sha)
+
+
+def _sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(4 * 1024 * 1024):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def cache_key(
+    source: SourceIdentity,
+    ref: VideoRef,
+    spec: FrameSpec,
+    codec: Codec = "raw",
+    jpeg_quality: int | None = None,
+) -> str:
+    """sha256 over the source identity, the clip window, every FrameSpec field and the format.
+
+    With a content hash the path is left out, so copies of one file share an entry.
+    """
+    who: dict[str, Any] = (
+        {"sha256": source.sha256}
+        if source.sha256 is not None
+        else {"path": source.path, "size": source.size, "mtime_ns": source.mtime_ns}
+    )
+    doc = {
+        "format": FORMAT_VERSION,
+        "source": who,
+        "window": [ref.start, ref.end],
+        "spec": spec.model_dump(mode="json"),
+        "codec": codec,
+        "jpeg_quality": jpeg_quality if codec == "jpeg" else None,
+    }
+    blob = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(blob).hexdigest()

@@ -1,0 +1,167 @@
+"""Looking after a cache directory: verify every entry, list them, prune what is dead."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock, Timeout
+
+from evalkit.cache.entry import SUFFIX, EntryInfo, read_entry, read_info
+from evalkit.cache.fileformat import TEMP_MARK, DamagedFile, open_mapped
+from evalkit.cache.frame_cache import FrameCache, lock_path
+from evalkit.cache.key import source_identity
+from evalkit.errors import VideoError
+
+
+@contextmanager
+def _unless_busy(entry: Path) -> Iterator[bool]:
+    """Hold the key's lock if nobody else does; yields False when a writer is active."""
+    lock = FileLock(lock_path(entry))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        lock.release()
+
+
+def _subdirs(root: Path) -> list[Path]:
+    if not root.is_dir():
+        return []
+    return [d for d in sorted(root.iterdir()) if d.is_dir() and len(d.name) == 2]
+
+
+@dataclass
+class VerifyReport:
+    """Entries that read back intact, and the damaged ones with their reason."""
+
+    good: int = 0
+    damaged: dict[str, str] = field(default_factory=dict)
+    removed: list[str] = field(default_factory=list)
+    bytes: int = 0
+
+
+def verify(cache: FrameCache, *, remove: bool = False) -> VerifyReport:
+    """Read every entry in full (checksum included); optionally remove the damaged ones."""
+    report = VerifyReport()
+    for path in cache.entries():
+        try:
+            _, info = read_entry(path, check_data=True)
+        except FileNotFoundError:
+            continue  # pruned or replaced while we walked
+        except DamagedFile as exc:
+            report.damaged[str(path)] = str(exc)
+            if remove:
+                with _unless_busy(path) as free:
+                    if free:
+                        path.unlink(missing_ok=True)
+                        report.removed.append(str(path))
+            continue
+        report.good += 1
+        report.bytes += info.size
+    return report
+
+
+def _infos(cache: FrameCache) -> Iterator[tuple[Path, EntryInfo | str]]:
+    for path in cache.entries():
+        try:
+            yield path, read_info(open_mapped(path))
+        except FileNotFoundError:
+            continue
+        except DamagedFile as exc:
+            yield path, str(exc)
+
+
+def listing(cache: FrameCache) -> dict[str, Any]:
+    """Entries, bytes and count per (FrameSpec, codec), plus damaged and temporary files."""
+    groups: dict[str, dict[str, Any]] = {}
+    damaged = 0
+    total = 0
+    for path, info in _infos(cache):
+        size = path.stat().st_size
+        total += size
+        if isinstance(info, str):
+            damaged += 1
+            continue
+        name = json.dumps({"codec": info.codec, "spec": info.spec}, sort_keys=True)
+        g = groups.setdefault(name, {"codec": info.codec, "spec": info.spec, "entries": 0})
+        g["entries"] += 1
+        g["bytes"] = g.get("bytes", 0) + size
+    temps = sum(1 for d in _subdirs(cache.root) for _ in d.glob(f"*{TEMP_MARK}*"))
+    return {
+        "root": str(cache.root),
+        "entries": sum(g["entries"] for g in groups.values()),
+        "bytes": total,
+        "damaged": damaged,
+        "temp_files": temps,
+        "per_spec": list(groups.values()),
+    }
+
+
+@dataclass
+class PruneReport:
+    """Paths removed, by reason; ``busy`` were skipped because a writer held their lock."""
+
+    removed: dict[str, str] = field(default_factory=dict)
+    busy: list[str] = field(default_factory=list)
+    bytes: int = 0
+
+
+def _dead_reason(info: EntryInfo | str) -> str | None:
+    """Why an entry can never be served again, or None if it still can."""
+    if isinstance(info, str):
+        return f"damaged: {info}"
+    src = info.source
+    try:
+        now = source_identity(src.path, "content" if src.sha256 else "stat")
+    except VideoError:
+        return "source vanished"
+    if src.sha256 is not None:
+        return None if now.sha256 == src.sha256 else "source content changed"
+    if (now.size, now.mtime_ns) != (src.size, src.mtime_ns):
+        return "source changed"
+    return None
+
+
+def prune(cache: FrameCache, *, everything: bool = False, dry_run: bool = False) -> PruneReport:
+    """Remove stale temporaries, entries whose source changed or vanished, damaged entries,
+    unused lock files; with ``everything`` every entry. Files a writer holds are skipped."""
+    report = PruneReport()
+
+    def drop(path: Path, reason: str, entry: Path) -> None:
+        with _unless_busy(entry) as free:
+            if not free:
+                report.busy.append(str(path))
+                return
+            if not path.exists():
+                return
+            report.removed[str(path)] = reason
+            report.bytes += path.stat().st_size
+            if not dry_run:
+                path.unlink()
+
+    for path, info in _infos(cache):
+        reason = "--all" if everything else _dead_reason(info)
+        if reason:
+            drop(path, reason, path)
+    for d in _subdirs(cache.root):
+        for tmp in d.glob(f"*{TEMP_MARK}*"):
+            # A temp whose key lock is free belongs to a writer that died.
+            drop(tmp, "unfinished write", d / (tmp.name.split(TEMP_MARK)[0]))
+        for lock in d.glob("*.lock"):
+            entry = lock.with_name(lock.name[: -len(".lock")] + SUFFIX)
+            if not entry.exists() and not dry_run:
+                with _unless_busy(entry) as free:
+                    if free:
+                        lock.unlink(missing_ok=True)
+        if not dry_run and not any(d.iterdir()):
+            d.rmdir()
+    return report

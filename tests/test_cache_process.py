@@ -1,0 +1,140 @@
+"""The frame cache across processes: killed writers, racing builders, parallel builds."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from evalkit.cache import FrameCache, listing, prune
+from evalkit.cache.fileformat import TEMP_MARK
+from evalkit.sample import VideoRef
+from tests.test_cache_unit import SPEC, decodes, fake_decode
+
+CTX = multiprocessing.get_context("spawn")
+
+
+def _writer_that_stalls(root: str, video: str, marker: str) -> None:
+    """Child: build one entry but stop for good after the first chunk of data is written."""
+    from evalkit.cache import fileformat
+
+    def stall(written: int) -> None:
+        Path(marker).write_text(str(written))
+        time.sleep(600)
+
+    fileformat._CHUNK = 4096
+    fileformat._after_chunk = stall
+    FrameCache(root, decode=fake_decode).get(video, SPEC)
+
+
+def _get_and_save(root: str, video: str, out: str) -> None:
+    frames = FrameCache(root, decode=fake_decode).get(video, SPEC)
+    np.save(out, np.asarray(frames.array))
+
+
+def _wait_for(path: Path, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.05)
+
+
+def test_a_writer_killed_mid_write_leaves_nothing_that_is_served(tmp_path: Path) -> None:
+    video = tmp_path / "v.mp4"
+    video.write_bytes(b"\x07" + b"x" * 50)
+    root = tmp_path / "cache"
+    marker = tmp_path / "stalled"
+    child = CTX.Process(target=_writer_that_stalls, args=(str(root), str(video), str(marker)))
+    child.start()
+    _wait_for(marker)
+    assert child.pid is not None
+    os.kill(child.pid, signal.SIGKILL)
+    child.join()
+
+    cache = FrameCache(root, decode=fake_decode)
+    entry = cache.path_for(video, SPEC)
+    temps = list(entry.parent.glob(f"*{TEMP_MARK}*"))
+    assert len(temps) == 1 and temps[0].stat().st_size > 0  # the half-written file
+    assert not entry.exists()
+    assert cache.lookup(video, SPEC) is None
+    assert listing(cache)["temp_files"] == 1
+
+    report = prune(cache)  # the dead writer's lock is free again: its temp goes
+    assert list(report.removed.values()) == ["unfinished write"]
+    assert not list(entry.parent.glob(f"*{TEMP_MARK}*"))
+    assert cache.get(video, SPEC).array[1, 0, 0, 0] == 0x08
+
+
+def test_two_builders_racing_on_one_key_decode_once_and_agree(tmp_path: Path) -> None:
+    video = tmp_path / "v.mp4"
+    video.write_bytes(b"SLOW" + b"x" * 50)  # the stand-in decoder sleeps 1 s: they overlap
+    root = tmp_path / "cache"
+    outs = [tmp_path / f"out{i}.npy" for i in range(2)]
+    procs = [CTX.Process(target=_get_and_save, args=(str(root), str(video), str(o))) for o in outs]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    a, b = (np.load(o) for o in outs)
+    assert np.array_equal(a, b)
+    assert decodes(video) == 1  # the second builder waited on the key lock and read the file
+    cache = FrameCache(root, decode=fake_decode)
+    assert len(list(cache.entries())) == 1
+    assert not list(cache.root.glob(f"*/*{TEMP_MARK}*"))
+    assert np.array_equal(cache.get(video, SPEC, require=True).array, a)
+
+
+def _videos(tmp_path: Path) -> tuple[list[Path], dict[str, Path]]:
+    good = []
+    for i in range(4):
+        p = tmp_path / f"good{i}.mp4"
+        p.write_bytes(bytes([i]) + b"x" * (10 + i))
+        good.append(p)
+    bad = {"missing": tmp_path / "missing.mp4", "broken": tmp_path / "broken.mp4"}
+    bad["broken"].write_bytes(b"BAD video")
+    return good, bad
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_build_fails_only_the_broken_videos(tmp_path: Path, workers: int) -> None:
+    good, bad = _videos(tmp_path)
+    cache = FrameCache(tmp_path / "cache", decode=fake_decode)
+    refs = [*good[:2], bad["missing"], bad["broken"], *good[2:]]
+    report = cache.build(refs, SPEC, workers=workers, progress=False)
+    assert sorted(report.built) == sorted(str(p) for p in good)
+    assert set(report.failed) == {str(bad["missing"]), str(bad["broken"])}
+    assert "no such file" in report.failed[str(bad["missing"])]
+    assert "not a video" in report.failed[str(bad["broken"])]
+    assert report.bytes_built == sum(cache.path_for(p, SPEC).stat().st_size for p in good)
+    for i, p in enumerate(good):
+        assert cache.get(p, SPEC, require=True).array[3, 0, 0, 0] == i + 3
+
+    again = cache.build(refs, SPEC, workers=workers, progress=False)
+    assert sorted(again.hit) == sorted(report.built) and not again.built
+    assert all(decodes(p) == 1 for p in good)
+
+
+def test_a_worker_crash_fails_only_its_own_video(tmp_path: Path) -> None:
+    good, _ = _videos(tmp_path)
+    crasher = tmp_path / "crash.mp4"
+    crasher.write_bytes(b"CRASH" + b"x" * 100)  # largest file: scheduled first
+    cache = FrameCache(tmp_path / "cache", decode=fake_decode)
+    report = cache.build([crasher, *good], SPEC, workers=2, progress=False)
+    assert list(report.failed) == [str(crasher)]
+    assert "crashed" in report.failed[str(crasher)]
+    assert sorted(report.built + report.hit) == sorted(str(p) for p in good)
+
+
+def test_windows_of_one_video_are_separate_build_items(tmp_path: Path) -> None:
+    good, _ = _videos(tmp_path)
+    cache = FrameCache(tmp_path / "cache", decode=fake_decode)
+    refs = [VideoRef(path=str(good[0]), start=0.0, end=1.0), VideoRef(path=str(good[0]))]
+    report = cache.build([*refs, refs[0]], SPEC, workers=0, progress=False)
+    assert len(report.built) == 2 and not report.failed
+    assert len(list(cache.entries())) == 2
