@@ -31,7 +31,10 @@ log = logging.getLogger(__name__)
 class Tokenizer(Protocol):
     """The part of a (HF) tokenizer mix-policy needs."""
 
-    eos_token_id: int | None
+    @property
+    def eos_token_id(self) -> int | None:
+        """Id of the end-of-sequence token."""
+        ...
 
     def encode(self, text: str, add_special_tokens: bool = ...) -> list[int]:
         """Token ids of ``text``."""

@@ -11,7 +11,7 @@ so checkpoint/resume can be tested for exact continuation.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -19,7 +19,9 @@ import torch
 from torch import Tensor, nn
 
 from trainer.algorithms.advantages import AdvantageInputs, compute_advantages
-from trainer.batch import Group, Response, TrainBatch, collate, response_logprobs
+from trainer.batch import Response, TrainBatch, collate, response_logprobs
+from trainer.config import MixPolicyConfig
+from trainer.mix_policy import build_group, online_count
 from trainer.step import StepInputs, StepResult, StepSettings, policy_step
 
 PAD, EOS, BOS = 0, 1, 2
@@ -67,6 +69,16 @@ def toy_reward(prompt_ids: list[int], response: list[int], k: int) -> dict[str, 
     return {"accuracy": acc, "format": fmt, "overall": 0.9 * acc + 0.1 * fmt}
 
 
+class ToyTokenizer:
+    """Text of space-separated token ids to ids (enough for offline trajectories)."""
+
+    eos_token_id = EOS
+
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        """``"7 8"`` -> ``[7, 8]``."""
+        return [int(w) for w in text.split()]
+
+
 @dataclass
 class ToyRun:
     """A few-line RL loop on the toy task; state = model, optimizer, RNGs, data position."""
@@ -80,6 +92,8 @@ class ToyRun:
     max_tokens: int = 4
     updates_per_batch: int = 2
     lr: float = 0.02
+    mix: MixPolicyConfig = field(default_factory=MixPolicyConfig)
+    """Mix-policy: the offline trajectory is the answer token followed by EOS."""
 
     def __post_init__(self) -> None:
         torch.manual_seed(self.seed)
@@ -111,12 +125,25 @@ class ToyRun:
         return prompts
 
     def rollout(self) -> tuple[TrainBatch, Tensor]:
-        """Sample a batch of groups and their overall rewards."""
+        """Sample a batch of groups (mix-policy groups when enabled) and their overall rewards."""
         groups, rewards = [], []
         for gid, prompt in enumerate(self._next_prompts()):
-            responses = sample_responses(self.policy, prompt, self.n, self.max_tokens)
-            groups.append(Group(gid, prompt, [Response(r) for r in responses]))
-            rewards += [toy_reward(prompt, r, self.k)["overall"] for r in responses]
+            offline = str(prompt[-1] + self.k)  # the reference answer, as text
+            count = online_count(self.n, self.mix, offline)
+            online = sample_responses(self.policy, prompt, count, self.max_tokens)
+            group = build_group(
+                gid,
+                prompt,
+                [Response(r) for r in online],
+                n=self.n,
+                cfg=self.mix,
+                offline_text=offline,
+                online_accuracies=[toy_reward(prompt, r, self.k)["accuracy"] for r in online],
+                tokenizer=ToyTokenizer(),
+                max_response_tokens=self.max_tokens,
+            )
+            groups.append(group)
+            rewards += [toy_reward(prompt, r.token_ids, self.k)["overall"] for r in group.responses]
         return collate(groups, PAD), torch.tensor(rewards)
 
     def step(self) -> list[StepResult]:

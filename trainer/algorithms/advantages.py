@@ -90,7 +90,7 @@ def group_stats(values: Tensor, group_ids: Tensor) -> tuple[Tensor, Tensor, Tens
     """Per-element (mean, unbiased std, size) of the element's group; std is 0 for size 1."""
     _, inv = torch.unique(group_ids, return_inverse=True)
     n_groups = int(inv.max()) + 1 if inv.numel() else 0
-    zeros = torch.zeros(n_groups, dtype=values.dtype)
+    zeros = torch.zeros(n_groups, dtype=values.dtype, device=values.device)
     count = zeros.scatter_add(0, inv, torch.ones_like(values))
     mean = zeros.scatter_add(0, inv, values) / count
     sq = zeros.scatter_add(0, inv, (values - mean[inv]) ** 2)
@@ -142,15 +142,15 @@ def reinforce_pp(inputs: AdvantageInputs, opts: AdvantageOptions) -> Tensor:
     rewards = _overall(inputs, "reinforce_pp")
     mask = inputs.response_mask.float()
     bsz, t_len = mask.shape
-    token_rewards = torch.zeros(bsz, t_len)
+    token_rewards = torch.zeros(bsz, t_len, device=mask.device)
     if inputs.token_kl is not None and opts.kl_coef:
         token_rewards = token_rewards - opts.kl_coef * inputs.token_kl.float() * mask
-    positions = torch.arange(t_len).expand(bsz, t_len)
+    positions = torch.arange(t_len, device=mask.device).expand(bsz, t_len)
     last = torch.where(mask > 0, positions, -1).max(dim=1).values
     rows = torch.nonzero(last >= 0).flatten()
     token_rewards[rows, last[rows]] += rewards[rows]
     returns = torch.zeros_like(token_rewards)
-    running = torch.zeros(bsz)
+    running = torch.zeros(bsz, device=mask.device)
     for t in range(t_len - 1, -1, -1):
         running = token_rewards[:, t] + opts.gamma * running * mask[:, t]
         returns[:, t] = running
@@ -186,7 +186,7 @@ def gdpo(inputs: AdvantageInputs, opts: AdvantageOptions) -> Tensor:
     """
     if not isinstance(inputs.rewards, dict) or not inputs.rewards:
         raise ValueError("gdpo needs per-key rewards: a dict like {'accuracy': ..., 'format': ...}")
-    total = torch.zeros(inputs.response_mask.shape[0])
+    total = torch.zeros(inputs.response_mask.shape[0], device=inputs.response_mask.device)
     for key, values in inputs.rewards.items():
         if key == "overall":
             continue
