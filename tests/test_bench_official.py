@@ -11,18 +11,32 @@ import pytest
 from evalkit.bench.aggregate import AggregateResult, Scored, aggregate
 from evalkit.bench.loader import load
 from evalkit.bench.registry import get_benchmark
+from evalkit.bench.spec import BenchmarkSpec
+from evalkit.prompts import render
 from evalkit.sample import Sample
+from evalkit.scoring import score
 from tests.fixtures.bench import official
 
 
 def score_letter(sample: Sample, prediction: str) -> float:
-    """Exact letter match (the multiple-choice scorer's job, reduced to its core)."""
-    return float(prediction.strip().upper() == str(sample.target))
+    """The real scorer on a model-like answer (so extraction is exercised too)."""
+    value = score(sample, f"The answer is {prediction}.").value
+    assert value is not None
+    return value
+
+
+def prompted(spec: BenchmarkSpec, samples: list[Sample]) -> None:
+    """Every sample renders with the spec's template, its question and options in it."""
+    for s in samples:
+        text = render(s, spec.prompt.variant, template=spec.prompt.template)
+        assert s.question.strip() in text
+        assert all(f"{letter}. {opt}".strip() in text for letter, opt in zip(s.letters, s.options))
 
 
 def run(name: str, root: Path, predictions: dict[str, str]) -> tuple[list[Sample], AggregateResult]:
     spec = get_benchmark(name)
     samples = load(spec, root)
+    prompted(spec, samples)
     assert sorted(s.id for s in samples) == sorted(predictions), "fixture ids changed"
     scored = [Scored(s, score_letter(s, predictions[s.id])) for s in samples]
     return samples, aggregate(spec, scored)
@@ -60,6 +74,7 @@ def run_with(
 ) -> tuple[list[Sample], AggregateResult]:
     spec = get_benchmark(name)
     samples = load(spec, root)
+    prompted(spec, samples)
     scored = [Scored(s, score_letter(s, predict(s))) for s in samples]
     return samples, aggregate(spec, scored)
 

@@ -89,3 +89,30 @@ def test_two_specs_claiming_one_alias_are_refused(tmp_path: Path) -> None:
     (tmp_path / "mvbench.yaml").write_text(text)
     with pytest.raises(ConfigError, match="already used by 'LVBench'"):
         BenchmarkRegistry(tmp_path)
+
+
+def _template_exists(name: str) -> bool:
+    from evalkit.prompts import PROMPTS_DIR
+
+    return (PROMPTS_DIR / (name if name.endswith(".jinja") else f"{name}.jinja")).is_file()
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=[p.stem for p in SHIPPED])
+def test_the_base_prompt_template_of_every_spec_exists(path: Path) -> None:
+    assert _template_exists(load_spec(path).prompt.template)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="subtitle-aware prompt templates (multiple_choice_subtitles, "
+    "multiple_choice_interleaved_subtitles) are not in prompts/ yet; until they are, "
+    "subtitle variants fail loudly at render time instead of running without subtitles",
+)
+def test_every_variant_prompt_template_exists() -> None:
+    missing = {
+        spec.with_variant(v).prompt.template
+        for spec in map(load_spec, SHIPPED)
+        for v in spec.variants
+        if not _template_exists(spec.with_variant(v).prompt.template)
+    }
+    assert not missing, missing

@@ -21,45 +21,28 @@ from evalkit.bench import parse
 from evalkit.errors import DataError
 from evalkit.sample import ImageRef, Sample, VideoRef
 
-# problem_type as written in the files -> canonical task type (the scorers' names).
-# TODO(H3): switch to evalkit.scoring.canonical_task_type once it exists for every alias here.
-PROBLEM_TYPES: dict[str, str] = {
-    "multiple choice": "multiple_choice",
-    "multiple-choice": "multiple_choice",
-    "open-ended": "open_ended",
-    "open ended": "open_ended",
-    "caption": "open_ended",
-    "numerical": "numerical",
-    "regression": "regression",
-    "math": "math",
-    "ocr": "ocr",
-    "boolean": "boolean",
-    "temporal grounding": "temporal_grounding",
-    "spatial grounding": "spatial_grounding",
-    "spatial-temporal grounding": "spatiotemporal_grounding",
-    "spatiotemporal grounding": "spatiotemporal_grounding",
-    # OVO-Bench's forward-active tasks write their task code as the problem type:
-    # CRR (clues reveal) and SSR (sequential steps) are Yes/No, REC (repetition) a count.
-    "crr": "boolean",
-    "ssr": "boolean",
-    "rec": "numerical",
-}
+# problem_type values whose meaning is specific to these files and must win over the
+# scorers' general aliases: OVO-Bench's forward-active tasks write their task code as the
+# problem type: CRR (clues reveal) and SSR (sequential steps) are Yes/No questions and
+# REC (repetition event count) is a count, not "referring expression comprehension".
+OVERRIDES: dict[str, str] = {"crr": "boolean", "ssr": "boolean", "rec": "numerical"}
+
 
 _CORE = {"problem", "problem_type", "options", "solution", "path", "data_type", "image_path"}
 
 
 def canonical(problem_type: str) -> str:
     """Canonical task type of an EasyVideoR1 ``problem_type`` (KeyError if unknown)."""
-    key = " ".join(str(problem_type).strip().lower().replace("_", " ").split())
+    from evalkit.registry import RegistryError
+    from evalkit.scoring import canonical_task_type
+
+    key = str(problem_type).strip().lower()
+    if key in OVERRIDES:
+        return OVERRIDES[key]
     try:
-        from evalkit.scoring import canonical_task_type  # type: ignore[attr-defined]
-    except ImportError:
-        canonical_task_type = None
-    if key in PROBLEM_TYPES:
-        return PROBLEM_TYPES[key]
-    if canonical_task_type is not None:
-        return str(canonical_task_type(problem_type))
-    raise KeyError(problem_type)
+        return canonical_task_type(problem_type)
+    except RegistryError as exc:
+        raise KeyError(str(exc)) from None
 
 
 def read_rows(file: Path) -> list[tuple[str, Any]]:
@@ -121,8 +104,8 @@ def row_to_sample(row: dict[str, Any], file: Path, where: str, video_root: Path 
             raise fail(key, "missing")
     try:
         task = canonical(row["problem_type"])
-    except KeyError:
-        raise fail("problem_type", f"unknown problem type {row['problem_type']!r}") from None
+    except KeyError as exc:
+        raise fail("problem_type", str(exc.args[0])) from None
     try:
         options = parse.parse_options(row.get("options"))
     except ValueError as exc:
