@@ -83,16 +83,27 @@ def test_a_reward_function_missing_keys_names_the_sample():
         )
 
 
+def test_an_unscorable_sample_is_an_error_not_a_zero_reward():
+    def no_judge(sample, prediction, **kw):
+        return {"accuracy": None, "format": 1.0, "overall": None}
+
+    with pytest.raises(ValueError, match=r"'s0'.*could not be scored"):
+        compute_rewards([_sample(0)], ["x"], [1], RewardsConfig(), 10, no_judge)
+
+
 def test_length_mismatch_is_reported():
     with pytest.raises(ValueError, match="same length"):
         compute_rewards([_sample(0)], ["x", "y"], [1, 1], RewardsConfig(), 10, stand_in_reward)
 
 
-@pytest.mark.skipif(
-    not hasattr(evalkit.scoring, "reward"), reason="evalkit.scoring.reward not merged yet"
-)
 def test_default_reward_is_evalkits_scorer():
-    sample = _sample(0)
-    expected = evalkit.scoring.reward(sample, "B", w_acc=0.9, w_fmt=0.1)
-    out = compute_rewards([sample], ["B"], [1], RewardsConfig(), 10)
-    assert out.overall.item() == pytest.approx(expected["overall"])
+    samples = [_sample(0), _sample(1)]
+    preds = ["<answer>B</answer>", "The answer is A"]
+    expected = [
+        evalkit.scoring.reward(s, p, w_acc=0.7, w_fmt=0.3)
+        for s, p in zip(samples, preds, strict=True)
+    ]
+    out = compute_rewards(samples, preds, [5, 5], RewardsConfig(w_acc=0.7, w_fmt=0.3), 10)
+    for key in ("accuracy", "format", "overall"):
+        assert out.per_key[key].tolist() == pytest.approx([e[key] for e in expected])
+    assert out.per_key["accuracy"].tolist() == [1.0, 0.0]

@@ -18,8 +18,9 @@ from torch import Tensor
 from evalkit.sample import Sample
 from trainer.config import RewardsConfig
 
-RewardFn = Callable[..., Mapping[str, float]]
-"""``(sample, prediction, w_acc=..., w_fmt=...) -> {"accuracy", "format", "overall"}``."""
+RewardFn = Callable[..., Mapping[str, float | None]]
+"""``(sample, prediction, w_acc=..., w_fmt=...) -> {"accuracy", "format", "overall"}``;
+accuracy and overall are None when the sample could not be scored."""
 
 REQUIRED_KEYS = ("accuracy", "format", "overall")
 
@@ -93,8 +94,14 @@ def compute_rewards(
         missing = [k for k in REQUIRED_KEYS if k not in got]
         if missing:
             raise ValueError(f"reward for sample {sample.id!r} lacks keys {missing}")
+        if got["accuracy"] is None or got["overall"] is None:
+            # scoring 0 instead would teach the policy from a fake signal
+            raise ValueError(
+                f"sample {sample.id!r} (task type {sample.task_type!r}) could not be scored; "
+                "configure its scorer (e.g. an LLM judge) or drop such samples from the data"
+            )
         for k in REQUIRED_KEYS:
-            rows[k].append(float(got[k]))
+            rows[k].append(float(got[k] or 0.0))
     per_key = {k: torch.tensor(v, dtype=torch.float32) for k, v in rows.items()}
     if cfg.overlong.enable:
         limit = cfg.overlong.max_length or max_length
