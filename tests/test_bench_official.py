@@ -30,7 +30,10 @@ def prompted(spec: BenchmarkSpec, samples: list[Sample]) -> None:
     for s in samples:
         text = render(s, spec.prompt.variant, template=spec.prompt.template)
         assert s.question.strip() in text
-        assert all(f"{letter}. {opt}".strip() in text for letter, opt in zip(s.letters, s.options))
+        assert all(
+            f"{letter}. {opt}".strip() in text
+            for letter, opt in zip(s.letters, s.options, strict=True)
+        )
 
 
 def run(name: str, root: Path, predictions: dict[str, str]) -> tuple[list[Sample], AggregateResult]:
