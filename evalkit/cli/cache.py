@@ -1,0 +1,193 @@
+"""``evalkit cache build|verify|ls|prune``: fill and look after the frame cache."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from evalkit.config import add_model_args, model_from_args
+from evalkit.errors import ConfigError
+from evalkit.video.types import FrameSpec
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Sub-actions and their flags (FrameSpec flags come from its field docstrings)."""
+    sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+    build = sub.add_parser("build", help="decode videos into the cache with N processes")
+    _video_args(build)
+    build.add_argument(
+        "--workers",
+        type=int,
+        default=min(2, os.cpu_count() or 1),
+        help="decoding processes (0 = in this process; default: %(default)s)",
+    )
+    build.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    verify = sub.add_parser("verify", help="read every entry in full; report damaged ones")
+    _store_args(verify)
+    verify.add_argument("--remove", action="store_true", help="also remove damaged entries")
+
+    ls = sub.add_parser(
+        "ls", help="entries, bytes and count per spec; with videos, which are cached"
+    )
+    _video_args(ls, required=False)
+
+    prune = sub.add_parser(
+        "prune", help="remove unfinished writes and entries whose source changed or vanished"
+    )
+    _store_args(prune)
+    prune.add_argument("--all", action="store_true", help="remove every entry")
+    prune.add_argument("--dry-run", action="store_true", help="only say what would go")
+
+
+def _store_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--root", help="cache directory (default: $EVALKIT_CACHE or ~/.cache/evalkit/frames)"
+    )
+    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
+
+
+def _video_args(p: argparse.ArgumentParser, required: bool = True) -> None:
+    p.add_argument("videos", nargs="*", metavar="VIDEO", help="video files")
+    p.add_argument(
+        "--list",
+        dest="list_file",
+        metavar="FILE",
+        help="file with one video path per line (# comments; relative to the file's folder)",
+    )
+    _store_args(p)
+    p.add_argument("--codec", choices=["raw", "jpeg"], default="raw", help="entry encoding")
+    p.add_argument("--jpeg-quality", type=int, default=90, help="JPEG quality (codec jpeg)")
+    p.add_argument(
+        "--identity",
+        choices=["stat", "content"],
+        default="stat",
+        help="source identity in the key: path+size+mtime (stat) or a content hash",
+    )
+    add_model_args(p, FrameSpec)
+    p.set_defaults(videos_required=required)
+
+
+def _videos(args: argparse.Namespace) -> list[str]:
+    videos = list(args.videos)
+    if args.list_file:
+        path = Path(args.list_file)
+        try:
+            lines = path.read_text().splitlines()
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read the video list: {exc.strerror}") from None
+        for line in lines:
+            line = line.strip()
+            if line and not line.startswith("#"):
+                videos.append(str(path.parent / line) if not os.path.isabs(line) else line)
+    if not videos and args.videos_required:
+        raise ConfigError("no videos given: pass VIDEO paths or --list FILE")
+    return videos
+
+
+def _cache(args: argparse.Namespace, with_codec: bool = False) -> Any:
+    from evalkit.cache import FrameCache
+
+    if not with_codec:
+        return FrameCache(args.root)
+    return FrameCache(
+        args.root, codec=args.codec, jpeg_quality=args.jpeg_quality, identity=args.identity
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Dispatch to the sub-action; non-zero when something failed or was found damaged."""
+    action = {"build": _build, "verify": _verify, "ls": _ls, "prune": _prune}[args.action]
+    return action(args)
+
+
+def _build(args: argparse.Namespace) -> int:
+    spec = model_from_args(args, FrameSpec)
+    cache = _cache(args, with_codec=True)
+    report = cache.build(_videos(args), spec, workers=args.workers, progress=not args.no_progress)
+    if args.json:
+        print(json.dumps({"root": str(cache.root), **report.to_dict()}))
+    else:
+        print(f"frame cache {cache.root}")
+        print(report.summary())
+    return 0 if report.ok else 1
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from evalkit.cache import verify
+
+    cache = _cache(args)
+    report = verify(cache, remove=args.remove)
+    if args.json:
+        print(json.dumps(vars(report)))
+    else:
+        print(
+            f"{report.good} entries intact ({report.bytes / 1e6:.1f} MB), "
+            f"{len(report.damaged)} damaged, {len(report.removed)} removed"
+        )
+        for path, why in report.damaged.items():
+            print(f"  DAMAGED {path}: {why}")
+    return 1 if report.damaged else 0
+
+
+def _ls(args: argparse.Namespace) -> int:
+    from evalkit.cache import listing
+
+    cache = _cache(args, with_codec=True)
+    result = listing(cache)
+    videos = _videos(args)
+    if videos:
+        spec = model_from_args(args, FrameSpec)
+        missing = [v for v in videos if not _cached(cache, v, spec)]
+        result["videos"] = {"hit": len(videos) - len(missing), "miss": len(missing)}
+        result["missing"] = missing
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    print(
+        f"{result['root']}: {result['entries']} entries, {result['bytes'] / 1e6:.1f} MB, "
+        f"{result['damaged']} damaged, {result['temp_files']} unfinished writes"
+    )
+    for g in result["per_spec"]:
+        s = g["spec"]
+        rate = f"nframes={s['nframes']}" if s["nframes"] else f"fps={s['fps']}"
+        print(
+            f"  {g['entries']:>6} entries {g['bytes'] / 1e6:>10.1f} MB  codec={g['codec']} "
+            f"{rate} max_frames={s['max_frames']} max_pixels={s['max_pixels']} "
+            f"factor={s['factor']}"
+        )
+    if videos:
+        print(f"videos under this spec: {result['videos']['hit']} hit, {len(missing)} miss")
+        for v in missing:
+            print(f"  MISS {v}")
+    return 0
+
+
+def _cached(cache: Any, video: str, spec: FrameSpec) -> bool:
+    from evalkit.errors import VideoError
+
+    try:
+        return cache.lookup(video, spec) is not None
+    except VideoError:
+        return False
+
+
+def _prune(args: argparse.Namespace) -> int:
+    from evalkit.cache import prune
+
+    report = prune(_cache(args), everything=args.all, dry_run=args.dry_run)
+    if args.json:
+        print(json.dumps(vars(report)))
+        return 0
+    verb = "would remove" if args.dry_run else "removed"
+    print(
+        f"{verb} {len(report.removed)} files ({report.bytes / 1e6:.1f} MB)"
+        + (f"; {len(report.busy)} skipped, in use by a writer" if report.busy else "")
+    )
+    for path, why in sorted(report.removed.items()):
+        print(f"  {path}: {why}")
+    return 0
