@@ -150,3 +150,17 @@ def test_kl_in_reward_is_only_for_reinforce_pp():
     from trainer.algorithms.advantages import AdvantageOptions
 
     assert AdvantageOptions.from_config(cfg.algorithm).kl_coef == 0.01
+
+
+def test_override_fills_an_empty_yaml_section(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("algorithm:\n  kl:\n")
+    cfg = load_config(path, ["algorithm.kl.estimator=k3"])
+    assert cfg.algorithm.kl.estimator == "k3"
+
+
+def test_a_yaml_that_is_not_a_mapping_is_rejected(tmp_path):
+    path = tmp_path / "list.yaml"
+    path.write_text("- a\n- b\n")
+    with pytest.raises(ConfigError, match=r"list\.yaml.*mapping"):
+        load_config(path)

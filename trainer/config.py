@@ -299,7 +299,9 @@ def _apply_override(data: dict[str, Any], item: str) -> None:
             raise ConfigError(f"override {item!r}: cannot parse value: {exc}") from exc
     node = data
     for i, part in enumerate(parts[:-1]):
-        child = node.setdefault(part, {})
+        child = node.get(part)
+        if child is None:  # absent, or an empty section in the YAML
+            child = node[part] = {}
         if not isinstance(child, dict):
             raise ConfigError(f"override {item!r}: {'.'.join(parts[: i + 1])} is not a section")
         node = child
