@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from evalkit.bench.aggregate import AggregateResult, Scored, aggregate
-from evalkit.bench.loader import load
+from evalkit.bench.loader import load, validate
 from evalkit.bench.registry import get_benchmark
 from evalkit.bench.spec import BenchmarkSpec
 from evalkit.prompts import render
@@ -221,3 +221,44 @@ def test_mmvu_mc_variant_keeps_only_choice_questions(tmp_path: Path) -> None:
     root = official.mmvu(tmp_path)
     samples = load(get_benchmark("MMVU:mc"), root)
     assert sorted(s.id for s in samples) == ["validation_0", "validation_2", "validation_3"]
+
+
+def test_videommmu_per_track_with_the_adaptation_image_appended(tmp_path: Path) -> None:
+    root = official.videommmu(tmp_path)
+    spec = get_benchmark("Video-MMMU")
+    samples = load(spec, root)
+    prompted(spec, samples)
+    by = {s.id: s for s in samples}
+    assert len(by) == 6  # a video's id repeats across tracks; the track keeps ids apart
+    adapt = by["Adaptation/validation_Math_2"]
+    assert [m.kind for m in adapt.media] == ["video", "image"]
+    assert adapt.media[0].path.endswith("Science/validation_Math_2.mp4")
+    assert adapt.media[1].path.endswith("images/validation_Math_2.png")
+    assert [m.kind for m in by["Perception/validation_Math_2"].media] == ["video"]
+    open_q = by["Adaptation/test_Pharmacy_4"]
+    assert (open_q.task_type, open_q.target) == ("math", "12.5")
+    preds = {
+        "Perception/validation_Art_Theory_1": "The answer is A.",
+        "Perception/validation_Math_2": "The answer is C.",
+        "Comprehension/validation_Art_Theory_1": "The answer is C.",
+        "Comprehension/validation_Pharmacy_4": "The answer is D.",
+        "Adaptation/validation_Math_2": "The answer is A.",
+        "Adaptation/test_Pharmacy_4": "<answer>12.5</answer>",
+    }
+    res = aggregate(spec, [Scored(s, score(s, preds[s.id]).value) for s in samples])
+    assert res.breakdowns["track"] == {
+        "Perception": 50.0,
+        "Comprehension": 100.0,
+        "Adaptation": 50.0,
+    }
+    assert res.overall == pytest.approx(400 / 6)
+    assert res.breakdowns["discipline"] == pytest.approx(
+        {"Art": 100.0, "Science": 0.0, "Medicine": 100.0}
+    )
+
+
+def test_videommmu_a_missing_adaptation_image_is_an_error(tmp_path: Path) -> None:
+    root = official.videommmu(tmp_path)
+    (root / "images" / "test_Pharmacy_4.png").unlink()
+    report = validate(get_benchmark("Video-MMMU"), root)
+    assert [(p.row, p.field) for p in report.problems] == [("row 1", "image_file")]

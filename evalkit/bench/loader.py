@@ -243,11 +243,11 @@ def _media(
         if found is None and not cands:
             continue
         if found is None:
-            if check and not mp.optional:
+            if mp.missing_ok:
+                continue
+            if check:
                 tried = ", ".join(str(c.relative_to(root)) for c in cands)
                 raise RowError(_pattern_field(mp.pattern), f"{what} not found (tried {tried})")
-            if found is None and mp.optional:
-                continue
         path = str(found or cands[0])
         if what == "video":
             media.insert(0, VideoRef(path=path, start=start, end=end))

@@ -76,6 +76,9 @@ class MediaPath(BaseModel):
     """Extensions tried in order when the pattern has none that exists ("" = as written)."""
     optional: bool = False
     """A row without the fields of ``pattern`` (or with them empty) simply has no such file."""
+    missing_ok: bool = False
+    """A named file that does not exist is skipped, not an error (Video-MME has no
+    subtitles for some videos)."""
 
 
 class IdSpec(BaseModel):
