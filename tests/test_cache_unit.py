@@ -304,3 +304,23 @@ def test_the_source_identity_records_the_resolved_path(video: Path) -> None:
     ident = source_identity(str(video.parent / "." / video.name))
     assert ident.path == str(video.resolve())
     assert ident.size == video.stat().st_size
+
+
+def test_put_stores_frames_decoded_elsewhere(cache: FrameCache, video: Path) -> None:
+    frames = fake_decode(VideoRef(path=str(video)), SPEC)
+    path = cache.put(video, SPEC, frames)
+    assert path == cache.path_for(video, SPEC)
+    assert np.array_equal(cache.get(video, SPEC, require=True).array, frames.array)
+    assert decodes(video) == 1  # only the call above
+
+
+def test_threads_asking_for_one_key_decode_it_once(tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    video = tmp_path / "slow.mp4"
+    video.write_bytes(b"SLOW" + b"x" * 10)
+    cache = FrameCache(tmp_path / "c", decode=fake_decode)
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda _: cache.get(video, SPEC), range(4)))
+    assert decodes(video) == 1
+    assert all(np.array_equal(r.array, results[0].array) for r in results)

@@ -141,6 +141,37 @@ class FrameCache:
             raise CacheError(f"{vref.path}: entry {path} unreadable right after writing: {damage}")
         return frames, "built", path
 
+    def put(self, ref: Ref, spec: FrameSpec, frames: Frames) -> Path:
+        """Store frames decoded elsewhere as the entry for (ref, spec); return its path.
+
+        The caller vouches that ``frames`` are what ``spec`` yields for the file as it is now.
+        """
+        vref, source, key, path = self._locate(ref, spec)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(lock_path(path)):
+            self._write(vref, spec, source, key, path, frames)
+        return path
+
+    def _write(
+        self,
+        ref: VideoRef,
+        spec: FrameSpec,
+        source: SourceIdentity,
+        key: str,
+        path: Path,
+        frames: Frames,
+    ) -> None:
+        write_entry(
+            path,
+            key=key,
+            frames=frames,
+            spec=spec,
+            ref=ref,
+            source=source,
+            codec=self.codec,
+            jpeg_quality=self.jpeg_quality,
+        )
+
     def _decode_and_write(
         self, ref: VideoRef, spec: FrameSpec, source: SourceIdentity, key: str, path: Path
     ) -> None:
@@ -149,16 +180,7 @@ class FrameCache:
         if (after.size, after.mtime_ns) != (source.size, source.mtime_ns):
             # The frames may mix old and new content; storing them under either key is wrong.
             raise VideoError(ref.path, "file changed while it was being decoded; not cached")
-        write_entry(
-            path,
-            key=key,
-            frames=decoded,
-            spec=spec,
-            ref=ref,
-            source=source,
-            codec=self.codec,
-            jpeg_quality=self.jpeg_quality,
-        )
+        self._write(ref, spec, source, key, path, decoded)
 
     # -- many at once ------------------------------------------------------------------
 
