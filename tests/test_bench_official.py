@@ -262,3 +262,44 @@ def test_videommmu_a_missing_adaptation_image_is_an_error(tmp_path: Path) -> Non
     (root / "images" / "test_Pharmacy_4.png").unlink()
     report = validate(get_benchmark("Video-MMMU"), root)
     assert [(p.row, p.field) for p in report.problems] == [("row 1", "image_file")]
+
+
+def test_motionbench_scores_the_dev_answers_per_category(tmp_path: Path) -> None:
+    root = official.motionbench(tmp_path)
+    samples, res = run("MotionBench", root, {"11": "A", "21": "B", "22": "D"})
+    assert res.overall == pytest.approx(200 / 3)
+    assert res.breakdowns["category"] == {"Camera Motion": 100.0, "Repetition Count": 50.0}
+    by = {s.id: s for s in samples}
+    assert by["11"].options == ["left", "right", "up", "down"]
+    assert by["11"].question == "Which way does it move?"
+    assert by["21"].media[0].path.endswith("public-dataset/m2_3_5.mp4")  # second video root
+
+
+def _by_video(spec_name: str, root: Path, answers: dict[str, str]) -> AggregateResult:
+    spec = get_benchmark(spec_name)
+    samples = load(spec, root)
+    prompted(spec, samples)
+    return aggregate(
+        spec, [Scored(s, score(s, answers[s.fields["video_id"]]).value) for s in samples]
+    )
+
+
+def test_tempcompass_multi_choice_per_aspect(tmp_path: Path) -> None:
+    root = official.tempcompass(tmp_path)
+    res = _by_video("TempCompass", root, {"t1": "B", "t2": "B", "t3": "A"})
+    assert res.overall == pytest.approx(200 / 3)
+    assert res.breakdowns["aspect"] == {"speed": 50.0, "direction": 100.0}
+
+
+def test_tempcompass_yes_no_and_caption_matching_formats(tmp_path: Path) -> None:
+    root = official.tempcompass(tmp_path)
+    res = _by_video("TempCompass:yes_no", root, {"t1": "Yes", "t2": "No", "t3": "yes"})
+    assert res.breakdowns["aspect"] == {"speed": 100.0, "direction": 0.0}
+    res = _by_video("TempCompass:caption_matching", root, {"t1": "B", "t2": "A", "t3": "A"})
+    assert res.overall == pytest.approx(100 / 3)
+    (s,) = [
+        x
+        for x in load(get_benchmark("tempcompass:caption_matching"), root)
+        if x.fields["video_id"] == "t1"
+    ]
+    assert (s.question, s.options, s.target) == ("Which caption matches t1?", ["slow", "fast"], "B")
