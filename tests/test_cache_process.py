@@ -138,3 +138,13 @@ def test_windows_of_one_video_are_separate_build_items(tmp_path: Path) -> None:
     report = cache.build([*refs, refs[0]], SPEC, workers=0, progress=False)
     assert len(report.built) == 2 and not report.failed
     assert len(list(cache.entries())) == 2
+
+
+def test_a_decoder_workers_cannot_receive_is_refused_up_front(tmp_path: Path) -> None:
+    from evalkit.errors import CacheError
+
+    good, _ = _videos(tmp_path)
+    cache = FrameCache(tmp_path / "cache", decode=lambda ref, spec: fake_decode(ref, spec))
+    with pytest.raises(CacheError, match="module-level function or workers=0"):
+        cache.build(good, SPEC, workers=2, progress=False)
+    assert cache.build(good, SPEC, workers=0, progress=False).ok

@@ -10,6 +10,7 @@ then retried one per fresh process, so only the video that kills its process fai
 from __future__ import annotations
 
 import multiprocessing
+import pickle
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.cache.frame_cache import FrameCache
-from evalkit.errors import EvalkitError
+from evalkit.errors import CacheError, EvalkitError
 from evalkit.sample import VideoRef
 from evalkit.video.types import FrameSpec
 
@@ -100,6 +101,16 @@ def build_one(cache_args: dict[str, Any], ref_json: str, spec_json: str) -> Outc
     return status, nbytes, ""
 
 
+def _check_picklable(cache: FrameCache) -> None:
+    try:
+        pickle.dumps(cache.decode)
+    except Exception:
+        raise CacheError(
+            f"decoder {cache.decode!r} cannot be sent to worker processes; use a module-level "
+            "function or workers=0"
+        ) from None
+
+
 def _order(refs: list[VideoRef]) -> list[VideoRef]:
     """Unique refs, largest files first, so that one long video does not finish last alone."""
     unique = list(dict.fromkeys(refs))
@@ -121,6 +132,8 @@ def build(
     jobs = _order(refs)
     report = BuildReport(workers=workers)
     args = _cache_args(cache)
+    if workers > 0 and jobs:
+        _check_picklable(cache)
     spec_json = spec.model_dump_json()
     with _progress(len(jobs), progress) as advance:
 
