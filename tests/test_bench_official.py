@@ -303,3 +303,44 @@ def test_tempcompass_yes_no_and_caption_matching_formats(tmp_path: Path) -> None
         if x.fields["video_id"] == "t1"
     ]
     assert (s.question, s.options, s.target) == ("Which caption matches t1?", ["slow", "fast"], "B")
+
+
+def test_videommev2_grouped_nonlinear_score(tmp_path: Path) -> None:
+    root = official.videommev2(tmp_path)
+    spec = get_benchmark("Video-MME-v2")
+    samples = load(spec, root)
+    prompted(spec, samples)
+    assert all(len(s.options) == 8 for s in samples)
+    # which questions (chain order) are answered right, per group
+    pattern = {"001": "1101", "002": "1101", "003": "1010", "004": "0111"}
+
+    def value(s: Sample) -> float:
+        i = int(s.question[1]) - 1
+        answer = (
+            s.target if pattern[s.fields["group"]][i] == "1" else "A" if s.target != "A" else "B"
+        )
+        out = score(s, f"The answer is {answer}.").value
+        assert out is not None
+        return out
+
+    res = aggregate(spec, [Scored(s, value(s)) for s in samples])
+    # relevance 3/4 right -> 9/16; logic chain prefix 2 -> 4/16; [1,[2,3],4] with 1 and 3
+    # right -> prefix 2 -> 4/12; [[1,2],3,4] with 2 right (1 wrong) -> prefix 1 -> 1/10
+    group_scores = [900 / 16, 400 / 16, 400 / 12, 100 / 10]
+    assert res.overall == pytest.approx(sum(group_scores) / 4)  # 31.15
+    assert res.metrics["avg_acc"] == pytest.approx(100 * 11 / 16)
+    assert res.metrics["relevance_linear"] == pytest.approx(75.0)
+    assert res.breakdowns["level"] == pytest.approx(
+        {"1": 900 / 16, "2": 400 / 16, "3": (400 / 12 + 100 / 10) / 2}
+    )
+    assert res.breakdowns["group_type"] == pytest.approx(
+        {"relevance": 900 / 16, "logic": (400 / 16 + 400 / 12 + 100 / 10) / 3}
+    )
+
+
+def test_videommev2_a_group_missing_a_question_is_left_out(tmp_path: Path) -> None:
+    root = official.videommev2(tmp_path)
+    spec = get_benchmark("Video-MME-v2")
+    samples = [s for s in load(spec, root) if s.question != "Q4 about video 001?"]
+    res = aggregate(spec, [Scored(s, 1.0) for s in samples])
+    assert res.overall == 100.0 and res.metrics["incomplete_groups"] == 1.0

@@ -168,41 +168,84 @@ def mbin(
     return out
 
 
+# Video-MME-v2 grouped non-linear scoring, from the benchmark's own evaluation script
+# (github.com/MME-Benchmarks/Video-MME-v2, evaluation/test_video_mme_v2.py: cal_relevance,
+# cal_logic, get_final_rating). Score of a group by the number of right answers
+# (relevance) or by the length of the right prefix (logic), per group structure.
+_RELEVANCE = (0.0, 1 / 16, 4 / 16, 9 / 16, 1.0)
+_LOGIC = {
+    "[1, 2, 3, 4]": (0.0, 1 / 16, 4 / 16, 9 / 16, 1.0),
+    "[1, [2, 3], 4]": (0.0, 1 / 12, 4 / 12, 7 / 12, 1.0),
+    "[[1, 2], 3, 4]": (0.0, 1 / 10, 2 / 10, 5 / 10, 1.0),
+}
+
+
+def _logic_prefix(right: list[bool], structure: str) -> int:
+    """Right answers before the first wrong one, where parallel questions may stand in."""
+    k = next((i for i, ok in enumerate(right) if not ok), len(right))
+    if structure == "[1, [2, 3], 4]" and k == 1 and right[2]:
+        k = 2  # questions 2 and 3 are parallel steps: 3 right counts for the step
+    elif structure == "[[1, 2], 3, 4]" and k == 0 and right[1]:
+        k = 1  # questions 1 and 2 are parallel first steps
+    return k
+
+
+def _structure(raw: Any) -> str:
+    import ast
+
+    try:
+        return str(ast.literal_eval(str(raw)))
+    except (ValueError, SyntaxError):
+        return str(raw)
+
+
 @aggregations("group_nonlinear")
 def group_nonlinear(
     scored: Sequence[Scored],
     breakdowns: Sequence[str] = (),
     *,
     group_field: str,
-    kind_field: str,
     order_field: str,
-    coherence_value: str = "coherence",
+    type_field: str = "group_type",
+    structure_field: str = "group_structure",
+    group_size: int = 4,
 ) -> AggregateResult:
-    """Video-MME-v2's grouped non-linear score.
+    """Video-MME-v2's grouped non-linear score (percent), mean over groups of 4.
 
-    Questions come in groups (4 each). A capability-consistency group earns
-    ``(correct / size) ** 2``; a reasoning-coherence group is truncated at its first
-    error, earning ``(correct-before-first-error / size) ** 2`` in the group's question
-    order (Video-MME-v2 paper, arXiv 2604.05015, Sec. 3 "Non-Linear Score"; project page
-    video-mme-v2.netlify.app). The overall score is the mean over groups; plain
-    per-question accuracy is reported as ``metrics["avg_acc"]``.
+    A ``relevance`` (capability-consistency) group scores by how many of its questions
+    are right: 0, 1/16, 4/16, 9/16, 1. A ``logic`` (reasoning-coherence) group scores by
+    the right prefix of its chain (first-error truncation) with the map of its
+    ``group_structure``. Breakdowns are means of group scores, read from the group's last
+    question as the official script does. Groups missing a question or holding an
+    unscored one are left out (``metrics["incomplete_groups"]``). The official script
+    marks an unextractable answer -1 and then sums it; here it is simply wrong (0).
     """
     groups: dict[str, list[Scored]] = defaultdict(list)
     for s in scored:
         groups[str(s.sample.fields[group_field])].append(s)
     units: list[tuple[Sample, float]] = []
+    linear: list[float] = []
+    incomplete = 0
     for members in groups.values():
-        if any(m.value is None for m in members):
+        if len(members) != group_size or any(m.value is None for m in members):
+            incomplete += 1
             continue
         members = sorted(members, key=lambda m: _order_key(m.sample.fields.get(order_field)))
         right = [m.value is not None and m.value >= 1.0 for m in members]
-        if str(members[0].sample.fields.get(kind_field)) == coherence_value:
-            k = next((i for i, ok in enumerate(right) if not ok), len(right))
+        last = members[-1].sample
+        if str(last.fields.get(type_field)) == "logic":
+            structure = _structure(last.fields.get(structure_field))
+            if structure not in _LOGIC:
+                raise ValueError(f"unknown group_structure {structure!r} in group of {last.id}")
+            value = _LOGIC[structure][_logic_prefix(right, structure)]
         else:
-            k = sum(right)
-        units.append((members[0].sample, (k / len(members)) ** 2))
+            value = _RELEVANCE[sum(right)]
+            linear.append(sum(right) / group_size)
+        units.append((last, value))
     out = _result(scored, units, _pct(v for _, v in units), breakdowns)
     out.metrics["avg_acc"] = _pct(v for _, v in _units(scored)) or 0.0
+    out.metrics["relevance_linear"] = _pct(linear) or 0.0
+    out.metrics["incomplete_groups"] = float(incomplete)
     return out
 
 

@@ -36,7 +36,11 @@ def parse_options(raw: Any) -> list[str]:
     if hasattr(raw, "tolist"):  # numpy arrays from parquet
         raw = raw.tolist()
     if isinstance(raw, str):
-        raise ValueError(f"options must be a list, got a string {raw[:40]!r}")
+        # One string with an "A. ..." line per option (Video-MME-v2's test.parquet).
+        lines = [x for x in raw.split("\n") if x.strip()]
+        if len(lines) < 2 or any(split_option(x)[0] is None for x in lines):
+            raise ValueError(f"options string {raw[:40]!r} is not one 'A. ...' line per option")
+        raw = lines
     if isinstance(raw, dict):  # {"A": text, ...} (MMVU's choices)
         keys = sorted(raw)
         if keys != list(OPTION_LETTERS[: len(keys)]):

@@ -132,6 +132,7 @@ def iter_rows(spec: FileSpec, root: Path) -> Iterator[Row | Problem]:
         return
     for path in paths:
         label = str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+        position = 0
         try:
             for where, rec in _read(spec, path):
                 if isinstance(rec, RowsError):
@@ -140,7 +141,11 @@ def iter_rows(spec: FileSpec, root: Path) -> Iterator[Row | Problem]:
                 if not isinstance(rec, dict):
                     yield Problem(label, where, None, f"a row must be an object, got {rec!r:.60}")
                     continue
-                yield from _explode(spec, label, where, {**spec.constants, **plain(rec)})
+                # _position: the row's place in its file, for rules that depend on file
+                # order (Video-MME-v2 groups); never used for ids.
+                data = {**spec.constants, **plain(rec), "_position": position}
+                position += 1
+                yield from _explode(spec, label, where, data)
         except RowsError as exc:
             p = exc.problem
             yield Problem(label, p.row, p.field, p.message)
