@@ -1,0 +1,61 @@
+"""``load_video``: probe + sample + decode + resize: how evalkit turns a clip into Frames."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from evalkit.errors import VideoError
+from evalkit.sample import VideoRef
+from evalkit.video.decode import decode_video
+from evalkit.video.resize import resize_frames, video_size
+from evalkit.video.types import Frames, FrameSpec, VideoMeta
+
+
+def _check_file(path: Path) -> None:
+    if not path.exists():
+        raise VideoError(str(path), "video file not found")
+    if not path.is_file():
+        raise VideoError(str(path), "not a regular file")
+    if path.stat().st_size == 0:
+        raise VideoError(str(path), "the file is empty (0 bytes)")
+
+
+def load_video(ref: VideoRef | str | os.PathLike[str], spec: FrameSpec) -> Frames:
+    """Frames of ``ref`` sampled and resized as ``spec`` says (qwen-vl-utils' rules).
+
+    A ``VideoRef`` with ``start``/``end`` restricts sampling to that window (it replaces
+    the spec's own window). Every failure raises ``VideoError(path, reason)``.
+    """
+    if isinstance(ref, VideoRef):
+        path = Path(ref.path)
+        if ref.start is not None or ref.end is not None:
+            spec = spec.window(ref.start, ref.end)
+    else:
+        path = Path(ref)
+    _check_file(path)
+    decoded, header = decode_video(path, spec)
+    src_h, src_w = decoded.frames.shape[1:3]
+    try:
+        out_h, out_w = video_size(src_h, src_w, spec, len(decoded.indices))
+    except ValueError as e:
+        raise VideoError(str(path), str(e)) from e
+    array = resize_frames(decoded.frames, out_h, out_w)
+    extra = {"codec": header.codec, **decoded.extra}
+    if header.rotation:
+        extra["rotation"] = header.rotation
+    meta = VideoMeta(
+        source_fps=decoded.source_fps,
+        total_frames=decoded.total_frames,
+        duration_s=decoded.total_frames / decoded.source_fps,
+        indices=decoded.indices,
+        timestamps=decoded.timestamps,
+        height=out_h,
+        width=out_w,
+        source_height=src_h,
+        source_width=src_w,
+        decoder=decoded.decoder,
+        fallback_reason=decoded.fallback_reason,
+        extra=extra,
+    )
+    return Frames(array, meta)

@@ -1,0 +1,124 @@
+"""Qwen-style spatial resizing: output sizes exactly as qwen-vl-utils 0.0.14 computes them.
+
+Sizes are the contract (they fix the number of visual tokens); pixel values are not.
+qwen-vl-utils resizes video frames with torchvision ``resize(..., BICUBIC,
+antialias=True)`` on uint8 tensors and images with PIL's ``Image.resize`` (bicubic by
+default). Here both go through PIL's bicubic filter, which also antialiases when
+shrinking: close to torchvision's output but not bit-identical, and it keeps torch out
+of the decode path.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+
+from evalkit.errors import VideoError
+from evalkit.video.sampling import ceil_by_factor, floor_by_factor, round_by_factor
+from evalkit.video.types import FrameSpec, ImageSpec
+
+MAX_RATIO = 200
+# qwen-vl-utils caps a video frame at VIDEO_MAX_TOKEN_NUM tokens of factor x factor
+# pixels whatever max_pixels says, and its default total budget is 90% of a
+# MODEL_SEQ_LEN-token context (it reads MODEL_SEQ_LEN from the environment; evalkit pins
+# the default so that a cache key fully determines the output).
+VIDEO_MAX_TOKEN_NUM = 768
+MODEL_SEQ_LEN = 128000
+
+
+def smart_resize(
+    height: int, width: int, factor: int, min_pixels: float, max_pixels: float
+) -> tuple[int, int]:
+    """(H, W): multiples of ``factor``, area within [min_pixels, max_pixels], aspect kept.
+
+    Raises ValueError when the aspect ratio exceeds 200 (as qwen-vl-utils does).
+    """
+    if min(height, width) <= 0:
+        raise ValueError(f"frame size must be positive, got {height}x{width}")
+    if max(height, width) / min(height, width) > MAX_RATIO:
+        ratio = max(height, width) / min(height, width)
+        raise ValueError(f"aspect ratio {ratio:.1f} exceeds {MAX_RATIO} ({height}x{width})")
+    h_bar = max(factor, round_by_factor(height, factor))
+    w_bar = max(factor, round_by_factor(width, factor))
+    if h_bar * w_bar > max_pixels:
+        beta = math.sqrt((height * width) / max_pixels)
+        h_bar = floor_by_factor(height / beta, factor)
+        w_bar = floor_by_factor(width / beta, factor)
+    elif h_bar * w_bar < min_pixels:
+        beta = math.sqrt(min_pixels / (height * width))
+        h_bar = ceil_by_factor(height * beta, factor)
+        w_bar = ceil_by_factor(width * beta, factor)
+    return h_bar, w_bar
+
+
+def video_max_pixels(spec: FrameSpec, nframes: int) -> float:
+    """Per-frame pixel cap of a video of ``nframes`` sampled frames (qwen's fetch_video).
+
+    min(VIDEO_MAX_TOKEN_NUM tokens, total_pixels / nframes * temporal_patch), never below
+    1.05 x min_pixels, then no more than ``spec.max_pixels``. ``total_pixels=None`` means
+    qwen-vl-utils' default budget (0.9 x 128000 tokens).
+    """
+    f2 = spec.factor * spec.factor
+    total = spec.total_pixels if spec.total_pixels is not None else MODEL_SEQ_LEN * f2 * 0.9
+    cap = max(
+        min(VIDEO_MAX_TOKEN_NUM * f2, total / nframes * spec.temporal_patch),
+        int(spec.min_pixels * 1.05),
+    )
+    return min(spec.max_pixels, cap)
+
+
+def video_size(height: int, width: int, spec: FrameSpec, nframes: int) -> tuple[int, int]:
+    """Output (H, W) of ``nframes`` frames of a ``height`` x ``width`` video under ``spec``."""
+    return smart_resize(
+        height, width, spec.factor, spec.min_pixels, video_max_pixels(spec, nframes)
+    )
+
+
+def image_size(height: int, width: int, spec: ImageSpec) -> tuple[int, int]:
+    """Output (H, W) of a ``height`` x ``width`` image under ``spec``."""
+    return smart_resize(height, width, spec.factor, spec.min_pixels, spec.max_pixels)
+
+
+def resize_frames(frames: np.ndarray, height: int, width: int) -> np.ndarray:
+    """Resize uint8 T x H x W x 3 frames to ``height`` x ``width`` (bicubic, antialiased)."""
+    from PIL import Image
+
+    if frames.shape[1:3] == (height, width):
+        return np.ascontiguousarray(frames)
+    out = np.empty((frames.shape[0], height, width, 3), np.uint8)
+    for t, frame in enumerate(frames):
+        img = Image.fromarray(frame).resize((width, height), Image.Resampling.BICUBIC)
+        out[t] = np.asarray(img)
+    return out
+
+
+def load_image(path: str | os.PathLike[str], spec: ImageSpec | None = None) -> np.ndarray:
+    """An image file as uint8 H x W x 3, resized like qwen-vl-utils' fetch_image.
+
+    Transparent pixels are composited on white (as qwen-vl-utils does). Raises
+    VideoError naming the file when it is missing or not an image.
+    """
+    from PIL import Image, UnidentifiedImageError
+
+    spec = spec or ImageSpec()
+    p = Path(path)
+    if not p.is_file():
+        raise VideoError(str(path), "image file not found")
+    try:
+        with Image.open(p) as im:
+            im.load()
+            if im.mode == "RGBA":
+                rgb = Image.new("RGB", im.size, (255, 255, 255))
+                rgb.paste(im, mask=im.split()[3])
+            else:
+                rgb = im.convert("RGB")
+    except (UnidentifiedImageError, OSError) as e:
+        raise VideoError(str(path), f"not a readable image ({e})") from e
+    try:
+        h, w = image_size(rgb.height, rgb.width, spec)
+    except ValueError as e:
+        raise VideoError(str(path), str(e)) from e
+    return np.asarray(rgb.resize((w, h), Image.Resampling.BICUBIC), dtype=np.uint8)

@@ -1,0 +1,120 @@
+"""Which source frames to keep: qwen-vl-utils' rule (smart_nframes + linspace/round).
+
+Parity with qwen-vl-utils 0.0.14 (``_read_video_decord``) is the contract, checked by
+tests against the installed package:
+
+- the [start, end] window in seconds becomes frame numbers with the source's AVERAGE fps
+  (``calculate_video_frame_range``): first = ceil(start*fps), last = min(floor(end*fps),
+  total-1), both times clamped to [0, total/fps];
+- fps mode: n = window_frames / fps_src * fps, clamped to [min_frames rounded UP to the
+  temporal patch, max_frames rounded DOWN], then to window_frames, then rounded DOWN to
+  the temporal patch; fixed mode: n = nframes rounded to the nearest temporal patch;
+- indices = round(linspace(first, last, n)) computed the way torch does it on CPU
+  (float32 with fused multiply-add, from both ends, round half to even).
+
+Where qwen-vl-utils raises, evalkit defines what happens instead (documented per case in
+:func:`sample_indices`): a clip or window shorter than one temporal patch repeats its
+frames to fill it, and a fixed ``nframes`` larger than the window repeats frames so the
+model always sees exactly ``nframes`` frames (qwen-vl-utils pads frame lists the same
+way, with the last frame).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from evalkit.video.types import FrameSpec
+
+
+def round_by_factor(number: float, factor: int) -> int:
+    """The multiple of ``factor`` nearest to ``number`` (Python's round: half to even)."""
+    return round(number / factor) * factor
+
+
+def ceil_by_factor(number: float, factor: int) -> int:
+    """The smallest multiple of ``factor`` >= ``number``."""
+    return math.ceil(number / factor) * factor
+
+
+def floor_by_factor(number: float, factor: int) -> int:
+    """The largest multiple of ``factor`` <= ``number``."""
+    return math.floor(number / factor) * factor
+
+
+def frame_range(
+    total_frames: int, source_fps: float, start: float | None, end: float | None
+) -> tuple[int, int]:
+    """First and last frame numbers (inclusive) of the [start, end] window in seconds.
+
+    Times are clamped to the clip (a window past the end is cut at the end). Raises
+    ValueError when the window holds no frame at all.
+    """
+    if total_frames <= 0:
+        raise ValueError("the video has no frames")
+    if source_fps <= 0:
+        raise ValueError(f"source fps must be positive, got {source_fps}")
+    if start is None and end is None:
+        return 0, total_frames - 1
+    duration = total_frames / source_fps
+    first = 0 if start is None else math.ceil(max(0.0, min(start, duration)) * source_fps)
+    last = total_frames - 1
+    if end is not None:
+        last = min(math.floor(max(0.0, min(end, duration)) * source_fps), total_frames - 1)
+    if first > last:
+        raise ValueError(
+            f"window [{start}, {end}] s holds no frame of a {duration:.3f} s clip "
+            f"({total_frames} frames at {source_fps:g} fps)"
+        )
+    return first, last
+
+
+def count_frames(window_frames: int, source_fps: float, spec: FrameSpec) -> int:
+    """How many frames to sample from a window of ``window_frames`` (qwen's smart_nframes).
+
+    Unlike qwen-vl-utils this never raises: the result is at least one temporal patch
+    (``spec.temporal_patch``); the caller repeats frames when the window is shorter.
+    """
+    tp = spec.temporal_patch
+    if spec.nframes is not None:
+        return max(tp, round_by_factor(spec.nframes, tp))
+    assert spec.fps is not None  # FrameSpec guarantees fps or nframes
+    min_frames = ceil_by_factor(spec.min_frames, tp)
+    max_frames = floor_by_factor(spec.max_frames, tp)
+    n = window_frames / source_fps * spec.fps
+    n = min(min(max(n, min_frames), max_frames), window_frames)
+    return max(tp, floor_by_factor(n, tp))
+
+
+def torch_linspace_round(first: int, last: int, steps: int) -> list[int]:
+    """``torch.linspace(first, last, steps).round().long()`` on CPU, without torch.
+
+    torch computes in float32: step = (last-first)/(steps-1), the first half of the
+    points as first + step*i and the second half as last - step*(steps-1-i), each with
+    one rounding (fused multiply-add). float64 holds those products exactly, so one cast
+    to float32 reproduces the fused result; numpy then rounds half to even like torch.
+    """
+    f32 = np.float32
+    if steps == 1:
+        return [round(float(f32(first)))]
+    lo, hi = f32(first), f32(last)
+    step = np.float64(f32((hi - lo) / f32(steps - 1)))
+    i = np.arange(steps)
+    up = (np.float64(lo) + step * i).astype(f32)
+    down = (np.float64(hi) - step * (steps - 1 - i)).astype(f32)
+    return np.round(np.where(i < steps // 2, up, down)).astype(np.int64).tolist()
+
+
+def sample_indices(total_frames: int, source_fps: float, spec: FrameSpec) -> list[int]:
+    """Frame numbers to decode from a clip of ``total_frames`` at ``source_fps``.
+
+    Indices are presentation-order frame numbers, nondecreasing, all inside the window
+    ``[spec.start, spec.end]``. Where qwen-vl-utils would raise, evalkit instead:
+    - window of 1 frame (or a 1-frame clip): that frame repeated to one temporal patch;
+    - fixed ``nframes`` > frames in the window: linspace over the window with repeats.
+    Raises ValueError for an empty clip or a window that holds no frame.
+    """
+    first, last = frame_range(total_frames, source_fps, spec.start, spec.end)
+    n = count_frames(last - first + 1, source_fps, spec)
+    return torch_linspace_round(first, last, n)
