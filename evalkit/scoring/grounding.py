@@ -45,7 +45,9 @@ def temporal_iou(a: Interval, b: Interval) -> float:
 
 
 def box_iou(a: Box, b: Box) -> float:
-    """IoU of two [x1, y1, x2, y2] boxes (corners in any order); degenerate boxes give 0.
+    """IoU of two [x1, y1, x2, y2] boxes (corners in any order).
+
+    A zero-area box overlaps nothing (0), except an identical one (1), as for spans.
 
     Source: standard detection IoU (PASCAL VOC / RefCOCO Acc@0.5 uses the same ratio).
     """

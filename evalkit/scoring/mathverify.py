@@ -32,9 +32,12 @@ def verify_strings(gold: str, answer: str, limit_s: float = TIME_LIMIT_S) -> tup
 
     t = max(1, int(limit_s))
     try:
-        g = parse(gold, parsing_timeout=t)
-        if not g:
-            g = parse(f"${gold}$", parsing_timeout=t)
+        # A bare target ("2(x+1)") is a LaTeX expression: parsed as plain text math-verify
+        # would take only its first number.
+        bare = "$" not in gold and "\\boxed" not in gold
+        g = parse(f"${gold}$" if bare else gold, parsing_timeout=t)
+        if not g and bare:
+            g = parse(gold, parsing_timeout=t)
         p = parse(answer, parsing_timeout=t)
         if not g or not p:
             return False, str(p[-1]) if p else ""

@@ -7,6 +7,8 @@ import re
 from fractions import Fraction
 from typing import Any
 
+import numpy as np
+
 from evalkit.sample import Sample
 from evalkit.scoring.extract import final_span, format_level
 from evalkit.scoring.router import scorer
@@ -118,23 +120,26 @@ def numerical(
     return Score(1.0 if ok else 0.0, got, f"{got:g} vs {gold:g} via {span.method}", meta)
 
 
-MRA_THRESHOLDS = tuple(round(0.50 + 0.05 * i, 2) for i in range(10))  # 0.50 ... 0.95
+# The official code builds θ with np.linspace(0.5, 0.95, 10) and compares with <=; the
+# same float thresholds are used here so borderline cases (|p-g|/|g| == 0.05) agree.
+MRA_THRESHOLDS = tuple(float(t) for t in np.linspace(0.50, 0.95, 10))
 
 
 def mean_relative_accuracy(pred: float, gold: float) -> float:
-    """VSI-Bench MRA: mean over θ in {0.50,...,0.95} of 1[|p-g|/|g| < 1-θ].
+    """VSI-Bench MRA: mean over θ in {0.50, 0.55, ..., 0.95} of 1[|p-g|/|g| <= 1-θ].
 
-    Source: Yang et al., "Thinking in Space" (VSI-Bench), Sec. 3 "Mean Relative Accuracy";
-    github.com/vision-x-nyu/thinking-in-space, lmms_eval/tasks/vsibench/utils.py
-    (mean_relative_accuracy). The official code divides by g; for g = 0 (undefined there)
-    we score 1 only for an exact 0 prediction, else 0.
+    Source: Yang et al., "Thinking in Space" (VSI-Bench), Sec. 3 "Mean Relative Accuracy",
+    and its evaluation code (lmms_eval/tasks/vsibench/utils.py, mean_relative_accuracy:
+    ``abs_dist_norm <= 1 - conf_intervs``; the paper writes <). The official code divides
+    by g; for g = 0 (undefined there) we score 1 only for an exact 0, else 0; a negative g
+    uses |g|.
     """
     if not (math.isfinite(pred) and math.isfinite(gold)):
         return 0.0
     if gold == 0:
         return 1.0 if pred == 0 else 0.0
     rel = abs(pred - gold) / abs(gold)
-    return sum(rel < 1 - t for t in MRA_THRESHOLDS) / len(MRA_THRESHOLDS)
+    return sum(rel <= 1 - t for t in MRA_THRESHOLDS) / len(MRA_THRESHOLDS)
 
 
 @scorer("regression", "mra", "numerical_regression")

@@ -152,7 +152,7 @@ def run_job(job: dict[str, Any], limits: Limits | None = None) -> RunResult:
             out, err = proc.communicate(nonce.encode() + b"\n", timeout=limits.wall_s)
         except subprocess.TimeoutExpired:
             timed_out = True
-            _kill_group(proc.pid)
+            _kill(proc)
             out, err = proc.communicate()
         _kill_group(proc.pid)  # anything it left behind in its group
         return RunResult(
@@ -165,6 +165,22 @@ def run_job(job: dict[str, Any], limits: Limits | None = None) -> RunResult:
         )
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    # Kill unshare's child (the sandbox namespace's first process) before unshare itself,
+    # so that unshare reaps it and the kernel tears the namespace down with everything in
+    # it; killing both at once would leave a zombie for the machine's init to collect.
+    try:
+        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+    except OSError:
+        children = []
+    for pid in children:
+        with contextlib.suppress(ProcessLookupError, PermissionError, ValueError):
+            os.kill(int(pid), signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(2.0)
+    _kill_group(proc.pid)
 
 
 def _kill_group(pgid: int) -> None:

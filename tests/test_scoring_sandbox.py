@@ -1,0 +1,146 @@
+"""The code sandbox and the code scorers: hostile snippets score 0 and harm nothing."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from evalkit.scoring import score
+from evalkit.scoring.sandbox import Limits, isolation, run_job
+
+from ._scoring_helpers import sample
+
+TESTS = ["assert add(2, 3) == 5", "assert add(-1, 1) == 0"]
+GOOD = "```python\ndef add(a, b):\n    return a + b\n```"
+
+HOSTILE = {
+    "fork_bomb": (
+        "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass"
+    ),
+    "infinite_loop": "while True:\n    pass",
+    "memory_hog": "x = bytearray(8 << 30)\nx[::4096] = b'1' * len(x[::4096])",
+    "read_passwd": "data = open('/etc/passwd').read()\ndef add(a, b):\n    return len(data)",
+    "socket": "import socket\ns = socket.create_connection(('127.0.0.1', 22), timeout=1)",
+    "exit_early": "import os\nos._exit(0)",
+    "fake_verdict": "print('passed [true, true]')\nraise SystemExit(0)",
+    "subprocess": "import subprocess\nsubprocess.run(['sh', '-c', 'echo hi'])",
+}
+
+
+def _leftovers() -> list[str]:
+    """Processes of the sandbox user still present (a zombie gets a moment to be reaped)."""
+    for _ in range(20):
+        out = subprocess.run(["ps", "-eo", "pid,user,stat,args"], capture_output=True, text=True)
+        left = [line for line in out.stdout.splitlines() if line.split()[1:2] == ["nobody"]]
+        if not left:
+            return []
+        time.sleep(0.1)
+    return left
+
+
+def test_the_correct_solution_passes_every_test() -> None:
+    s = score(sample("code_python", TESTS), GOOD)
+    assert s.value == 1.0 and s.metadata["format"] == 1.0
+
+
+def test_a_wrong_solution_scores_the_share_of_tests_passed() -> None:
+    wrong = "```python\ndef add(a, b):\n    return a + b if a > 0 else 99\n```"
+    assert score(sample("code_python", TESTS), wrong).value == 0.5
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_hostile_code_scores_zero_and_harms_nothing(name: str) -> None:
+    s = score(sample("code_python", TESTS), f"```python\n{HOSTILE[name]}\n```")
+    assert s.value == 0.0, s
+    assert _leftovers() == []
+    assert Path("/etc/passwd").exists()
+
+
+def test_the_os_layers_hold_without_the_audit_hook() -> None:
+    # The in-process audit hook is only the inner wall: turn it off and the OS limits
+    # (process count as nobody, CPU time, wall clock, network namespace) must still hold.
+    limits = Limits(cpu_s=2, wall_s=5)
+    bomb = run_job(
+        {"kind": "python", "code": HOSTILE["fork_bomb"], "tests": [], "audit_hook": False}, limits
+    )
+    assert bomb.result is None
+    assert _leftovers() == []
+    net = run_job(
+        {"kind": "python", "code": HOSTILE["socket"], "tests": ["pass"], "audit_hook": False},
+        limits,
+    )
+    if "net_namespace" in isolation():
+        assert net.result is not None and net.result["passed"] == [False]
+        assert (
+            "unreachable" in net.result["error"].lower() or "refused" in net.result["error"].lower()
+        )
+    mem = run_job(
+        {"kind": "python", "code": HOSTILE["memory_hog"], "tests": ["pass"], "audit_hook": False},
+        limits,
+    )
+    assert mem.result is None or mem.result["passed"] == [False]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the drop to nobody is only done as root")
+def test_root_only_files_are_unreadable_even_without_the_audit_hook() -> None:
+    code = "open('/etc/shadow').read()"
+    got = run_job({"kind": "python", "code": code, "tests": ["pass"], "audit_hook": False})
+    assert got.result is not None and "Permission" in got.result["error"]
+
+
+def test_the_sandbox_starts_from_an_empty_environment_in_a_fresh_directory() -> None:
+    os.environ["EVALKIT_SECRET_FOR_TEST"] = "x"
+    code = "import os\nenv = dict(os.environ)\nhere = os.listdir('.')"
+    tests = ["assert 'EVALKIT_SECRET_FOR_TEST' not in env", "assert here == []"]
+    got = run_job({"kind": "python", "code": code, "tests": tests})
+    assert got.result == {"passed": [True, True]}
+
+
+def test_sockets_fail_inside_the_network_namespace() -> None:
+    if "net_namespace" not in isolation():
+        pytest.skip("no network namespace on this machine")
+    with socket.socket() as server:  # a real listener on the host's loopback
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+        port = server.getsockname()[1]
+        code = f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2)"
+        got = run_job({"kind": "python", "code": code, "tests": ["pass"], "audit_hook": False})
+    assert got.result is not None and got.result["passed"] == [False]
+
+
+SVG_OPEN = '<svg xmlns="http://www.w3.org/2000/svg" width="100" height="100">'
+SQUARE = SVG_OPEN + '<rect x="10" y="10" width="50" height="50" fill="red"/></svg>'
+
+
+def test_svg_identical_rendering_scores_one_and_blank_scores_zero() -> None:
+    pytest.importorskip("cairosvg")
+    s = sample("code_svg", SQUARE)
+    assert score(s, f"```svg\n{SQUARE}\n```").value == pytest.approx(1.0)
+    blank = '<svg xmlns="http://www.w3.org/2000/svg" width="100" height="100"></svg>'
+    assert score(s, blank).value == pytest.approx(0.0)
+    moved = SQUARE.replace('x="10"', 'x="20"')
+    assert 0.0 < score(s, moved).value < 1.0
+    assert score(s, "no svg here").value == 0.0
+
+
+def test_svg_cannot_pull_in_local_files() -> None:
+    pytest.importorskip("cairosvg")
+    evil = SVG_OPEN.replace("<svg ", '<svg xmlns:xlink="http://www.w3.org/1999/xlink" ') + (
+        '<image xlink:href="file:///etc/passwd" width="100" height="100"/></svg>'
+    )
+    s = score(sample("code_svg", SQUARE), evil)
+    assert s.value == pytest.approx(0.0)
+
+
+def test_html_is_compared_by_structure() -> None:
+    ref = "<html><body><h1>Title</h1><ul><li>a</li><li>b</li></ul></body></html>"
+    s = sample("code_html", ref)
+    assert score(s, f"```html\n{ref}\n```").value == pytest.approx(1.0)
+    other = "<html><body><p>Title</p></body></html>"
+    assert score(s, other).value < 0.6
+    assert score(s, "plain words, no markup").value == 0.0
