@@ -116,3 +116,16 @@ def test_every_variant_prompt_template_exists() -> None:
         if not _template_exists(spec.with_variant(v).prompt.template)
     }
     assert not missing, missing
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=[p.stem for p in SHIPPED])
+def test_task_types_and_scorers_are_known_to_the_scoring_router(path: Path) -> None:
+    from evalkit.scoring import SCORERS, canonical_task_type
+
+    spec = load_spec(path)
+    for v in [spec.with_variant(name) for name in [None, *spec.variants]]:
+        for task_type in v.task_types:
+            assert canonical_task_type(task_type) == task_type
+        for task_type, scorer_name in v.scorers.items():
+            assert canonical_task_type(task_type) == task_type
+            assert scorer_name in SCORERS
