@@ -49,3 +49,38 @@ def test_mbin_leaves_out_a_question_with_an_unscored_pair() -> None:
 def test_an_unknown_aggregation_suggests_close_names() -> None:
     with pytest.raises(RegistryError, match="did you mean 'macro_mean'"):
         aggregations.get("macro_mea")
+
+
+def test_records_from_the_results_store_aggregate_without_the_dataset() -> None:
+    from evalkit.bench.aggregate import scored_from_records
+
+    records = [
+        {
+            "id": "a",
+            "status": "ok",
+            "task_type": "multiple_choice",
+            "target": "A",
+            "fields": {"task": "x"},
+            "score": {"value": 1.0, "metadata": {"format": 1}},
+        },
+        {
+            "id": "b",
+            "status": "ok",
+            "task_type": "multiple_choice",
+            "target": "B",
+            "fields": {"task": "y"},
+            "score": {"value": 0.0, "metadata": {}},
+        },
+        {
+            "id": "c",
+            "status": "failed",
+            "task_type": "multiple_choice",
+            "target": "C",
+            "fields": {"task": "y"},
+            "score": None,
+        },
+    ]
+    scored = scored_from_records(records)
+    assert scored[0].metadata == {"format": 1}
+    res = macro_mean(scored, field="task")
+    assert (res.overall, res.n_unscored) == (50.0, 1)

@@ -153,6 +153,19 @@ class AggregationSpec(BaseModel):
     """Where the official rule is defined (paper section, repository file)."""
 
 
+class JudgeSpec(BaseModel):
+    """The default LLM judge of a judged benchmark (used only when a judge engine is
+    configured; without one, judged samples are reported as not scored)."""
+
+    model_config = _STRICT
+    model: str
+    """The judge model the benchmark's authors used (``gpt-4o-2024-11-20``)."""
+    prompt: str = "judge"
+    """Judge prompt template in ``prompts/``."""
+    source: str
+    """Where the benchmark prescribes this judge."""
+
+
 class GenerationDefaults(BaseModel):
     """Decoding settings the reference numbers were produced with."""
 
@@ -227,6 +240,8 @@ class BenchmarkSpec(BaseModel):
     """The official aggregate and its breakdowns."""
     generation: GenerationDefaults = Field(default_factory=GenerationDefaults)
     """Decoding defaults."""
+    judge: JudgeSpec | None = None
+    """Default LLM judge for judged task types (open-ended, captioning)."""
     adapter: str | None = None
     """``"module:function"`` hook for row rules YAML cannot express: ``fn(row)`` returns
     the row to map (computed fields added), a finished ``Sample``, or None to skip the
