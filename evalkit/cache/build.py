@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.cache.frame_cache import FrameCache
-from evalkit.errors import CacheError, EvalkitError
+from evalkit.errors import CacheError, EvalkitError, VideoError
 from evalkit.sample import VideoRef
 from evalkit.video.types import FrameSpec
 
@@ -94,6 +94,8 @@ def build_one(cache_args: dict[str, Any], ref_json: str, spec_json: str) -> Outc
     spec = FrameSpec.model_validate_json(spec_json)
     try:
         status, nbytes = cache.ensure(ref, spec)
+    except VideoError as exc:
+        return "failed", 0, exc.reason  # the report already names the video
     except EvalkitError as exc:
         return "failed", 0, str(exc)
     except Exception as exc:  # a decoder bug must not stop the other videos
@@ -109,6 +111,10 @@ def _check_picklable(cache: FrameCache) -> None:
             f"decoder {cache.decode!r} cannot be sent to worker processes; use a module-level "
             "function or workers=0"
         ) from None
+
+
+def _ping() -> None:
+    """Proves a fresh worker process started (spawn re-imports the main module)."""
 
 
 def _order(refs: list[VideoRef]) -> list[VideoRef]:
@@ -192,9 +198,17 @@ def _run_isolated(
     def one(ref: VideoRef) -> Outcome:
         with ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
             try:
+                pool.submit(_ping).result()
+            except BrokenProcessPool:
+                raise CacheError(
+                    "cache build: worker processes cannot start. They are spawned, so the "
+                    "main script must be importable: guard it with "
+                    "`if __name__ == '__main__':` (or use workers=0)"
+                ) from None
+            try:
                 return pool.submit(build_one, args, ref.model_dump_json(), spec_json).result()
             except BrokenProcessPool:
-                return "failed", 0, f"{ref.path}: the decoding process crashed on this file"
+                return "failed", 0, "the decoding process crashed on this file"
 
     with ThreadPoolExecutor(max_workers=workers) as threads:
         futures = {threads.submit(one, ref): ref for ref in jobs}
