@@ -45,7 +45,24 @@ def test_a_plain_multiple_choice_row(tmp_path: Path) -> None:
         "B",
     )
     assert s.media[0].path == str(tmp_path / "vids" / "videos" / "v.mp4")
-    assert s.fields == {"data_source": "Bench", "problem_id": 1, "extra": 7}
+    assert s.fields == {
+        "data_source": "Bench",
+        "problem_id": 1,
+        "problem_type": "multiple choice",
+        "extra": 7,
+    }
+
+
+def test_an_ad_hoc_file_gets_a_spec_with_pooled_mean_and_breakdowns(tmp_path: Path) -> None:
+    from evalkit.bench.aggregate import Scored, aggregate
+    from evalkit.bench.unified import unified_spec
+
+    path = _write(tmp_path, [_row(problem_id=1), _row(problem_id=2, data_source="Other")])
+    spec = unified_spec(path, video_root=tmp_path)
+    samples = load_unified(path, video_root=tmp_path)
+    res = aggregate(spec, [Scored(samples[0], 1.0), Scored(samples[1], 0.0)])
+    assert spec.name == "f" and res.overall == 50.0
+    assert res.breakdowns["data_source"] == {"Bench": 100.0, "Other": 0.0}
 
 
 def test_options_listed_out_of_letter_order_are_put_back_in_order(tmp_path: Path) -> None:

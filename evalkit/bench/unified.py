@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.bench import parse
+from evalkit.bench.spec import BenchmarkSpec
 from evalkit.errors import DataError
 from evalkit.sample import ImageRef, Sample, VideoRef
 
@@ -28,7 +29,7 @@ from evalkit.sample import ImageRef, Sample, VideoRef
 OVERRIDES: dict[str, str] = {"crr": "boolean", "ssr": "boolean", "rec": "numerical"}
 
 
-_CORE = {"problem", "problem_type", "options", "solution", "path", "data_type", "image_path"}
+_CORE = {"problem", "options", "solution", "path", "data_type", "image_path"}
 
 
 def canonical(problem_type: str) -> str:
@@ -164,3 +165,29 @@ def load_unified(file: str | Path, video_root: str | Path | None = None) -> list
         seen[sample.id] = where
         samples.append(sample)
     return samples
+
+
+def unified_spec(file: str | Path, video_root: str | Path | None = None) -> BenchmarkSpec:
+    """A spec for an ad-hoc unified file (``evalkit run --data FILE --video-root DIR``).
+
+    Samples come from :func:`load_unified`; the spec supplies the defaults around them:
+    FrameSpec, prompt, generation, and a pooled mean with per-``data_source`` and
+    per-``problem_type`` breakdowns (ad-hoc data has no official aggregate).
+    """
+    file = Path(file)
+    return BenchmarkSpec.model_validate(
+        {
+            "name": file.stem,
+            "citation": "ad-hoc data in the EasyVideoR1 unified schema",
+            "data": {"local_path": str(video_root if video_root is not None else file.parent)},
+            "layout": f"{file.name}: rows with problem, problem_type, options, solution, "
+            "path, data_type, data_source, problem_id[, image_path]; media under the video root",
+            "files": [{"path": file.name}],
+            "mapping": {"id": {"template": "{data_source}/{problem_id}"}, "question": "problem"},
+            "aggregation": {
+                "name": "mean",
+                "breakdowns": ["data_source", "problem_type"],
+                "source": "none: pooled accuracy of an ad-hoc file (no official rule)",
+            },
+        }
+    )
