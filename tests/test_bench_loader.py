@@ -122,3 +122,15 @@ def test_ids_do_not_depend_on_row_order(tmp_path: Path) -> None:
     path.write_text(json.dumps(list(reversed(json.loads(path.read_text())))))
     after = {s.question: s.id for s in load(spec, root)}
     assert before == after
+
+
+def test_a_segment_ending_before_it_starts_is_a_precise_error(tmp_path: Path) -> None:
+    root = official.mvbench(tmp_path)
+    path = root / "json" / "action_sequence.json"
+    items = json.loads(path.read_text())
+    items[1]["end"] = 1.0
+    path.write_text(json.dumps(items))
+    report = validate(get_benchmark("MVBench"), root)
+    assert [(p.file, p.row, p.field) for p in report.problems] == [
+        ("json/action_sequence.json", "item 1", "end")
+    ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
+import os
 import string
 import sys
 from collections.abc import Callable, Iterator
@@ -246,7 +247,7 @@ def _media(
             if mp.missing_ok:
                 continue
             if check:
-                tried = ", ".join(str(c.relative_to(root)) for c in cands)
+                tried = ", ".join(os.path.relpath(c, root) for c in cands)
                 raise RowError(_pattern_field(mp.pattern), f"{what} not found (tried {tried})")
         path = str(found or cands[0])
         if what == "video":
@@ -294,6 +295,8 @@ def build_sample(
     question, options = _options(spec, row, question)
     task_type = _task_type(spec, row)
     start, end = _seconds(row, m.start), _seconds(row, m.end)
+    if start is not None and end is not None and end <= start:
+        raise RowError(m.end, f"segment end {end} is not after start {start}")
     fields = {name: _get(row, src) for name, src in m.fields.items()}
     media, extra = _media(spec, row, root, check_media, start, end)
     data: dict[str, Any] = {

@@ -123,10 +123,11 @@ def _read(spec: FileSpec, path: Path) -> Iterator[tuple[str, Any]]:
 
 def iter_rows(spec: FileSpec, root: Path) -> Iterator[Row | Problem]:
     """Rows of one file spec under ``root`` (a glob may match several files), or Problems."""
-    pattern = str(root / spec.path)
-    paths = sorted(Path(p) for p in glob.glob(pattern)) if glob.has_magic(pattern) else []
-    if not glob.has_magic(pattern):
-        paths = [Path(pattern)]
+    # The glob runs inside root, so brackets or stars in the root's own path are harmless.
+    if glob.has_magic(spec.path):
+        paths = sorted(root / p for p in glob.glob(spec.path, root_dir=root))
+    else:
+        paths = [root / spec.path]
     if not paths or not paths[0].exists():
         yield Problem(spec.path, None, None, f"annotation file not found under {root}")
         return
