@@ -324,3 +324,27 @@ def test_threads_asking_for_one_key_decode_it_once(tmp_path: Path) -> None:
         results = list(pool.map(lambda _: cache.get(video, SPEC), range(4)))
     assert decodes(video) == 1
     assert all(np.array_equal(r.array, results[0].array) for r in results)
+
+
+def test_no_single_flipped_header_byte_is_ever_served(cache: FrameCache, video: Path) -> None:
+    from evalkit.cache.entry import read_entry
+    from evalkit.cache.fileformat import DamagedFile
+
+    good = cache.get(video, SPEC)
+    expected, meta = np.array(good.array), good.meta
+    path = cache.path_for(video, SPEC)
+    key = path.name.split(".")[0]
+    data = path.read_bytes()
+    (n,) = struct.unpack("<Q", data[:8])
+    served = 0
+    for pos in range(8 + n):
+        bad = bytearray(data)
+        bad[pos] ^= 0x01
+        path.write_bytes(bytes(bad))
+        try:
+            frames, _ = read_entry(path, key)
+        except DamagedFile:
+            continue
+        served += 1  # only a harmless flip (JSON whitespace in the padding) may get through
+        assert np.array_equal(frames.array, expected) and frames.meta == meta, pos
+    assert served <= 8  # at most the padding bytes

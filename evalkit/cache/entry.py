@@ -9,10 +9,13 @@ since reading every byte would cost more than the load itself).
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from evalkit.cache import codec as codecs
 from evalkit.cache.fileformat import DamagedFile, MappedFile, digest, open_mapped, write_atomic
@@ -65,7 +68,22 @@ def write_entry(
         _P + "meta": json.dumps(frames.meta.to_dict(), sort_keys=True),
         _P + "digest": digest([a for _, a in tensors]),
     }
+    described = {name: (a.dtype, a.shape) for name, a in tensors}
+    metadata[_P + "header_digest"] = _header_digest(metadata, described)
     return write_atomic(path, tensors, metadata)
+
+
+def _header_digest(
+    metadata: dict[str, str], tensors: dict[str, tuple[np.dtype[Any], tuple[int, ...]]]
+) -> str:
+    """Checksum of everything in the header but itself: cheap enough to check on every load,
+    so a flipped byte in the VideoMeta (say, one frame index) is never served."""
+    doc = {
+        "metadata": {k: v for k, v in metadata.items() if k != _P + "header_digest"},
+        "tensors": {name: [dt.str, list(shape)] for name, (dt, shape) in tensors.items()},
+    }
+    blob = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.blake2b(blob, digest_size=16).hexdigest()
 
 
 def read_info(mapped: MappedFile, expect_key: str | None = None) -> EntryInfo:
@@ -75,6 +93,9 @@ def read_info(mapped: MappedFile, expect_key: str | None = None) -> EntryInfo:
         version = int(md[_P + "format"])
         if version != FORMAT_VERSION:
             raise DamagedFile(f"cache format {version}, this evalkit reads {FORMAT_VERSION}")
+        described = {name: (t.dtype, t.shape) for name, t in mapped.tensors.items()}
+        if md[_P + "header_digest"] != _header_digest(md, described):
+            raise DamagedFile("header checksum mismatch (metadata changed on disk)")
         key = md[_P + "key"]
         shape = tuple(int(x) for x in json.loads(md[_P + "shape"]))
         meta = VideoMeta.from_dict(json.loads(md[_P + "meta"]))
