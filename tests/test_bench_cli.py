@@ -13,8 +13,21 @@ from tests.fixtures.bench import official
 def test_list_shows_every_benchmark_with_its_settings(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "list"]) == 0
     out = capsys.readouterr().out
-    for name in ("Video-MME", "MVBench", "LVBench", "MLVU", "VideoMathQA"):
-        assert name in out
+    names = (
+        "Video-MME",
+        "Video-MME-v2",
+        "MVBench",
+        "LVBench",
+        "MLVU",
+        "VideoMathQA",
+        "TempCompass",
+        "MotionBench",
+        "LongVideoBench",
+        "MMVU",
+        "Video-MMMU",
+    )
+    for name in names:
+        assert f"│ {name} " in out
     assert "macro_mean" in out and "768" in out
 
 
@@ -44,3 +57,12 @@ def test_validate_a_good_copy_exits_0(tmp_path: Path, capsys: pytest.CaptureFixt
 def test_an_unknown_benchmark_is_a_clean_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "show", "lvbnch"]) == 2
     assert "did you mean 'LVBench'" in capsys.readouterr().err
+
+
+def test_list_counts_samples_of_local_copies(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    official.lvbench(tmp_path / "LVBench")
+    assert main(["bench", "list", "--root", str(tmp_path)]) == 0
+    row = next(x for x in capsys.readouterr().out.splitlines() if "│ LVBench " in x)
+    assert "│ 4 " in row
