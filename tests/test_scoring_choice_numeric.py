@@ -122,3 +122,8 @@ def test_mra_follows_vsi_bench(pred: float, gold: float, mra: float) -> None:
 def test_regression_scores_by_mra() -> None:
     assert score(sample("regression", 10), "<answer>9.2</answer>").value == pytest.approx(0.9)
     assert score(sample("regression", 10), "no idea").value == 0.0
+
+
+def test_and_joins_number_words_only_after_a_scale() -> None:
+    assert numbers("between two and three") == [2.0, 3.0]
+    assert numbers("two thousand and five") == [2005.0]

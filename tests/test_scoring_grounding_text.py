@@ -124,3 +124,14 @@ def test_open_ended_is_the_mean_of_rouge_1_2_l_f1() -> None:
 def test_ocr_is_one_minus_wer(prediction: str, target: str, value: float, exact: bool) -> None:
     s = score(sample("OCR", target), prediction)
     assert s.value == pytest.approx(value) and s.metadata["exact_match"] is exact
+
+
+def test_rouge_matches_rouge_score_with_its_own_stemming() -> None:
+    from rouge_score import rouge_scorer
+
+    ref = "The runners were running quickly across the fields"
+    pred = "a runner runs quick across fields"
+    official = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"], use_stemmer=True)
+    want = {k: v.fmeasure for k, v in official.score(ref, pred).items()}
+    got = score(sample("open_ended", ref), pred).metadata
+    assert {k: got[k] for k in want} == pytest.approx(want)

@@ -22,10 +22,7 @@ _UNITS = {
     "seventy": 70, "eighty": 80, "ninety": 90, "a": 1, "an": 1, "half": 0.5,
 }  # fmt: skip
 _SCALES = {"hundred": 100, "thousand": 1_000, "million": 1_000_000, "billion": 10**9}
-_WORDS = "|".join(sorted((k for k in [*_UNITS, *_SCALES] if k not in ("a", "an")), key=len))
-_WORD_NUM = re.compile(
-    rf"\b(?:(?:{_WORDS})(?:[\s-]+(?:and[\s-]+)?(?:{_WORDS}))*)\b", re.I
-)  # "one hundred and twenty-three"
+_WORD_TOKEN = re.compile(r"[A-Za-z]+")
 # 1,234.5 | -3/4 | 2.5e3 | .5 | 45% ; thousands separators need groups of exactly 3.
 _NUM = re.compile(
     r"(?<![\w.])([-+−]?)(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|\.\d+)"
@@ -33,20 +30,33 @@ _NUM = re.compile(
 )
 
 
-def _words_value(phrase: str) -> float | None:
-    total, current = 0.0, 0.0
-    for w in re.split(r"[\s-]+", phrase.lower()):
-        if w == "and" or not w:
-            continue
-        if w in _UNITS:
-            current += _UNITS[w]
-        elif w in _SCALES:
-            current = max(current, 1) * _SCALES[w]
-            if _SCALES[w] >= 1000:
-                total, current = total + current, 0.0
-        else:
-            return None
-    return total + current
+def _word_numbers(text: str) -> list[tuple[int, float]]:
+    """(position, value) of number phrases: "twelve", "one hundred and twenty-three"."""
+    out: list[tuple[int, float]] = []
+    run_start, total, current, in_run, last = 0, 0.0, 0.0, False, ""
+    for m in _WORD_TOKEN.finditer(text):
+        w, prev = m.group(0).lower(), last
+        last = w
+        # "a"/"an" are numbers only inside a phrase ("a hundred"), never alone.
+        is_num = w in _SCALES or (w in _UNITS and (w not in ("a", "an") or in_run))
+        if w in ("a", "an") and not in_run:
+            nxt = text[m.end() : m.end() + 10].lower().split()
+            is_num = bool(nxt) and nxt[0] in _SCALES
+        if is_num:
+            if not in_run:
+                run_start, total, current, in_run = m.start(), 0.0, 0.0, True
+            if w in _UNITS:
+                current += _UNITS[w]
+            else:
+                current = max(current, 1) * _SCALES[w]
+                if _SCALES[w] >= 1000:
+                    total, current = total + current, 0.0
+        elif in_run and not (w == "and" and prev in _SCALES):  # "hundred and five"
+            out.append((run_start, total + current))
+            in_run = False
+    if in_run:
+        out.append((run_start, total + current))
+    return out
 
 
 def numbers(text: str, limit: int = 64) -> list[float]:
@@ -68,10 +78,7 @@ def numbers(text: str, limit: int = 64) -> list[float]:
         if len(found) >= limit:
             break
     if len(found) < limit and re.search(r"[a-z]", text, re.I):
-        for m in _WORD_NUM.finditer(text):
-            v = _words_value(m.group(0))
-            if v is not None:
-                found.append((m.start(), v))
+        found.extend(_word_numbers(text))
     found.sort(key=lambda x: x[0])
     return [v for _, v in found[:limit]]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import threading
+from functools import lru_cache
 from typing import Any
 
 from evalkit.sample import Sample
@@ -14,13 +15,32 @@ from evalkit.scoring.types import Score
 _local = threading.local()  # one RougeScorer per thread: building it loads the stemmer
 
 
+class _StemmedTokenizer:
+    """rouge-score's own tokenizer and Porter stemmer, with the stemmer memoised.
+
+    Same tokens as ``RougeScorer(use_stemmer=True)`` (it calls the same function); only
+    repeated words skip the stemmer, which dominates ROUGE's cost on short answers.
+    """
+
+    def __init__(self) -> None:
+        from nltk.stem import porter
+
+        self.stem = lru_cache(maxsize=1 << 16)(porter.PorterStemmer().stem)
+
+    def tokenize(self, text: str) -> list[str]:
+        from rouge_score import tokenize
+
+        tokens: list[str] = tokenize.tokenize(text, self)
+        return tokens
+
+
 def _rouge() -> Any:
     sc = getattr(_local, "rouge", None)
     if sc is None:
         from rouge_score import rouge_scorer
 
         sc = _local.rouge = rouge_scorer.RougeScorer(
-            ["rouge1", "rouge2", "rougeL"], use_stemmer=True
+            ["rouge1", "rouge2", "rougeL"], tokenizer=_StemmedTokenizer()
         )
     return sc
 
