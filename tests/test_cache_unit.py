@@ -348,3 +348,21 @@ def test_no_single_flipped_header_byte_is_ever_served(cache: FrameCache, video: 
         served += 1  # only a harmless flip (JSON whitespace in the padding) may get through
         assert np.array_equal(frames.array, expected) and frames.meta == meta, pos
     assert served <= 8  # at most the padding bytes
+
+
+def test_the_default_root_follows_evalkit_cache(monkeypatch, tmp_path: Path) -> None:
+    from evalkit.cache import default_root
+
+    monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "here"))
+    assert FrameCache().root == tmp_path / "here"
+    monkeypatch.delenv("EVALKIT_CACHE")
+    assert default_root() == Path.home() / ".cache" / "evalkit" / "frames"
+
+
+def test_bad_cache_options_are_refused_by_name(tmp_path: Path) -> None:
+    with pytest.raises(CacheError, match="codec 'png'"):
+        FrameCache(tmp_path, codec="png")  # type: ignore[arg-type]
+    with pytest.raises(CacheError, match="identity 'inode'"):
+        FrameCache(tmp_path, identity="inode")  # type: ignore[arg-type]
+    with pytest.raises(CacheError, match="jpeg_quality"):
+        FrameCache(tmp_path, codec="jpeg", jpeg_quality=0)

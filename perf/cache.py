@@ -1,0 +1,220 @@
+"""Frame-cache performance: decode vs cached load, file size, JPEG codec, parallel build.
+
+Prints progress on stderr and ONE JSON object last on stdout. Videos are generated once
+into ``perf/out/`` (H.264 ultrafast, a scrolling smooth texture; a few minutes for the
+10-minute 720p one) and reused by later runs. ``--quick`` uses a 1-minute video.
+
+Load times count everything until every frame byte is readable in memory in the form an
+engine receives (a numpy T x H x W x 3 uint8 array): open, header checks, mmap, and one
+read per page. Cold loads first evict the file's pages with posix_fadvise(DONTNEED)
+(no root needed, touches nothing but this file); ``load_cold_method`` says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import resource
+import shutil
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from evalkit.cache import FrameCache
+from evalkit.sample import VideoRef
+from evalkit.video.types import Frames, FrameSpec
+
+SPEC = FrameSpec(fps=2.0, max_frames=256, max_pixels=262144)
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def log(msg: str) -> None:
+    print(f"[perf/cache] {msg}", file=sys.stderr, flush=True)
+
+
+def generate(path: Path, seconds: float, width: int, height: int, fps: int = 30) -> Path:
+    """An H.264 yuv420p video of a scrolling smooth texture (cheap to encode, real to decode)."""
+    if path.exists():
+        return path
+    import av
+
+    rng = np.random.default_rng(0)
+    small = rng.integers(16, 235, ((height + 64) // 8, (width * 2) // 8), dtype=np.uint8)
+    luma = np.repeat(np.repeat(small, 8, 0), 8, 1)
+    luma = ((luma[:, :-1].astype(np.uint16) + luma[:, 1:]) // 2).astype(np.uint8)
+    buf = np.empty((height * 3 // 2, width), np.uint8)
+    tmp = path.with_suffix(".part.mp4")
+    t0 = time.perf_counter()
+    with av.open(str(tmp), "w") as out:
+        stream = out.add_stream("libx264", rate=fps)
+        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+        stream.options = {"preset": "ultrafast", "crf": "26", "g": str(2 * fps)}
+        for i in range(int(seconds * fps)):
+            x = (i * 4) % width
+            buf[:height] = luma[:height, x : x + width]
+            buf[height : height + height // 4] = 20 + (i * 3) % 200  # U drifts: colour changes
+            buf[height + height // 4 :] = 128
+            for packet in stream.encode(av.VideoFrame.from_ndarray(buf, format="yuv420p")):
+                out.mux(packet)
+        for packet in stream.encode():
+            out.mux(packet)
+    tmp.rename(path)
+    log(f"generated {path.name} in {time.perf_counter() - t0:.0f} s")
+    return path
+
+
+def touch_pages(a: np.ndarray) -> int:
+    """Read one byte per memory page of ``a`` (faults every page in; no copy)."""
+    flat = a.reshape(-1)
+    return int(flat[:: PAGE // flat.itemsize].sum(dtype=np.uint64))
+
+
+def drop_from_page_cache(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def timed_loads(
+    load: Callable[[], Frames], n: int, before: Callable[[], None] | None = None
+) -> list[float]:
+    """Milliseconds per load + page touch; every mapping is dropped before the next."""
+    times = []
+    for _ in range(n):
+        gc.collect()  # drop earlier mappings, or DONTNEED cannot evict their pages
+        if before is not None:
+            before()
+        t0 = time.perf_counter()
+        frames = load()
+        touch_pages(frames.array)
+        times.append((time.perf_counter() - t0) * 1e3)
+        del frames
+    return times
+
+
+def measure_long(out: Path, seconds: float, repeats: int) -> dict[str, Any]:
+    from evalkit.video import load_video
+
+    video = generate(out / f"long_{int(seconds)}s_1280x720_30fps.mp4", seconds, 1280, 720)
+    ref = VideoRef(path=str(video))
+    log(f"decoding {video.name} at fps 2, max 256 frames, max_pixels 262144")
+    t0 = time.perf_counter()
+    frames = load_video(ref, SPEC)
+    decode_s = time.perf_counter() - t0
+    log(f"decode+resize {decode_s:.1f} s -> {frames.array.shape}")
+    res: dict[str, Any] = {
+        "video_seconds": seconds,
+        "frames_shape": list(frames.array.shape),
+        "decoder": frames.meta.decoder,
+        "decode_s": round(decode_s, 3),
+    }
+
+    raw = FrameCache(out / "cache_raw")
+    t0 = time.perf_counter()
+    path = raw.put(ref, SPEC, frames)
+    res["write_s"] = round(time.perf_counter() - t0, 3)
+    res["cache_bytes"] = path.stat().st_size
+
+    def load_raw() -> Frames:
+        return raw.get(ref, SPEC, require=True)
+
+    warm = timed_loads(load_raw, repeats)
+    cold = timed_loads(load_raw, repeats, before=lambda: drop_from_page_cache(path))
+    got = load_raw()
+    assert np.array_equal(got.array, frames.array), "cache returned other frames"
+    t0 = time.perf_counter()
+    checksum_all = int(got.array.sum(dtype=np.uint64))  # every byte, not just every page
+    res["load_sum_every_byte_ms"] = round((time.perf_counter() - t0) * 1e3, 2)
+    del got
+    res["load_ms"] = round(statistics.median(warm), 3)
+    res["load_cold_ms"] = round(statistics.median(cold), 3)
+    res["load_cold_method"] = "posix_fadvise(POSIX_FADV_DONTNEED) on the entry file"
+    res["load_speedup_ratio"] = round(decode_s * 1e3 / res["load_ms"], 1)
+    res["load_cold_speedup_ratio"] = round(decode_s * 1e3 / res["load_cold_ms"], 1)
+    res["cache_bytes_goal_ok"] = res["cache_bytes"] <= 210e6
+    res.update(measure_jpeg(out, ref, frames, repeats))
+    res["_checksum"] = checksum_all
+    return res
+
+
+def measure_jpeg(out: Path, ref: VideoRef, frames: Frames, repeats: int) -> dict[str, Any]:
+    jpeg = FrameCache(out / "cache_jpeg", codec="jpeg", jpeg_quality=90)
+    t0 = time.perf_counter()
+    path = jpeg.put(ref, SPEC, frames)
+    write_s = time.perf_counter() - t0
+
+    def load() -> Frames:
+        return jpeg.get(ref, SPEC, require=True)
+
+    warm = timed_loads(load, max(1, repeats // 2))
+    err = np.abs(load().array.astype(np.int16) - frames.array.astype(np.int16))
+    return {
+        "jpeg_quality": 90,
+        "jpeg_cache_bytes": path.stat().st_size,
+        "jpeg_write_s": round(write_s, 3),
+        "jpeg_load_ms": round(statistics.median(warm), 1),
+        "jpeg_mean_abs_err": round(float(err.mean()), 3),
+        "jpeg_size_ratio": round(path.stat().st_size / (frames.array.nbytes or 1), 4),
+    }
+
+
+def measure_build(out: Path, n: int, seconds: float) -> dict[str, Any]:
+    videos = [
+        generate(out / f"short{i}_{int(seconds)}s_640x360.mp4", seconds, 640, 360) for i in range(n)
+    ]
+    res: dict[str, Any] = {"build_videos": n, "build_video_seconds": seconds}
+    for workers in (1, 2):
+        root = out / f"cache_build_{workers}w"
+        shutil.rmtree(root, ignore_errors=True)
+        load = os.getloadavg()[0]
+        cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        report = FrameCache(root).build(videos, SPEC, workers=workers, progress=False)
+        cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu_s = (cpu1.ru_utime + cpu1.ru_stime) - (cpu0.ru_utime + cpu0.ru_stime)
+        # CPU seconds the workers got per wall second: ~workers when cores were free; on a
+        # shared machine it shows how much of the cores the build actually received.
+        res[f"build_{workers}w_worker_cpu_s"] = round(cpu_s, 2)
+        res[f"build_{workers}w_cores_used"] = round(cpu_s / report.seconds, 2)
+        assert report.ok and len(report.built) == n, report.summary()
+        log(f"build with {workers} worker(s): {report.seconds:.1f} s (loadavg {load:.1f})")
+        res[f"build_{workers}w_s"] = round(report.seconds, 3)
+        res[f"build_videos_per_s_{workers}w"] = round(n / report.seconds, 3)
+        res[f"loadavg_before_{workers}w"] = round(load, 2)
+        shutil.rmtree(root, ignore_errors=True)
+    res["build_2w_speedup_ratio"] = round(res["build_1w_s"] / res["build_2w_s"], 3)
+    return res
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="1-minute long video, 10 s short ones")
+    p.add_argument("--out", type=Path, default=Path(__file__).parent / "out")
+    p.add_argument("--repeats", type=int, default=5, help="loads per measurement (median)")
+    p.add_argument("--skip-build", action="store_true", help="skip the build throughput part")
+    p.add_argument("--skip-long", action="store_true", help="skip the 10-minute video part")
+    args = p.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    for stale in ("cache_raw", "cache_jpeg"):
+        shutil.rmtree(args.out / stale, ignore_errors=True)
+    res: dict[str, Any] = {"quick": args.quick, "cpus": os.cpu_count()}
+    if not args.skip_long:
+        res.update(measure_long(args.out, 60.0 if args.quick else 600.0, args.repeats))
+        res.pop("_checksum")
+    if not args.skip_build:
+        res.update(measure_build(args.out, 8, 10.0 if args.quick else 40.0))
+    for stale in ("cache_raw", "cache_jpeg"):
+        shutil.rmtree(args.out / stale, ignore_errors=True)
+    print(json.dumps(res))
+
+
+if __name__ == "__main__":
+    main()
