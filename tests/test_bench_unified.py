@@ -138,6 +138,7 @@ def test_bad_rows_name_the_file_row_and_field(tmp_path: Path) -> None:
         (_row(solution="<answer>E</answer>"), "solution"),
         (_row(problem_type="interpretive dance"), "problem_type"),
         (_row(options=["A. x", "A. y"]), "options"),
+        (_row(options=["A. x", "y"]), "options"),
         ({k: v for k, v in _row().items() if k != "problem_id"}, "problem_id"),
     ]
     for row, field in cases:

@@ -52,8 +52,7 @@ def parse_options(raw: Any) -> list[str]:
     if all(letter is None for letter in letters):
         return [p[1] for p in parsed]
     if any(letter is None for letter in letters):
-        # A mix: some texts merely start like "A) ..." by accident; keep them verbatim.
-        return [x.strip() for x in items]
+        raise ValueError(f"some options carry a letter prefix and some do not: {items[:4]}")
     expected = list(OPTION_LETTERS[: len(items)])
     if sorted(letters) != expected:  # type: ignore[type-var]
         raise ValueError(f"option letters {letters} are not {expected[0]}..{expected[-1]}")
