@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from evalkit.bench.loader import load, validate
-from evalkit.bench.registry import get_benchmark
+from evalkit.bench.registry import get_benchmark, load_spec
+from evalkit.bench.spec import BenchmarkSpec
 from evalkit.errors import DataError
 from tests.fixtures.bench import official
 
@@ -134,3 +135,37 @@ def test_a_segment_ending_before_it_starts_is_a_precise_error(tmp_path: Path) ->
     assert [(p.file, p.row, p.field) for p in report.problems] == [
         ("json/action_sequence.json", "item 1", "end")
     ]
+
+
+def _spec(tmp_path: Path, files: str) -> BenchmarkSpec:
+    text = f"""
+name: Tiny
+citation: none
+data: {{local_path: .}}
+layout: "see the test"
+files: {files}
+mapping:
+  id: {{template: "{{qid}}"}}
+  question: q
+  option_fields: [a0, a1]
+  target: ans
+  target_kind: index
+aggregation: {{name: mean, source: test}}
+"""
+    (tmp_path / "tiny.yaml").write_text(text)
+    return load_spec(tmp_path / "tiny.yaml")
+
+
+def test_csv_rows_with_one_column_per_option(tmp_path: Path) -> None:
+    (tmp_path / "qa.csv").write_text("qid,q,a0,a1,ans\nx1,Why?,yes,no,1\n")
+    (s,) = load(_spec(tmp_path, "[{path: qa.csv}]"), tmp_path)
+    assert (s.id, s.options, s.target) == ("x1", ["yes", "no"], "B")
+
+
+def test_json_rows_under_a_nested_key(tmp_path: Path) -> None:
+    data = {"data": {"items": [{"qid": "x1", "q": "Why?", "a0": "yes", "a1": "no", "ans": 0}]}}
+    (tmp_path / "qa.json").write_text(json.dumps(data))
+    (s,) = load(_spec(tmp_path, "[{path: qa.json, records: data.items}]"), tmp_path)
+    assert s.target == "A"
+    report = validate(_spec(tmp_path, "[{path: qa.json, records: data.rows}]"), tmp_path)
+    assert [(p.file, p.field) for p in report.problems] == [("qa.json", "data.rows")]
