@@ -29,6 +29,8 @@ HOSTILE = {
     "exit_early": "import os\nos._exit(0)",
     "fake_verdict": "print('passed [true, true]')\nraise SystemExit(0)",
     "subprocess": "import subprocess\nsubprocess.run(['sh', '-c', 'echo hi'])",
+    "raw_fork_exec": "import _posixsubprocess",
+    "ctypes_libc": "import ctypes\nctypes.CDLL(None).system(b'echo hi')",
 }
 
 
@@ -144,3 +146,9 @@ def test_html_is_compared_by_structure() -> None:
     other = "<html><body><p>Title</p></body></html>"
     assert score(s, other).value < 0.6
     assert score(s, "plain words, no markup").value == 0.0
+
+
+def test_ordinary_libraries_still_work_inside_the_sandbox() -> None:
+    code = "import json, re, math, collections\nimport numpy as np\nx = int(np.arange(4).sum())"
+    got = run_job({"kind": "python", "code": code, "tests": ["assert x == 6"]})
+    assert got.result == {"passed": [True]}

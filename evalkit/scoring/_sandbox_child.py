@@ -50,6 +50,19 @@ _BLOCKED = (
 )
 
 
+# Native back doors around the events above: raw fork/exec, cffi. (ctypes is imported
+# before the hook, so numpy works; its library loads and foreign calls are refused by the
+# "ctypes." events.)
+_BLOCKED_IMPORTS = {
+    "_posixsubprocess",
+    "_cffi_backend",
+    "cffi",
+    "_multiprocessing",
+    "_socket",
+    "socket",
+}
+
+
 def _inside(path, prefixes):
     return path == CWD or path.startswith(CWD + os.sep) or path.startswith(prefixes)
 
@@ -66,6 +79,8 @@ def _hook(event, args):
             path = os.path.realpath(os.fsdecode(args[0]))
             if not _inside(path, _READ_OK):
                 raise PermissionError(f"sandbox: access to {path} is not allowed")
+    elif event == "import" and args and str(args[0]).split(".")[0] in _BLOCKED_IMPORTS:
+        raise PermissionError(f"sandbox: importing {args[0]} is not allowed")
     elif event.startswith(_BLOCKED):
         raise PermissionError(f"sandbox: {event} is not allowed")
 
@@ -128,6 +143,8 @@ def main():
         import cairosvg  # noqa: F401  (imported before the hook: it reads its own files)
         import numpy  # noqa: F401
         import PIL.Image  # noqa: F401
+    import ctypes  # noqa: F401  (its import opens libraries; later dlopen/calls are refused)
+
     if job.get("audit_hook", True):  # tests turn it off to prove the OS layers alone
         sys.addaudithook(_hook)
     result = _run_svg(job) if job["kind"] == "svg" else _run_python(job)
