@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -41,6 +42,7 @@ any_text = st.one_of(st.text(max_size=300), model_like)
 
 def _check(got: Score) -> None:
     assert isinstance(got, Score)
+    json.dumps(got.to_dict(), allow_nan=False)  # the results store writes it as JSON
     assert got.value is not None and 0.0 <= got.value <= 1.0
     assert got.metadata.get("format", 0.0) in (0.0, 0.25, 0.5, 1.0)
 

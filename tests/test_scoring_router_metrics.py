@@ -129,3 +129,8 @@ def test_breakdown_groups_by_any_sample_field() -> None:
     assert M.breakdown(samples, scores, "task_type", M.mra) == {"mc": pytest.approx(1 / 3)}
     with pytest.raises(KeyError, match="no field 'colour'"):
         M.group_by(samples, scores, "colour")
+
+
+def test_a_named_scorer_overrides_the_task_type_routing() -> None:
+    s = sample("open_ended", "12")
+    assert score(s, "<answer>12.0</answer>", scorer_name="numerical").value == 1.0

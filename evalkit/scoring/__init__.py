@@ -25,13 +25,14 @@ from evalkit.scoring.router import (
 from evalkit.scoring.types import Score
 
 
-async def ascore(sample: Sample, prediction: Any) -> Score:
+async def ascore(sample: Sample, prediction: Any, scorer_name: str | None = None) -> Score:
     """``score`` for async callers: awaits the configured judge instead of blocking."""
     current = current_judge()
-    if current is not None and canonical_task_type(sample.task_type) == "llm_judge":
+    kind = canonical_task_type(scorer_name or sample.task_type)
+    if current is not None and kind == "llm_judge":
         text = prediction if isinstance(prediction, str) else getattr(prediction, "text", "")
         return await current.ajudge(sample, str(text))
-    return score(sample, prediction)
+    return score(sample, prediction, scorer_name)
 
 
 __all__ = [

@@ -60,14 +60,17 @@ def task_types() -> list[str]:
     return sorted(set(_CANONICAL.values()))
 
 
-def score(sample: Sample, prediction: Any) -> Score:
+def score(sample: Sample, prediction: Any, scorer_name: str | None = None) -> Score:
     """Score ``prediction`` (text or an engine Completion) for ``sample``.
+
+    ``scorer_name`` overrides the routing by ``sample.task_type`` (a benchmark spec that
+    names its scorer explicitly).
 
     An unknown task type is a configuration error and raises; anything wrong with the
     prediction itself scores 0 with a reason. A bug inside a scorer is also turned into
     a 0 with the traceback in ``metadata["error"]`` so one sample never stops a run.
     """
-    fn = SCORERS.get(canonical_task_type(sample.task_type))
+    fn = SCORERS.get(canonical_task_type(scorer_name or sample.task_type))
     text = _text(prediction)
     try:
         return fn(text, sample.target, sample)
