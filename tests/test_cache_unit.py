@@ -38,6 +38,9 @@ def fake_decode(ref: VideoRef, spec: FrameSpec) -> Frames:
         os._exit(3)  # a decoder that takes its process down with it
     if data.startswith(b"SLOW"):
         time.sleep(1.0)
+    if data.startswith(b"GROW"):  # the file changes while it is being decoded
+        with open(ref.path, "ab") as f:
+            f.write(b"+")
     n = spec.nframes or 4
     side = spec.factor * (2 if spec.max_pixels >= (2 * spec.factor) ** 2 else 1)
     base = data[0] if data else 0
@@ -366,3 +369,11 @@ def test_bad_cache_options_are_refused_by_name(tmp_path: Path) -> None:
         FrameCache(tmp_path, identity="inode")  # type: ignore[arg-type]
     with pytest.raises(CacheError, match="jpeg_quality"):
         FrameCache(tmp_path, codec="jpeg", jpeg_quality=0)
+
+
+def test_a_source_that_changes_during_decoding_is_not_cached(cache: FrameCache, tmp_path) -> None:
+    video = tmp_path / "growing.mp4"
+    video.write_bytes(b"GROW" + b"x" * 10)
+    with pytest.raises(VideoError, match="changed while it was being decoded"):
+        cache.get(video, SPEC)
+    assert not list(cache.entries())

@@ -141,6 +141,7 @@ def test_cli_build_then_verify_ls_prune_on_real_videos(tmp_path: Path, videos, c
     assert not list(FrameCache(root).entries())
 
 
+@pytest.mark.heavy  # two demo runs, each spawning worker processes
 def test_the_demo_builds_and_reads_back(tmp_path: Path, capsys) -> None:
     from evalkit.demo import main as demo
 
