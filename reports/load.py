@@ -1,0 +1,303 @@
+"""A run directory -> per-benchmark official aggregates, counts, settings and timings.
+
+Everything here is read from the run directory alone (``config.json`` + one JSONL store
+per benchmark): records carry the sample's task type, target and breakdown fields, so no
+dataset is needed. The official rule comes from the benchmark's spec in the registry; a
+benchmark without a spec (an ad-hoc ``--data`` file) gets a pooled mean broken down by
+task type, labelled as such.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from evalkit.bench.aggregate import AggregateResult, Scored, aggregate, aggregations
+from evalkit.errors import DataError
+from evalkit.rundir import RunDir, hash_json
+from evalkit.sample import Sample
+
+FailedPolicy = Literal["zero", "exclude"]
+ADHOC_AGGREGATION = "pooled mean by task_type (ad-hoc data: no official spec)"
+_SCORED_HAS_METADATA = "metadata" in {f.name for f in dataclasses.fields(Scored)}
+
+
+@dataclass
+class Counts:
+    """How many samples a benchmark's store holds, by outcome."""
+
+    total: int = 0
+    scored: int = 0
+    """Finished and scored (a value in [0, 1])."""
+    unscored: int = 0
+    """Finished but not scored (e.g. LLM-judged with no judge configured)."""
+    failed: int = 0
+    """Failed in IO, the engine or the scorer (``status == "failed"``)."""
+    failed_by_stage: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class BenchmarkReport:
+    """One benchmark of one run: the official number, its breakdowns and its context."""
+
+    name: str
+    path: Path
+    records: list[dict[str, Any]]
+    scored: list[Scored]
+    """What went into the aggregate (failed samples as 0 or left out, per the policy)."""
+    result: AggregateResult
+    counts: Counts
+    aggregation: str
+    official: bool
+    spec: Any = None  # BenchmarkSpec (with its variant applied), None for ad-hoc data
+    variant: str | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+    group_sizes: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Samples per breakdown group (a grouped aggregate's units are fewer)."""
+    stderr: float | None = None
+    stderr_method: str = ""
+    notes: list[str] = field(default_factory=list)
+    references: list[Any] = field(default_factory=list)  # reports.reference.ReferenceCheck
+
+    @property
+    def overall(self) -> float | None:
+        """The official number (percent), None when nothing could be scored."""
+        return self.result.overall
+
+
+@dataclass
+class RunReport:
+    """A whole run directory."""
+
+    path: Path
+    run_id: str
+    config: dict[str, Any]
+    benchmarks: dict[str, BenchmarkReport]
+    failed_policy: FailedPolicy = "zero"
+
+    @property
+    def result_config(self) -> dict[str, Any]:
+        """The settings that change results (the run's fingerprint covers them)."""
+        return dict(self.config.get("result_config") or {})
+
+    @property
+    def model(self) -> str:
+        """The model the run evaluated, as given to ``evalkit run``."""
+        return str(self.result_config.get("model", ""))
+
+
+def load_run(
+    path: str | Path, *, failed: FailedPolicy = "zero", bootstrap: int = 1000, seed: int = 0
+) -> RunReport:
+    """Read a run directory and compute every benchmark's official aggregate and error."""
+    from reports.stats import standard_error
+
+    rundir = RunDir(path)
+    if not rundir.config_path.is_file():
+        raise DataError(f"{rundir.path}: not a run directory (no config.json)")
+    config = rundir.config()
+    benches = dict((config.get("result_config") or {}).get("benchmarks") or {})
+    by_file = {_safe(name): name for name in benches}
+    reports: dict[str, BenchmarkReport] = {}
+    for stem in rundir.benchmarks():
+        name = by_file.get(stem, stem)
+        bench = load_benchmark(rundir.path / f"{stem}.jsonl", name, config, failed=failed)
+        bench.stderr, bench.stderr_method = standard_error(bench, n_boot=bootstrap, seed=seed)
+        reports[name] = bench
+    if not reports:
+        raise DataError(f"{rundir.path}: the run has no results yet (no <benchmark>.jsonl)")
+    return RunReport(rundir.path, rundir.path.name, config, reports, failed)
+
+
+def load_benchmark(
+    path: Path, name: str, config: dict[str, Any], *, failed: FailedPolicy = "zero"
+) -> BenchmarkReport:
+    """One benchmark's store, aggregated by its spec's official rule."""
+    records = read_records(path)
+    scored, counts = scored_from_records(records, failed=failed)
+    entry = ((config.get("result_config") or {}).get("benchmarks") or {}).get(name) or {}
+    spec, variant, notes = resolve_spec(name, config, entry)
+    if spec is None:
+        result = _adhoc(scored)
+        official, label = False, ADHOC_AGGREGATION
+    else:
+        try:
+            result = aggregate(spec, scored)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DataError(
+                f"{path}: the records cannot be aggregated by {spec.name}'s official rule "
+                f"({spec.aggregation.name}: {type(exc).__name__}: {exc}); records written "
+                "before breakdown fields were stored lack them — rerun the benchmark"
+            ) from None
+        official, label = True, spec.aggregation.name
+    if counts.failed and failed == "zero":
+        notes.append(f"{counts.failed} failed sample(s) count as wrong (0) in the aggregate")
+    elif counts.failed:
+        notes.append(f"{counts.failed} failed sample(s) are left out of the aggregate")
+    if counts.unscored:
+        notes.append(f"{counts.unscored} sample(s) could not be scored (not counted as 0)")
+    breakdown_fields = list(result.breakdowns) or (["task_type"] if spec is None else [])
+    return BenchmarkReport(
+        name=name,
+        path=path,
+        records=records,
+        scored=scored,
+        result=result,
+        counts=counts,
+        aggregation=label,
+        official=official,
+        spec=spec,
+        variant=variant,
+        settings=_settings(config, entry),
+        group_sizes={f: _group_sizes(scored, f) for f in breakdown_fields},
+        notes=notes,
+    )
+
+
+def read_records(path: Path) -> list[dict[str, Any]]:
+    """The latest record per sample id, read-only (a run may still be writing the file).
+
+    Unlike opening a ``Store``, this never truncates a torn last line: it only skips it.
+    """
+    data = path.read_bytes()
+    latest: dict[str, dict[str, Any]] = {}
+    for lineno, line in enumerate(data[: data.rfind(b"\n") + 1].splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+            latest[str(rec["id"])] = rec
+        except (ValueError, KeyError, TypeError) as exc:
+            raise DataError(f"{path}:{lineno}: not a valid result record ({exc})") from None
+    return list(latest.values())
+
+
+def scored_from_records(
+    records: list[dict[str, Any]], *, failed: FailedPolicy = "zero"
+) -> tuple[list[Scored], Counts]:
+    """Samples rebuilt from store records, with their values, and the outcome counts."""
+    out: list[Scored] = []
+    counts = Counts(total=len(records))
+    for rec in records:
+        sample = Sample(
+            id=str(rec["id"]),
+            task_type=str(rec.get("task_type") or "unknown"),
+            question="",
+            target=rec.get("target"),
+            benchmark=str(rec.get("benchmark") or ""),
+            fields=dict(rec.get("fields") or {}),
+        )
+        score = rec.get("score") or {}
+        if rec.get("status") == "failed":
+            counts.failed += 1
+            stage = str(rec.get("stage") or "unknown")
+            counts.failed_by_stage[stage] = counts.failed_by_stage.get(stage, 0) + 1
+            if failed == "exclude":
+                continue
+            value: float | None = 0.0
+        else:
+            raw = score.get("value")
+            value = None if raw is None else float(raw)
+            if value is None:
+                counts.unscored += 1
+            else:
+                counts.scored += 1
+        out.append(_scored(sample, value, score.get("metadata") or {}))
+    return out, counts
+
+
+def _scored(sample: Sample, value: float | None, metadata: dict[str, Any]) -> Scored:
+    # Scored gains a metadata field for IoU-style aggregations; older versions lack it.
+    if _SCORED_HAS_METADATA:
+        return Scored(sample, value, dict(metadata))  # type: ignore[call-arg,unused-ignore]
+    return Scored(sample, value)
+
+
+def resolve_spec(
+    name: str, config: dict[str, Any], entry: dict[str, Any]
+) -> tuple[Any, str | None, list[str]]:
+    """The registry spec a benchmark ran under, its variant, and notes on how it was found.
+
+    The variant is the one whose spec hash equals the hash recorded in ``config.json``;
+    when none does (the YAML changed since the run, e.g. a reference score was added),
+    it is read from the run's ``--bench NAME:VARIANT`` list.
+    """
+    from evalkit.bench.registry import get_benchmark
+    from evalkit.registry import RegistryError
+
+    if entry and entry.get("spec_hash") is None:
+        return None, None, []
+    try:
+        base = get_benchmark(name)
+    except RegistryError:
+        return None, None, [f"no spec named {name!r} in the registry: pooled mean, not official"]
+    recorded = entry.get("spec_hash")
+    for variant in [None, *sorted(base.variants)]:
+        spec = base.with_variant(variant)
+        if recorded and hash_json(spec.model_dump(mode="json")) == recorded:
+            return spec, variant, []
+    variant = _variant_from_bench_list(base, config)
+    notes = []
+    if recorded:
+        notes.append(
+            f"{name}'s spec changed since the run (hash {recorded} no longer matches); "
+            "aggregated with the current spec"
+        )
+    return base.with_variant(variant), variant, notes
+
+
+def _variant_from_bench_list(base: Any, config: dict[str, Any]) -> str | None:
+    from evalkit.bench.spec import normalize_name
+
+    keys = {normalize_name(n) for n in [base.name, *base.aliases]}
+    for item in (config.get("extra") or {}).get("bench") or []:
+        head, _, variant = str(item).partition(":")
+        if variant and normalize_name(head) in keys and variant in base.variants:
+            return variant
+    return None
+
+
+def _adhoc(scored: list[Scored]) -> AggregateResult:
+    tagged = [
+        dataclasses.replace(
+            s,
+            sample=s.sample.model_copy(
+                update={"fields": {**s.sample.fields, "task_type": s.sample.task_type}}
+            ),
+        )
+        for s in scored
+    ]
+    return aggregations.get("mean")(tagged, ["task_type"])
+
+
+def _group_sizes(scored: list[Scored], name: str) -> dict[str, int]:
+    sizes: dict[str, int] = {}
+    for s in scored:
+        if s.value is None:
+            continue  # the count behind a group's percentage: unscored samples are not in it
+        v = s.sample.task_type if name == "task_type" else s.sample.fields.get(name)
+        if v is None:
+            continue
+        for g in v if isinstance(v, list | tuple) else [v]:
+            sizes[str(g)] = sizes.get(str(g), 0) + 1
+    return dict(sorted(sizes.items()))
+
+
+def _settings(config: dict[str, Any], entry: dict[str, Any]) -> dict[str, Any]:
+    rc = config.get("result_config") or {}
+    return {
+        "model": rc.get("model"),
+        "engine": rc.get("engine"),
+        "prompt_variant": rc.get("variant"),
+        "max_tokens": entry.get("max_tokens"),
+        "frames": entry.get("frames") or {},
+        "engine_options": rc.get("engine_options") or {},
+    }
+
+
+def _safe(name: str) -> str:
+    # The same file-name rule as RunDir.store.
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)

@@ -1,0 +1,156 @@
+"""Sections -> terminal (rich), Markdown, self-contained HTML; report objects -> JSON."""
+
+from __future__ import annotations
+
+import base64
+import html
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from reports.sections import Section
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from reports.load import RunReport
+    from reports.stats import Comparison
+    from reports.timeline import Utilisation
+
+
+def to_terminal(sections: list[Section], console: Console) -> None:
+    """Print every section as a rich table with its notes."""
+    from rich.table import Table
+
+    for sec in sections:
+        if not sec.rows:
+            continue
+        table = Table(title=sec.title, title_justify="left", show_lines=False)
+        for h in sec.headers:
+            table.add_column(h, overflow="fold")
+        for row in sec.rows:
+            table.add_row(*row)
+        console.print(table)
+        for note in sec.notes:
+            console.print(f"  {note}", style="dim", markup=False, highlight=False)
+
+
+def _md_cell(s: str) -> str:
+    return s.replace("|", "\\|").replace("\n", " ")
+
+
+def to_markdown(
+    title: str, sections: list[Section], images: list[tuple[str, Path]], out_dir: Path
+) -> str:
+    """A Markdown document; images are linked by path relative to ``out_dir``."""
+    lines = [f"# {title}", ""]
+    for sec in sections:
+        lines += [f"{'#' * sec.level} {sec.title}", ""]
+        if sec.rows:
+            lines.append("| " + " | ".join(_md_cell(h) for h in sec.headers) + " |")
+            lines.append("|" + "---|" * len(sec.headers))
+            lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in sec.rows]
+        else:
+            lines.append("(none)")
+        lines.append("")
+        lines += [f"- {n}" for n in sec.notes]
+        if sec.notes:
+            lines.append("")
+    for caption, path in images:
+        lines += [f"![{caption}]({path.relative_to(out_dir).as_posix()})", ""]
+    return "\n".join(lines)
+
+
+_CSS = """
+body{font-family:system-ui,sans-serif;margin:2em;max-width:1400px;color:#222}
+table{border-collapse:collapse;margin:.5em 0 1em}
+th,td{border:1px solid #ccc;padding:3px 8px;font-size:13px;text-align:left}
+th{background:#f0f0f0} td.miss{color:#b00;font-weight:bold} td.match{color:#070}
+p.note{color:#555;font-size:12px;margin:.2em 0} figure{margin:1em 0}
+img{max-width:100%;border:1px solid #ddd}
+"""
+
+
+def to_html(
+    title: str, sections: list[Section], images: list[tuple[str, Path]], out_dir: Path
+) -> str:
+    """A self-contained page: PNGs embedded as base64, each linked to its file on disk."""
+    e = html.escape
+    parts = [
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{e(title)}</title>",
+        f"<style>{_CSS}</style></head><body><h1>{e(title)}</h1>",
+    ]
+    for sec in sections:
+        level = min(sec.level, 6)
+        parts.append(f"<h{level}>{e(sec.title)}</h{level}>")
+        if sec.rows:
+            parts.append("<table><tr>" + "".join(f"<th>{e(h)}</th>" for h in sec.headers))
+            for row in sec.rows:
+                cells = "".join(
+                    f"<td class='{e(c)}'>{e(c)}</td>"
+                    if c in ("miss", "match")
+                    else f"<td>{e(c)}</td>"
+                    for c in row
+                )
+                parts.append(f"<tr>{cells}</tr>")
+            parts.append("</table>")
+        else:
+            parts.append("<p class='note'>(none)</p>")
+        parts += [f"<p class='note'>{e(n)}</p>" for n in sec.notes]
+    for caption, path in images:
+        data = base64.b64encode(path.read_bytes()).decode("ascii")
+        rel = path.relative_to(out_dir).as_posix()
+        parts.append(
+            f"<figure><img alt='{e(caption)}' src='data:image/png;base64,{data}'>"
+            f"<figcaption>{e(caption)} (<a href='{e(rel)}'>{e(rel)}</a>)</figcaption></figure>"
+        )
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def run_dict(run: RunReport, util: dict[str, Utilisation | None]) -> dict[str, Any]:
+    """One run as plain JSON-able data."""
+    benches = {}
+    for name, b in run.benchmarks.items():
+        benches[name] = {
+            "variant": b.variant,
+            "aggregation": b.aggregation,
+            "official": b.official,
+            "overall": b.overall,
+            "stderr": b.stderr,
+            "stderr_method": b.stderr_method,
+            "breakdowns": b.result.breakdowns,
+            "group_sizes": b.group_sizes,
+            "metrics": b.result.metrics,
+            "counts": {
+                "total": b.counts.total,
+                "scored": b.counts.scored,
+                "failed": b.counts.failed,
+                "unscored": b.counts.unscored,
+                "failed_by_stage": b.counts.failed_by_stage,
+            },
+            "aggregate_counts": {
+                "n": b.result.n,
+                "n_scored": b.result.n_scored,
+                "n_unscored": b.result.n_unscored,
+            },
+            "settings": b.settings,
+            "references": [r.to_dict() for r in b.references],
+            "utilisation": u.to_dict() if (u := util.get(name)) else None,
+            "notes": b.notes,
+        }
+    return {
+        "run_id": run.run_id,
+        "path": str(run.path),
+        "model": run.model,
+        "failed_policy": run.failed_policy,
+        "fingerprint": run.config.get("fingerprint"),
+        "created": run.config.get("created"),
+        "versions": run.config.get("versions"),
+        "result_config": run.result_config,
+        "benchmarks": benches,
+    }
+
+
+def comparison_dict(a: RunReport, b: RunReport, comps: list[Comparison]) -> dict[str, Any]:
+    """A two-run comparison as plain JSON-able data."""
+    return {"a": a.run_id, "b": b.run_id, "benchmarks": [c.to_dict() for c in comps]}

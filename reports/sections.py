@@ -1,0 +1,249 @@
+"""The content of a report as titled tables of plain strings, shared by every output format.
+
+Terminal, Markdown and HTML render the same sections, so the numbers cannot disagree
+between formats; JSON is built from the same objects (see ``reports.render.to_json``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from reports.reference import MATCH_RULE
+from reports.timeline import Utilisation, spans, utilisation
+
+if TYPE_CHECKING:
+    from reports.load import BenchmarkReport, RunReport
+    from reports.stats import Comparison
+
+
+@dataclass
+class Section:
+    """A titled table, with notes printed under it."""
+
+    title: str
+    headers: list[str]
+    rows: list[list[str]]
+    notes: list[str] = field(default_factory=list)
+    level: int = 3
+
+
+def num(v: float | None, digits: int = 2) -> str:
+    """A number for people (``-`` for missing)."""
+    return "-" if v is None else f"{v:.{digits}f}"
+
+
+def _score(b: BenchmarkReport) -> str:
+    if b.overall is None:
+        return "unscored"
+    return f"{b.overall:.2f} ± {b.stderr:.2f}" if b.stderr is not None else f"{b.overall:.2f}"
+
+
+def _ref_cell(b: BenchmarkReport) -> tuple[str, str, str]:
+    refs = [r for r in b.references if r.metric == "overall"] or b.references
+    if not refs:
+        return "-", "-", "no reference"
+    r = refs[0]
+    return f"{r.reference:g} ({r.model})", num(r.delta), r.verdict
+
+
+def summary(run: RunReport) -> Section:
+    """One row per benchmark: official number, error, counts, reference delta."""
+    rows = []
+    for b in run.benchmarks.values():
+        c = b.counts
+        ref, delta, verdict = _ref_cell(b)
+        rows.append(
+            [
+                b.name + (f":{b.variant}" if b.variant else ""),
+                _score(b),
+                b.aggregation + ("" if b.official else " (NOT official)"),
+                str(c.total),
+                str(c.scored),
+                str(c.failed),
+                str(c.unscored),
+                ref,
+                delta,
+                verdict,
+            ]
+        )
+    notes = [f"{b.name}: {n}" for b in run.benchmarks.values() for n in b.notes]
+    notes.append(
+        "score = official aggregate in percent ± standard error (points); failed samples "
+        + ("count as wrong (0)" if run.failed_policy == "zero" else "are left out")
+        + "; unscored samples are never counted as 0"
+    )
+    notes.append(f"reference matching: {MATCH_RULE}")
+    headers = [
+        "benchmark",
+        "score",
+        "aggregation",
+        "n",
+        "scored",
+        "failed",
+        "unscored",
+        "reference",
+        "delta",
+        "verdict",
+    ]
+    return Section(f"Run {run.run_id} — {run.model}", headers, rows, notes, level=2)
+
+
+def breakdowns(b: BenchmarkReport) -> list[Section]:
+    """Per-group values of each breakdown field of the official aggregate."""
+    out = []
+    for fld, groups in b.result.breakdowns.items():
+        sizes = b.group_sizes.get(fld, {})
+        rows = [[g, num(v), str(sizes.get(g, "-"))] for g, v in groups.items()]
+        out.append(Section(f"{b.name}: by {fld}", [fld, "score", "samples"], rows, level=4))
+    if b.result.metrics:
+        rows = [[k, num(v)] for k, v in b.result.metrics.items()]
+        out.append(Section(f"{b.name}: other official metrics", ["metric", "value"], rows, level=4))
+    return out
+
+
+def references(run: RunReport) -> Section:
+    """Every matched reference (all metrics) with its source and settings differences."""
+    rows = [
+        [
+            r.benchmark,
+            r.metric,
+            r.model,
+            f"{r.reference:g}",
+            num(r.value),
+            num(r.delta),
+            f"±{r.tolerance:g}",
+            r.verdict,
+            ", ".join(r.settings_diff) or "as pinned",
+            r.settings_text,
+            r.source,
+        ]
+        for b in run.benchmarks.values()
+        for r in b.references
+    ]
+    headers = [
+        "benchmark",
+        "metric",
+        "model",
+        "reference",
+        "ours",
+        "delta",
+        "tolerance",
+        "verdict",
+        "our settings vs pinned",
+        "reference settings",
+        "source",
+    ]
+    return Section("Reference scores", headers, rows)
+
+
+def settings(run: RunReport) -> Section:
+    """The settings that change results, from config.json."""
+    rc = run.result_config
+    rows = [
+        ["model", str(rc.get("model"))],
+        ["model hash", str(rc.get("model_hash", "-"))],
+        ["engine", f"{rc.get('engine')} {rc.get('engine_options') or ''}".strip()],
+        ["prompt variant", str(rc.get("variant"))],
+        ["fingerprint", str(run.config.get("fingerprint"))],
+        ["created", str(run.config.get("created"))],
+        ["versions", ", ".join(f"{k} {v}" for k, v in (run.config.get("versions") or {}).items())],
+    ]
+    for b in run.benchmarks.values():
+        f = b.settings.get("frames") or {}
+        frames = ", ".join(
+            f"{k}={f[k]}"
+            for k in ("fps", "nframes", "max_frames", "max_pixels", "total_pixels")
+            if k in f
+        )
+        rows.append([b.name, f"{frames}; max_tokens={b.settings.get('max_tokens')}"])
+    return Section("Settings", ["setting", "value"], rows)
+
+
+def run_utilisation(run: RunReport) -> tuple[Section, dict[str, Utilisation | None]]:
+    """Engine utilisation per benchmark (benchmarks run one after another)."""
+    per: dict[str, Utilisation | None] = {
+        name: utilisation(spans(b.records, name)) for name, b in run.benchmarks.items()
+    }
+    rows = [
+        [
+            name,
+            str(u.samples),
+            num(u.wall_s, 1),
+            num(100 * u.busy_fraction, 1),
+            num(u.mean_in_flight),
+            str(u.max_in_flight),
+            num(u.samples_per_s),
+            num(u.median_io_s, 3),
+            num(u.median_queued_s, 3),
+            num(u.median_prefill_s, 3),
+            num(u.median_decode_s, 3),
+        ]
+        for name, u in per.items()
+        if u is not None
+    ]
+    headers = [
+        "benchmark",
+        "samples",
+        "wall s",
+        "engine busy %",
+        "mean in flight",
+        "max in flight",
+        "samples/s",
+        "median IO s",
+        "median queued s",
+        "median prefill s",
+        "median decode s",
+    ]
+    notes = [
+        "engine busy = share of wall time with at least one request in the engine; "
+        "mean in flight = time-averaged requests in the engine"
+    ]
+    return Section("Pipeline and engine utilisation", headers, rows, notes), per
+
+
+def comparison(a: RunReport, b: RunReport, comps: list[Comparison]) -> Section:
+    """B - A per benchmark with the paired bootstrap interval and a verdict."""
+    rows = [
+        [
+            c.benchmark,
+            num(c.a),
+            num(c.b),
+            num(c.delta),
+            f"[{num(c.ci_low)}, {num(c.ci_high)}]",
+            c.verdict,
+            str(c.n_common),
+            f"{c.n_only_a}/{c.n_only_b}",
+        ]
+        for c in comps
+    ]
+    headers = [
+        "benchmark",
+        "A",
+        "B",
+        "B - A (common)",
+        "95% CI",
+        "verdict",
+        "common samples",
+        "only A/only B",
+    ]
+    notes = [
+        f"A = {a.run_id} ({a.model}), B = {b.run_id} ({b.model})",
+        "delta and interval over the samples both runs hold, by a seeded paired bootstrap "
+        "of the official aggregate; 'not significant' = the 95% interval includes 0",
+    ]
+    diff = config_diff(a.result_config, b.result_config)
+    notes.append("settings that differ: " + ("; ".join(diff) if diff else "none"))
+    return Section(f"Comparison: {b.run_id} vs {a.run_id}", headers, rows, notes, level=2)
+
+
+def config_diff(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list[str]:
+    """Dotted keys whose values differ between two result configs."""
+    out: list[str] = []
+    for key in sorted(set(a) | set(b)):
+        va, vb = a.get(key), b.get(key)
+        if isinstance(va, dict) and isinstance(vb, dict):
+            out += config_diff(va, vb, f"{prefix}{key}.")
+        elif va != vb:
+            out.append(f"{prefix}{key}: {va!r} -> {vb!r}")
+    return out

@@ -1,0 +1,116 @@
+"""Write run directories by hand, in the exact layout ``evalkit run`` produces.
+
+For tests and examples of the report: a ``config.json`` with the result config (model,
+engine, prompt variant, per-benchmark spec hash, frames, max_tokens) and one store per
+benchmark holding ``ok`` / ``failed`` records shaped like the pipeline's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evalkit.rundir import RunDir, hash_json
+
+
+@dataclass
+class Rec:
+    """One sample's outcome: a score value (None = unscored), or failed at ``stage``."""
+
+    id: str
+    value: float | None = 1.0
+    fields: dict[str, Any] = field(default_factory=dict)
+    task_type: str = "multiple_choice"
+    target: Any = "A"
+    failed_stage: str | None = None
+    timings: dict[str, float] | None = None
+
+
+def record(rec: Rec, benchmark: str, fingerprint: str = "") -> dict[str, Any]:
+    """The store record the pipeline would write for ``rec``."""
+    base = {
+        "id": rec.id,
+        "benchmark": benchmark,
+        "task_type": rec.task_type,
+        "target": rec.target,
+        "fields": rec.fields,
+        "timings": rec.timings or {},
+        "fingerprint": fingerprint,
+    }
+    if rec.failed_stage:
+        return {
+            **base,
+            "status": "failed",
+            "stage": rec.failed_stage,
+            "error": "EngineError: synthetic failure",
+            "prediction": None,
+            "score": None,
+        }
+    return {
+        **base,
+        "status": "ok",
+        "prediction": "A",
+        "score": {"value": rec.value, "answer": "A", "explanation": "", "metadata": {}},
+        "prompt_hash": "0" * 16,
+        "tokens": {"prompt": 100, "output": 4},
+    }
+
+
+def write_run(
+    path: str | Path,
+    model: str,
+    benches: dict[str, list[Rec]],
+    *,
+    variant: str | None = None,
+    prompt_variant: str = "plain",
+    frames: dict[str, Any] | None = None,
+    max_tokens: int | None = None,
+) -> Path:
+    """A run directory with one store per benchmark (registry names or ad-hoc names).
+
+    ``frames`` overrides the spec's pinned frame settings, ``variant`` picks a spec variant
+    (recorded through the spec hash and the ``--bench NAME:VARIANT`` list, as a run does).
+    """
+    from evalkit.bench.registry import get_benchmark
+    from evalkit.registry import RegistryError
+
+    entries: dict[str, Any] = {}
+    bench_list = []
+    for name in benches:
+        try:
+            spec = get_benchmark(name).with_variant(variant)
+        except RegistryError:
+            spec = None
+        pinned = spec.frames.model_dump(mode="json") if spec else {"fps": 2.0}
+        cap = (
+            (
+                spec.generation.max_tokens
+                if prompt_variant == "plain"
+                else spec.generation.max_tokens_thinking
+            )
+            if spec
+            else 256
+        )
+        entries[spec.name if spec else name] = {
+            "spec_hash": hash_json(spec.model_dump(mode="json")) if spec else None,
+            "data": None if spec else f"{name}.jsonl",
+            "frames": {**pinned, **(frames or {})},
+            "max_tokens": max_tokens or cap,
+        }
+        bench_list.append(f"{spec.name}:{variant}" if spec and variant else name)
+    result_config = {
+        "model": model,
+        "model_hash": hash_json(model),
+        "engine": "vllm",
+        "engine_options": {},
+        "variant": prompt_variant,
+        "benchmarks": entries,
+    }
+    run = RunDir(path)
+    fp = run.open(result_config, {"bench": bench_list, "model": model}, force=False)
+    for (_, recs), stored in zip(benches.items(), entries, strict=True):
+        with run.store(stored) as store:
+            for r in recs:
+                store.append(record(r, stored, fp))
+    return run.path
