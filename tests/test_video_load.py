@@ -233,3 +233,15 @@ def test_a_file_without_a_video_stream_is_a_video_error(tmp_path: Path) -> None:
         c.mux(s.encode(None))
     with pytest.raises(VideoError, match="no video stream"):
         load_video(path, SMALL)
+
+
+@pytest.mark.parametrize("suffix", [".mp4", ".mkv", ".webm"])
+def test_pyav_seeks_to_keyframes_for_sparse_samples(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, suffix: str
+) -> None:
+    path = write_index_video(tmp_path / f"gop10{suffix}", 300, 30.0, 96, 72, options={"g": "10"})
+    _break_decord(monkeypatch)
+    frames = load_video(path, FrameSpec(nframes=4, min_pixels=56 * 56, max_pixels=56 * 56))
+    assert read_indices(frames.array) == frames.meta.indices == [0, 100, 199, 299]
+    # one GOP of 10 frames per sample at most (+ the first), not the 300 of the clip
+    assert frames.meta.extra["pyav_decoded_frames"] <= 4 * 10 + 1

@@ -13,7 +13,10 @@ decoded with PyAV and turned upright here: frames come out as a player shows the
 
 from __future__ import annotations
 
+import bisect
 import logging
+import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,9 +54,14 @@ class Decoded:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+# decord's messages start with "[hh:mm:ss] /path/to/source.cc:123: "; people need the rest.
+_DECORD_PREFIX = re.compile(r"^\[[\d:]+\] \S+:\d+: ")
+
+
 def _ffmpeg_reason(e: Exception) -> str:
-    msg = getattr(e, "strerror", None) or str(e)
-    return str(msg).strip().splitlines()[0][:200] if msg else type(e).__name__
+    msg = str(getattr(e, "strerror", None) or e).strip()
+    first = msg.splitlines()[0] if msg else type(e).__name__
+    return _DECORD_PREFIX.sub("", first)[:200]
 
 
 def read_header(path: Path) -> Header:
@@ -126,63 +134,134 @@ def _sample(path: Path, total: int, fps: float, spec: FrameSpec) -> list[int]:
         raise VideoError(str(path), str(e)) from e
 
 
-def _pyav_packets(path: Path) -> tuple[list[float], float]:
-    """Presentation times (s, from the stream start) of every video packet, and the fps."""
+@dataclass
+class _PacketIndex:
+    """Every video packet in presentation order: pts ticks and which ones are keyframes."""
+
+    pts: list[int]
+    keyframes: list[int]  # presentation indices of keyframes, ascending
+    time_base: float
+    start: int  # the stream's first pts
+    fps: float
+
+    def seconds(self, i: int) -> float:
+        return (self.pts[i] - self.start) * self.time_base
+
+
+def _packet_index(path: Path) -> _PacketIndex:
+    """Demux (no decoding) the video stream of ``path``."""
     import av
 
     with av.open(str(path)) as container:
         stream = container.streams.video[0]
-        tb = float(stream.time_base or 0)
-        start = stream.start_time or 0
-        pts = sorted(
-            (p.pts - start) * tb for p in container.demux(stream) if p.size and p.pts is not None
-        )
+        packets: list[tuple[int, bool]] = []
+        for p in container.demux(stream):
+            ts = p.pts if p.pts is not None else p.dts
+            if p.size and ts is not None:
+                packets.append((ts, bool(p.is_keyframe)))
+        packets.sort()
         rate = stream.average_rate or stream.guessed_rate
-        fps = float(rate) if rate else 0.0
-    if not fps and len(pts) > 1 and pts[-1] > pts[0]:
-        fps = (len(pts) - 1) / (pts[-1] - pts[0])
-    return pts, fps
+        tb = float(stream.time_base or 0)
+        start = stream.start_time if stream.start_time is not None else 0
+    pts = [p for p, _ in packets]
+    keyframes = [i for i, (_, k) in enumerate(packets) if k] or [0]
+    index = _PacketIndex(pts, keyframes, tb, start, 0.0)
+    index.fps = float(rate) if rate else 0.0
+    if not index.fps and len(pts) > 1 and pts[-1] > pts[0]:
+        index.fps = (len(pts) - 1) / ((pts[-1] - pts[0]) * tb)
+    return index
+
+
+Grab = Callable[[Any], np.ndarray]
+
+
+def _decode_seeking(
+    container: Any, stream: Any, index: _PacketIndex, targets: list[int], grab: Grab
+) -> tuple[dict[int, np.ndarray], int]:
+    """Frames at ``targets`` (sorted, unique), jumping to a target's keyframe whenever that
+    keyframe lies ahead of the decoder; frames are matched to indices by their pts."""
+    position = {pts: i for i, pts in enumerate(index.pts)}
+    got: dict[int, np.ndarray] = {}
+    frames: Iterator[Any] | None = None
+    pos, decoded = -1, 0
+    for t in targets:
+        k = index.keyframes[max(bisect.bisect_right(index.keyframes, t) - 1, 0)]
+        if frames is None or k > pos:
+            container.seek(index.pts[k], stream=stream, backward=True)
+            frames = container.decode(stream)
+        for frame in frames:
+            decoded += 1
+            i = position.get(frame.pts)
+            if i is None:
+                continue
+            pos = i
+            if i == t:
+                got[t] = grab(frame)
+            if i >= t:
+                break
+    return got, decoded
+
+
+def _decode_sequential(
+    container: Any, stream: Any, targets: list[int], grab: Grab
+) -> tuple[dict[int, np.ndarray], int]:
+    """Frames at ``targets`` counted in decode output order from the start (no pts needed)."""
+    wanted = set(targets)
+    got: dict[int, np.ndarray] = {}
+    i = -1
+    for i, frame in enumerate(container.decode(stream)):
+        if i in wanted:
+            got[i] = grab(frame)
+        if i >= targets[-1]:
+            break
+    return got, i + 1
 
 
 def decode_pyav(path: Path, spec: FrameSpec, header: Header, reason: str | None) -> Decoded:
-    """Sample and decode with PyAV: one pass in presentation order, keeping the chosen frames."""
+    """Sample and decode with PyAV (seeking to keyframes; sequential if pts are unusable)."""
     import av
 
     try:
-        pts, fps = _pyav_packets(path)
+        index = _packet_index(path)
     except av.FFmpegError as e:
         raise VideoError(str(path), f"unreadable video data ({_ffmpeg_reason(e)})") from e
-    if not pts:
+    total = len(index.pts)
+    if not total:
         raise VideoError(str(path), "the video has 0 frames")
-    if fps <= 0:
+    if index.fps <= 0:
         raise VideoError(str(path), "the video has no usable frame rate")
-    check_complete(path, header, len(pts), fps)
-    indices = _sample(path, len(pts), fps, spec)
-    wanted = set(indices)
+    check_complete(path, header, total, index.fps)
+    indices = _sample(path, total, index.fps, spec)
+    targets = sorted(set(indices))
+
+    def grab(frame: Any) -> np.ndarray:
+        rgb = frame.to_ndarray(format="rgb24")
+        return np.rot90(rgb, k=header.rotation // 90) if header.rotation else rgb
+
     got: dict[int, np.ndarray] = {}
-    times: dict[int, float] = {}
-    with av.open(str(path)) as container:
-        stream = container.streams.video[0]
-        stream.thread_type = "AUTO"
-        start = (stream.start_time or 0) * float(stream.time_base or 0)
+    decoded = 0
+    for method in ("seek", "sequential"):
         try:
-            for i, frame in enumerate(container.decode(stream)):
-                if i in wanted:
-                    rgb = frame.to_ndarray(format="rgb24")
-                    got[i] = np.rot90(rgb, k=header.rotation // 90) if header.rotation else rgb
-                    times[i] = float(frame.time - start) if frame.time is not None else i / fps
-                if i >= indices[-1]:
-                    break
+            with av.open(str(path)) as container:
+                stream = container.streams.video[0]
+                stream.thread_type = "AUTO"
+                if method == "seek":
+                    got, n = _decode_seeking(container, stream, index, targets, grab)
+                else:
+                    got, n = _decode_sequential(container, stream, targets, grab)
+                decoded += n
         except av.FFmpegError as e:
-            log.debug("%s: decode stopped after %d frames: %s", path, len(got), e)
-    missing = sorted(wanted - got.keys())
+            log.debug("%s: %s decode stopped: %s", path, method, e)
+        if len(got) == len(targets):
+            break
+    missing = sorted(set(targets) - got.keys())
     if missing:
-        raise VideoError(
-            str(path),
-            f"truncated or undecodable: frame {missing[0]} of {len(pts)} could not be decoded",
-        )
+        reason = f"truncated or undecodable: frame {missing[0]} of {total} could not be decoded"
+        raise VideoError(str(path), reason)
     frames = np.stack([got[i] for i in indices])
-    return Decoded(frames, indices, [times[i] for i in indices], len(pts), fps, "pyav", reason)
+    times = [index.seconds(i) for i in indices]
+    extra = {"pyav_decoded_frames": decoded, "pyav_method": method}
+    return Decoded(frames, indices, times, total, index.fps, "pyav", reason, extra)
 
 
 def decode_video(path: Path, spec: FrameSpec) -> tuple[Decoded, Header]:
