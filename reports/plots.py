@@ -137,7 +137,8 @@ def plot_timeline(run: RunReport, path: Path, max_rows: int = 2000) -> Path:
         )
     ax1.set_ylabel("sample (by IO start)")
     ax1.invert_yaxis()
-    ax1.legend(loc="lower right", fontsize=8, ncol=5)
+    ax1.legend(loc="upper right", fontsize=8, ncol=5)
+    ax1.yaxis.get_major_locator().set_params(integer=True)
     title = f"{run.run_id}: pipeline stages per sample"
     if len(all_spans) > max_rows:
         title += f" (first {max_rows} of {len(all_spans)})"

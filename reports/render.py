@@ -38,10 +38,8 @@ def _md_cell(s: str) -> str:
     return s.replace("|", "\\|").replace("\n", " ")
 
 
-def to_markdown(
-    title: str, sections: list[Section], images: list[tuple[str, Path]], out_dir: Path
-) -> str:
-    """A Markdown document; images are linked by path relative to ``out_dir``."""
+def to_markdown(title: str, sections: list[Section], out_dir: Path) -> str:
+    """A Markdown document; figures are linked by path relative to ``out_dir``."""
     lines = [f"# {title}", ""]
     for sec in sections:
         lines += [f"{'#' * sec.level} {sec.title}", ""]
@@ -55,8 +53,8 @@ def to_markdown(
         lines += [f"- {n}" for n in sec.notes]
         if sec.notes:
             lines.append("")
-    for caption, path in images:
-        lines += [f"![{caption}]({path.relative_to(out_dir).as_posix()})", ""]
+        for caption, path in sec.figures:
+            lines += [f"![{caption}]({path.relative_to(out_dir).as_posix()})", ""]
     return "\n".join(lines)
 
 
@@ -70,9 +68,7 @@ img{max-width:100%;border:1px solid #ddd}
 """
 
 
-def to_html(
-    title: str, sections: list[Section], images: list[tuple[str, Path]], out_dir: Path
-) -> str:
+def to_html(title: str, sections: list[Section], out_dir: Path) -> str:
     """A self-contained page: PNGs embedded as base64, each linked to its file on disk."""
     e = html.escape
     parts = [
@@ -83,7 +79,7 @@ def to_html(
         level = min(sec.level, 6)
         parts.append(f"<h{level}>{e(sec.title)}</h{level}>")
         if sec.rows:
-            parts.append("<table><tr>" + "".join(f"<th>{e(h)}</th>" for h in sec.headers))
+            parts.append("<table><tr>" + "".join(f"<th>{e(h)}</th>" for h in sec.headers) + "</tr>")
             for row in sec.rows:
                 cells = "".join(
                     f"<td class='{e(c)}'>{e(c)}</td>"
@@ -96,15 +92,19 @@ def to_html(
         else:
             parts.append("<p class='note'>(none)</p>")
         parts += [f"<p class='note'>{e(n)}</p>" for n in sec.notes]
-    for caption, path in images:
-        data = base64.b64encode(path.read_bytes()).decode("ascii")
-        rel = path.relative_to(out_dir).as_posix()
-        parts.append(
-            f"<figure><img alt='{e(caption)}' src='data:image/png;base64,{data}'>"
-            f"<figcaption>{e(caption)} (<a href='{e(rel)}'>{e(rel)}</a>)</figcaption></figure>"
-        )
+        parts += [_figure(caption, path, out_dir) for caption, path in sec.figures]
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def _figure(caption: str, path: Path, out_dir: Path) -> str:
+    e = html.escape
+    data = base64.b64encode(path.read_bytes()).decode("ascii")
+    rel = path.relative_to(out_dir).as_posix()
+    return (
+        f"<figure><img alt='{e(caption)}' src='data:image/png;base64,{data}'>"
+        f"<figcaption>{e(caption)} (<a href='{e(rel)}'>{e(rel)}</a>)</figcaption></figure>"
+    )
 
 
 def run_dict(run: RunReport, util: dict[str, Utilisation | None]) -> dict[str, Any]:

@@ -29,6 +29,8 @@ class Report:
     comparisons: list[tuple[RunReport, RunReport, list[Comparison]]]
     sections: list[S.Section]
     data: dict[str, Any]
+    anchors: dict[str, S.Section] = field(default_factory=dict)
+    """Where each figure goes: ``scores:<i>``, ``timeline:<i>`` (run i), ``compare:<i>``."""
     files: dict[str, Path] = field(default_factory=dict)
 
 
@@ -54,18 +56,22 @@ def build_report(
         ]
         comps.append((runs[0], other, rows))
     sections: list[S.Section] = []
+    anchors: dict[str, S.Section] = {}
     data: dict[str, Any] = {"runs": [], "comparisons": [], "tolerance": tolerance}
-    for run in runs:
+    for i, run in enumerate(runs):
         util_sec, util = S.run_utilisation(run)
-        sections.append(S.summary(run))
+        anchors[f"scores:{i}"] = S.summary(run)
+        anchors[f"timeline:{i}"] = util_sec
+        sections.append(anchors[f"scores:{i}"])
         for b in run.benchmarks.values():
             sections += S.breakdowns(b)
         sections += [S.references(run), util_sec, S.settings(run)]
         data["runs"].append(run_dict(run, util))
-    for run_a, run_b, rows in comps:
-        sections.append(S.comparison(run_a, run_b, rows))
+    for i, (run_a, run_b, rows) in enumerate(comps):
+        anchors[f"compare:{i}"] = S.comparison(run_a, run_b, rows)
+        sections.append(anchors[f"compare:{i}"])
         data["comparisons"].append(comparison_dict(run_a, run_b, rows))
-    return Report(runs, comps, sections, data)
+    return Report(runs, comps, sections, data, anchors)
 
 
 def write_report(
@@ -87,10 +93,10 @@ def write_report(
     title = "evalkit report: " + ", ".join(r.run_id for r in report.runs)
     if "md" in formats:
         files["md"] = out / "report.md"
-        files["md"].write_text(to_markdown(title, report.sections, images, out))
+        files["md"].write_text(to_markdown(title, report.sections, out))
     if "html" in formats:
         files["html"] = out / "report.html"
-        files["html"].write_text(to_html(title, report.sections, images, out))
+        files["html"].write_text(to_html(title, report.sections, out))
     if "json" in formats:
         files["json"] = out / "report.json"
         files["json"].write_text(json.dumps(report.data, indent=2, default=str))
@@ -101,27 +107,28 @@ def write_report(
 
 
 def make_plots(report: Report, folder: Path) -> list[tuple[str, Path]]:
-    """Every figure of the report as (caption, PNG path)."""
+    """Draw every figure, attach each to its section; returns (caption, PNG path) pairs."""
     from reports.plots import plot_compare, plot_scores, plot_timeline
 
-    images = []
-    for run in report.runs:
-        tag = _slug(run.run_id)
-        images.append(
-            (f"{run.run_id}: scores vs reference", plot_scores(run, folder / f"scores_{tag}.png"))
-        )
+    figures: list[tuple[str, str, Path]] = []  # (anchor, caption, path)
+    for i, run in enumerate(report.runs):
+        tag = f"{i}_{_slug(run.run_id)}"
+        path = plot_scores(run, folder / f"scores_{tag}.png")
+        figures.append((f"scores:{i}", f"{run.run_id}: official scores vs reference", path))
         if any(spans(b.records, b.name) for b in run.benchmarks.values()):
-            images.append(
-                (
-                    f"{run.run_id}: pipeline stage timeline and engine occupancy",
-                    plot_timeline(run, folder / f"timeline_{tag}.png"),
-                )
-            )
-    for a, b, rows in report.comparisons:
+            path = plot_timeline(run, folder / f"timeline_{tag}.png")
+            caption = f"{run.run_id}: pipeline stages per sample and requests in the engine"
+            figures.append((f"timeline:{i}", caption, path))
+    for i, (a, b, rows) in enumerate(report.comparisons):
         if rows:
-            path = folder / f"compare_{_slug(b.run_id)}_vs_{_slug(a.run_id)}.png"
-            images.append((f"{b.run_id} vs {a.run_id}", plot_compare(a, b, rows, path)))
-    return images
+            path = folder / f"compare_{i}_{_slug(b.run_id)}_vs_{_slug(a.run_id)}.png"
+            caption = f"{b.run_id} vs {a.run_id}: scores and paired deltas"
+            figures.append((f"compare:{i}", caption, plot_compare(a, b, rows, path)))
+    for sec in report.anchors.values():
+        sec.figures = []
+    for anchor, caption, path in figures:
+        report.anchors[anchor].figures.append((caption, path))
+    return [(caption, path) for _, caption, path in figures]
 
 
 def _slug(s: str) -> str:

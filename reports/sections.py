@@ -7,6 +7,7 @@ between formats; JSON is built from the same objects (see ``reports.render.to_js
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reports.reference import MATCH_RULE
@@ -26,6 +27,8 @@ class Section:
     rows: list[list[str]]
     notes: list[str] = field(default_factory=list)
     level: int = 3
+    figures: list[tuple[str, Path]] = field(default_factory=list)
+    """(caption, PNG path) shown under the section in Markdown and HTML."""
 
 
 def num(v: float | None, digits: int = 2) -> str:

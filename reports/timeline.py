@@ -101,10 +101,16 @@ def occupancy(intervals: list[tuple[float, float]]) -> list[tuple[float, int]]:
     events = sorted(
         [(a, 1) for a, _ in intervals] + [(b, -1) for _, b in intervals], key=lambda e: (e[0], e[1])
     )
-    out, level = [], 0
+    out: list[tuple[float, int]] = []
+    level = 0
     for t, step in events:
         level += step
-        out.append((t, level))
+        # Stamps a microsecond apart are one instant: keep only its final level, so a
+        # request finishing as the next starts shows no spurious spike or dip.
+        if out and t - out[-1][0] < 1e-6:
+            out[-1] = (out[-1][0], level)
+        else:
+            out.append((t, level))
     return out
 
 

@@ -1,0 +1,63 @@
+"""``evalkit report RUN [RUN ...]``: official scores, references, comparisons, plots."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Runs to report, outputs, and the knobs of the statistics."""
+    parser.add_argument("runs", nargs="+", metavar="RUN", help="run directories (runs/<id>)")
+    parser.add_argument(
+        "--out", help="folder for report.md/.html/.json and plots/ (default: <first RUN>/report)"
+    )
+    parser.add_argument(
+        "--format",
+        default="table,md,html,json",
+        help="comma-separated subset of table,md,html,json (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--tolerance", type=float, default=1.0, help="points a reference may differ by"
+    )
+    parser.add_argument(
+        "--model-name", help="name matched against reference entries (default: from --model)"
+    )
+    parser.add_argument(
+        "--exclude-failed",
+        action="store_true",
+        help="leave failed samples out of the aggregate (default: they count as wrong)",
+    )
+    parser.add_argument(
+        "--bootstrap", type=int, default=1000, help="bootstrap resamples (default: %(default)s)"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Build the report, print/write the requested formats, list the files written."""
+    from rich.console import Console
+
+    from evalkit.errors import ConfigError
+    from reports import FORMATS, build_report, write_report
+
+    formats = [f.strip() for f in args.format.split(",") if f.strip()]
+    bad = [f for f in formats if f not in FORMATS]
+    if bad:
+        raise ConfigError(f"--format: unknown {', '.join(bad)}; choose from {', '.join(FORMATS)}")
+    report = build_report(
+        args.runs,
+        tolerance=args.tolerance,
+        model_name=args.model_name,
+        failed="exclude" if args.exclude_failed else "zero",
+        bootstrap=args.bootstrap,
+        seed=args.seed,
+    )
+    out = Path(args.out) if args.out else Path(args.runs[0]) / "report"
+    console = Console(width=None if sys.stdout.isatty() else 200)
+    files = write_report(report, out, formats, console)
+    for kind in ("md", "html", "json"):
+        if kind in files:
+            print(f"{kind}: {files[kind]}")
+    return 0

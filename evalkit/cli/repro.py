@@ -1,0 +1,113 @@
+"""``evalkit repro RUN --tolerance 1.0``: does each benchmark reproduce its reference?
+
+Exit status: 0 when every benchmark with a matching reference is within tolerance, 1 on
+any miss (or, with ``--strict``, any benchmark without a reference), 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The run, the tolerance, and how to name the model."""
+    parser.add_argument("run", nargs="?", metavar="RUN", help="run directory (runs/<id>)")
+    parser.add_argument("--run", dest="run_opt", metavar="RUN", help="same as RUN")
+    parser.add_argument(
+        "--tolerance", type=float, default=1.0, help="points a score may differ by (default 1.0)"
+    )
+    parser.add_argument(
+        "--model-name", help="name matched against reference entries (default: from --model)"
+    )
+    parser.add_argument(
+        "--strict", action="store_true", help="a benchmark with no matching reference fails"
+    )
+    parser.add_argument(
+        "--exclude-failed",
+        action="store_true",
+        help="leave failed samples out of the aggregate (default: they count as wrong)",
+    )
+    parser.add_argument("--json", metavar="FILE", help="also write the verdicts as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the verdict table; name every miss on stderr; exit non-zero on a miss."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from evalkit.errors import ConfigError
+    from reports.load import load_run
+    from reports.reference import MATCH_RULE, verdicts
+
+    path = args.run or args.run_opt
+    if not path:
+        raise ConfigError("give the run directory: evalkit repro runs/<id> --tolerance 1.0")
+    run_ = load_run(path, failed="exclude" if args.exclude_failed else "zero")
+    results = verdicts(run_, args.tolerance, args.model_name)
+    table = Table(title=f"reproduction check: {run_.run_id} ({run_.model})", title_justify="left")
+    for col in (
+        "benchmark",
+        "metric",
+        "reference",
+        "ours",
+        "± se",
+        "delta",
+        "verdict",
+        "settings differing from reference",
+    ):
+        table.add_column(col, overflow="fold")
+    for v in results:
+        if not v.checks:
+            table.add_row(
+                v.benchmark,
+                "-",
+                "-",
+                _n(run_.benchmarks[v.benchmark].overall),
+                _n(v.stderr),
+                "-",
+                v.status,
+                "-",
+            )
+        for c in v.checks:
+            table.add_row(
+                v.benchmark,
+                c.metric,
+                f"{c.reference:g} ({c.model})",
+                _n(c.value),
+                _n(v.stderr) if c.metric == "overall" else "-",
+                _n(c.delta),
+                c.verdict,
+                ", ".join(c.settings_diff) or "none",
+            )
+    console = Console(width=None if sys.stdout.isatty() else 200)
+    console.print(table)
+    console.print(
+        f"tolerance ±{args.tolerance:g} points; matching: {MATCH_RULE}",
+        markup=False,
+        highlight=False,
+    )
+    failing = [v for v in results if v.status in ("miss", "no score")]
+    if args.strict:
+        failing += [v for v in results if v.status == "no reference"]
+    for v in results:
+        if v.status == "no reference":
+            print(f"no reference: {v.message}", file=sys.stderr)
+    for v in failing:
+        print(f"FAIL {v.status}: {v.message}", file=sys.stderr)
+    if args.json:
+        doc = {
+            "run": str(run_.path),
+            "tolerance": args.tolerance,
+            "ok": not failing,
+            "verdicts": [v.to_dict() for v in results],
+        }
+        with open(args.json, "w") as f:
+            json.dump(doc, f, indent=2)
+    print("repro: OK" if not failing else f"repro: {len(failing)} benchmark(s) failed")
+    return 1 if failing else 0
+
+
+def _n(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f}"
