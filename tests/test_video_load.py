@@ -75,9 +75,10 @@ def test_each_container_yields_the_frames_the_spec_picks(clips: dict[str, Path],
         FrameSpec(fps=8.0, max_frames=10, min_pixels=56 * 56, max_pixels=84 * 84),
         FrameSpec(nframes=6, min_pixels=64 * 64, max_pixels=128 * 128, factor=32),
         FrameSpec(nframes=200, min_pixels=56 * 56, max_pixels=56 * 56),  # > frames: repeats
+        FrameSpec(nframes=40, min_pixels=56 * 56, max_pixels=56 * 56),  # > one decode chunk
         FrameSpec(fps=2.0, min_pixels=56 * 56, max_pixels=224 * 224, total_pixels=56 * 56 * 8),
     ],
-    ids=["fps1", "capped", "nframes_f32", "nframes_repeat", "total_budget"],
+    ids=["fps1", "capped", "nframes_f32", "nframes_repeat", "two_chunks", "total_budget"],
 )
 def test_specs_choose_indices_and_sizes(clips: dict[str, Path], spec: FrameSpec) -> None:
     _check_frames(clips["mp4_h264"], spec)
@@ -245,3 +246,10 @@ def test_pyav_seeks_to_keyframes_for_sparse_samples(
     assert read_indices(frames.array) == frames.meta.indices == [0, 100, 199, 299]
     # one GOP of 10 frames per sample at most (+ the first), not the 300 of the clip
     assert frames.meta.extra["pyav_decoded_frames"] <= 4 * 10 + 1
+
+
+def test_an_extreme_aspect_ratio_is_a_video_error_not_a_fallback(tmp_path: Path) -> None:
+    path = write_index_video(tmp_path / "strip.mp4", 4, 30.0, 1620, 8)
+    with pytest.raises(VideoError, match="aspect ratio") as err:
+        load_video(path, SMALL)
+    assert err.value.path == str(path)

@@ -40,11 +40,23 @@ class Header:
     codec: str
 
 
+# Turns upright source frames (a chunk of the sample) into output frames; gets the total
+# number of sampled frames too, since the per-frame pixel budget depends on it.
+Shrink = Callable[[np.ndarray, int], np.ndarray]
+# Frames are decoded and shrunk in chunks: 768 source frames of a 4K clip would not fit.
+CHUNK = 32
+
+
+def _keep(frames: np.ndarray, n: int) -> np.ndarray:
+    return frames
+
+
 @dataclass
 class Decoded:
-    """Upright source frames at ``indices`` and what is known about the clip."""
+    """Frames at ``indices`` (upright, after ``shrink``) and what is known about the clip."""
 
-    frames: np.ndarray  # T x H x W x 3 uint8, source size, upright
+    frames: np.ndarray  # T x H x W x 3 uint8
+    source_size: tuple[int, int]  # upright (H, W) of the source frames
     indices: list[int]
     timestamps: list[float]
     total_frames: int
@@ -112,7 +124,7 @@ def check_complete(path: Path, header: Header, total_frames: int, fps: float) ->
         )
 
 
-def decode_decord(path: Path, spec: FrameSpec, header: Header) -> Decoded:
+def decode_decord(path: Path, spec: FrameSpec, header: Header, shrink: Shrink = _keep) -> Decoded:
     """Sample and decode with decord (``VideoReader.get_batch``); raises on any failure."""
     import decord
 
@@ -122,9 +134,13 @@ def decode_decord(path: Path, spec: FrameSpec, header: Header) -> Decoded:
         raise RuntimeError(f"decord reports {total} frames at {fps} fps")
     check_complete(path, header, total, fps)
     indices = _sample(path, total, fps, spec)
-    frames = vr.get_batch(indices).asnumpy()
+    chunks, size = [], (0, 0)
+    for at in range(0, len(indices), CHUNK):
+        raw = vr.get_batch(indices[at : at + CHUNK]).asnumpy()
+        size = raw.shape[1:3]
+        chunks.append(shrink(raw, len(indices)))
     timestamps = [float(t) for t in vr.get_frame_timestamp(indices)[:, 0]]
-    return Decoded(frames, indices, timestamps, total, fps, "decord")
+    return Decoded(np.concatenate(chunks), size, indices, timestamps, total, fps, "decord")
 
 
 def _sample(path: Path, total: int, fps: float, spec: FrameSpec) -> list[int]:
@@ -217,7 +233,9 @@ def _decode_sequential(
     return got, i + 1
 
 
-def decode_pyav(path: Path, spec: FrameSpec, header: Header, reason: str | None) -> Decoded:
+def decode_pyav(
+    path: Path, spec: FrameSpec, header: Header, reason: str | None, shrink: Shrink = _keep
+) -> Decoded:
     """Sample and decode with PyAV (seeking to keyframes; sequential if pts are unusable)."""
     import av
 
@@ -234,9 +252,13 @@ def decode_pyav(path: Path, spec: FrameSpec, header: Header, reason: str | None)
     indices = _sample(path, total, index.fps, spec)
     targets = sorted(set(indices))
 
+    size = [(0, 0)]
+
     def grab(frame: Any) -> np.ndarray:
         rgb = frame.to_ndarray(format="rgb24")
-        return np.rot90(rgb, k=header.rotation // 90) if header.rotation else rgb
+        upright = np.rot90(rgb, k=header.rotation // 90) if header.rotation else rgb
+        size[0] = upright.shape[:2]
+        return shrink(upright[None], len(indices))[0]
 
     got: dict[int, np.ndarray] = {}
     decoded = 0
@@ -261,20 +283,24 @@ def decode_pyav(path: Path, spec: FrameSpec, header: Header, reason: str | None)
     frames = np.stack([got[i] for i in indices])
     times = [index.seconds(i) for i in indices]
     extra = {"pyav_decoded_frames": decoded, "pyav_method": method}
-    return Decoded(frames, indices, times, total, index.fps, "pyav", reason, extra)
+    return Decoded(frames, size[0], indices, times, total, index.fps, "pyav", reason, extra)
 
 
-def decode_video(path: Path, spec: FrameSpec) -> tuple[Decoded, Header]:
-    """Decode the frames ``spec`` picks from ``path``: decord, else PyAV (reason recorded)."""
+def decode_video(path: Path, spec: FrameSpec, shrink: Shrink = _keep) -> tuple[Decoded, Header]:
+    """Decode the frames ``spec`` picks from ``path``: decord, else PyAV (reason recorded).
+
+    ``shrink`` (e.g. the resize to the output size) is applied chunk by chunk as frames
+    are decoded; it must raise VideoError, not other errors, for a bad input.
+    """
     header = read_header(path)
     if header.rotation:
         reason = f"rotation {header.rotation}: decord applies display matrices inconsistently"
-        return decode_pyav(path, spec, header, reason), header
+        return decode_pyav(path, spec, header, reason, shrink), header
     try:
-        return decode_decord(path, spec, header), header
+        return decode_decord(path, spec, header, shrink), header
     except VideoError:
         raise
     except Exception as e:  # decord raises bare RuntimeError/DECORDError with C++ context
         reason = f"decord failed: {type(e).__name__}: {_ffmpeg_reason(e)}"
         log.info("%s: %s; decoding with PyAV", path, reason)
-        return decode_pyav(path, spec, header, reason), header
+        return decode_pyav(path, spec, header, reason, shrink), header

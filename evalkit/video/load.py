@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
+
 from evalkit.errors import VideoError
 from evalkit.sample import VideoRef
 from evalkit.video.decode import decode_video
@@ -34,13 +36,18 @@ def load_video(ref: VideoRef | str | os.PathLike[str], spec: FrameSpec) -> Frame
     else:
         path = Path(ref)
     _check_file(path)
-    decoded, header = decode_video(path, spec)
-    src_h, src_w = decoded.frames.shape[1:3]
-    try:
-        out_h, out_w = video_size(src_h, src_w, spec, len(decoded.indices))
-    except ValueError as e:
-        raise VideoError(str(path), str(e)) from e
-    array = resize_frames(decoded.frames, out_h, out_w)
+
+    def shrink(frames: np.ndarray, n: int) -> np.ndarray:
+        try:
+            h, w = video_size(frames.shape[1], frames.shape[2], spec, n)
+        except ValueError as e:  # aspect ratio beyond Qwen's limit
+            raise VideoError(str(path), str(e)) from e
+        return resize_frames(frames, h, w)
+
+    decoded, header = decode_video(path, spec, shrink)
+    array = decoded.frames
+    src_h, src_w = decoded.source_size
+    out_h, out_w = array.shape[1:3]
     extra = {"codec": header.codec, **decoded.extra}
     if header.rotation:
         extra["rotation"] = header.rotation
