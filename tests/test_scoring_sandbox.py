@@ -89,10 +89,26 @@ def test_the_os_layers_hold_without_the_audit_hook() -> None:
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the drop to nobody is only done as root")
-def test_root_only_files_are_unreadable_even_without_the_audit_hook() -> None:
-    code = "open('/etc/shadow').read()"
+def test_files_outside_the_job_are_out_of_reach_even_without_the_audit_hook() -> None:
+    # As nobody, root-only files are unreadable; inside the filesystem jail, world-readable
+    # files (/etc/passwd, this repository) are not there at all.
+    paths = ["/etc/shadow"]
+    if "filesystem_jail" in isolation():
+        paths += ["/etc/passwd", str(Path(__file__).resolve())]
+    for path in paths:
+        code = f"open({path!r}).read()"
+        got = run_job({"kind": "python", "code": code, "tests": ["pass"], "audit_hook": False})
+        assert got.result is not None and got.result["passed"] == [False], path
+        assert "Error" in got.result["error"], path
+
+
+def test_the_jail_is_read_only_outside_the_job_directory() -> None:
+    if "filesystem_jail" not in isolation():
+        pytest.skip("no filesystem jail on this machine")
+    code = "open('/usr/evalkit-was-here', 'w')"
     got = run_job({"kind": "python", "code": code, "tests": ["pass"], "audit_hook": False})
-    assert got.result is not None and "Permission" in got.result["error"]
+    assert got.result is not None and got.result["passed"] == [False]
+    assert not Path("/usr/evalkit-was-here").exists()
 
 
 def test_the_sandbox_starts_from_an_empty_environment_in_a_fresh_directory() -> None:

@@ -15,7 +15,9 @@ import os
 import site
 import sys
 
-sys.path[:] = [p for p in sys.path if p and not p.endswith("scoring")]
+if len(sys.argv) > 1:  # inside the filesystem jail the job directory is /sandbox
+    os.chdir(sys.argv[1])
+sys.path[:] = [p for p in sys.path if p and not p.endswith(("scoring", "sandbox"))]
 CWD = os.path.realpath(os.getcwd())
 _READ_OK = tuple(
     {
@@ -138,6 +140,8 @@ def main():
     with open("job.json") as f:
         job = json.load(f)
     os.unlink("job.json")
+    if os.path.exists("_child.py"):  # this file, copied in for the jail: already read
+        os.unlink("_child.py")
     out = os.dup(1)
     if job["kind"] == "svg":
         import cairosvg  # noqa: F401  (imported before the hook: it reads its own files)

@@ -4,6 +4,9 @@ Layers, outermost first:
 - a new network namespace (no interfaces up: every socket fails) and a new PID namespace
   (when the sandbox's first process dies the kernel kills everything it started, even
   processes that left the process group), via util-linux ``unshare`` when running as root;
+- a filesystem jail (a new mount namespace, chroot into a tmpfs root holding read-only
+  binds of /usr and the Python installation, and the job directory at /sandbox): the rest
+  of the machine — /etc/passwd, /home, this repository — is not there at all;
 - privileges dropped to ``nobody`` (``setpriv``) so that RLIMIT_NPROC is enforced — the
   kernel does not apply it to root;
 - rlimits: CPU seconds, address space, file size, process count, open files;
@@ -11,7 +14,9 @@ Layers, outermost first:
 - an empty environment and a fresh temporary working directory, removed afterwards;
 - inside, an audit hook (``_sandbox_child.py``) refusing files outside that directory,
   sockets, subprocesses and ctypes.
-``isolation()`` says which layers are available on this machine.
+``isolation()`` says which layers are available on this machine; without root (or
+without util-linux) only the rlimits, the wall clock, the empty environment, the temporary
+directory and the audit hook remain, and ``RunResult.isolation`` records that.
 """
 
 from __future__ import annotations
@@ -79,10 +84,86 @@ def isolation() -> tuple[str, ...]:
         )
         if probe.returncode == 0:
             layers += ["net_namespace", "pid_namespace"]
+            if shutil.which("mount") and shutil.which("chroot") and _probe_jail():
+                layers.append("filesystem_jail")
     return tuple(layers)
 
 
-def _command(layers: tuple[str, ...], limits: Limits) -> list[str]:
+# Runs as root inside the new mount namespace (private propagation: nothing here is seen
+# outside it). It builds a root on a tmpfs with read-only binds of what Python needs and
+# the job directory at /sandbox, then chroots. The tmpfs and every bind vanish with the
+# namespace, so the host side only ever has to rmdir one empty directory.
+_JAIL = r"""
+set -e
+root=$1; work=$2; shift 2
+mount -t tmpfs -o size=8m,mode=755 evalkit-jail "$root"
+while [ "$1" != "--" ]; do
+  p=$1; shift
+  if [ -L "$p" ]; then
+    mkdir -p "$root$(dirname "$p")"; ln -sfn "$(readlink "$p")" "$root$p"
+  elif [ -d "$p" ]; then
+    mkdir -p "$root$p"; mount --rbind "$p" "$root$p"; mount -o remount,bind,ro "$root$p"
+  elif [ -f "$p" ]; then
+    mkdir -p "$root$(dirname "$p")"; : > "$root$p"; mount --bind "$p" "$root$p"
+    mount -o remount,bind,ro "$root$p"
+  fi
+done
+shift
+mkdir -p "$root/sandbox" "$root/dev" "$root/proc" "$root/tmp"
+for d in null zero urandom random; do
+  : > "$root/dev/$d"; mount --bind "/dev/$d" "$root/dev/$d"
+done
+mount --bind "$work" "$root/sandbox"
+mount -t proc proc "$root/proc"
+exec chroot "$root" "$@"
+"""
+
+
+def _jail_paths() -> list[str]:
+    # System libraries, the Python installation(s) and what cairo/fontconfig read.
+    wanted = ["/usr", "/bin", "/lib", "/lib32", "/lib64", "/sbin", "/etc/ld.so.cache",
+              "/etc/fonts", "/etc/alternatives"]  # fmt: skip
+    for p in {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}:
+        wanted.append(p)
+        real = os.path.realpath(p)
+        if real != p:
+            wanted.append(real)
+    exe = os.path.realpath(sys.executable)
+    wanted.append(os.path.dirname(exe))
+    out: list[str] = []
+    for p in wanted:  # parents first, and nothing inside a directory bound already
+        if os.path.lexists(p) and not any(p.startswith(q.rstrip("/") + "/") for q in out):
+            out.append(p)
+    return out
+
+
+def _jail_prefix(root: Path, workdir: Path) -> list[str]:
+    return ["sh", "-c", _JAIL, "jail", str(root), str(workdir), *_jail_paths(), "--"]
+
+
+def _probe_jail() -> bool:
+    root = Path(tempfile.mkdtemp(prefix="evalkit-jail-"))
+    work = Path(tempfile.mkdtemp(prefix="evalkit-jail-work-"))
+    try:
+        cmd = ["unshare", "--mount", "--pid", "--fork", "--kill-child", "--"]
+        cmd += [*_jail_prefix(root, work), sys.executable, "-I", "-c", "pass"]
+        return subprocess.run(cmd, capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+    finally:
+        _remove_jail(root)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _remove_jail(root: Path) -> None:
+    # Never recursive: if anything were still mounted there, rmdir fails and we leave it.
+    with contextlib.suppress(OSError):
+        os.rmdir(root)
+
+
+def _command(
+    layers: tuple[str, ...], limits: Limits, workdir: Path, jail: Path | None
+) -> list[str]:
     cmd: list[str] = []
     if "prlimit" in layers:
         # Set by util-linux prlimit before exec (preexec_fn is unsafe in threaded parents).
@@ -98,7 +179,10 @@ def _command(layers: tuple[str, ...], limits: Limits) -> list[str]:
             "--",
         ]
     if "net_namespace" in layers:
-        cmd += ["unshare", "--net", "--pid", "--fork", "--kill-child", "--"]
+        cmd += ["unshare", "--net", "--pid", "--fork", "--kill-child"]
+        cmd += ["--mount", "--"] if jail is not None else ["--"]
+    if jail is not None:
+        cmd += _jail_prefix(jail, workdir)
     if "drop_to_nobody" in layers:
         cmd += [
             "setpriv",
@@ -108,6 +192,8 @@ def _command(layers: tuple[str, ...], limits: Limits) -> list[str]:
             "--no-new-privs",
             "--",
         ]
+    if jail is not None:  # the harness was copied into the job directory, /sandbox inside
+        return [*cmd, sys.executable, "-I", "-B", "/sandbox/_child.py", "/sandbox"]
     return [*cmd, sys.executable, "-I", "-B", str(_CHILD)]
 
 
@@ -129,16 +215,20 @@ def run_job(job: dict[str, Any], limits: Limits | None = None) -> RunResult:
     limits = limits or Limits()
     layers = isolation()
     workdir = Path(tempfile.mkdtemp(prefix="evalkit-sandbox-"))
+    jail = Path(tempfile.mkdtemp(prefix="evalkit-jail-")) if "filesystem_jail" in layers else None
     nonce = secrets.token_hex(16)
     start = time.monotonic()
     try:
         (workdir / "job.json").write_text(json.dumps(job))
+        if jail is not None:
+            shutil.copyfile(_CHILD, workdir / "_child.py")
         if "drop_to_nobody" in layers:
             os.chown(workdir, NOBODY, NOBODY)
-            os.chown(workdir / "job.json", NOBODY, NOBODY)
+            for f in workdir.iterdir():
+                os.chown(f, NOBODY, NOBODY)
         os.chmod(workdir, 0o700)
         proc = subprocess.Popen(
-            _command(layers, limits),
+            _command(layers, limits, workdir, jail),
             cwd=workdir,
             env={},
             stdin=subprocess.PIPE,
@@ -165,6 +255,8 @@ def run_job(job: dict[str, Any], limits: Limits | None = None) -> RunResult:
         )
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+        if jail is not None:
+            _remove_jail(jail)
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:
