@@ -1,0 +1,178 @@
+"""The written report: Markdown, HTML with valid embedded PNG plots, JSON, the CLI."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import re
+import shutil
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from evalkit.cli.main import main
+from reports import build_report, load_run, write_report
+from reports.synthetic import Rec, write_run
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def _recs(n_right: int, n: int = 20, t0: float = 1000.0) -> list[Rec]:
+    out = []
+    for i in range(n):
+        s = t0 + 0.1 * i
+        timings = {
+            "io_start": s,
+            "io_end": s + 0.05,
+            "submitted": s + 0.07,
+            "first_token": s + 0.2,
+            "finished": s + 0.6,
+            "scored": s + 0.61,
+        }
+        dur = ("short", "medium", "long")[i % 3]
+        out.append(Rec(str(i), float(i < n_right), {"duration": dur}, timings=timings))
+    out.append(Rec("f", fields={"duration": "short"}, failed_stage="io", timings={"io_start": t0}))
+    return out
+
+
+@pytest.fixture
+def two_runs(tmp_path: Path) -> tuple[Path, Path]:
+    model = "/ckpt/Qwen2.5-VL-7B-Instruct"
+    a = write_run(tmp_path / "runs" / "a", model, {"Video-MME": _recs(12)})
+    b = write_run(tmp_path / "runs" / "b", model, {"Video-MME": _recs(12)}, frames={"fps": 1.0})
+    return a, b
+
+
+class _Links(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.img: list[str] = []
+        self.href: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if tag == "img" and a.get("src"):
+            self.img.append(str(a["src"]))
+        if tag == "a" and a.get("href"):
+            self.href.append(str(a["href"]))
+
+
+def _assert_png(data: bytes) -> None:
+    assert data.startswith(PNG_SIGNATURE)
+    Image.open(io.BytesIO(data)).verify()
+    with Image.open(io.BytesIO(data)) as im:
+        im.load()
+        assert im.width > 100 and im.height > 100
+
+
+def test_html_references_only_existing_valid_pngs(two_runs: tuple[Path, Path], tmp_path: Path):
+    out = tmp_path / "out"
+    files = write_report(build_report(list(two_runs), bootstrap=50), out, ["html"])
+    links = _Links()
+    links.feed(files["html"].read_text())
+    # one scores plot per run, the timeline of each run, the A-vs-B plot
+    assert len(links.img) == 5
+    for src in links.img:
+        prefix = "data:image/png;base64,"
+        if src.startswith(prefix):
+            _assert_png(base64.b64decode(src[len(prefix) :]))
+        else:
+            _assert_png((out / src).read_bytes())
+    pngs = [h for h in links.href if h.endswith(".png")]
+    assert len(pngs) == 5
+    for href in pngs:
+        _assert_png((out / href).read_bytes())
+
+
+def test_markdown_links_existing_pngs_and_json_holds_the_numbers(
+    two_runs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    files = write_report(build_report([two_runs[0]], bootstrap=50), out, ["md", "json"])
+    md = files["md"].read_text()
+    targets = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", md)
+    assert targets and all((out / t).is_file() for t in targets)
+    for t in targets:
+        _assert_png((out / t).read_bytes())
+    assert "| Video-MME | 57.14 ± 11.07 | mean | 21 | 20 | 1 | 0 |" in md
+    doc = json.loads(files["json"].read_text())
+    bench = doc["runs"][0]["benchmarks"]["Video-MME"]
+    ref = load_run(two_runs[0]).benchmarks["Video-MME"]
+    assert bench["overall"] == pytest.approx(ref.overall)
+    assert bench["counts"] == {
+        "total": 21,
+        "scored": 20,
+        "failed": 1,
+        "unscored": 0,
+        "failed_by_stage": {"io": 1},
+    }
+    assert bench["references"][0]["verdict"] == "miss"  # 57.14 vs 65.1
+    u = bench["utilisation"]
+    assert u["samples"] == 21 and 0 < u["busy_fraction"] <= 1 and u["max_in_flight"] >= 1
+
+
+def test_cli_report_compares_two_identical_runs_as_not_significant(
+    two_runs: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    out = tmp_path / "cmp"
+    argv = ["report", *map(str, two_runs), "--out", str(out), "--format", "table,json"]
+    assert main([*argv, "--bootstrap", "100"]) == 0
+    stdout = capsys.readouterr().out
+    assert "not significant" in stdout
+    assert "benchmarks.Video-MME.frames.fps: 2.0 -> 1.0" in stdout
+    comp = json.loads((out / "report.json").read_text())["comparisons"][0]["benchmarks"][0]
+    assert comp["delta"] == 0.0 and comp["verdict"] == "not significant"
+
+
+def test_unknown_format_is_an_error(two_runs: tuple[Path, Path]) -> None:
+    assert main(["report", str(two_runs[0]), "--format", "pdf"]) == 2
+
+
+def test_importing_reports_does_not_import_matplotlib() -> None:
+    code = "import reports, evalkit.cli.report, sys; print('matplotlib' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+_CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.heavy
+@pytest.mark.skipif(_CHROMIUM is None, reason="chromium is not installed")
+def test_page_renders_with_its_plots_in_headless_chromium(
+    two_runs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    page = write_report(build_report(list(two_runs), bootstrap=50), out, ["html"])["html"]
+    # A copy of the page reports, once loaded, the decoded width of every image.
+    probe = out / "probe.html"
+    script = (
+        "<script>window.addEventListener('load',()=>document.body.setAttribute('data-imgs',"
+        "[...document.images].map(i=>i.complete?i.naturalWidth:-1).join(',')))</script>"
+    )
+    probe.write_text(page.read_text().replace("</body>", script + "</body>"))
+    flags = [str(_CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"]
+    dom = subprocess.run(
+        [*flags, "--dump-dom", probe.as_uri()], capture_output=True, text=True, timeout=180
+    ).stdout
+    widths = re.search(r'data-imgs="([^"]*)"', dom)
+    assert widths, "the page did not finish loading"
+    assert [int(w) > 0 for w in widths.group(1).split(",")] == [True] * 5
+    shot = tmp_path / "shot.png"
+    subprocess.run(
+        [*flags, "--window-size=1300,5000", f"--screenshot={shot}", page.as_uri()],
+        capture_output=True,
+        timeout=180,
+        check=True,
+    )
+    with Image.open(shot) as im:
+        rgb = np.asarray(im.convert("RGB"), dtype=int)
+    # the score bars' colour (#4c72b0) appears only inside the plots
+    bar_pixels = (np.abs(rgb - [76, 114, 176]).sum(axis=-1) < 30).sum()
+    assert bar_pixels > 2000
