@@ -13,6 +13,7 @@ from evalkit.errors import EvalkitError
 COMMANDS: dict[str, tuple[str, str]] = {
     "cache": ("evalkit.cli.cache", "build, verify, list and prune the frame cache"),
     "bench": ("evalkit.cli.bench", "list, show and validate the pinned benchmark specs"),
+    "synth": ("evalkit.cli.synth", "generate the SynthVideo benchmark"),
     "report": ("evalkit.cli.report", "report runs: official scores, references, plots, A vs B"),
     "repro": ("evalkit.cli.repro", "check a run's scores against published references (CI)"),
 }
