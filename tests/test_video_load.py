@@ -209,6 +209,9 @@ BROKEN = {
     "truncated_faststart_mp4": (_faststart_truncated, "truncated"),
     "truncated_mkv": (_mkv_truncated, "truncated"),
     "mp4_cut_before_its_index": (_mp4_without_index, "not a readable video"),
+    # an mp4 without samples has no track at all; an mkv ends right after its header
+    "zero_frames_mp4": (lambda d: write_index_video(d / "none.mp4", 0), "no video stream"),
+    "zero_frames_mkv": (lambda d: write_index_video(d / "none.mkv", 0), "0 frames"),
 }
 
 

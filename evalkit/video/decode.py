@@ -82,6 +82,8 @@ def read_header(path: Path) -> Header:
 
     try:
         container = av.open(str(path))
+    except av.EOFError as e:  # e.g. a header written and not one frame after it
+        raise VideoError(str(path), "the file ends before any video frame (0 frames)") from e
     except (av.FFmpegError, UnicodeDecodeError) as e:
         raise VideoError(str(path), f"not a readable video file ({_ffmpeg_reason(e)})") from e
     with container:

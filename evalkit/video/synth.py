@@ -153,6 +153,7 @@ def write_index_video(
             stream.codec_context.options = {"x265-params": "log-level=error", **(options or {})}
         if rot:
             stream.set_display_rotation(rot)
+        container.start_encoding()  # writes the header even when n_frames == 0
         for i in range(n_frames):
             # The player turns the coded frame counter-clockwise by `rot`; store the inverse.
             img = np.ascontiguousarray(np.rot90(index_frame(i, width, height), k=-rot // 90))
