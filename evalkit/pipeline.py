@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from evalkit.engines.base import Completion, Engine, Request
-from evalkit.errors import DataError, EvalkitError, TransientError
+from evalkit.errors import DataError, TransientError
 from evalkit.sample import Sample
 from evalkit.scoring.types import Score
 from evalkit.store import Store
@@ -151,7 +151,7 @@ class Pipeline:
         stats.io_running += 1
         try:
             request = await loop.run_in_executor(io_pool, self.prepare, sample)
-        except EvalkitError as exc:
+        except Exception as exc:  # bad input, or a bug in a loader: fail this sample only
             stats.io_running -= 1
             await loop.run_in_executor(sink_pool, self._fail, sample, "io", exc, timings)
             return
@@ -264,7 +264,7 @@ class Pipeline:
                 t: dict[str, Any] = {"io_start": time.time()}
                 try:
                     request = self.prepare(sample)
-                except EvalkitError as exc:
+                except Exception as exc:
                     self._fail(sample, "io", exc, t)
                     continue
                 t["io_end"] = time.time()

@@ -12,8 +12,10 @@ from evalkit.errors import EvalkitError
 # ``run(args) -> int``; it is imported only when its command runs.
 COMMANDS: dict[str, tuple[str, str]] = {
     "cache": ("evalkit.cli.cache", "build, verify, list and prune the frame cache"),
+    "model": ("evalkit.cli.model", "model utilities: build a tiny random Qwen-VL checkpoint"),
     "bench": ("evalkit.cli.bench", "list, show and validate the pinned benchmark specs"),
     "synth": ("evalkit.cli.synth", "generate the SynthVideo benchmark"),
+    "run": ("evalkit.cli.run", "evaluate a model on benchmarks (async pipeline on vLLM)"),
     "report": ("evalkit.cli.report", "report runs: official scores, references, plots, A vs B"),
     "repro": ("evalkit.cli.repro", "check a run's scores against published references (CI)"),
 }

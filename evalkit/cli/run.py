@@ -1,0 +1,248 @@
+"""``evalkit run``: evaluate a model on benchmarks through the asynchronous pipeline."""
+
+from __future__ import annotations
+
+import argparse
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from evalkit.config import add_model_args, load_yaml_model
+from evalkit.errors import ConfigError
+from evalkit.pipeline import Pipeline, PipelineConfig
+from evalkit.runner import FrameOverrides, RunConfig
+
+# Engine knobs with their own flags (all others: --engine-opt KEY=VALUE).
+_ENGINE_FLAGS = {
+    "max_num_batched_tokens": int,
+    "max_num_seqs": int,
+    "tensor_parallel_size": int,
+    "gpu_memory_utilization": float,
+    "dtype": str,
+    "max_model_len": int,
+}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Flags of ``evalkit run``; every one also has a key in ``--config`` YAML."""
+    p.add_argument("--config", help="run YAML (RunConfig fields); flags override it")
+    p.add_argument("--bench", help="benchmarks, comma-separated (NAME or NAME:VARIANT)")
+    p.add_argument("--model", help="checkpoint directory (served model name for --engine openai)")
+    p.add_argument("--data", help="unified JSON/JSONL file run as an ad-hoc benchmark")
+    p.add_argument("--video-root", help="folder of the ad-hoc file's relative media paths")
+    p.add_argument("--data-root", help="folder with one sub-folder per benchmark (official layout)")
+    p.add_argument("--engine", choices=["vllm", "hf", "openai"], help="inference backend")
+    p.add_argument(
+        "--engine-opt",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="backend setting (YAML value), repeatable",
+    )
+    for name, typ in _ENGINE_FLAGS.items():
+        p.add_argument("--" + name.replace("_", "-"), type=typ, help=f"engine option {name}")
+    p.add_argument("--variant", choices=["plain", "thinking"], help="prompt variant")
+    p.add_argument("--max-tokens", type=int, help="generation cap override")
+    p.add_argument("--limit", type=int, help="first N samples of each benchmark")
+    p.add_argument("--mode", choices=["async", "sync"], help="sync = vanilla batches (baseline)")
+    p.add_argument(
+        "--require-cache",
+        action="store_true",
+        default=None,
+        help="fail samples whose frames are not cached",
+    )
+    p.add_argument("--cache-root", help="frame cache folder")
+    p.add_argument("--cache-workers", type=int, help="processes decoding cache misses")
+    p.add_argument("--runs-dir", help="where run directories go (default runs/)")
+    p.add_argument("--run-id", help="run directory name")
+    p.add_argument("--resume", help="run directory to continue (skips finished sample ids)")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        default=None,
+        help="resume even if the configuration changed",
+    )
+    p.add_argument(
+        "--retry-failed", action="store_true", default=None, help="on resume, rerun failed samples"
+    )
+    p.add_argument("--no-progress", action="store_true", help="no live progress display")
+    add_model_args(p, FrameOverrides, prefix="frames_")
+    add_model_args(p, PipelineConfig, prefix="pipeline_")
+
+
+def config_from_args(args: argparse.Namespace) -> RunConfig:
+    """Merge ``--config`` YAML with flags into a validated RunConfig."""
+    data: dict[str, Any] = {}
+    if args.config:
+        data = load_yaml_model(args.config, RunConfig).model_dump(exclude_unset=True)
+    plain = (
+        "model",
+        "data",
+        "video_root",
+        "data_root",
+        "engine",
+        "variant",
+        "max_tokens",
+        "limit",
+        "mode",
+        "require_cache",
+        "cache_root",
+        "cache_workers",
+        "runs_dir",
+        "run_id",
+        "resume",
+        "force",
+        "retry_failed",
+    )
+    for key in plain:
+        value = getattr(args, key)
+        if value is not None:
+            data[key] = value
+    if args.bench:
+        data["bench"] = [b.strip() for b in args.bench.split(",") if b.strip()]
+    options = dict(data.get("engine_options", {}))
+    for name in _ENGINE_FLAGS:
+        if getattr(args, name) is not None:
+            options[name] = getattr(args, name)
+    for item in args.engine_opt:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--engine-opt {item!r}: expected KEY=VALUE")
+        options[key] = yaml.safe_load(value)
+    data["engine_options"] = options
+    for prefix, group in (("frames_", FrameOverrides), ("pipeline_", PipelineConfig)):
+        sub = dict(data.get(prefix[:-1], {}))
+        for name in group.model_fields:
+            if getattr(args, prefix + name, None) is not None:
+                sub[name] = getattr(args, prefix + name)
+        data[prefix[:-1]] = sub
+    if "model" not in data:
+        raise ConfigError("--model is required (or `model:` in --config)")
+    return RunConfig.model_validate(data)
+
+
+class Progress:
+    """A live line per benchmark: rate, tokens/s, in flight, IO depth, cache hits, ETA."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self._pipe: Pipeline | None = None
+        self._name = ""
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self, name: str, pipe: Pipeline) -> None:
+        """Follow a new benchmark's pipeline."""
+        self._name, self._pipe = name, pipe
+        if self.enabled and self._thread is None:
+            self._thread = threading.Thread(target=self._loop, daemon=True)
+            self._thread.start()
+
+    def _loop(self) -> None:
+        from rich.console import Console
+        from rich.live import Live
+
+        console = Console(stderr=True)
+        with Live(console=console, refresh_per_second=4, transient=True) as live:
+            while not self._stop.wait(0.25):
+                live.update(self.line())
+
+    def line(self) -> str:
+        """The current progress line."""
+        pipe = self._pipe
+        if pipe is None:
+            return ""
+        s = pipe.stats
+        dt = max(time.time() - s.started, 1e-9)
+        done = s.completed + s.failed
+        todo = s.total - s.skipped - done
+        rate = done / dt
+        eta = f"{todo / rate:.0f}s" if rate > 0 else "?"
+        looked = s.cache_hits + s.cache_misses
+        hits = f"{100 * s.cache_hits / looked:.0f}%" if looked else "-"
+        return (
+            f"[bold]{self._name}[/] {done}/{s.total - s.skipped} "
+            f"({s.failed} failed, {s.skipped} resumed) | {rate:.2f} samples/s | "
+            f"{s.output_tokens / dt:.0f} tok/s | in flight {s.in_flight} | "
+            f"io {s.io_running}+{s.waiting} | cache hits {hits} | ETA {eta}"
+        )
+
+    def stop(self) -> None:
+        """End the display."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run, then print the official score of each benchmark."""
+    from evalkit.runner import execute
+
+    cfg = config_from_args(args)
+    progress = Progress(enabled=not args.no_progress)
+    try:
+        result = execute(cfg, on_start=progress.start)
+    finally:
+        progress.stop()
+    for name, st in result.stats.items():
+        print(
+            f"{name}: {st.completed} done, {st.failed} failed, {st.skipped} resumed "
+            f"({st.samples_per_s():.2f} samples/s)"
+        )
+    print_summary(result.path)
+    print(f"run directory: {result.path}")
+    return 0
+
+
+def print_summary(path: Path) -> None:
+    """Per-benchmark official scores of a run (the full report is `evalkit report`)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from evalkit.bench.aggregate import Scored, aggregate
+    from evalkit.bench.registry import get_benchmark
+    from evalkit.errors import EvalkitError
+    from evalkit.rundir import RunDir
+    from evalkit.sample import Sample
+
+    table = Table(title=f"official scores: {path}")
+    for col in ("benchmark", "score", "scored", "failed", "unscored"):
+        table.add_column(col)
+    run = RunDir(path)
+    for bench in run.benchmarks():
+        with run.store(bench) as store:
+            records = store.records()
+        scored = [
+            Scored(
+                Sample(
+                    id=r["id"],
+                    task_type=r.get("task_type") or "multiple_choice",
+                    question="",
+                    target=r.get("target"),
+                    fields=r.get("fields") or {},
+                ),
+                _value(r),
+            )
+            for r in records
+        ]
+        try:
+            result = aggregate(get_benchmark(bench), scored)
+            label = ""
+        except EvalkitError:  # an ad-hoc --data set: no official rule, a pooled mean
+            from evalkit.bench.aggregate import mean
+
+            result, label = mean(scored), " (pooled mean)"
+        failed = sum(r.get("status") == "failed" for r in records)
+        overall = "-" if result.overall is None else f"{result.overall:.2f}{label}"
+        table.add_row(bench, overall, str(result.n_scored), str(failed), str(result.n_unscored))
+    Console().print(table)
+
+
+def _value(record: dict[str, Any]) -> float | None:
+    """A failed sample counts as wrong (0); a sample the scorer could not score stays None."""
+    if record.get("status") == "failed":
+        return 0.0
+    return (record.get("score") or {}).get("value")

@@ -1,0 +1,88 @@
+"""The IO stage's work for one sample: frames from the cache, the prompt, the Request.
+
+Runs in the pipeline's IO threads. Frames come only from the frame cache (decoded once,
+memory-mapped); a miss is built on the fly unless the run requires a warm cache.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from evalkit.engines.base import Request, SamplingParams
+from evalkit.errors import CacheError, VideoError
+from evalkit.sample import ImageRef, Sample, VideoRef
+from evalkit.video.types import Frames, FrameSpec, ImageSpec
+
+if TYPE_CHECKING:
+    from evalkit.cache import FrameCache
+
+
+@dataclass
+class RequestBuilder:
+    """Turns a Sample into a Request (callable; thread-safe)."""
+
+    cache: FrameCache
+    frame_spec: FrameSpec
+    image_spec: ImageSpec = field(default_factory=ImageSpec)
+    variant: str = "plain"
+    template: str | None = None
+    """Prompt template name (None: the template of each sample's task type)."""
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    require_cache: bool = False
+    system: str | None = None
+    miss_pool: Executor | None = None
+    """Worker processes that decode misses (None: decode in the calling IO thread)."""
+
+    def __call__(self, sample: Sample) -> Request:
+        from evalkit.prompts import render
+        from evalkit.video import load_image
+
+        videos: list[Frames] = []
+        images: list[np.ndarray] = []
+        hits: list[bool] = []
+        for ref in sample.media:
+            if isinstance(ref, VideoRef):
+                frames, hit = self._video(sample, ref)
+                videos.append(frames)
+                hits.append(hit)
+            elif isinstance(ref, ImageRef):
+                images.append(load_image(ref.path, self.image_spec))
+        metadata: dict[str, Any] = {"benchmark": sample.benchmark}
+        if hits:
+            metadata["cache_hit"] = all(hits)
+        return Request(
+            id=sample.id,
+            text=render(sample, self.variant, template=self.template),
+            videos=videos,
+            images=images,
+            system=self.system,
+            sampling=self.sampling,
+            metadata=metadata,
+        )
+
+    def _video(self, sample: Sample, ref: VideoRef) -> tuple[Frames, bool]:
+        spec = self.frame_spec
+        if ref.start is not None or ref.end is not None:
+            spec = spec.window(ref.start, ref.end)
+        frames = self.cache.lookup(ref, spec)
+        if frames is not None:
+            return frames, True
+        if self.require_cache:
+            raise CacheError(
+                f"sample {sample.id}: {ref.path} is not in the frame cache for this spec "
+                "(run `evalkit cache build` first, or drop --require-cache)"
+            )
+        if self.miss_pool is not None:
+            from evalkit.cache.build import _cache_args as cache_args
+            from evalkit.cache.build import build_one
+
+            status, _, why = self.miss_pool.submit(
+                build_one, cache_args(self.cache), ref.model_dump_json(), spec.model_dump_json()
+            ).result()
+            if status == "failed":
+                raise VideoError(ref.path, f"sample {sample.id}: {why}")
+        return self.cache.get(ref, spec), False

@@ -1,0 +1,338 @@
+"""``evalkit run`` as a library call: benchmarks -> samples -> pipeline -> run directory.
+
+The run is an orchestration of the pieces, nothing more: the benchmark registry gives
+specs and samples, the frame cache gives frames, the engine generates, the scorers
+score, the store keeps every finished sample. Settings that change results are frozen
+in the run directory, so a resumed run cannot silently mix configurations.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from evalkit.engines.base import Completion, Engine, SamplingParams
+from evalkit.errors import ConfigError
+from evalkit.pipeline import Pipeline, PipelineConfig, PipelineStats
+from evalkit.requests import RequestBuilder
+from evalkit.rundir import RunDir, hash_json, hash_path, new_run_id
+from evalkit.sample import Sample, VideoRef
+from evalkit.scoring.types import Score
+from evalkit.video.types import FrameSpec
+
+
+class FrameOverrides(BaseModel):
+    """Settings that replace every benchmark's pinned FrameSpec values (None = pinned)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    fps: float | None = None
+    """Sampling rate override."""
+    max_frames: int | None = None
+    """Frame cap override."""
+    min_pixels: int | None = None
+    """Per-frame pixel floor override."""
+    max_pixels: int | None = None
+    """Per-frame pixel cap override."""
+    total_pixels: int | None = None
+    """Per-video pixel budget override."""
+
+    def apply(self, spec: FrameSpec) -> FrameSpec:
+        """``spec`` with the overridden fields replaced."""
+        update = {k: v for k, v in self.model_dump().items() if v is not None}
+        if not update:
+            return spec
+        try:
+            return FrameSpec.model_validate({**spec.model_dump(), **update})
+        except ValueError as exc:
+            raise ConfigError(f"frame settings {update}: {exc}") from None
+
+
+class RunConfig(BaseModel):
+    """Everything ``evalkit run`` needs; YAML (``--config``) maps onto it, flags override."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    model: str
+    """Checkpoint directory (or served model name for the openai engine)."""
+    bench: list[str] = Field(default_factory=list)
+    """Benchmark names or aliases (NAME or NAME:VARIANT)."""
+    data: str | None = None
+    """A unified JSON/JSONL file run as an ad-hoc benchmark."""
+    video_root: str | None = None
+    """Where the ad-hoc file's relative media paths live (default: its folder)."""
+    data_root: str | None = None
+    """Folder holding one sub-folder per benchmark, each in its official layout."""
+    engine: str = "vllm"
+    """Inference backend: vllm, hf or openai."""
+    engine_options: dict[str, Any] = Field(default_factory=dict)
+    """Backend settings (see each engine's config model), e.g. max_num_batched_tokens."""
+    variant: Literal["plain", "thinking"] = "plain"
+    """Prompt variant: a direct answer, or reasoning then a marked answer."""
+    max_tokens: int | None = None
+    """Generation cap override (default: the benchmark's pinned value for the variant)."""
+    frames: FrameOverrides = Field(default_factory=FrameOverrides)
+    """Frame sampling overrides (default: each benchmark's pinned settings)."""
+    limit: int | None = None
+    """Run only the first N samples of each benchmark."""
+    mode: Literal["async", "sync"] = "async"
+    """async = the pipeline; sync = vanilla batches (baseline for measurements only)."""
+    require_cache: bool = False
+    """Fail samples whose frames are not cached instead of decoding them on the fly."""
+    cache_root: str | None = None
+    """Frame cache folder (default: $EVALKIT_CACHE or ~/.cache/evalkit/frames)."""
+    cache_workers: int = 2
+    """Processes that decode cache misses."""
+    runs_dir: str = "runs"
+    """Where run directories are created."""
+    run_id: str | None = None
+    """Name of the run directory (default: a new time-stamped id)."""
+    resume: str | None = None
+    """An existing run directory to continue (skips sample ids already recorded)."""
+    force: bool = False
+    """Allow resuming under a configuration that differs from the recorded one."""
+    retry_failed: bool = False
+    """On resume, also rerun samples recorded as failed."""
+    pipeline: PipelineConfig = Field(default_factory=PipelineConfig)
+    """Concurrency bounds."""
+
+
+@dataclass
+class BenchRun:
+    """One benchmark of a run: its name, frame spec, sampling and samples."""
+
+    name: str
+    spec: Any  # BenchmarkSpec (an ad-hoc --data file gets a generated one)
+    frame_spec: FrameSpec
+    sampling: SamplingParams
+    samples: list[Sample]
+
+
+def resolve_benchmarks(cfg: RunConfig, factor: int | None) -> list[BenchRun]:
+    """Load every requested benchmark's spec and samples."""
+    from evalkit.bench.loader import load
+    from evalkit.bench.registry import get_benchmark
+
+    runs: list[BenchRun] = []
+    for name in cfg.bench:
+        base, _, variant = name.partition(":")
+        spec = get_benchmark(base).with_variant(variant or None)
+        root = _bench_root(cfg, spec)
+        runs.append(_bench_run(cfg, spec, load(spec, root), factor))
+    if cfg.data:
+        from evalkit.bench.unified import load_unified, unified_spec
+
+        spec = unified_spec(cfg.data, cfg.video_root)
+        samples = load_unified(cfg.data, cfg.video_root)
+        runs.append(_bench_run(cfg, spec, samples, factor))
+    if not runs:
+        raise ConfigError("nothing to run: give --bench NAME[,NAME...] and/or --data FILE")
+    return runs
+
+
+def _bench_run(cfg: RunConfig, spec: Any, samples: list[Sample], factor: int | None) -> BenchRun:
+    gen = spec.generation
+    max_tokens = cfg.max_tokens or (
+        gen.max_tokens_thinking if cfg.variant == "thinking" else gen.max_tokens
+    )
+    return BenchRun(
+        name=spec.name,
+        spec=spec,
+        frame_spec=_frame_spec(cfg, spec.frames, factor),
+        sampling=SamplingParams(max_tokens=max_tokens),
+        samples=samples[: cfg.limit] if cfg.limit else samples,
+    )
+
+
+def _bench_root(cfg: RunConfig, spec: Any) -> Path:
+    candidates = []
+    if cfg.data_root:
+        candidates += [Path(cfg.data_root) / spec.name, Path(cfg.data_root) / spec.key]
+        if len(cfg.bench) == 1:
+            candidates.append(Path(cfg.data_root))
+    if spec.data.local_path:
+        candidates.append(Path(spec.data.local_path).expanduser())
+    for cand in candidates:
+        if cand.is_dir():
+            return cand
+    tried = ", ".join(str(c) for c in candidates) or "nothing (no --data-root given)"
+    raise ConfigError(
+        f"{spec.name}: no local copy found (tried {tried}); download the official release "
+        f"and pass --data-root DIR holding a '{spec.name}' folder. Expected layout:\n{spec.layout}"
+    )
+
+
+def _frame_spec(cfg: RunConfig, pinned: FrameSpec, factor: int | None) -> FrameSpec:
+    spec = cfg.frames.apply(pinned)
+    if factor is not None and spec.factor != factor:
+        # the model decides the patch grid
+        spec = FrameSpec.model_validate({**spec.model_dump(), "factor": factor})
+    return spec
+
+
+def _template(spec: Any) -> str | None:
+    """The spec's template when all its samples share one task type; else route by type."""
+    return spec.prompt.template if len(spec.task_types) == 1 else None
+
+
+def make_engine(cfg: RunConfig) -> Engine:
+    """Build the configured backend (heavy imports happen here, not at import time)."""
+    from pydantic import ValidationError
+
+    from evalkit.engines import ENGINE_CONFIGS, ENGINES
+
+    # the vanilla baseline runs vLLM the way other harnesses do: LLM.generate on batches
+    name = "vllm_batch" if cfg.mode == "sync" and cfg.engine == "vllm" else cfg.engine
+    try:
+        config = ENGINE_CONFIGS.get(name).model_validate({"model": cfg.model, **cfg.engine_options})
+    except ValidationError as exc:
+        raise ConfigError(f"engine {cfg.engine!r} options: {exc}") from None
+    engine: Engine = ENGINES.get(name)(config)
+    return engine
+
+
+def model_factor(cfg: RunConfig) -> int | None:
+    """The resize factor of the model's family, when the model is a local checkpoint."""
+    if not Path(cfg.model).is_dir():
+        return None
+    from evalkit.engines.family import detect_family
+
+    return detect_family(cfg.model).factor
+
+
+def result_config(cfg: RunConfig, benches: list[BenchRun]) -> dict[str, Any]:
+    """The part of the configuration that can change a result (the run's fingerprint)."""
+    return {
+        "model": cfg.model,
+        "model_hash": hash_path(cfg.model),
+        "engine": cfg.engine,
+        "engine_options": _result_engine_options(cfg.engine_options),
+        "variant": cfg.variant,
+        "benchmarks": {
+            b.name: {
+                "spec_hash": hash_json(b.spec.model_dump(mode="json")),
+                "frames": b.frame_spec.model_dump(mode="json"),
+                "max_tokens": b.sampling.max_tokens,
+            }
+            for b in benches
+        },
+    }
+
+
+# Knobs that change scheduling or memory but never the greedy output.
+_THROUGHPUT_ONLY = {
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "gpu_memory_utilization",
+    "enforce_eager",
+    "record_steps",
+    "concurrency",
+    "timeout_s",
+    "retries",
+}
+
+
+def _result_engine_options(options: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in sorted(options.items()) if k not in _THROUGHPUT_ONLY}
+
+
+def make_scorer() -> Callable[[Sample, Completion], Score]:
+    """The scorer router, adapted to the pipeline's (sample, completion) signature."""
+    from evalkit.scoring import score
+
+    def _score(sample: Sample, completion: Completion) -> Score:
+        return score(sample, completion.text)
+
+    return _score
+
+
+@contextlib.contextmanager
+def miss_pool(workers: int) -> Iterator[ProcessPoolExecutor]:
+    """Worker processes that decode cache misses during a run."""
+    import multiprocessing as mp
+
+    pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"))
+    try:
+        yield pool
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+@dataclass
+class RunResult:
+    """Where the run lives and what happened per benchmark."""
+
+    path: Path
+    stats: dict[str, PipelineStats]
+
+
+def execute(
+    cfg: RunConfig,
+    engine: Engine | None = None,
+    on_start: Callable[[str, Pipeline], None] | None = None,
+) -> RunResult:
+    """Run every benchmark of ``cfg`` through one engine into one run directory."""
+    return asyncio.run(aexecute(cfg, engine, on_start))
+
+
+async def aexecute(
+    cfg: RunConfig,
+    engine: Engine | None = None,
+    on_start: Callable[[str, Pipeline], None] | None = None,
+) -> RunResult:
+    """:func:`execute` inside a running event loop (one loop for the engine's whole life)."""
+    from evalkit.cache import FrameCache
+
+    factor = model_factor(cfg) if cfg.engine != "openai" else None
+    benches = resolve_benchmarks(cfg, factor)
+    path = Path(cfg.resume) if cfg.resume else Path(cfg.runs_dir) / (cfg.run_id or new_run_id())
+    rundir = RunDir(path)
+    extra = cfg.model_dump(mode="json", exclude={"resume", "force", "retry_failed"})
+    # the specs as run, so reports aggregate by the rules in force (ad-hoc sets included)
+    extra["specs"] = {b.name: b.spec.model_dump(mode="json") for b in benches}
+    fingerprint = rundir.open(result_config(cfg, benches), extra, force=cfg.force)
+    cache = FrameCache(cfg.cache_root)
+    own_engine = engine is None
+    engine = engine or make_engine(cfg)
+    stats: dict[str, PipelineStats] = {}
+    try:
+        with miss_pool(cfg.cache_workers) as pool:
+            for bench in benches:
+                builder = RequestBuilder(
+                    cache=cache,
+                    frame_spec=bench.frame_spec,
+                    image_spec=bench.spec.images,
+                    variant=cfg.variant,
+                    template=_template(bench.spec),
+                    sampling=bench.sampling,
+                    require_cache=cfg.require_cache,
+                    miss_pool=pool,
+                )
+                with rundir.store(bench.name) as store:
+                    pipe = Pipeline(
+                        engine, builder, make_scorer(), store, cfg.pipeline, fingerprint
+                    )
+                    if on_start:
+                        on_start(bench.name, pipe)
+                    if cfg.mode == "sync":
+                        stats[bench.name] = await pipe.run_sync(bench.samples)
+                    else:
+                        stats[bench.name] = await pipe.run(
+                            bench.samples, retry_failed=cfg.retry_failed
+                        )
+    finally:
+        if own_engine:
+            await engine.close()
+    return RunResult(path=path, stats=stats)
+
+
+def refs_of(samples: list[Sample]) -> list[VideoRef]:
+    """Every video a list of samples needs (for building the cache ahead of a run)."""
+    return [m for s in samples for m in s.media if isinstance(m, VideoRef)]
