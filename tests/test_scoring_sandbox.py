@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from evalkit.scoring import score
-from evalkit.scoring.sandbox import Limits, isolation, run_job
+from evalkit.scoring.sandbox import SANDBOX_UIDS, Limits, isolation, run_job
 
 from ._scoring_helpers import sample
 
@@ -35,10 +35,11 @@ HOSTILE = {
 
 
 def _leftovers() -> list[str]:
-    """Processes of the sandbox user still present (a zombie gets a moment to be reaped)."""
+    """Processes of sandbox users still present (a zombie gets a moment to be reaped)."""
     for _ in range(20):
-        out = subprocess.run(["ps", "-eo", "pid,user,stat,args"], capture_output=True, text=True)
-        left = [line for line in out.stdout.splitlines() if line.split()[1:2] == ["nobody"]]
+        out = subprocess.run(["ps", "-eo", "uid,pid,stat,args"], capture_output=True, text=True)
+        lines = out.stdout.splitlines()[1:]
+        left = [line for line in lines if int(line.split()[0]) in SANDBOX_UIDS]
         if not left:
             return []
         time.sleep(0.1)
@@ -65,7 +66,7 @@ def test_hostile_code_scores_zero_and_harms_nothing(name: str) -> None:
 
 def test_the_os_layers_hold_without_the_audit_hook() -> None:
     # The in-process audit hook is only the inner wall: turn it off and the OS limits
-    # (process count as nobody, CPU time, wall clock, network namespace) must still hold.
+    # (process count as a non-root uid, CPU time, wall clock, network namespace) must hold.
     limits = Limits(cpu_s=2, wall_s=5)
     bomb = run_job(
         {"kind": "python", "code": HOSTILE["fork_bomb"], "tests": [], "audit_hook": False}, limits
@@ -88,10 +89,10 @@ def test_the_os_layers_hold_without_the_audit_hook() -> None:
     assert mem.result is None or mem.result["passed"] == [False]
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="the drop to nobody is only done as root")
+@pytest.mark.skipif(os.geteuid() != 0, reason="privileges are only dropped when root")
 def test_files_outside_the_job_are_out_of_reach_even_without_the_audit_hook() -> None:
-    # As nobody, root-only files are unreadable; inside the filesystem jail, world-readable
-    # files (/etc/passwd, this repository) are not there at all.
+    # As an unprivileged uid, root-only files are unreadable; inside the filesystem jail,
+    # world-readable files (/etc/passwd, this repository) are not there at all.
     paths = ["/etc/shadow"]
     if "filesystem_jail" in isolation():
         paths += ["/etc/passwd", str(Path(__file__).resolve())]
@@ -168,3 +169,13 @@ def test_ordinary_libraries_still_work_inside_the_sandbox() -> None:
     code = "import json, re, math, collections\nimport numpy as np\nx = int(np.arange(4).sum())"
     got = run_job({"kind": "python", "code": code, "tests": ["assert x == 6"]})
     assert got.result == {"passed": [True]}
+
+
+def test_parallel_runs_do_not_share_a_process_limit() -> None:
+    # Each run has its own uid, so 24 runs at once (more than Limits.processes) all work.
+    from concurrent.futures import ThreadPoolExecutor
+
+    job = {"kind": "python", "code": "x = 1", "tests": ["assert x == 1"]}
+    with ThreadPoolExecutor(24) as pool:
+        results = list(pool.map(lambda _: run_job(job, Limits(wall_s=60)), range(24)))
+    assert [r.result for r in results] == [{"passed": [True]}] * 24

@@ -7,8 +7,10 @@ Layers, outermost first:
 - a filesystem jail (a new mount namespace, chroot into a tmpfs root holding read-only
   binds of /usr and the Python installation, and the job directory at /sandbox): the rest
   of the machine — /etc/passwd, /home, this repository — is not there at all;
-- privileges dropped to ``nobody`` (``setpriv``) so that RLIMIT_NPROC is enforced — the
-  kernel does not apply it to root;
+- privileges dropped to an unprivileged uid/gid of its own (``setpriv``; a fresh number
+  from ``SANDBOX_UIDS`` per run, with no account and no files) so that RLIMIT_NPROC is
+  enforced — the kernel does not apply it to root — and counts only this run's processes
+  (with a shared uid such as ``nobody``, parallel runs would exhaust each other's limit);
 - rlimits: CPU seconds, address space, file size, process count, open files;
 - a wall-clock limit: the whole process group is killed with SIGKILL;
 - an empty environment and a fresh temporary working directory, removed afterwards;
@@ -31,6 +33,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -38,7 +41,16 @@ from pathlib import Path
 from typing import Any
 
 _CHILD = Path(__file__).with_name("_sandbox_child.py")
-NOBODY = 65534
+SANDBOX_UIDS = range(0x60000, 0x60000 + 0x10000)  # no accounts live there
+_uid_lock = threading.Lock()
+_uid_next = [os.getpid() * 97]
+
+
+def _sandbox_uid() -> int:
+    # Distinct per run within a process; other processes start elsewhere in the range.
+    with _uid_lock:
+        _uid_next[0] += 1
+        return SANDBOX_UIDS[_uid_next[0] % len(SANDBOX_UIDS)]
 
 
 @dataclass(frozen=True)
@@ -75,7 +87,7 @@ def isolation() -> tuple[str, ...]:
     if shutil.which("prlimit"):
         layers.append("prlimit")
     if os.geteuid() == 0 and shutil.which("setpriv"):
-        layers.append("drop_to_nobody")
+        layers.append("drop_privileges")
     if os.geteuid() == 0 and shutil.which("unshare"):
         probe = subprocess.run(
             ["unshare", "--net", "--pid", "--fork", "--kill-child", "true"],
@@ -162,7 +174,7 @@ def _remove_jail(root: Path) -> None:
 
 
 def _command(
-    layers: tuple[str, ...], limits: Limits, workdir: Path, jail: Path | None
+    layers: tuple[str, ...], limits: Limits, workdir: Path, jail: Path | None, uid: int
 ) -> list[str]:
     cmd: list[str] = []
     if "prlimit" in layers:
@@ -183,11 +195,11 @@ def _command(
         cmd += ["--mount", "--"] if jail is not None else ["--"]
     if jail is not None:
         cmd += _jail_prefix(jail, workdir)
-    if "drop_to_nobody" in layers:
+    if "drop_privileges" in layers:
         cmd += [
             "setpriv",
-            f"--reuid={NOBODY}",
-            f"--regid={NOBODY}",
+            f"--reuid={uid}",
+            f"--regid={uid}",
             "--clear-groups",
             "--no-new-privs",
             "--",
@@ -222,13 +234,14 @@ def run_job(job: dict[str, Any], limits: Limits | None = None) -> RunResult:
         (workdir / "job.json").write_text(json.dumps(job))
         if jail is not None:
             shutil.copyfile(_CHILD, workdir / "_child.py")
-        if "drop_to_nobody" in layers:
-            os.chown(workdir, NOBODY, NOBODY)
+        uid = _sandbox_uid()
+        if "drop_privileges" in layers:
+            os.chown(workdir, uid, uid)
             for f in workdir.iterdir():
-                os.chown(f, NOBODY, NOBODY)
+                os.chown(f, uid, uid)
         os.chmod(workdir, 0o700)
         proc = subprocess.Popen(
-            _command(layers, limits, workdir, jail),
+            _command(layers, limits, workdir, jail, uid),
             cwd=workdir,
             env={},
             stdin=subprocess.PIPE,
