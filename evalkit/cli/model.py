@@ -1,0 +1,30 @@
+"""``evalkit model``: model utilities (``tiny``: build a tiny random Qwen-VL checkpoint)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Subcommands: ``tiny``."""
+    sub = parser.add_subparsers(dest="action", required=True)
+    tiny = sub.add_parser("tiny", help="build a tiny random Qwen-VL checkpoint offline")
+    tiny.add_argument("out", help="output directory")
+    tiny.add_argument(
+        "--family",
+        choices=["qwen2_5_vl", "qwen3_vl"],
+        default="qwen2_5_vl",
+        help="model family (default qwen2_5_vl)",
+    )
+    tiny.add_argument("--seed", type=int, default=0, help="weight seed (same seed, same bytes)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Build the requested model."""
+    from evalkit.models.tiny import build_tiny_model
+
+    t0 = time.time()
+    out = build_tiny_model(args.out, family=args.family, seed=args.seed)
+    print(f"built tiny {args.family} (seed {args.seed}) in {out} in {time.time() - t0:.1f}s")
+    return 0

@@ -1,0 +1,155 @@
+"""transformers backend (CPU-friendly): the same Requests as vLLM, one at a time.
+
+Frames arrive sampled and resized by the frame cache; the processor is told not to touch
+them (``do_resize=False, do_sample_frames=False``) and gets the source-clip metadata, as
+vLLM does. Generation runs in a worker thread so ``generate`` is a coroutine; requests
+are served one after another (a CPU model gains nothing from interleaving).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from evalkit.engines.base import Completion, Request, Timings
+from evalkit.engines.family import detect_family
+from evalkit.engines.prompting import NO_RESAMPLE, check_frame_sizes, render_prompt
+from evalkit.errors import EvalkitError
+
+
+class HFConfig(BaseModel):
+    """Settings of the transformers engine."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    model: str
+    """Checkpoint directory."""
+    dtype: str = "float32"
+    """torch dtype name of the weights (float32 on CPU)."""
+    device: str = "cpu"
+    """torch device the model runs on."""
+    attn_implementation: str = "sdpa"
+    """transformers attention implementation (sdpa, eager, flash_attention_2)."""
+
+
+class _FirstTokenClock:
+    """A generate() streamer that notes when the first new token arrives."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.first_token: float | None = None
+
+    def put(self, value: Any) -> None:
+        self.calls += 1
+        if self.calls == 2 and self.first_token is None:  # call 1 carries the prompt
+            self.first_token = time.time()
+
+    def end(self) -> None:
+        pass
+
+
+class HFEngine:
+    """The Engine protocol on a transformers model (greedy by default)."""
+
+    def __init__(self, config: HFConfig) -> None:
+        import torch
+        from transformers import AutoModelForImageTextToText, AutoProcessor
+
+        self.config = config
+        self.family = detect_family(config.model)
+        t0 = time.time()
+        self.processor = AutoProcessor.from_pretrained(config.model)
+        model: Any = AutoModelForImageTextToText.from_pretrained(
+            config.model,
+            dtype=getattr(torch, config.dtype),
+            attn_implementation=config.attn_implementation,
+        )
+        self.model: Any = model.to(config.device).eval()
+        self.start_s = time.time() - t0
+        self._pool: ThreadPoolExecutor | None = ThreadPoolExecutor(1, "evalkit-hf")
+
+    def prompt(self, request: Request) -> str:
+        """The chat prompt this engine feeds the processor for ``request``."""
+        return render_prompt(self.processor.tokenizer, request)
+
+    def inputs(self, request: Request) -> Any:
+        """Processor output (token ids, pixel values, grids) for ``request``."""
+        from transformers.video_utils import VideoMetadata
+
+        check_frame_sizes(request, self.family.factor)
+        kwargs: dict[str, Any] = {"text": [self.prompt(request)], "return_tensors": "pt"}
+        if request.videos:
+            kwargs["videos"] = [v.array for v in request.videos]
+            kwargs["video_metadata"] = [VideoMetadata(**v.meta.to_vllm()) for v in request.videos]
+        if request.images:
+            kwargs["images"] = list(request.images)
+        if request.videos or request.images:
+            kwargs.update(NO_RESAMPLE)
+        return self.processor(**kwargs).to(self.config.device)
+
+    def generate_sync(self, request: Request) -> Completion:
+        """Generate for one request in the calling thread."""
+        import torch
+
+        s = request.sampling
+        timings = Timings(submitted=time.time())
+        inputs = self.inputs(request)
+        clock = _FirstTokenClock()
+        gen: dict[str, Any] = {"max_new_tokens": s.max_tokens, "num_return_sequences": s.n}
+        if s.temperature > 0:
+            gen |= {"do_sample": True, "temperature": s.temperature, "top_p": s.top_p}
+            if s.top_k > 0:
+                gen["top_k"] = s.top_k
+            if s.seed is not None:
+                torch.manual_seed(s.seed)
+        else:
+            gen |= {"do_sample": False, "temperature": None, "top_p": None, "top_k": None}
+        if s.stop:
+            gen |= {"stop_strings": list(s.stop), "tokenizer": self.processor.tokenizer}
+        with torch.inference_mode():
+            out = self.model.generate(**inputs, **gen, streamer=clock if s.n == 1 else None)
+        n_prompt = int(inputs["input_ids"].shape[1])
+        token_ids = [self._trim_eos(row[n_prompt:].tolist()) for row in out]
+        texts = [self._text(ids, s.stop) for ids in token_ids]
+        timings.first_token = clock.first_token
+        timings.finished = time.time()
+        return Completion(
+            request_id=request.id,
+            texts=texts,
+            prompt_tokens=n_prompt,
+            output_tokens=sum(len(t) for t in token_ids),
+            timings=timings,
+            token_ids=token_ids,
+        )
+
+    def _trim_eos(self, ids: list[int]) -> list[int]:
+        """Drop padding after EOS; keep the EOS token itself, as vLLM reports it."""
+        eos = self.model.generation_config.eos_token_id
+        eos_ids = set(eos if isinstance(eos, list) else [eos])
+        for i, t in enumerate(ids):
+            if t in eos_ids:
+                return ids[: i + 1]
+        return ids
+
+    def _text(self, ids: list[int], stop: tuple[str, ...]) -> str:
+        text: str = self.processor.tokenizer.decode(ids, skip_special_tokens=True)
+        cut = min((i for i in (text.find(st) for st in stop) if i >= 0), default=-1)
+        return text[:cut] if cut >= 0 else text  # like vLLM: the stop string is not output
+
+    async def generate(self, request: Request) -> Completion:
+        """Generate in the engine's worker thread."""
+        if self._pool is None:
+            raise EvalkitError("HFEngine is closed")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, self.generate_sync, request)
+
+    async def close(self) -> None:
+        """Stop the worker thread and drop the model."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await asyncio.to_thread(pool.shutdown, True)
+        self.model = None

@@ -1,0 +1,86 @@
+"""From a Request to the model's chat prompt, with the visual placeholders in order.
+
+Every backend goes through here, so vLLM, transformers and a remote server see the same
+prompt for the same request. Where the media go: a request's text may mark them with
+``<video>`` and ``<image>`` (the i-th ``<video>`` is ``request.videos[i]``); without markers
+all videos, then all images, come before the text, as Qwen's own examples do.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from evalkit.engines.base import Request
+from evalkit.errors import EvalkitError
+
+VIDEO_MARK = "<video>"
+IMAGE_MARK = "<image>"
+_MARKS = re.compile(r"(<video>|<image>)")
+
+# vLLM/transformers take these so frames that were sampled and resized by evalkit's frame
+# cache are used as they are.
+NO_RESAMPLE = {"do_sample_frames": False, "do_resize": False}
+
+
+def content_items(request: Request) -> list[dict[str, Any]]:
+    """The user turn as chat content items (``{"type": "video"|"image"|"text", ...}``)."""
+    parts = _MARKS.split(request.text)
+    n_video, n_image = parts.count(VIDEO_MARK), parts.count(IMAGE_MARK)
+    if n_video == 0 and n_image == 0:
+        items: list[dict[str, Any]] = [{"type": "video"} for _ in request.videos]
+        items += [{"type": "image"} for _ in request.images]
+        if request.text:
+            items.append({"type": "text", "text": request.text})
+        return items
+    if n_video != len(request.videos) or n_image != len(request.images):
+        raise EvalkitError(
+            f"request {request.id}: text marks {n_video} <video> and {n_image} <image> but "
+            f"the request carries {len(request.videos)} videos and {len(request.images)} images"
+        )
+    items = []
+    for part in parts:
+        if part == VIDEO_MARK:
+            items.append({"type": "video"})
+        elif part == IMAGE_MARK:
+            items.append({"type": "image"})
+        elif part:
+            items.append({"type": "text", "text": part})
+    return items
+
+
+def chat_messages(request: Request) -> list[dict[str, Any]]:
+    """System (if any) + one user turn, in the HF chat-template message format."""
+    messages: list[dict[str, Any]] = []
+    if request.system:
+        messages.append({"role": "system", "content": request.system})
+    messages.append({"role": "user", "content": content_items(request)})
+    return messages
+
+
+def render_prompt(tokenizer: Any, request: Request) -> str:
+    """The prompt text through the checkpoint's chat template (generation prompt added)."""
+    text = tokenizer.apply_chat_template(
+        chat_messages(request), tokenize=False, add_generation_prompt=True
+    )
+    if not isinstance(text, str):
+        raise EvalkitError(f"request {request.id}: chat template did not render to text")
+    return text
+
+
+def check_frame_sizes(request: Request, factor: int) -> None:
+    """Frames arrive resized; H and W must be multiples of the model's patch x merge."""
+    for i, video in enumerate(request.videos):
+        _t, h, w, _c = video.array.shape
+        if h % factor or w % factor:
+            raise EvalkitError(
+                f"request {request.id}: video {i} frames are {h}x{w}, not multiples of {factor} "
+                "(patch x merge of this model); build the cache with FrameSpec.factor="
+                f"{factor}"
+            )
+    for i, image in enumerate(request.images):
+        h, w = image.shape[:2]
+        if h % factor or w % factor:
+            raise EvalkitError(
+                f"request {request.id}: image {i} is {h}x{w}, not multiples of {factor}"
+            )

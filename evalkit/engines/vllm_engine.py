@@ -1,0 +1,297 @@
+"""vLLM backends: the async engine (chunked prefill, many requests in flight) and the
+vanilla batch engine (``LLM.generate`` on a batch, the way lmms-eval runs vLLM).
+
+Frames reach vLLM exactly as the frame cache holds them: ``(uint8 T x H x W x 3, source
+metadata)`` with ``do_sample_frames=False, do_resize=False``. Scripts that start these
+engines need an ``if __name__ == "__main__"`` guard (vLLM spawns its engine processes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from evalkit.engines.base import Completion, Request, SamplingParams, Timings
+from evalkit.engines.family import detect_family
+from evalkit.engines.prompting import NO_RESAMPLE, check_frame_sizes, render_prompt
+from evalkit.errors import EvalkitError, TransientError
+
+
+class VLLMConfig(BaseModel):
+    """Settings of a vLLM engine (both the async and the vanilla batch one)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    model: str
+    """Checkpoint directory (or hub id, if that checkpoint is already in the local cache)."""
+    tensor_parallel_size: int = 1
+    """GPUs per engine (tensor parallelism)."""
+    dtype: str = "auto"
+    """Weights/activation dtype: auto, bfloat16, float16, float32 (float32 on CPU tests)."""
+    max_model_len: int | None = None
+    """Longest prompt + output in tokens; None takes the checkpoint's."""
+    enable_chunked_prefill: bool = True
+    """Split long (video) prompts into chunks interleaved with other requests' decode steps."""
+    max_num_batched_tokens: int = 8192
+    """Token budget of one engine step (the prefill chunk size)."""
+    max_num_seqs: int = 64
+    """Most requests running in one engine step."""
+    limit_mm_per_prompt: dict[str, int] = Field(default_factory=lambda: {"video": 1, "image": 1})
+    """Most videos/images per prompt (vLLM reserves memory for this many)."""
+    gpu_memory_utilization: float = 0.9
+    """Fraction of GPU memory vLLM may use (ignored on CPU; see VLLM_CPU_KVCACHE_SPACE)."""
+    enforce_eager: bool = False
+    """Skip torch.compile / CUDA graphs (faster start, slower steps)."""
+    seed: int = 0
+    """Engine seed (sampling with temperature > 0)."""
+    enable_prefix_caching: bool | None = None
+    """Prefix caching (None = vLLM's default, on). Benchmarks must say when it was on."""
+    trust_remote_code: bool = False
+    """Allow code shipped with the checkpoint."""
+    record_steps: bool = False
+    """Record per-step scheduler details (prefill/decode tokens per step) in ``steps``."""
+    engine_kwargs: dict[str, Any] = Field(default_factory=dict)
+    """Further vLLM engine arguments, passed through unchanged."""
+
+    def engine_args(self) -> dict[str, Any]:
+        """Keyword arguments for ``AsyncEngineArgs`` / ``LLM``."""
+        kw: dict[str, Any] = {
+            "model": self.model,
+            "tensor_parallel_size": self.tensor_parallel_size,
+            "dtype": self.dtype,
+            "enable_chunked_prefill": self.enable_chunked_prefill,
+            "max_num_batched_tokens": self.max_num_batched_tokens,
+            "max_num_seqs": self.max_num_seqs,
+            "limit_mm_per_prompt": dict(self.limit_mm_per_prompt),
+            "gpu_memory_utilization": self.gpu_memory_utilization,
+            "enforce_eager": self.enforce_eager,
+            "seed": self.seed,
+            "trust_remote_code": self.trust_remote_code,
+        }
+        if self.max_model_len is not None:
+            kw["max_model_len"] = self.max_model_len
+        if self.enable_prefix_caching is not None:
+            kw["enable_prefix_caching"] = self.enable_prefix_caching
+        if self.record_steps:
+            kw["enable_logging_iteration_details"] = True
+        kw.update(self.engine_kwargs)
+        return kw
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One engine step as the scheduler reported it (``VLLMConfig.record_steps``)."""
+
+    time: float
+    prefill_requests: int
+    prefill_tokens: int
+    decode_requests: int
+    decode_tokens: int
+    encoder_inputs: int
+
+
+def to_vllm_sampling(sampling: SamplingParams) -> Any:
+    """evalkit's SamplingParams as vLLM's."""
+    from vllm import SamplingParams as VSamplingParams
+
+    return VSamplingParams(
+        n=sampling.n,
+        max_tokens=sampling.max_tokens,
+        temperature=sampling.temperature,
+        top_p=sampling.top_p,
+        top_k=0 if sampling.top_k < 0 else sampling.top_k,  # vLLM: 0 disables top-k
+        seed=sampling.seed,
+        stop=list(sampling.stop) or None,
+    )
+
+
+def vllm_prompt(request: Request, prompt: str) -> dict[str, Any]:
+    """The vLLM input dict: prompt text + frames with their source metadata."""
+    mm: dict[str, Any] = {}
+    if request.videos:
+        mm["video"] = [(v.array, v.meta.to_vllm()) for v in request.videos]
+    if request.images:
+        mm["image"] = list(request.images)
+    out: dict[str, Any] = {"prompt": prompt}
+    if mm:
+        out["multi_modal_data"] = mm
+        out["mm_processor_kwargs"] = dict(NO_RESAMPLE)
+    return out
+
+
+def completion_from_output(request: Request, output: Any, timings: Timings) -> Completion:
+    """A vLLM RequestOutput as a Completion."""
+    texts = [o.text for o in output.outputs]
+    token_ids = [list(o.token_ids) for o in output.outputs]
+    return Completion(
+        request_id=request.id,
+        texts=texts,
+        prompt_tokens=len(output.prompt_token_ids or []),
+        output_tokens=sum(len(t) for t in token_ids),
+        timings=timings,
+        token_ids=token_ids,
+    )
+
+
+class _StepRecorder:
+    """A vLLM stat logger that keeps each step's scheduler details (front-end process)."""
+
+    def __init__(self, sink: list[StepRecord]) -> None:
+        self.sink = sink
+
+    def __call__(self, vllm_config: Any, engine_index: int = 0) -> Any:
+        from vllm.v1.metrics.loggers import StatLoggerBase
+
+        sink = self.sink
+
+        class Recorder(StatLoggerBase):
+            def __init__(self, vllm_config: Any, engine_index: int = 0) -> None:
+                pass
+
+            def record(
+                self,
+                scheduler_stats: Any,
+                iteration_stats: Any,
+                mm_cache_stats: Any = None,
+                engine_idx: int = 0,
+            ) -> None:
+                d = getattr(scheduler_stats, "iteration_details", None)
+                if d is None or d.is_dummy:
+                    return
+                sink.append(
+                    StepRecord(
+                        time=time.time(),
+                        prefill_requests=d.num_ctx_requests,
+                        prefill_tokens=d.num_ctx_tokens,
+                        decode_requests=d.num_generation_requests,
+                        decode_tokens=d.num_generation_tokens,
+                        encoder_inputs=d.num_encoder_inputs,
+                    )
+                )
+
+            def log_engine_initialized(self) -> None:
+                pass
+
+        return Recorder(vllm_config, engine_index)
+
+
+class VLLMEngine:
+    """The Engine protocol on vLLM's ``AsyncLLM``; many ``generate`` calls run at once."""
+
+    def __init__(self, config: VLLMConfig) -> None:
+        from vllm import AsyncEngineArgs
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        self.config = config
+        self.family = detect_family(config.model) if os.path.isdir(config.model) else None
+        self.steps: list[StepRecord] = []
+        loggers: Any = [_StepRecorder(self.steps)] if config.record_steps else None
+        args = AsyncEngineArgs(**config.engine_args(), disable_log_stats=True)
+        t0 = time.time()
+        self._engine: Any = AsyncLLM.from_engine_args(args, stat_loggers=loggers)
+        self.start_s = time.time() - t0
+        self._tokenizer = self._engine.get_tokenizer()
+        self._ids = itertools.count()
+
+    def prompt(self, request: Request) -> str:
+        """The chat prompt this engine sends for ``request``."""
+        return render_prompt(self._tokenizer, request)
+
+    async def generate(self, request: Request) -> Completion:
+        """Stream one request through the engine; records submit/first-token/finish times."""
+        if self._engine is None:
+            raise EvalkitError("VLLMEngine is closed")
+        if self.family is not None:
+            check_frame_sizes(request, self.family.factor)
+        timings = Timings(submitted=time.time())
+        inputs = vllm_prompt(request, self.prompt(request))
+        params = to_vllm_sampling(request.sampling)
+        final = None
+        try:
+            async for out in self._engine.generate(
+                inputs, params, f"{request.id}#{next(self._ids)}"
+            ):
+                if timings.first_token is None and any(o.token_ids for o in out.outputs):
+                    timings.first_token = time.time()
+                final = out
+        except Exception as exc:
+            if type(exc).__name__ == "EngineDeadError":
+                raise  # not worth retrying: the engine process is gone
+            if type(exc).__name__ in ("EngineGenerateError", "TimeoutError"):
+                raise TransientError(f"request {request.id}: vLLM: {exc}") from exc
+            raise
+        if final is None:
+            raise EvalkitError(f"request {request.id}: vLLM returned no output")
+        timings.finished = time.time()
+        return completion_from_output(request, final, timings)
+
+    async def close(self) -> None:
+        """Shut the engine processes down (idempotent)."""
+        engine, self._engine = self._engine, None
+        if engine is None:
+            return
+        # Stop the output loop first, in its own event loop: otherwise it sees the engine
+        # process go away during shutdown and logs a spurious EngineDeadError.
+        handler = getattr(engine, "output_handler", None)
+        if handler is not None and not handler.done():
+            handler.cancel()
+            await asyncio.gather(handler, return_exceptions=True)
+        await asyncio.to_thread(engine.shutdown)
+
+
+class VLLMBatchEngine:
+    """The vanilla baseline: ``LLM.generate`` on a whole batch, blocking until all finish."""
+
+    def __init__(self, config: VLLMConfig) -> None:
+        from vllm import LLM
+
+        self.config = config
+        self.family = detect_family(config.model) if os.path.isdir(config.model) else None
+        t0 = time.time()
+        self._llm: Any = LLM(**config.engine_args(), disable_log_stats=True)
+        self.start_s = time.time() - t0
+        self._tokenizer = self._llm.get_tokenizer()
+        self._lock = threading.Lock()  # LLM is not re-entrant
+
+    def generate_batch_sync(self, requests: list[Request]) -> list[Completion]:
+        """Generate a batch in one ``LLM.generate`` call (all finish together)."""
+        if self._llm is None:
+            raise EvalkitError("VLLMBatchEngine is closed")
+        if not requests:
+            return []
+        for r in requests:
+            if self.family is not None:
+                check_frame_sizes(r, self.family.factor)
+        inputs = [vllm_prompt(r, render_prompt(self._tokenizer, r)) for r in requests]
+        params = [to_vllm_sampling(r.sampling) for r in requests]
+        with self._lock:
+            submitted = time.time()
+            outputs = self._llm.generate(inputs, params, use_tqdm=False)
+            finished = time.time()
+        # LLM.generate reports no per-request first-token time: the batch is one unit.
+        timings = [Timings(submitted=submitted, finished=finished) for _ in requests]
+        return [
+            completion_from_output(r, o, t)
+            for r, o, t in zip(requests, outputs, timings, strict=True)
+        ]
+
+    async def generate_batch(self, requests: list[Request]) -> list[Completion]:
+        """Async wrapper (a worker thread) used by ``Pipeline.run_sync``."""
+        return await asyncio.to_thread(self.generate_batch_sync, requests)
+
+    async def generate(self, request: Request) -> Completion:
+        """A batch of one (the protocol's single-request form)."""
+        return (await self.generate_batch([request]))[0]
+
+    async def close(self) -> None:
+        """Shut the engine processes down (idempotent)."""
+        llm, self._llm = self._llm, None
+        if llm is not None:
+            await asyncio.to_thread(llm.llm_engine.engine_core.shutdown)

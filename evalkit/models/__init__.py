@@ -1,0 +1,1 @@
+"""Model helpers: tiny local checkpoints for tests and the CPU demo."""

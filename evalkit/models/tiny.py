@@ -1,0 +1,294 @@
+"""A tiny random Qwen-VL checkpoint, built offline in seconds (tests, demo, CPU CI).
+
+The checkpoint is a real Hugging Face model directory (config.json, safetensors weights,
+tokenizer, chat template, image + video processor configs) that both transformers and
+vLLM load. Its weights are random and deterministic from ``seed``; its answers are
+meaningless but reproducible, which is what engine and pipeline tests need.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from evalkit.errors import EvalkitError
+
+FAMILIES = ("qwen2_5_vl", "qwen3_vl")
+
+# Qwen's special tokens, in Qwen's order, so that ids are stable and look familiar.
+SPECIAL_TOKENS = [
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|object_ref_start|>",
+    "<|object_ref_end|>",
+    "<|box_start|>",
+    "<|box_end|>",
+    "<|quad_start|>",
+    "<|quad_end|>",
+    "<|vision_start|>",
+    "<|vision_end|>",
+    "<|vision_pad|>",
+    "<|image_pad|>",
+    "<|video_pad|>",
+]
+
+# A Qwen2-VL-style template written for this project: a default system turn, each user
+# content item in order, and one <|vision_start|><|X_pad|><|vision_end|> per image/video
+# (the processor expands the pad token to the right number of visual tokens).
+CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{% if loop.first and message['role'] != 'system' %}"
+    "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
+    "{% endif %}"
+    "<|im_start|>{{ message['role'] }}\n"
+    "{% if message['content'] is string %}{{ message['content'] }}"
+    "{% else %}{% for item in message['content'] %}"
+    "{% if item['type'] == 'image' or 'image' in item or 'image_url' in item %}"
+    "<|vision_start|><|image_pad|><|vision_end|>"
+    "{% elif item['type'] == 'video' or 'video' in item %}"
+    "<|vision_start|><|video_pad|><|vision_end|>"
+    "{% elif 'text' in item %}{{ item['text'] }}"
+    "{% endif %}{% endfor %}{% endif %}"
+    "<|im_end|>\n"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+_WORDS_TEXT = (
+    "the a an of to in on at for with from by about what which who when where why how is are "
+    "was were be been do does did can could will would should may might must not no yes and "
+    "or but if then than this that these those there here it its he she they we you i me my "
+    "your video image frame clip scene person people man woman child dog cat car ball table "
+    "door room kitchen street park water tree sky red blue green yellow black white left "
+    "right up down before after first last next during while begins ends start end time "
+    "second minute hour count number how many times does appear happen action event object "
+    "color shape size question answer option options choose select correct best letter "
+    "following given describe explain reason think step final above below between near far "
+    "inside outside open close walk run jump sit stand hold pick put throw catch look watch "
+    "play eat drink cook read write talk speak move turn stop wait"
+)
+_WORDS = tuple(_WORDS_TEXT.split())
+_PUNCT = [".", ",", "?", "!", ":", ";", "(", ")", "'", '"', "-"]
+
+
+_SYLLABLES_TEXT = (
+    "ba be bi bo bu ca ce ci co cu da de di do du fa fe fi fo ga ge go ha he hi ho ka ke ki "
+    "ko la le li lo lu ma me mi mo mu na ne ni no nu pa pe pi po ra re ri ro ru sa se si so "
+    "ta te ti to tu va ve vi vo wa we wi ya yo za ze zi zo ing ed er est ly tion ment ness"
+)
+_SYLLABLES = tuple(_SYLLABLES_TEXT.split())
+
+
+def corpus(n_sentences: int = 1500) -> str:
+    """Some KB of deterministic pseudo-English with digits, letters and option markup."""
+    rng = random.Random(1234)  # fixed: the tokenizer must not depend on the weight seed
+    # Made-up words widen the merge statistics so the BPE reaches ~2k entries.
+    made_up = ["".join(rng.choices(_SYLLABLES, k=rng.randint(2, 4))) for _ in range(1500)]
+    lines = []
+    for i in range(n_sentences):
+        words = [rng.choice(_WORDS if rng.random() < 0.6 else made_up) for _ in range(8)]
+        if i % 5 == 0:
+            words.append(str(rng.randint(0, 2026)))
+        if i % 7 == 0:
+            words = [f"{'ABCDEFGHIJ'[rng.randint(0, 9)]}.", *words]
+        sentence = " ".join(words).capitalize() + rng.choice(_PUNCT)
+        lines.append(sentence)
+    lines.append("Answer with the option's letter from the given choices directly.")
+    lines.append("0 1 2 3 4 5 6 7 8 9 A B C D E F G H I J <think> </think> <answer> </answer>")
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class TinySpec:
+    """Sizes of the tiny model (see CPU_STACK.md for the ones known to work on CPU)."""
+
+    family: str
+    vocab_target: int = 2048
+    text_hidden: int = 128
+    text_layers: int = 2
+    text_heads: int = 4
+    text_kv_heads: int = 2
+    head_dim: int = 32
+    vision_depth: int = 2
+    vision_hidden: int = 64
+    vision_heads: int = 2
+    max_pixels: int = 64 * 28 * 28
+    """Processor budget; vLLM profiles the encoder with it, so keep it small on CPU."""
+
+    @property
+    def patch_size(self) -> int:
+        """Vision patch side: 14 for Qwen2.5-VL, 16 for Qwen3-VL."""
+        return 16 if self.family == "qwen3_vl" else 14
+
+
+def build_tokenizer() -> Any:
+    """Train the byte-level BPE and wrap it as a ``PreTrainedTokenizerFast``."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=2048,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(corpus().splitlines(), trainer=trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        unk_token=None,
+        additional_special_tokens=SPECIAL_TOKENS[1:],
+        model_max_length=32768,
+    )
+    fast.chat_template = CHAT_TEMPLATE
+    return fast
+
+
+def _rope(spec: TinySpec) -> dict[str, Any]:
+    rope: dict[str, Any] = {"rope_type": "default", "rope_theta": 1_000_000.0}
+    rope["mrope_section"] = [4, 6, 6]  # sums to head_dim / 2
+    if spec.family == "qwen3_vl":
+        rope["mrope_interleaved"] = True
+    return rope
+
+
+def build_config(spec: TinySpec, tokenizer: Any) -> Any:
+    """The transformers config of the tiny model for ``spec.family``."""
+    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
+    vocab = (len(tokenizer) + 63) // 64 * 64  # padded, as real checkpoints are
+    text: dict[str, Any] = {
+        "vocab_size": vocab,
+        "hidden_size": spec.text_hidden,
+        "intermediate_size": spec.text_hidden * 2,
+        "num_hidden_layers": spec.text_layers,
+        "num_attention_heads": spec.text_heads,
+        "num_key_value_heads": spec.text_kv_heads,
+        "head_dim": spec.head_dim,
+        "max_position_embeddings": 32768,
+        "rope_parameters": _rope(spec),
+        "bos_token_id": ids["<|endoftext|>"],
+        "eos_token_id": ids["<|im_end|>"],
+        "pad_token_id": ids["<|endoftext|>"],
+        "initializer_range": 0.05,
+    }
+    vision: dict[str, Any] = {
+        "depth": spec.vision_depth,
+        "hidden_size": spec.vision_hidden,
+        "intermediate_size": spec.vision_hidden * 2,
+        "num_heads": spec.vision_heads,
+        "patch_size": spec.patch_size,
+        "spatial_merge_size": 2,
+        "temporal_patch_size": 2,
+        "out_hidden_size": spec.text_hidden,
+        "initializer_range": 0.05,
+    }
+    common = {
+        "image_token_id": ids["<|image_pad|>"],
+        "video_token_id": ids["<|video_pad|>"],
+        "vision_start_token_id": ids["<|vision_start|>"],
+        "vision_end_token_id": ids["<|vision_end|>"],
+        "tie_word_embeddings": False,
+        "initializer_range": 0.05,
+    }
+    cfg: Any
+    if spec.family == "qwen3_vl":
+        from transformers import Qwen3VLConfig
+
+        vision |= {"deepstack_visual_indexes": [0], "num_position_embeddings": 1024}
+        cfg = Qwen3VLConfig(text_config=text, vision_config=vision, **common)
+        cfg.architectures = ["Qwen3VLForConditionalGeneration"]
+    else:
+        from transformers import Qwen2_5_VLConfig
+
+        vision |= {"window_size": 112, "fullatt_block_indexes": [1], "tokens_per_second": 2}
+        cfg = Qwen2_5_VLConfig(text_config=text, vision_config=vision, **common)
+        cfg.architectures = ["Qwen2_5_VLForConditionalGeneration"]
+    return cfg
+
+
+def build_processor(spec: TinySpec, tokenizer: Any) -> Any:
+    """Image + video processors (same mean/std: vLLM normalises video with the image's)."""
+    import transformers as tf
+
+    mean, std = [0.5, 0.5, 0.5], [0.5, 0.5, 0.5]
+    factor = spec.patch_size * 2
+    size = {"shortest_edge": 4 * factor * factor, "longest_edge": spec.max_pixels}
+    common = {
+        "size": size,
+        "patch_size": spec.patch_size,
+        "temporal_patch_size": 2,
+        "merge_size": 2,
+        "image_mean": mean,
+        "image_std": std,
+    }
+    image = tf.Qwen2VLImageProcessor(**common)
+    video: Any
+    cls: Any
+    if spec.family == "qwen3_vl":
+        video = tf.Qwen3VLVideoProcessor(**common, max_frames=64)
+        cls = tf.Qwen3VLProcessor
+    else:
+        video = tf.Qwen2VLVideoProcessor(**common, max_frames=64)
+        cls = tf.Qwen2_5_VLProcessor
+    return cls(
+        image_processor=image,
+        tokenizer=tokenizer,
+        video_processor=video,
+        chat_template=CHAT_TEMPLATE,
+    )
+
+
+def build_tiny_model(out: str | Path, family: str = "qwen2_5_vl", seed: int = 0) -> Path:
+    """Write a tiny random ``family`` checkpoint to ``out``; same seed -> same bytes."""
+    if family not in FAMILIES:
+        raise EvalkitError(f"unknown tiny model family {family!r}; choose one of {FAMILIES}")
+    import torch
+    import transformers as tf
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    spec = TinySpec(family=family)
+    tokenizer = build_tokenizer()
+    config = build_config(spec, tokenizer)
+    cls: Any = (
+        tf.Qwen3VLForConditionalGeneration
+        if family == "qwen3_vl"
+        else tf.Qwen2_5_VLForConditionalGeneration
+    )
+    with _seeded(torch, seed):
+        model: Any = cls(config)
+    model = model.to(torch.float32).eval()
+    model.generation_config.do_sample = False
+    model.generation_config.eos_token_id = [
+        tokenizer.convert_tokens_to_ids("<|im_end|>"),
+        tokenizer.convert_tokens_to_ids("<|endoftext|>"),
+    ]
+    model.save_pretrained(out, safe_serialization=True)
+    build_processor(spec, tokenizer).save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    (out / "evalkit_tiny.json").write_text(
+        json.dumps({"family": family, "seed": seed}, indent=2) + "\n", encoding="utf-8"
+    )
+    return out
+
+
+class _seeded:
+    """Seed torch's CPU generator for the duration of a block, then restore it."""
+
+    def __init__(self, torch_mod: Any, seed: int) -> None:
+        self.torch, self.seed = torch_mod, seed
+
+    def __enter__(self) -> None:
+        self.state = self.torch.random.get_rng_state()
+        self.torch.manual_seed(self.seed)
+
+    def __exit__(self, *exc: object) -> None:
+        self.torch.random.set_rng_state(self.state)

@@ -1,0 +1,243 @@
+"""The OpenAI-compatible client against a scripted HTTP server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import io
+import json
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("httpx")
+
+from evalkit.engines.base import Request, SamplingParams
+from evalkit.engines.openai_engine import OpenAIConfig, OpenAIEngine
+from evalkit.errors import EvalkitError, TransientError
+from tests._engine_env import make_frames
+
+
+@dataclass
+class Script:
+    """What the fake server does: fail some calls, delay answers, record bodies."""
+
+    fail_status: list[int] = field(default_factory=list)
+    delay_s: float = 0.0
+    bodies: list[dict[str, Any]] = field(default_factory=list)
+    active: int = 0
+    max_active: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def _handler(script: Script) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            with script.lock:
+                script.bodies.append(body)
+                script.active += 1
+                script.max_active = max(script.max_active, script.active)
+                status = script.fail_status.pop(0) if script.fail_status else 200
+            try:
+                time.sleep(script.delay_s)
+                if status != 200:
+                    self._send(status, "application/json", b'{"error": "scripted"}')
+                elif body.get("stream"):
+                    self._stream(body)
+                else:
+                    answer = {
+                        "choices": [{"index": 0, "message": {"content": "B"}}],
+                        "usage": {"prompt_tokens": 11, "completion_tokens": 1},
+                    }
+                    self._send(200, "application/json", json.dumps(answer).encode())
+            finally:
+                with script.lock:
+                    script.active -= 1
+
+        def _stream(self, body: dict[str, Any]) -> None:
+            chunks = [
+                {"choices": [{"index": 0, "delta": {"content": "The answer"}}]},
+                {"choices": [{"index": 0, "delta": {"content": " is C"}}]},
+                {"choices": [], "usage": {"prompt_tokens": 42, "completion_tokens": 4}},
+            ]
+            data = b"".join(f"data: {json.dumps(c)}\n\n".encode() for c in chunks)
+            self._send(200, "text/event-stream", data + b"data: [DONE]\n\n")
+
+        def _send(self, status: int, ctype: str, data: bytes) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    return Handler
+
+
+@pytest.fixture
+def server() -> Iterator[tuple[str, Script]]:
+    script = Script()
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(script))
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}/v1", script
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def _engine(url: str, **kw: Any) -> OpenAIEngine:
+    return OpenAIEngine(OpenAIConfig(base_url=url, model="tiny", backoff_s=0.01, **kw))
+
+
+def _decode_frames(url: str) -> np.ndarray:
+    from PIL import Image
+
+    head, _, data = url.partition(",")
+    assert head == "data:video/jpeg;base64"
+    frames = [np.asarray(Image.open(io.BytesIO(base64.b64decode(p)))) for p in data.split(",")]
+    return np.stack(frames)
+
+
+def _run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def test_video_is_sent_losslessly_with_source_metadata(server: tuple[str, Script]) -> None:
+    url, script = server
+    frames = make_frames(4, 56, 84, seed=5)
+    req = Request(id="v1", text="What happens?", videos=[frames], system="Be brief.")
+
+    async def go() -> Any:
+        eng = _engine(url)
+        try:
+            return await eng.generate(req)
+        finally:
+            await eng.close()
+
+    comp = _run(go())
+    assert comp.text == "The answer is C"
+    assert (comp.prompt_tokens, comp.output_tokens) == (42, 4)
+    t = comp.timings
+    assert t.first_token is not None and t.finished is not None
+    assert t.submitted <= t.first_token <= t.finished
+    body = script.bodies[0]
+    assert body["messages"][0] == {"role": "system", "content": "Be brief."}
+    video, text = body["messages"][1]["content"]
+    assert video["type"] == "video_url" and text == {"type": "text", "text": "What happens?"}
+    np.testing.assert_array_equal(_decode_frames(video["video_url"]["url"]), frames.array)
+    assert body["mm_processor_kwargs"] == {"do_sample_frames": False, "do_resize": False}
+    io_kw = body["media_io_kwargs"]["video"]
+    assert io_kw["frames_indices"] == frames.meta.indices
+    assert io_kw["total_num_frames"] == frames.meta.total_frames
+    assert io_kw["fps"] == frames.meta.source_fps and io_kw["num_frames"] == -1
+
+
+def test_transient_errors_are_retried(server: tuple[str, Script]) -> None:
+    url, script = server
+    script.fail_status = [503, 429]
+
+    async def go() -> Any:
+        eng = _engine(url, stream=False)
+        try:
+            return await eng.generate(Request(id="r", text="hi")), eng.retries
+        finally:
+            await eng.close()
+
+    comp, retries = _run(go())
+    assert comp.text == "B" and retries == 2 and len(script.bodies) == 3
+
+
+def test_retries_give_up_with_a_transient_error(server: tuple[str, Script]) -> None:
+    url, script = server
+    script.fail_status = [502, 502, 502]
+
+    async def go() -> None:
+        eng = _engine(url, max_retries=2)
+        try:
+            await eng.generate(Request(id="r9", text="hi"))
+        finally:
+            await eng.close()
+
+    with pytest.raises(TransientError, match=r"r9.*502"):
+        _run(go())
+    assert len(script.bodies) == 3
+
+
+def test_client_errors_fail_at_once_with_the_server_message(server: tuple[str, Script]) -> None:
+    url, script = server
+    script.fail_status = [400]
+
+    async def go() -> None:
+        eng = _engine(url)
+        try:
+            await eng.generate(Request(id="bad", text="hi"))
+        finally:
+            await eng.close()
+
+    with pytest.raises(EvalkitError, match=r"bad.*400.*scripted") as info:
+        _run(go())
+    assert not isinstance(info.value, TransientError) and len(script.bodies) == 1
+
+
+def test_timeouts_are_transient(server: tuple[str, Script]) -> None:
+    url, script = server
+    script.delay_s = 0.5
+
+    async def go() -> None:
+        eng = _engine(url, timeout_s=0.1, max_retries=1)
+        try:
+            await eng.generate(Request(id="slow", text="hi"))
+        finally:
+            await eng.close()
+
+    with pytest.raises(TransientError, match="slow"):
+        _run(go())
+
+
+def test_concurrency_is_bounded(server: tuple[str, Script]) -> None:
+    url, script = server
+    script.delay_s = 0.05
+
+    async def go() -> list[Any]:
+        eng = _engine(url, max_concurrency=3)
+        try:
+            reqs = [Request(id=f"r{i}", text="hi") for i in range(12)]
+            return await asyncio.gather(*(eng.generate(r) for r in reqs))
+        finally:
+            await eng.close()
+
+    out = _run(go())
+    assert len(out) == 12 and script.max_active == 3
+
+
+def test_sampling_and_image_fields(server: tuple[str, Script]) -> None:
+    url, script = server
+    image = np.full((28, 56, 3), 7, np.uint8)
+    sampling = SamplingParams(max_tokens=5, temperature=0.7, top_k=20, seed=1, stop=("\n",))
+    req = Request(id="i", text="Look <image> now", images=[image], sampling=sampling)
+
+    async def go() -> None:
+        eng = _engine(url)
+        try:
+            await eng.generate(req)
+        finally:
+            await eng.close()
+
+    _run(go())
+    body = script.bodies[0]
+    assert (body["max_tokens"], body["temperature"], body["top_k"]) == (5, 0.7, 20)
+    assert (body["seed"], body["stop"]) == (1, ["\n"])
+    kinds = [c["type"] for c in body["messages"][-1]["content"]]
+    assert kinds == ["text", "image_url", "text"]
+    assert "media_io_kwargs" not in body

@@ -1,0 +1,97 @@
+"""The tiny random Qwen-VL checkpoint: offline, deterministic, loadable by transformers."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("transformers")
+
+from evalkit.cli.main import main as cli_main
+from evalkit.engines.family import detect_family
+from evalkit.models.tiny import SPECIAL_TOKENS, build_tiny_model
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def tiny25(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_model(tmp_path_factory.mktemp("m") / "a", "qwen2_5_vl", seed=3)
+
+
+def test_same_seed_gives_byte_identical_weights(tiny25: Path, tmp_path: Path) -> None:
+    again = build_tiny_model(tmp_path / "b", "qwen2_5_vl", seed=3)
+    for name in ("model.safetensors", "config.json", "tokenizer.json"):
+        assert _digest(tiny25 / name) == _digest(again / name), name
+
+
+def test_other_seed_gives_other_weights(tiny25: Path, tmp_path: Path) -> None:
+    other = build_tiny_model(tmp_path / "c", "qwen2_5_vl", seed=4)
+    assert _digest(tiny25 / "model.safetensors") != _digest(other / "model.safetensors")
+    assert _digest(tiny25 / "tokenizer.json") == _digest(other / "tokenizer.json")
+
+
+def test_config_has_the_cpu_sizes(tiny25: Path) -> None:
+    cfg = json.loads((tiny25 / "config.json").read_text())
+    text, vision = cfg["text_config"], cfg["vision_config"]
+    assert (text["hidden_size"], text["num_hidden_layers"]) == (128, 2)
+    assert (text["num_attention_heads"], text["num_key_value_heads"], text["head_dim"]) == (
+        4,
+        2,
+        32,
+    )
+    assert text["rope_parameters"]["mrope_section"] == [4, 6, 6]
+    assert (vision["depth"], vision["hidden_size"], vision["patch_size"]) == (2, 64, 14)
+    assert detect_family(tiny25).factor == 28
+
+
+def test_tokenizer_has_qwen_specials_and_about_2k_vocab(tiny25: Path) -> None:
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny25)
+    assert 1500 <= len(tok) <= 2200
+    ids = tok.convert_tokens_to_ids(SPECIAL_TOKENS)
+    assert len(set(ids)) == len(SPECIAL_TOKENS) and tok.unk_token_id not in ids
+    text = "What happens first? Answer with the option's letter."
+    assert tok.decode(tok(text)["input_ids"]) == text
+
+
+def test_chat_template_places_video_then_text(tiny25: Path) -> None:
+    from transformers import AutoProcessor
+
+    proc = AutoProcessor.from_pretrained(tiny25)
+    msgs = [{"role": "user", "content": [{"type": "video"}, {"type": "text", "text": "Why?"}]}]
+    prompt = proc.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+    assert prompt.endswith(
+        "<|im_start|>user\n<|vision_start|><|video_pad|><|vision_end|>Why?<|im_end|>\n"
+        "<|im_start|>assistant\n"
+    )
+    assert prompt.startswith("<|im_start|>system\n")
+
+
+def test_image_and_video_processors_share_mean_and_std(tiny25: Path) -> None:
+    cfg = json.loads((tiny25 / "processor_config.json").read_text())
+    image, video = cfg["image_processor"], cfg["video_processor"]
+    assert image["image_mean"] == video["image_mean"]
+    assert image["image_std"] == video["image_std"]
+
+
+def test_qwen3_vl_family_builds_with_patch_16(tmp_path: Path) -> None:
+    out = build_tiny_model(tmp_path / "q3", "qwen3_vl", seed=0)
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["model_type"] == "qwen3_vl"
+    assert cfg["vision_config"]["deepstack_visual_indexes"] == [0]
+    assert cfg["text_config"]["rope_parameters"]["mrope_interleaved"] is True
+    assert detect_family(out).factor == 32
+
+
+def test_cli_builds_the_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc = cli_main(["model", "tiny", str(tmp_path / "cli"), "--seed", "1"])
+    assert rc == 0
+    assert (tmp_path / "cli" / "model.safetensors").is_file()
+    assert "built tiny qwen2_5_vl" in capsys.readouterr().out
