@@ -57,7 +57,8 @@ def code_python(prediction: str, target: Any, sample: Sample) -> Score:
     passed = [bool(p) for p in run.result.get("passed", [])]
     meta.update(passed=passed, error=run.result.get("error"))
     value = sum(passed) / len(tests)
-    return Score(value, f"{sum(passed)}/{len(tests)} tests", "sandboxed run", meta)
+    why = f"{sum(passed)}/{len(tests)} tests passed in the sandbox (code via {meta['extraction']})"
+    return Score(value, f"{sum(passed)}/{len(tests)} tests", why, meta)
 
 
 # Rule: rendering similarity, in the spirit of StarVector / VGBench SVG evaluation
@@ -79,7 +80,8 @@ def code_svg(prediction: str, target: Any, sample: Sample) -> Score:
         return Score(0.0, None, f"rendering failed: {run.stderr[-300:]}", meta)
     value = float(run.result.get("similarity", 0.0))
     meta.update(mae=run.result.get("mae"), error=run.result.get("error"))
-    return Score(min(1.0, max(0.0, value)), "svg", f"pixel similarity {value:.3f}", meta)
+    why = f"pixel similarity {value:.3f} (svg via {meta['extraction']})"
+    return Score(min(1.0, max(0.0, value)), "svg", why, meta)
 
 
 class _Structure(HTMLParser):
@@ -129,4 +131,5 @@ def code_html(prediction: str, target: Any, sample: Sample) -> Score:
         text = 1.0
     value = 0.8 * structure + 0.2 * text
     meta.update(structure=structure, text=text)
-    return Score(min(1.0, value), f"{len(tags)} tags", f"structure {structure:.3f}", meta)
+    why = f"structure {structure:.3f}, text {text:.3f} (html via {meta['extraction']})"
+    return Score(min(1.0, value), f"{len(tags)} tags", why, meta)
