@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from evalkit.video import FrameSpec, ImageSpec, load_image, load_video, sample_indices, video_size
 from evalkit.video.synth import read_indices, write_index_video
@@ -194,3 +196,59 @@ def test_image_sizes_match_fetch_image(
     theirs = vp.fetch_image(ele, image_patch_size=spec.factor // 2)
     ours = load_image(path, spec)
     assert ours.shape == (theirs.height, theirs.width, 3)
+
+
+# --- the same parity over random settings (hypothesis), beyond the hand-picked grids
+
+
+@st.composite
+def _sampling_case(draw: st.DrawFn) -> tuple[int, float, FrameSpec]:
+    src_fps = draw(st.floats(1.0, 120.0))
+    total = draw(st.integers(1, 200_000))
+    duration = total / src_fps
+    start = draw(st.none() | st.floats(0.0, duration * 1.1))
+    end = draw(st.none() | st.floats(0.0, duration * 1.1))
+    if start is not None and end is not None and end <= start:
+        start, end = end, start + 1.0
+    if draw(st.booleans()):
+        spec = FrameSpec(nframes=draw(st.integers(1, 1024)), start=start, end=end)
+    else:
+        lo = draw(st.integers(1, 64))
+        spec = FrameSpec(
+            fps=draw(st.floats(0.05, 16.0)),
+            min_frames=lo,
+            max_frames=draw(st.integers(lo, 1024)),
+            start=start,
+            end=end,
+        )
+    return total, src_fps, spec
+
+
+@settings(max_examples=400, deadline=None)
+@given(_sampling_case())
+def test_random_settings_pick_the_same_indices(case: tuple[int, float, FrameSpec]) -> None:
+    total, src_fps, spec = case
+    expected = _qwen_indices(total, src_fps, spec)
+    if expected is not None:
+        assert sample_indices(total, src_fps, spec) == expected
+
+
+@st.composite
+def _size_case(draw: st.DrawFn) -> tuple[int, int, int, FrameSpec]:
+    factor = draw(st.sampled_from([28, 32]))
+    h = draw(st.integers(16, 4096))
+    w = draw(st.integers(max(16, h // 150), min(4096, h * 150)))
+    lo = draw(st.integers(4, 1024)) * factor * factor
+    hi = lo + draw(st.integers(0, 16384)) * factor * factor
+    total = draw(st.none() | st.integers(1, 200_000).map(lambda t: t * factor * factor))
+    n = draw(st.integers(1, 384)) * 2
+    spec = FrameSpec(min_pixels=lo, max_pixels=hi, total_pixels=total, factor=factor)
+    return h, w, n, spec
+
+
+@settings(max_examples=300, deadline=None)
+@given(_size_case())
+def test_random_settings_give_the_same_sizes(case: tuple[int, int, int, FrameSpec]) -> None:
+    h, w, n, spec = case
+    with pytest.MonkeyPatch.context() as mp:
+        assert video_size(h, w, spec, n) == _qwen_video_size(h, w, n, spec, mp)
