@@ -188,3 +188,17 @@ def test_cli_writes_the_split_the_spec_reads(tmp_path: Path, capsys) -> None:
     assert "8 questions" in capsys.readouterr().out
     assert len(load(get_benchmark("SynthVideo"), tmp_path)) == len(FAMILIES)
     assert main(["synth", "--out", str(tmp_path), "--families", "nope"]) == 2
+
+
+def test_unified_export_loads_as_the_same_questions(root: Path) -> None:
+    from evalkit.bench.unified import load_unified
+    from evalkit.synthvideo import write_unified
+
+    by_id = {s.id: s for s in load(get_benchmark("SynthVideo"), root)}
+    unified = load_unified(write_unified(root / "synthvideo_test.jsonl"))
+    assert len(unified) == len(by_id)
+    for u in unified:
+        s = by_id[u.id.removeprefix("SynthVideo/")]
+        assert (u.task_type, u.question, u.options) == (s.task_type, s.question, s.options)
+        assert u.media == s.media
+        assert score(u, _truth(s)).value == pytest.approx(1.0), u.id

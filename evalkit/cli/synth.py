@@ -25,13 +25,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--families", help="comma-separated subset of families (default: all)", default=None
     )
+    parser.add_argument(
+        "--unified",
+        action="store_true",
+        help="also write synthvideo_<split>.unified.jsonl (EasyVideoR1 schema, for the trainer)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     """Write the requested split(s); print where the annotation files went."""
     from evalkit.errors import ConfigError
     from evalkit.registry import RegistryError
-    from evalkit.synthvideo import FAMILIES, generate, read_rows
+    from evalkit.synthvideo import FAMILIES, generate, read_rows, write_unified
 
     out = Path(args.out).expanduser()
     families = [f.strip() for f in args.families.split(",")] if args.families else list(FAMILIES)
@@ -57,5 +62,7 @@ def run(args: argparse.Namespace) -> int:
             f"SynthVideo {split}: {n} questions ({len(families)} families x {args.n}, "
             f"seed {args.seed}) in {took:.1f} s -> {ann}"
         )
+        if args.unified:
+            print(f"  unified schema -> {write_unified(ann)}")
     print(f"evaluate with: evalkit run --bench SynthVideo --data-root {out}")
     return 0

@@ -17,6 +17,8 @@ from evalkit.synthvideo.generate import (
     make_row,
     read_rows,
     sample_id,
+    to_unified,
+    write_unified,
     write_video,
 )
 
@@ -31,5 +33,7 @@ __all__ = [
     "make_row",
     "read_rows",
     "sample_id",
+    "to_unified",
+    "write_unified",
     "write_video",
 ]

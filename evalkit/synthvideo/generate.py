@@ -149,6 +149,40 @@ def generate(
     return ann
 
 
+def to_unified(row: dict[str, Any]) -> dict[str, Any]:
+    """One row in the EasyVideoR1 unified schema (what the trainer's data loader reads)."""
+    answer = row["answer"]
+    if not isinstance(answer, str):
+        answer = json.dumps(answer) if isinstance(answer, list | dict) else str(answer)
+    return {
+        "problem_id": row["id"],
+        "problem": row["question"],
+        "problem_type": row["task_type"],
+        "options": [f"{'ABCDEF'[i]}. {o}" for i, o in enumerate(row["options"])],
+        "solution": f"<answer>{answer}</answer>",
+        "path": row["video"],
+        "data_type": "video",
+        "data_source": "SynthVideo",
+        "family": row["family"],
+        "kind": row["kind"],
+        "duration": row["duration"],
+        "width": row["width"],
+        "height": row["height"],
+    }
+
+
+def write_unified(annotation: str | os.PathLike[str]) -> Path:
+    """``synthvideo_<split>.unified.jsonl`` beside ``annotation``: the same questions in the
+    unified schema, video paths relative to that folder (``evalkit.bench.unified``)."""
+    src = Path(annotation)
+    dst = src.with_name(src.name.replace(".jsonl", ".unified.jsonl"))
+    rows = [to_unified(r) for r in read_rows(src)]
+    tmp = dst.with_name(f".{dst.name}.part")
+    tmp.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows), encoding="utf-8")
+    os.replace(tmp, dst)
+    return dst
+
+
 def read_rows(annotation: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """The rows of an annotation file, in order."""
     with open(annotation, encoding="utf-8") as f:
