@@ -141,6 +141,20 @@ def test_the_ref_window_is_part_of_the_key(cache: FrameCache, video: Path) -> No
     assert cache.path_for(windowed, SPEC) != cache.path_for(video, SPEC)
 
 
+def test_a_ref_window_and_the_same_spec_window_share_one_entry(
+    cache: FrameCache, video: Path
+) -> None:
+    # The decoder lets a ref's window replace the spec's, so these all decode alike.
+    windowed = VideoRef(path=str(video), start=1.0, end=2.0)
+    same = {
+        cache.path_for(windowed, SPEC),
+        cache.path_for(windowed, SPEC.window(1.0, 2.0)),
+        cache.path_for(windowed, SPEC.window(0.0, 9.0)),
+        cache.path_for(video, SPEC.window(1.0, 2.0)),
+    }
+    assert len(same) == 1
+
+
 def test_rewriting_the_source_is_never_served_stale(cache: FrameCache, video: Path) -> None:
     cache.get(video, SPEC)
     st = video.stat()

@@ -19,7 +19,7 @@ import numpy as np
 
 from evalkit.cache import codec as codecs
 from evalkit.cache.fileformat import DamagedFile, MappedFile, digest, open_mapped, write_atomic
-from evalkit.cache.key import FORMAT_VERSION, SourceIdentity
+from evalkit.cache.key import FORMAT_VERSION, SourceIdentity, effective_spec
 from evalkit.sample import VideoRef
 from evalkit.video.types import Frames, FrameSpec, VideoMeta
 
@@ -36,7 +36,6 @@ class EntryInfo:
     codec: str
     shape: tuple[int, int, int, int]
     spec: dict[str, Any]
-    window: list[float | None]
     source: SourceIdentity
     meta: VideoMeta
     digest: str
@@ -62,8 +61,7 @@ def write_entry(
         _P + "codec": codec,
         _P + "jpeg_quality": str(jpeg_quality) if codec == "jpeg" else "",
         _P + "shape": json.dumps(list(frames.array.shape)),
-        _P + "spec": json.dumps(spec.model_dump(mode="json"), sort_keys=True),
-        _P + "window": json.dumps([ref.start, ref.end]),
+        _P + "spec": json.dumps(effective_spec(ref, spec).model_dump(mode="json"), sort_keys=True),
         _P + "source": source.to_json(),
         _P + "meta": json.dumps(frames.meta.to_dict(), sort_keys=True),
         _P + "digest": digest([a for _, a in tensors]),
@@ -105,7 +103,6 @@ def read_info(mapped: MappedFile, expect_key: str | None = None) -> EntryInfo:
             codec=md[_P + "codec"],
             shape=shape,  # type: ignore[arg-type]
             spec=json.loads(md[_P + "spec"]),
-            window=json.loads(md[_P + "window"]),
             source=SourceIdentity.from_json(md[_P + "source"]),
             meta=meta,
             digest=md[_P + "digest"],

@@ -80,6 +80,17 @@ def _sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
+def effective_spec(ref: VideoRef, spec: FrameSpec) -> FrameSpec:
+    """The spec the decoder applies: a window on the ref replaces the spec's window.
+
+    Keys are made from it, so ``(ref with window, spec)`` and ``(plain ref,
+    spec.window(...))`` name one entry, as they decode to the same frames.
+    """
+    if ref.start is None and ref.end is None:
+        return spec
+    return spec.window(ref.start, ref.end)
+
+
 def cache_key(
     source: SourceIdentity,
     ref: VideoRef,
@@ -87,7 +98,8 @@ def cache_key(
     codec: Codec = "raw",
     jpeg_quality: int | None = None,
 ) -> str:
-    """sha256 over the source identity, the clip window, every FrameSpec field and the format.
+    """sha256 over the source identity, every field of the effective FrameSpec (the ref's
+    window folded in) and the format.
 
     With a content hash the path is left out, so copies of one file share an entry.
     """
@@ -99,8 +111,7 @@ def cache_key(
     doc = {
         "format": FORMAT_VERSION,
         "source": who,
-        "window": [ref.start, ref.end],
-        "spec": spec.model_dump(mode="json"),
+        "spec": effective_spec(ref, spec).model_dump(mode="json"),
         "codec": codec,
         "jpeg_quality": jpeg_quality if codec == "jpeg" else None,
     }
