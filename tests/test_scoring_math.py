@@ -35,3 +35,13 @@ def test_math_works_off_the_main_thread() -> None:
     thread.start()
     thread.join(120)
     assert results and results[0].value == 1.0
+
+
+def test_a_dead_math_worker_is_replaced() -> None:
+    from evalkit.scoring.mathverify import _WORKER
+
+    assert _WORKER.call("2", "$2$", 5.0) == (True, "2")
+    assert _WORKER._proc is not None
+    _WORKER._proc.kill()
+    _WORKER._proc.wait()
+    assert _WORKER.call("3", "$3$", 5.0) == (True, "3")

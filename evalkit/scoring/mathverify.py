@@ -9,9 +9,11 @@ add a hard wall-clock limit around it — a hung worker is killed and replaced.
 
 from __future__ import annotations
 
-import multiprocessing as mp
+import json
+import select
+import subprocess
+import sys
 import threading
-from multiprocessing.connection import Connection
 from typing import Any
 
 from evalkit.sample import Sample
@@ -46,57 +48,55 @@ def verify_strings(gold: str, answer: str, limit_s: float = TIME_LIMIT_S) -> tup
         return False, ""
 
 
-def _worker_main(conn: Connection) -> None:
-    while True:
-        try:
-            job = conn.recv()
-        except EOFError:
-            return
-        conn.send(verify_strings(*job))
-
-
 class _Worker:
-    """One spawned process running ``verify_strings`` for calls made off the main thread."""
+    """One long-lived process running ``verify_strings`` for calls made off the main thread."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._proc: Any = None
-        self._conn: Connection | None = None
+        self._proc: subprocess.Popen[str] | None = None
         self._warm = False  # the first call also pays for importing sympy in the worker
 
     def _start(self) -> None:
-        ctx = mp.get_context("spawn")  # fork is unsafe from a threaded process
-        parent, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_worker_main, args=(child,), daemon=True)
-        self._proc.start()
-        child.close()
-        self._conn = parent
+        self._proc = subprocess.Popen(
+            # A plain subprocess, not multiprocessing: spawning would re-import the
+            # caller's __main__, which breaks scripts without a main guard.
+            [sys.executable, "-m", "evalkit.scoring._math_worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
         self._warm = False
 
     def _stop(self) -> None:
         if self._proc is not None:
             self._proc.kill()
-            self._proc.join(5)
-        self._proc, self._conn = None, None
+            self._proc.wait(5)
+        self._proc = None
 
     def call(self, gold: str, answer: str, limit_s: float) -> tuple[bool, str] | None:
         """The result, or None if the call ran past the limit (the worker is replaced)."""
         with self._lock:
-            if self._proc is None or not self._proc.is_alive():
+            if self._proc is None or self._proc.poll() is not None:
                 self._start()
-            assert self._conn is not None
-            self._conn.send((gold, answer, limit_s))
+            proc = self._proc
+            assert proc is not None and proc.stdin is not None and proc.stdout is not None
+            try:
+                proc.stdin.write(json.dumps([gold, answer, limit_s]) + "\n")
+                proc.stdin.flush()
+            except OSError:
+                self._stop()
+                return None
             # Start-up (importing sympy) is not the answer's fault: allow for it once.
-            if self._conn.poll(limit_s + 2.0 + (0.0 if self._warm else 30.0)):
-                self._warm = True
-                try:
-                    result: tuple[bool, str] = self._conn.recv()
-                    return result
-                except (EOFError, OSError):
-                    self._stop()
-                    return None
-            self._stop()
-            return None
+            wait = limit_s + 2.0 + (0.0 if self._warm else 60.0)
+            ready, _, _ = select.select([proc.stdout], [], [], wait)
+            line = proc.stdout.readline() if ready else ""
+            if not line:
+                self._stop()
+                return None
+            self._warm = True
+            ok, parsed = json.loads(line)
+            return bool(ok), str(parsed)
 
 
 _WORKER = _Worker()
