@@ -77,7 +77,8 @@ def label(ref: VideoRef) -> str:
     return f"{ref.path}[{ref.start or 0}:{'' if ref.end is None else ref.end}]"
 
 
-def _cache_args(cache: FrameCache) -> dict[str, Any]:
+def cache_args(cache: FrameCache) -> dict[str, Any]:
+    """What a worker process needs to open the same cache (for :func:`build_one`)."""
     return {
         "root": str(cache.root),
         "codec": cache.codec,
@@ -85,6 +86,9 @@ def _cache_args(cache: FrameCache) -> dict[str, Any]:
         "identity": cache.identity,
         "decode": cache.decode,
     }
+
+
+_cache_args = cache_args  # the name evalkit.requests imported first
 
 
 def build_one(cache_args: dict[str, Any], ref_json: str, spec_json: str) -> Outcome:
@@ -137,7 +141,7 @@ def build(
     t0 = time.perf_counter()
     jobs = _order(refs)
     report = BuildReport(workers=workers)
-    args = _cache_args(cache)
+    args = cache_args(cache)
     if workers > 0 and jobs:
         _check_picklable(cache)
     spec_json = spec.model_dump_json()
