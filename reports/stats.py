@@ -1,11 +1,12 @@
 """Uncertainty: standard errors of official aggregates and paired run-vs-run deltas.
 
 A pooled mean has a closed-form standard error. Every other official rule (macro means,
-multi-binary groups, Video-MME-v2's non-linear group scores, adapters) is bootstrapped by
-re-running the official aggregation itself on resampled data, so the error describes the
-number actually reported. Resampling draws whole clusters — the aggregation's
-``group_field`` when it has one, else single samples — because questions scored as a
-group are not independent. Every bootstrap is seeded.
+multi-binary groups, Video-MME-v2's non-linear group scores, adapters) is bootstrapped on
+the official number itself: through an exact vectorised form of the rule where one is
+verified (``reports.vectorised``), else by re-running the official aggregation on each
+replicate. Resampling draws whole clusters — the aggregation's ``group_field`` when it
+has one, else single samples — because questions scored as a group are not independent.
+Run-vs-run deltas use one paired draw for both runs. Every bootstrap is seeded.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from evalkit.bench.aggregate import Scored, aggregate
+from reports.vectorised import bootstrap_counts, cluster_key, linear_form
 
 if TYPE_CHECKING:
     from reports.load import BenchmarkReport
@@ -51,18 +53,30 @@ def standard_error(
         return float(100 * vals.std(ddof=1) / np.sqrt(len(vals))), "analytic (mean)"
     if n_boot <= 1:
         return None, "bootstrap off"
-    clusters = Clusters(bench.scored, _group_field(bench))
-    if len(clusters) < 2:
-        return None, "fewer than 2 clusters"
+    gf = _group_field(bench)
     fn = overall_fn(bench)
+    keys = list(dict.fromkeys(cluster_key(s, gf) for s in bench.scored))
+    if len(keys) < 2:
+        return None, "fewer than 2 clusters"
+    unit = f"clusters by {gf}" if gf else "samples"
     rng = np.random.default_rng(seed)
-    reps = [
-        fn(clusters.resample(rng.integers(0, len(clusters), len(clusters)))) for _ in range(n_boot)
-    ]
-    vals = np.array([r for r in reps if r is not None], dtype=float)
+    form = linear_form(bench.spec, bench.scored, gf, keys, fn)
+    if form is not None:
+        reps = np.concatenate([form(c) for c in bootstrap_counts(rng, n_boot, len(keys))])
+        method = f"bootstrap ({n_boot}, {unit})"
+    else:
+        clusters = Clusters(bench.scored, gf)
+        draws = (rng.integers(0, len(clusters), len(clusters)) for _ in range(n_boot))
+        reps = np.array([_nan(fn(clusters.resample(d))) for d in draws], dtype=float)
+        method = f"bootstrap ({n_boot}, {unit}, official aggregate per replicate)"
+    vals = reps[~np.isnan(reps)]
     if len(vals) < 2:
         return None, "bootstrap: aggregate undefined"
-    return float(vals.std(ddof=1)), f"bootstrap ({n_boot}, {clusters.unit})"
+    return float(vals.std(ddof=1)), method
+
+
+def _nan(v: float | None) -> float:
+    return float("nan") if v is None else v
 
 
 def _group_field(bench: BenchmarkReport) -> str | None:
@@ -84,16 +98,10 @@ class Clusters:
         self.unit = f"clusters by {group_field}" if group_field else "samples"
         by: dict[str, list[Scored]] = {}
         for s in scored:
-            by.setdefault(self.key(s), []).append(s)
+            by.setdefault(cluster_key(s, group_field), []).append(s)
         self.keys = list(by)
         self.members = list(by.values())
         self._copies: dict[tuple[int, int], list[Scored]] = {}
-
-    def key(self, s: Scored) -> str:
-        """The cluster a scored sample belongs to."""
-        if self.group_field:
-            return str(s.sample.fields.get(self.group_field, s.sample.id))
-        return s.sample.id
 
     def __len__(self) -> int:
         return len(self.members)
@@ -192,70 +200,54 @@ def compare(
         n_only_b=len(ids_b - common),
         seed=seed,
     )
-    if is_pooled_mean(a) and is_pooled_mean(b):
-        return _compare_means(sa, sb_by, base, n_boot, seed)
+    gf = _group_field(a)
     fa, fb = overall_fn(a), overall_fn(b)
-    clusters = Clusters(sa, _group_field(a))
-    # B's samples follow A's clusters, so both runs are resampled with the same draws.
-    cl_b = [[sb_by[s.sample.id] for s in members] for members in clusters.members]
-    clusters_b = Clusters([], clusters.group_field)
-    clusters_b.keys, clusters_b.members = clusters.keys, cl_b
-    a_c = fa(sa)
-    b_c = fb([sb_by[s.sample.id] for s in sa])
+    sb = [sb_by[s.sample.id] for s in sa]  # B in A's order: both resampled with one draw
+    a_c, b_c = fa(sa), fb(sb)
     delta = None if a_c is None or b_c is None else b_c - a_c
+    keys = list(dict.fromkeys(cluster_key(s, gf) for s in sa))
+    unit = f"clusters by {gf}" if gf else "samples"
     rng = np.random.default_rng(seed)
-    deltas = []
-    for _ in range(n_boot if len(clusters) >= 2 else 0):
-        draws = rng.integers(0, len(clusters), len(clusters))
-        ra, rb = fa(clusters.resample(draws)), fb(clusters_b.resample(draws))
-        if ra is not None and rb is not None:
-            deltas.append(rb - ra)
-    lo, hi = _ci(deltas)
-    method = f"paired bootstrap ({n_boot}, {clusters.unit}, official aggregate)"
+    form_a = linear_form(a.spec, sa, gf, keys, fa) if len(keys) >= 2 else None
+    form_b = linear_form(b.spec, sb, gf, keys, fb) if form_a is not None else None
+    if len(keys) < 2:
+        deltas = np.array([])
+        method = "fewer than 2 common clusters"
+    elif form_a is not None and form_b is not None:
+        counts = bootstrap_counts(rng, n_boot, len(keys))
+        deltas = np.concatenate([form_b(c) - form_a(c) for c in counts])
+        method = f"paired bootstrap ({n_boot}, {unit})"
+    else:
+        deltas = _generic_deltas(sa, sb, gf, fa, fb, rng, n_boot)
+        method = f"paired bootstrap ({n_boot}, {unit}, official aggregate per replicate)"
+    lo, hi = _ci(deltas[~np.isnan(deltas)])
     return Comparison(
         a_common=a_c, b_common=b_c, delta=delta, ci_low=lo, ci_high=hi, method=method, **base
     )
 
 
-def _compare_means(
-    sa: list[Scored], sb_by: dict[str, Scored], base: dict[str, Any], n_boot: int, seed: int
-) -> Comparison:
-    pairs = [
-        (s.value, sb_by[s.sample.id].value)
-        for s in sa
-        if s.value is not None and sb_by[s.sample.id].value is not None
-    ]
-    if not pairs:
-        return Comparison(
-            a_common=None,
-            b_common=None,
-            delta=None,
-            ci_low=None,
-            ci_high=None,
-            method="no common scored samples",
-            **base,
-        )
-    arr = np.array(pairs, dtype=float) * 100
-    d = arr[:, 1] - arr[:, 0]
-    rng = np.random.default_rng(seed)
-    reps: list[float] = []
-    chunk = max(1, 2_000_000 // len(d))  # bounded memory for large benchmarks
-    while len(reps) < n_boot:
-        m = min(chunk, n_boot - len(reps))
-        reps.extend(d[rng.integers(0, len(d), (m, len(d)))].mean(axis=1).tolist())
-    lo, hi = _ci(reps) if len(d) >= 2 else (None, None)
-    return Comparison(
-        a_common=float(arr[:, 0].mean()),
-        b_common=float(arr[:, 1].mean()),
-        delta=float(d.mean()),
-        ci_low=lo,
-        ci_high=hi,
-        method=f"paired bootstrap ({n_boot}, samples)",
-        **base,
-    )
+def _generic_deltas(
+    sa: list[Scored],
+    sb: list[Scored],
+    gf: str | None,
+    fa: AggFn,
+    fb: AggFn,
+    rng: np.random.Generator,
+    n_boot: int,
+) -> np.ndarray:
+    clusters = Clusters(sa, gf)
+    by_id = {x.sample.id: y for x, y in zip(sa, sb, strict=True)}
+    clusters_b = Clusters([], gf)
+    clusters_b.keys = clusters.keys
+    clusters_b.members = [[by_id[s.sample.id] for s in m] for m in clusters.members]
+    out = []
+    for _ in range(n_boot):
+        draws = rng.integers(0, len(clusters), len(clusters))
+        out.append(_nan(fb(clusters_b.resample(draws))) - _nan(fa(clusters.resample(draws))))
+    return np.array(out, dtype=float)
 
 
-def _ci(values: Sequence[float]) -> tuple[float | None, float | None]:
+def _ci(values: np.ndarray) -> tuple[float | None, float | None]:
     if len(values) < 2:
         return None, None
     lo, hi = np.percentile(np.asarray(values, dtype=float), [2.5, 97.5])

@@ -158,3 +158,16 @@ def test_a_torn_last_line_is_skipped_without_touching_the_file(vmme_run: Path) -
     before = path.read_bytes()
     assert load_run(vmme_run).benchmarks["Video-MME"].counts.total == 8
     assert path.read_bytes() == before  # a running evaluation may still be writing it
+
+
+def test_a_changed_spec_is_noted_and_the_variant_read_from_the_bench_list(tmp_path: Path) -> None:
+    import json
+
+    path = write_run(tmp_path / "r", "m", {"Video-MME": VMME}, variant="with_subtitles")
+    cfg = json.loads((path / "config.json").read_text())
+    cfg["result_config"]["benchmarks"]["Video-MME"]["spec_hash"] = "0123456789abcdef"
+    (path / "config.json").write_text(json.dumps(cfg))
+    b = load_run(path).benchmarks["Video-MME"]
+    assert b.variant == "with_subtitles"
+    assert any("spec changed since the run" in n for n in b.notes)
+    assert b.overall == pytest.approx(400 / 7)
