@@ -66,10 +66,12 @@ def _content(rows: list[dict[str, Any]]) -> list[str]:
     return [json.dumps([r["question"], r["options"], r["answer"]]) for r in rows]
 
 
-def test_different_seed_or_split_gives_different_questions(tmp_path: Path) -> None:
-    base = read_rows(generate(tmp_path / "s0", 2, "test", seed=0))
-    other_seed = read_rows(generate(tmp_path / "s1", 2, "test", seed=1))
-    train = read_rows(generate(tmp_path / "tr", 2, "train", seed=0))
+def _rows_of(split: str, seed: int) -> list[dict[str, Any]]:
+    return [make_row(f, split, i, seed, CANVAS)[0] for f in FAMILIES for i in range(2)]
+
+
+def test_different_seed_or_split_gives_different_questions() -> None:
+    base, other_seed, train = _rows_of("test", 0), _rows_of("test", 1), _rows_of("train", 0)
     assert _content(base) != _content(other_seed)
     # Independent streams: at most a chance coincidence between the splits, row by row.
     same = sum(a == b for a, b in zip(_content(base), _content(train), strict=True))

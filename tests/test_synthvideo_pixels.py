@@ -302,8 +302,10 @@ def _agreement(ink: np.ndarray, ref: np.ndarray) -> float:
 def read_text(frame: np.ndarray, candidates: list[str]) -> tuple[str, float, float]:
     """The candidate whose rendering best matches the ink, its agreement, the runner-up's."""
     ink = _ink(frame)
+    # Capitals and digits share one height per scale: keep the scales that fit the ink.
+    scales = [s for s in (1, 2, 3, 4) if abs(_render(candidates[0], s).shape[0] - ink.shape[0]) < 3]
     scored = sorted(
-        ((max(_agreement(ink, _render(t, s)) for s in (1, 2, 3, 4)), t) for t in candidates),
+        ((max(_agreement(ink, _render(t, s)) for s in scales), t) for t in candidates),
         reverse=True,
     )
     return scored[0][1], scored[0][0], scored[1][0]

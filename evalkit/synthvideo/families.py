@@ -89,7 +89,7 @@ def moving_shape(rng: random.Random, canvas: Canvas) -> Item:
         draw_thing(frames[i], mover, *lerp(start, end, i, n))
     kind = rng.choice(["colour", "shape", "direction"])
     if kind == "colour":
-        question, correct, pool = "What colour is the moving shape?", mover.colour, COLOURS
+        question, correct, pool = "What color is the moving shape?", mover.colour, COLOURS
     elif kind == "shape":
         question, correct, pool = "What shape is the moving object?", mover.shape, SHAPE_NAMES
     else:
@@ -308,9 +308,9 @@ def yes_no(rng: random.Random, canvas: Canvas) -> Item:
     answer = "yes" if yes else "no"
     if kind == "present":
         label = rng.choice(scene).label if yes else _absent_label(rng, scene)
-        return Item(
-            kind, f"Is there a {label} in the video?", answer, frames, params={"target": label}
-        )
+        article = "an" if label[0] in "aeiou" else "a"
+        question = f"Is there {article} {label} in the video?"
+        return Item(kind, question, answer, frames, params={"target": label})
     if kind == "moves":
         target = mover if yes else rng.choice(scene[1:])
         assert target is not None
