@@ -178,7 +178,6 @@ def main() -> None:
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})  # one core
     rates = rule_based(args.seconds)
-    fast = [v for k, v in rates.items() if k != "open_ended"]
     # Distinct answers each call: math-verify memoises parses, repeats would flatter it.
     math = latency(
         "math",
@@ -218,7 +217,7 @@ def main() -> None:
         json.dumps(
             {
                 "rule_based_scores_per_cpu_s": {k: round(v) for k, v in rates.items()},
-                "rule_based_min_scores_per_cpu_s": round(min(fast)),
+                "rule_based_min_scores_per_cpu_s": round(min(rates.values())),
                 "rule_based_goal_scores_per_cpu_s": 20000,
                 "rule_based_meeting_goal_ratio": sum(v >= 20000 for v in rates.values())
                 / len(rates),
