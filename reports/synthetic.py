@@ -72,6 +72,33 @@ def write_run(
     ``frames`` overrides the spec's pinned frame settings, ``variant`` picks a spec variant
     (recorded through the spec hash and the ``--bench NAME:VARIANT`` list, as a run does).
     """
+    run, fp, names = open_run(
+        path,
+        model,
+        list(benches),
+        variant=variant,
+        prompt_variant=prompt_variant,
+        frames=frames,
+        max_tokens=max_tokens,
+    )
+    for recs, stored in zip(benches.values(), names, strict=True):
+        with run.store(stored) as store:
+            for r in recs:
+                store.append(record(r, stored, fp))
+    return run.path
+
+
+def open_run(
+    path: str | Path,
+    model: str,
+    benches: list[str],
+    *,
+    variant: str | None = None,
+    prompt_variant: str = "plain",
+    frames: dict[str, Any] | None = None,
+    max_tokens: int | None = None,
+) -> tuple[RunDir, str, list[str]]:
+    """Write ``config.json`` as ``evalkit run`` would; returns (run, fingerprint, names)."""
     from evalkit.bench.registry import get_benchmark
     from evalkit.registry import RegistryError
 
@@ -82,23 +109,24 @@ def write_run(
             spec = get_benchmark(name).with_variant(variant)
         except RegistryError:
             spec = None
-        pinned = spec.frames.model_dump(mode="json") if spec else {"fps": 2.0}
-        cap = (
-            (
-                spec.generation.max_tokens
-                if prompt_variant == "plain"
-                else spec.generation.max_tokens_thinking
-            )
-            if spec
-            else 256
-        )
-        entries[spec.name if spec else name] = {
-            "spec_hash": hash_json(spec.model_dump(mode="json")) if spec else None,
-            "data": None if spec else f"{name}.jsonl",
-            "frames": {**pinned, **(frames or {})},
+        if spec is None:
+            entries[name] = {
+                "spec_hash": None,
+                "data": f"{name}.jsonl",
+                "frames": {"fps": 2.0, **(frames or {})},
+                "max_tokens": max_tokens or 256,
+            }
+            bench_list.append(name)
+            continue
+        gen = spec.generation
+        cap = gen.max_tokens if prompt_variant == "plain" else gen.max_tokens_thinking
+        entries[spec.name] = {
+            "spec_hash": hash_json(spec.model_dump(mode="json")),
+            "data": None,
+            "frames": {**spec.frames.model_dump(mode="json"), **(frames or {})},
             "max_tokens": max_tokens or cap,
         }
-        bench_list.append(f"{spec.name}:{variant}" if spec and variant else name)
+        bench_list.append(f"{spec.name}:{variant}" if variant else spec.name)
     result_config = {
         "model": model,
         "model_hash": hash_json(model),
@@ -109,8 +137,4 @@ def write_run(
     }
     run = RunDir(path)
     fp = run.open(result_config, {"bench": bench_list, "model": model}, force=False)
-    for (_, recs), stored in zip(benches.items(), entries, strict=True):
-        with run.store(stored) as store:
-            for r in recs:
-                store.append(record(r, stored, fp))
-    return run.path
+    return run, fp, list(entries)
