@@ -204,3 +204,12 @@ def test_unified_export_loads_as_the_same_questions(root: Path) -> None:
         assert (u.task_type, u.question, u.options) == (s.task_type, s.question, s.options)
         assert u.media == s.media
         assert score(u, _truth(s)).value == pytest.approx(1.0), u.id
+
+
+@pytest.mark.parametrize(("width", "height", "fps"), [(112, 84, 2.0), (448, 336, 8.0)])
+def test_every_family_draws_at_other_sizes_and_rates(width: int, height: int, fps: float) -> None:
+    canvas = Canvas(width, height, fps)
+    for name in FAMILIES:
+        row, frames = make_row(name, "test", 0, 0, canvas)
+        assert frames.shape == (row["num_frames"], height, width, 3) and frames.dtype == np.uint8
+        assert 4.0 <= row["duration"] <= 8.0
