@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from reports.timeline import in_engine, occupancy, spans
+from reports.timeline import in_engine, occupancy, spans, utilisation
 
 if TYPE_CHECKING:
     from reports.load import RunReport
@@ -146,6 +146,13 @@ def plot_timeline(run: RunReport, path: Path, max_rows: int = 2000) -> Path:
     steps = occupancy(in_engine(all_spans))
     if steps:
         ax2.step([t - t0 for t, _ in steps], [n for _, n in steps], where="post")
+    u = utilisation(all_spans)
+    if u is not None:
+        ax2.set_title(
+            f"requests in the engine: busy {100 * u.busy_fraction:.0f}% of wall time, "
+            f"mean {u.mean_in_flight:.2f}, max {u.max_in_flight}",
+            fontsize=9,
+        )
     ax2.set_ylabel("in engine")
     ax2.set_xlabel("seconds since the first IO start")
     return _save(fig, path)
