@@ -211,6 +211,9 @@ def _verdict(bench: Any, checks: list[ReferenceCheck], names: list[str]) -> Verd
     )
     if bench.counts.failed:
         settings += f"; {bench.counts.failed} failed sample(s) counted as wrong"
+    if bench.stderr is not None:
+        # A run over a subset (--limit) can miss by noise alone; say how large that is.
+        settings += f"; {bench.counts.total} samples, standard error {bench.stderr:.2f}"
     status = "miss" if any(c.verdict == "miss" for c in bad) else "no score"
     msg = f"{bench.name} ({checks[0].model}): " + "; ".join(parts) + settings
     return Verdict(bench.name, status, checks, msg, bench.stderr)
