@@ -235,6 +235,13 @@ def comparison(a: RunReport, b: RunReport, comps: list[Comparison]) -> Section:
         "delta and interval over the samples both runs hold, by a seeded paired bootstrap "
         "of the official aggregate; 'not significant' = the 95% interval includes 0",
     ]
+    only_a = [n for n in a.benchmarks if n not in b.benchmarks]
+    only_b = [n for n in b.benchmarks if n not in a.benchmarks]
+    if only_a or only_b:
+        notes.append(
+            f"not compared (in one run only): A {', '.join(only_a) or '-'}; "
+            f"B {', '.join(only_b) or '-'}"
+        )
     diff = config_diff(a.result_config, b.result_config)
     notes.append("settings that differ: " + ("; ".join(diff) if diff else "none"))
     return Section(f"Comparison: {b.run_id} vs {a.run_id}", headers, rows, notes, level=2)

@@ -95,3 +95,16 @@ def test_utilisation_is_computed_from_engine_intervals() -> None:
 
 def test_a_run_without_timings_has_no_utilisation() -> None:
     assert utilisation([]) is None
+
+
+def test_only_benchmarks_both_runs_hold_are_compared(tmp_path: Path) -> None:
+    from reports import build_report
+
+    mv = [Rec(f"m{i}", float(i % 2), {"task": "A"}) for i in range(10)]
+    a = write_run(tmp_path / "a", "m", {"Video-MME": _vmme([1.0, 0.0] * 5), "MVBench": mv})
+    b = write_run(tmp_path / "b", "m", {"Video-MME": _vmme([1.0, 0.0] * 5)})
+    report = build_report([a, b], bootstrap=50)
+    (comp,) = report.data["comparisons"]
+    assert [c["benchmark"] for c in comp["benchmarks"]] == ["Video-MME"]
+    section = report.sections[-1]
+    assert "not compared (in one run only): A MVBench; B -" in section.notes

@@ -9,7 +9,12 @@ from pathlib import Path
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Runs to report, outputs, and the knobs of the statistics."""
-    parser.add_argument("runs", nargs="+", metavar="RUN", help="run directories (runs/<id>)")
+    parser.add_argument(
+        "runs",
+        nargs="+",
+        metavar="RUN",
+        help="run directories (runs/<id>); each later run is compared with the first",
+    )
     parser.add_argument(
         "--out", help="folder for report.md/.html/.json and plots/ (default: <first RUN>/report)"
     )
