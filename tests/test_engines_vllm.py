@@ -92,7 +92,32 @@ def _gather(loop: asyncio.AbstractEventLoop, eng: Any, reqs: list[Request]) -> l
 def _children() -> set[int]:
     import psutil
 
-    return {p.pid for p in psutil.Process().children(recursive=True) if p.is_running()}
+    return {p.pid for p in psutil.Process().children(recursive=True)}
+
+
+def _engine_procs(pids: set[int], wait_s: float = 30.0) -> list[str]:
+    """Command lines of those processes still alive after ``wait_s`` (zombies count as gone;
+    multiprocessing's resource tracker may outlive an engine, vLLM's processes may not)."""
+    import psutil
+
+    procs = []
+    for pid in pids:
+        try:
+            procs.append(psutil.Process(pid))
+        except psutil.NoSuchProcess:
+            continue
+    _gone, alive = psutil.wait_procs(procs, timeout=wait_s)
+    out = []
+    for p in alive:
+        try:
+            if p.status() == psutil.STATUS_ZOMBIE:
+                continue
+            cmd = " ".join(p.cmdline()) or p.name()
+        except psutil.NoSuchProcess:
+            continue
+        if "resource_tracker" not in cmd:
+            out.append(cmd)
+    return out
 
 
 def test_a_video_prompt_is_prefilled_in_several_chunks(engine: Any) -> None:
@@ -141,22 +166,7 @@ def test_close_releases_engine_processes(engine: Any) -> None:
     before = _children()
     assert before, "vLLM runs its engine core in child processes"
     loop.run_until_complete(eng.close())
-    # multiprocessing's resource tracker may outlive an engine; vLLM's processes may not.
-    assert not _engine_procs(before & _children())
-
-
-def _engine_procs(pids: set[int]) -> list[str]:
-    import psutil
-
-    out = []
-    for pid in pids:
-        try:
-            cmd = " ".join(psutil.Process(pid).cmdline())
-        except psutil.NoSuchProcess:
-            continue
-        if "resource_tracker" not in cmd:
-            out.append(cmd)
-    return out
+    assert not _engine_procs(before)
 
 
 def test_vanilla_batch_engine_on_qwen3_vl_matches_transformers(
@@ -169,6 +179,7 @@ def test_vanilla_batch_engine_on_qwen3_vl_matches_transformers(
     before = _children()
     batch = VLLMBatchEngine(_config(model))
     try:
+        started = _children() - before
         got = batch.generate_batch_sync(reqs)
         assert [c.token_ids for c in got] == [c.token_ids for c in expected]
         assert all(c.timings.finished is not None for c in got)
@@ -176,4 +187,4 @@ def test_vanilla_batch_engine_on_qwen3_vl_matches_transformers(
         assert one.token_ids == expected[0].token_ids
     finally:
         asyncio.run(batch.close())
-    assert not _engine_procs(_children() - before)
+    assert not _engine_procs(started)
