@@ -101,15 +101,15 @@ def load_run(
     config = rundir.config()
     benches = dict((config.get("result_config") or {}).get("benchmarks") or {})
     by_file = {_safe(name): name for name in benches}
-    reports: dict[str, BenchmarkReport] = {}
+    out: dict[str, BenchmarkReport] = {}
     for stem in rundir.benchmarks():
         name = by_file.get(stem, stem)
         bench = load_benchmark(rundir.path / f"{stem}.jsonl", name, config, failed=failed)
         bench.stderr, bench.stderr_method = standard_error(bench, n_boot=bootstrap, seed=seed)
-        reports[name] = bench
-    if not reports:
+        out[name] = bench
+    if not out:
         raise DataError(f"{rundir.path}: the run has no results yet (no <benchmark>.jsonl)")
-    return RunReport(rundir.path, rundir.path.name, config, reports, failed)
+    return RunReport(rundir.path, rundir.path.name, config, out, failed)
 
 
 def load_benchmark(
@@ -129,8 +129,8 @@ def load_benchmark(
         except (KeyError, TypeError, ValueError) as exc:
             raise DataError(
                 f"{path}: the records cannot be aggregated by {spec.name}'s official rule "
-                f"({spec.aggregation.name}: {type(exc).__name__}: {exc}); records written "
-                "before breakdown fields were stored lack them — rerun the benchmark"
+                f"({spec.aggregation.name}: {type(exc).__name__}: {exc}); the records lack a "
+                "field the rule needs (written by an older evalkit?) — rerun the benchmark"
             ) from None
         official, label = True, spec.aggregation.name
     if counts.failed and failed == "zero":

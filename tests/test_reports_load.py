@@ -171,3 +171,10 @@ def test_a_changed_spec_is_noted_and_the_variant_read_from_the_bench_list(tmp_pa
     assert b.variant == "with_subtitles"
     assert any("spec changed since the run" in n for n in b.notes)
     assert b.overall == pytest.approx(400 / 7)
+
+
+def test_records_missing_a_field_the_rule_needs_name_the_file(tmp_path: Path) -> None:
+    # Video-MME-v2 groups questions by their "group" field; these records lack it.
+    path = write_run(tmp_path / "r", "m", {"Video-MME-v2": [Rec("1", 1.0, {})]})
+    with pytest.raises(DataError, match=r"Video-MME-v2\.jsonl: the records cannot be aggregated"):
+        load_run(path)
