@@ -77,8 +77,7 @@ class RequestBuilder:
                 "(run `evalkit cache build` first, or drop --require-cache)"
             )
         if self.miss_pool is not None:
-            from evalkit.cache.build import _cache_args as cache_args
-            from evalkit.cache.build import build_one
+            from evalkit.cache.build import build_one, cache_args
 
             status, _, why = self.miss_pool.submit(
                 build_one, cache_args(self.cache), ref.model_dump_json(), spec.model_dump_json()
