@@ -7,6 +7,7 @@ reads EasyVideoR1-style unified files; ``aggregate(spec, scored)`` computes the
 benchmark's official number with its breakdowns.
 """
 
+from evalkit.bench import aggregate_ext  # noqa: F401  (registers Benchmarks II aggregations)
 from evalkit.bench.aggregate import (
     AggregateResult,
     Scored,

@@ -159,6 +159,9 @@ def _explode(
         yield Row(label, where, rec)
         return
     items = rec.get(spec.explode)
+    if items is None and spec.explode_optional:
+        yield Row(label, where, rec)
+        return
     if not isinstance(items, list):
         yield Problem(label, where, spec.explode, "missing or not a list of questions")
         return

@@ -58,6 +58,9 @@ class FileSpec(BaseModel):
     explode: str | None = None
     """A field holding a list of questions per row (LVBench ``qa``): each element becomes
     a row, with the parent's fields underneath it."""
+    explode_optional: bool = False
+    """Rows without the ``explode`` field pass through as single rows (OVO-Bench mixes
+    single questions and forward-active rows with a ``test_info`` list in one file)."""
     constants: dict[str, Any] = Field(default_factory=dict)
     """Fields added to every row of this file (e.g. MVBench's task name and video folder)."""
 

@@ -1,0 +1,167 @@
+"""Official aggregations of the second half of the suite (Benchmarks II).
+
+Registered on the same ``aggregations`` registry as :mod:`evalkit.bench.aggregate`:
+
+- ``merged_macro_mean``  VSI-Bench: mean of per-task scores where some tasks are first
+  merged into one (its three relative-direction levels count as ONE task).
+- ``hierarchical_mean``  OVO-Bench: per task, then the mean of tasks per category, then
+  the mean of the categories.
+- ``temporal_grounding`` Charades-STA: R@1 at IoU 0.3/0.5/0.7 and mIoU.
+- ``spatiotemporal_grounding`` STVG: m_tIoU, m_vIoU, vIoU@0.3/0.5 and the reward form.
+
+Unscored samples (value None, e.g. no judge) are left out and counted in ``n_unscored``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from evalkit.bench.aggregate import (
+    AggregateResult,
+    Scored,
+    _pct,
+    _result,
+    _units,
+    aggregations,
+    breakdown,
+)
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+@aggregations("merged_macro_mean")
+def merged_macro_mean(
+    scored: Sequence[Scored],
+    breakdowns: Sequence[str] = (),
+    *,
+    field: str,
+    merge: Mapping[str, Sequence[str]] | None = None,
+) -> AggregateResult:
+    """Unweighted mean of per-task scores after merging task groups into single tasks.
+
+    VSI-Bench (lmms-eval tasks/vsibench/utils.py ``vsibench_aggregate_results``, the
+    benchmark authors' code): accuracy (MCQ) or MRA (numeric) per ``question_type``; the
+    easy/medium/hard relative-direction tasks are averaged into ONE task score; overall is
+    the mean over the resulting 8 task scores. ``breakdowns[field]`` shows the merged
+    tasks; ``metrics`` keep each raw task score under ``task/<name>``.
+    """
+    units = _units(scored)
+    raw = breakdown(units, field)
+    tasks = dict(raw)
+    for merged, parts in (merge or {}).items():
+        present = [raw[p] for p in parts if p in raw]
+        for p in parts:
+            tasks.pop(p, None)
+        if present:
+            tasks[merged] = sum(present) / len(present)
+    out = _result(scored, units, _mean(list(tasks.values())), [b for b in breakdowns if b != field])
+    out.breakdowns = {field: dict(sorted(tasks.items())), **out.breakdowns}
+    out.metrics.update({f"task/{k}": v for k, v in raw.items()})
+    out.metrics["pooled"] = _pct(v for _, v in units) or 0.0
+    return out
+
+
+@aggregations("hierarchical_mean")
+def hierarchical_mean(
+    scored: Sequence[Scored],
+    breakdowns: Sequence[str] = (),
+    *,
+    task_field: str,
+    category_field: str,
+) -> AggregateResult:
+    """Accuracy per task, mean of tasks per category, mean of the categories overall.
+
+    OVO-Bench (its utils/OVOBenchScore.py, mirrored in lmms-eval tasks/ovobench): each
+    task's accuracy is over its scored units (a forward-active probe is one unit); a
+    category (backward / realtime / forward) is the unweighted mean of its tasks; the
+    overall number is the unweighted mean of the three category averages.
+    """
+    units = _units(scored)
+    per_task = breakdown(units, task_field)
+    category_of: dict[str, str] = {}
+    for sample, _ in units:
+        category_of[str(sample.fields[task_field])] = str(sample.fields[category_field])
+    per_cat: dict[str, list[float]] = {}
+    for task, value in per_task.items():
+        per_cat.setdefault(category_of[task], []).append(value)
+    cats = {c: sum(v) / len(v) for c, v in sorted(per_cat.items())}
+    rest = [b for b in breakdowns if b not in (task_field, category_field)]
+    out = _result(scored, units, _mean(list(cats.values())), rest)
+    out.breakdowns = {task_field: per_task, category_field: cats, **out.breakdowns}
+    out.metrics["pooled"] = _pct(v for _, v in units) or 0.0
+    return out
+
+
+def _iou(s: Scored, key: str) -> float | None:
+    if s.value is None:
+        return None
+    got = s.metadata.get(key)
+    return float(got) if got is not None else None
+
+
+@aggregations("temporal_grounding")
+def temporal_grounding(
+    scored: Sequence[Scored],
+    breakdowns: Sequence[str] = (),
+    *,
+    thresholds: Sequence[float] = (0.3, 0.5, 0.7),
+) -> AggregateResult:
+    """Charades-STA: ``overall`` = mIoU; ``metrics`` hold R@1,IoU=m for each threshold.
+
+    R@1,IoU=m (Gao et al., TALL, ICCV 2017) is the share of queries whose single
+    predicted moment reaches IoU m with the ground truth; mIoU is the mean IoU. The
+    per-sample tIoU is the temporal-grounding scorer's value (also in its metadata).
+    """
+    units = [(s.sample, iou) for s in scored if (iou := _tiou(s)) is not None]
+    out = _result(scored, units, _pct(v for _, v in units), breakdowns)
+    for t in thresholds:
+        out.metrics[f"R@{t:g}"] = _pct(float(v >= t) for _, v in units) or 0.0
+    out.metrics["mIoU"] = out.overall or 0.0
+    return out
+
+
+def _tiou(s: Scored) -> float | None:
+    got = _iou(s, "tiou")
+    return s.value if got is None else got
+
+
+@aggregations("spatiotemporal_grounding")
+def spatiotemporal_grounding(
+    scored: Sequence[Scored],
+    breakdowns: Sequence[str] = (),
+    *,
+    thresholds: Sequence[float] = (0.3, 0.5),
+) -> AggregateResult:
+    """STVG: ``overall`` = m_vIoU; ``metrics`` hold m_tIoU, vIoU@t and the reward form.
+
+    HC-STVG / VidSTG convention (Tang et al. 2021; Zhang et al. 2020): vIoU of a sample
+    is the sum of per-frame box IoUs over frames in both tubes divided by the frames in
+    either; m_vIoU its mean, vIoU@t the share reaching t; m_tIoU the mean temporal IoU.
+    ``reward`` is the mean of EasyVideoR1's per-sample 0.5*tIoU + 0.5*mean box IoU (the
+    scorer's value). Samples scored without tube metadata count as 0 tIoU / vIoU.
+    """
+    kept = [s for s in scored if s.value is not None]
+    vious = [(s.sample, _iou(s, "viou") or 0.0) for s in kept]
+    out = _result(scored, vious, _pct(v for _, v in vious), breakdowns)
+    out.metrics["m_vIoU"] = out.overall or 0.0
+    out.metrics["m_tIoU"] = _pct(_iou(s, "tiou") or 0.0 for s in kept) or 0.0
+    for t in thresholds:
+        out.metrics[f"vIoU@{t:g}"] = _pct(float(v >= t) for _, v in vious) or 0.0
+    out.metrics["reward"] = _pct(float(s.value) for s in kept if s.value is not None) or 0.0
+    return out
+
+
+def describe() -> dict[str, Any]:
+    """Names of the aggregations this module adds (for ``bench show`` and tests)."""
+    return {
+        name: fn.__doc__.splitlines()[0] if fn.__doc__ else ""
+        for name, fn in (
+            ("merged_macro_mean", merged_macro_mean),
+            ("hierarchical_mean", hierarchical_mean),
+            ("temporal_grounding", temporal_grounding),
+            ("spatiotemporal_grounding", spatiotemporal_grounding),
+        )
+    }

@@ -1,0 +1,206 @@
+"""Benchmarks II end to end on tiny official-layout copies: load -> prompt -> score
+hand-written predictions with the real scorers -> the OFFICIAL aggregate equals the
+hand-computed value (with its breakdowns)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from evalkit.bench.aggregate import AggregateResult, Scored, aggregate
+from evalkit.bench.loader import load
+from evalkit.bench.registry import get_benchmark
+from evalkit.bench.spec import BenchmarkSpec
+from evalkit.prompts import render
+from evalkit.sample import Sample
+from evalkit.scoring import score
+from tests.fixtures.bench import official2
+
+
+def rendered(spec: BenchmarkSpec, samples: list[Sample]) -> None:
+    """Every sample renders (its own task type's template when the spec mixes types)."""
+    for s in samples:
+        template = spec.prompt.template if len(spec.task_types) == 1 else None
+        text = render(s, spec.prompt.variant, template=template)
+        assert s.question.strip() in text
+        for letter, opt in zip(s.letters, s.options, strict=True):
+            assert f"{letter}. {opt}" in text
+
+
+def run(
+    name: str, root: Path, predict: Callable[[Sample], str]
+) -> tuple[dict[str, Sample], AggregateResult]:
+    """Load, render, score ``predict(sample)`` with the real scorer, aggregate."""
+    spec = get_benchmark(name)
+    samples = load(spec, root)
+    rendered(spec, samples)
+    scored = []
+    for s in samples:
+        got = score(s, predict(s))
+        scored.append(Scored(s, got.value, got.metadata))
+    return {s.id: s for s in samples}, aggregate(spec, scored)
+
+
+def answers(table: dict[str, str]) -> Callable[[Sample], str]:
+    return lambda s: f"The answer is {table[s.id]}."
+
+
+def test_videoholmes_accuracy_overall_and_per_question_type(tmp_path: Path) -> None:
+    root = official2.videoholmes(tmp_path)
+    by, res = run("Video-Holmes", root, answers({"q1": "A", "q2": "A", "q3": "C", "q4": "A"}))
+    assert by["q1"].options == [f"{k} reason q1" for k in "ABCDEF"]
+    assert by["q3"].media[0].path.endswith("videos_cropped/v2.mp4")
+    assert res.overall == 50.0
+    assert res.breakdowns["question_type"] == {"SR": 50.0, "TCI": 100.0, "PAR": 0.0}
+
+
+def test_minerva_five_choices_and_index_answers(tmp_path: Path) -> None:
+    root = official2.minerva(tmp_path)
+    by, res = run("MINERVA", root, answers({"k1": "A", "k2": "E", "k3": "B"}))
+    assert [by[k].target for k in ("k1", "k2", "k3")] == ["A", "E", "C"]
+    assert all(len(s.options) == 5 for s in by.values())
+    assert res.overall == pytest.approx(200 / 3)
+
+
+def test_longvideoreason_reorders_options_and_reports_per_category(tmp_path: Path) -> None:
+    root = official2.longvideoreason(tmp_path)
+    by, res = run("LongVideo-Reason", root, answers({"0": "B", "1": "D", "2": "C"}))
+    assert by["1"].options == ["alpha", "beta", "gamma", "delta"]  # listed D, A, B, C
+    assert by["1"].target == "D" and by["1"].question == "Why is it made?"
+    assert by["1"].media[0].path.endswith("longvila_videos/a2.mkv")
+    assert res.overall == pytest.approx(200 / 3)
+    assert res.breakdowns["category"] == {"goal": 100.0, "temporal": 50.0}
+
+
+def _vsi_predict(s: Sample) -> str:
+    wrong = {"2": "A"}  # the medium relative-direction question is missed
+    if s.task_type == "multiple_choice":
+        return f"The answer is {wrong.get(s.id, s.target)}."
+    return {"5": "10", "6": "83"}[s.id]  # count exact; size 83 vs 100: MRA 0.7
+
+
+def test_vsibench_overall_is_the_mean_of_8_task_scores_with_merged_directions(
+    tmp_path: Path,
+) -> None:
+    root = official2.vsibench(tmp_path)
+    by, res = run("VSI-Bench", root, _vsi_predict)
+    assert by["5"].task_type == "regression" and by["1"].task_type == "multiple_choice"
+    assert by["1"].media[0].path.endswith("scannet/scene1.mp4")
+    tasks = res.breakdowns["question_type"]
+    assert tasks == pytest.approx(
+        {
+            "object_rel_direction": 200 / 3,  # easy 1, medium 0, hard 1 averaged as ONE task
+            "object_rel_distance": 100.0,
+            "object_counting": 100.0,
+            "object_size_estimation": 70.0,
+        }
+    )
+    assert res.overall == pytest.approx((200 / 3 + 100 + 100 + 70) / 4)  # 84.17
+    assert res.metrics["pooled"] == pytest.approx(100 * 4.7 / 6)  # 78.3: not the official number
+    assert res.breakdowns["source_dataset"] == pytest.approx({"scannet": 75.0, "arkitscenes": 85.0})
+
+
+def test_vsibench_debiased_variant_reads_its_own_split(tmp_path: Path) -> None:
+    root = official2.vsibench(tmp_path)
+    by, res = run("VSI-Bench:debiased", root, _vsi_predict)
+    assert sorted(by) == ["4", "5", "6"]
+    assert res.overall == pytest.approx((100 + 100 + 70) / 3)
+
+
+def test_charades_sta_recall_at_iou_and_miou(tmp_path: Path) -> None:
+    root = official2.charadessta(tmp_path)
+    replies = {  # by caption: the common answer shapes of models
+        "person opens a door": '{"start": 2, "end": 6}',  # IoU 1
+        "person sits down": "From 3.0 - 7.0 seconds.",  # 3/5 = 0.6
+        "person drinks": "[0, 1]",  # 0
+        "person laughs": "<answer>[4, 8]</answer>",  # 4/6 vs [4, 10]
+    }
+    by, res = run("Charades-STA", root, lambda s: replies[s.question])
+    assert all(s.task_type == "temporal_grounding" for s in by.values())
+    assert len({s.id for s in by.values()}) == 4  # video + content hash: stable, unique
+    ious = [1.0, 0.6, 0.0, 4 / 6]
+    assert res.overall == pytest.approx(100 * sum(ious) / 4)
+    assert res.metrics["mIoU"] == res.overall
+    assert res.metrics["R@0.3"] == 75.0 and res.metrics["R@0.5"] == 75.0
+    assert res.metrics["R@0.7"] == 25.0
+
+
+def test_stvg_viou_tiou_thresholds_and_reward_form(tmp_path: Path) -> None:
+    root = official2.stvg(tmp_path)
+    preds = {
+        "stvg/0": '{"time": [0, 4], "boxes": {"1": [0, 0, 10, 10], "2": [0, 0, 10, 10]}}',
+        # time [4, 8] vs [2, 6]: tIoU 1/3; one box of two, IoU 0.5 -> vIoU 0.25
+        "stvg/1": '<answer>{"time": [4, 8], "boxes": {"3": [0, 0, 10, 5]}}</answer>',
+    }
+    by, res = run("STVG", root, lambda s: preds[s.id])
+    assert by["stvg/1"].target == {
+        "time": [2.0, 6.0],
+        "boxes": {"3": [0, 0, 10, 10], "4": [0, 0, 10, 10]},
+    }
+    assert res.overall == pytest.approx(62.5)  # m_vIoU = (1 + 0.25) / 2
+    assert res.metrics["m_tIoU"] == pytest.approx(100 * (1 + 1 / 3) / 2)
+    assert res.metrics["vIoU@0.3"] == 50.0 and res.metrics["vIoU@0.5"] == 50.0
+    reward_1 = 0.5 * (1 / 3) + 0.5 * 0.5
+    assert res.metrics["reward"] == pytest.approx(100 * (1 + reward_1) / 2)
+
+
+def _ovo_predict(s: Sample) -> str:
+    wrong_mc = {"2", "4"}  # EPM 2 and STU 4 are missed
+    if s.task_type == "multiple_choice":
+        other = "A" if s.target != "A" else "B"
+        return f"The answer is {other if s.id in wrong_mc else s.target}."
+    if s.task_type == "numerical":
+        return {"6@3": "1", "6@7.5": "3"}[s.id]  # second count is wrong
+    return "Yes" if s.target == "Yes" else "No"
+
+
+def test_ovobench_per_task_then_per_category_then_overall(tmp_path: Path) -> None:
+    root = official2.ovobench(tmp_path)
+    by, res = run("OVO-Bench", root, _ovo_predict)
+    assert sorted(by) == ["1", "2", "3", "4", "5", "6@3", "6@7.5", "7@2", "7@8", "8@9"]
+    assert by["6@7.5"].task_type == "numerical" and by["6@7.5"].target == 2
+    assert by["7@2"].task_type == "boolean" and by["7@2"].target == "No"
+    assert by["7@8"].target == "Yes" and by["7@8"].media[0].end == 8.0
+    assert by["3"].media[0].end == 2.5 and by["3"].target == "C"
+    assert res.breakdowns["task"] == pytest.approx(
+        {
+            "EPM": 50.0,
+            "ASI": 100.0,
+            "STU": 0.0,
+            "OCR": 100.0,
+            "REC": 50.0,
+            "SSR": 100.0,
+            "CRR": 100.0,
+        }
+    )
+    assert res.breakdowns["category"] == pytest.approx(
+        {"backward": 75.0, "realtime": 50.0, "forward": 250 / 3}
+    )
+    assert res.overall == pytest.approx((75 + 50 + 250 / 3) / 3)  # 69.44
+    assert res.metrics["pooled"] == pytest.approx(70.0)  # 7/10: not the official number
+
+
+def test_odvbench_accuracy_per_category_with_question_windows(tmp_path: Path) -> None:
+    root = official2.odvbench(tmp_path)
+    by, res = run("ODV-Bench", root, answers({"1": "B", "2": "A", "3": "A"}))
+    assert (by["2"].media[0].start, by["2"].media[0].end) == (2.0, 9.0)
+    assert res.overall == pytest.approx(200 / 3)
+    assert res.breakdowns["category"] == {
+        "Dynamic Target": 0.0,
+        "Event": 100.0,
+        "Static Target": 100.0,
+    }
+
+
+def test_livesports_qa_clips_cut_to_the_event_and_per_question_type(tmp_path: Path) -> None:
+    root = official2.livesportsqa(tmp_path)
+    by, res = run(
+        "LiveSports-3K-QA", root, answers({"g1_e1_q1": "A", "g1_e1_q2": "C", "g1_e2_q1": "C"})
+    )
+    assert by["g1_e1_q1"].options == ["a goal", "a foul", "a save", "a pass"]  # "A: " stripped
+    assert (by["g1_e2_q1"].media[0].start, by["g1_e2_q1"].media[0].end) == (5.0, 9.0)
+    assert res.overall == pytest.approx(200 / 3)
+    assert res.breakdowns["question_type"] == {"What": 100.0, "Who": 0.0}
+    assert res.breakdowns["ocr"] == {"0": 100.0, "1": 0.0}
