@@ -172,7 +172,7 @@ def build_config(spec: TinySpec, tokenizer: Any) -> Any:
         "num_attention_heads": spec.text_heads,
         "num_key_value_heads": spec.text_kv_heads,
         "head_dim": spec.head_dim,
-        "max_position_embeddings": 32768,
+        "max_position_embeddings": 4096,  # vLLM max_model_len default: keeps CPU profiling small
         "rope_parameters": _rope(spec),
         "bos_token_id": ids["<|endoftext|>"],
         "eos_token_id": ids["<|im_end|>"],
