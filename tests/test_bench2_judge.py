@@ -1,0 +1,90 @@
+"""LLM-judged benchmarks: without a judge they are reported partially scored (never 0);
+with one, any Engine grades them through the scorers' judge."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from evalkit.bench.aggregate import AggregateResult, Scored, aggregate
+from evalkit.bench.loader import load
+from evalkit.bench.registry import get_benchmark
+from evalkit.engines.base import Completion, Request, Timings
+from evalkit.prompts import PROMPTS_DIR
+from evalkit.scoring import LLMJudge, configure_judge, score
+from tests.fixtures.bench import official2
+
+
+class ExactJudge:
+    """A judge Engine that says 1 when the candidate equals the reference verbatim."""
+
+    model = "exact-judge"
+
+    async def generate(self, request: Request) -> Completion:
+        ref = re.search(r"Reference answer: (.*)", request.text)
+        got = re.search(r"Candidate answer: (.*)", request.text)
+        same = bool(ref and got and ref.group(1).strip() == got.group(1).strip())
+        return Completion(
+            request_id=request.id,
+            texts=[f"Compared.\nVERDICT: {int(same)}"],
+            prompt_tokens=1,
+            output_tokens=1,
+            timings=Timings(),
+        )
+
+    async def close(self) -> None:
+        return None
+
+
+@pytest.fixture(autouse=True)
+def no_judge() -> Iterator[None]:
+    configure_judge(None)
+    yield
+    configure_judge(None)
+
+
+def _run(name: str, root: Path, replies: dict[str, str]) -> AggregateResult:
+    spec = get_benchmark(name)
+    out = []
+    for s in load(spec, root):
+        got = score(s, replies[s.id])
+        out.append(Scored(s, got.value, got.metadata))
+    return aggregate(spec, out)
+
+
+VCR_REPLIES = {"1": "A", "2": "C", "3": "C", "4": "[2.0, 5.0]", "5": "four"}
+VRB_REPLIES = {"r1": "3, 1, 2", "r2": "6", "r3": "two files", "r4": "4"}
+
+
+@pytest.mark.parametrize("name", ["VCR-Bench", "VideoReasonBench"])
+def test_judged_specs_name_their_default_judge_and_prompt(name: str) -> None:
+    judge = get_benchmark(name).judge
+    assert judge is not None and judge.model.startswith("gpt-4o") and judge.source
+    assert (PROMPTS_DIR / f"{judge.prompt}.jinja").is_file()
+
+
+def test_vcrbench_without_a_judge_is_partially_scored(tmp_path: Path) -> None:
+    res = _run("VCR-Bench", official2.vcrbench(tmp_path), VCR_REPLIES)
+    assert (res.n, res.n_scored, res.n_unscored) == (5, 3, 2)
+    assert res.overall == pytest.approx(200 / 3)  # the 3 choice questions only, not 2/5 as 0
+    assert res.breakdowns["dimension"] == {"FTR": 100.0, "VTC": 0.0}  # no VTG/TSG: unscored
+
+
+def test_videoreasonbench_without_a_judge_has_no_number_at_all(tmp_path: Path) -> None:
+    res = _run("VideoReasonBench", official2.videoreasonbench(tmp_path), VRB_REPLIES)
+    assert (res.n, res.n_scored, res.n_unscored) == (4, 0, 4)
+    assert res.overall is None and res.breakdowns["level"] == {}
+
+
+def test_with_a_judge_engine_every_sample_is_scored(tmp_path: Path) -> None:
+    configure_judge(LLMJudge(ExactJudge(), model="exact-judge"))
+    res = _run("VCR-Bench", official2.vcrbench(tmp_path / "vcr"), VCR_REPLIES)
+    assert (res.n_scored, res.n_unscored) == (5, 0)
+    assert res.overall == pytest.approx(60.0)  # 1, 0, 1 (choice) + 1, 0 (judged)
+    res = _run("VideoReasonBench", official2.videoreasonbench(tmp_path / "vrb"), VRB_REPLIES)
+    assert res.overall == 75.0
+    assert res.breakdowns["level"] == {"recall": 100.0, "infer": 0.0, "predict": 100.0}
+    assert res.breakdowns["demo"] == {"number": 50.0, "file_sys": 100.0}
