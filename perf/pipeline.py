@@ -1,0 +1,251 @@
+"""The pipeline's gain, side by side in one run on the same samples (real vLLM CPU engine).
+
+(a) vanilla: decode each sample's video inline, then sync batches (``LLM.generate``)
+(b) cache + sync batches
+(c) cache + the asynchronous pipeline (``AsyncLLM``, chunked prefill)
+(d) engine-only bound: the same requests, frames already in memory, all submitted at once
+
+Every configuration uses the same tiny random Qwen2.5-VL model, samples, FrameSpec and
+greedy settings. Prefix caching and vLLM's multimodal processor cache are OFF so that no
+configuration profits from an earlier one's work. The cache is built before (b)-(d); its
+build time is reported separately (``cache_build_s``). Prints progress on stderr and ONE
+JSON object last on stdout, with a stage timeline per sample of (c) for the reports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+PERF = Path(__file__).resolve().parent
+
+
+def log(msg: str) -> None:
+    print(f"[perf/pipeline] {msg}", file=sys.stderr, flush=True)
+
+
+def _video_generator() -> Any:
+    spec = importlib.util.spec_from_file_location("perf_cache", PERF / "cache.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.generate
+
+
+def busy_fraction(records: list[dict[str, Any]], wall_s: float) -> float:
+    """Fraction of the wall time with at least one request inside the engine."""
+    spans = sorted((r["timings"]["submitted"], r["timings"]["finished"]) for r in records)
+    busy, end = 0.0, float("-inf")
+    for a, b in spans:
+        if b <= end:
+            continue
+        busy += b - max(a, end)
+        end = b
+    return busy / wall_s if wall_s > 0 else 0.0
+
+
+def make_samples(videos: list[Path], per_video: int) -> list[Any]:
+    from evalkit.sample import Sample, VideoRef
+
+    samples = []
+    for v, path in enumerate(videos):
+        for q in range(per_video):
+            samples.append(
+                Sample(
+                    id=f"v{v}q{q}",
+                    task_type="multiple_choice",
+                    question=f"Question {q}: what happens in the video?",
+                    options=["it scrolls left", "it scrolls right", "it stays", "it flashes"],
+                    target="ABCD"[q % 4],
+                    media=[VideoRef(path=str(path))],
+                )
+            )
+    return samples
+
+
+class InlineDecode:
+    """The vanilla IO: decode and resize the video for every sample, no cache."""
+
+    def __init__(self, spec: Any, sampling: Any) -> None:
+        self.spec, self.sampling = spec, sampling
+
+    def __call__(self, sample: Any) -> Any:
+        from evalkit.engines.base import Request
+        from evalkit.prompts import render
+        from evalkit.video import load_video
+
+        frames = [load_video(ref, self.spec) for ref in sample.media]
+        return Request(id=sample.id, text=render(sample), videos=frames, sampling=self.sampling)
+
+
+async def run_mode(
+    name: str, engine: Any, prepare: Any, samples: list[Any], sync: bool, batch: int, in_flight: int
+) -> dict[str, Any]:
+    from evalkit.pipeline import Pipeline, PipelineConfig
+    from evalkit.scoring import score
+    from evalkit.store import Store
+
+    cfg = PipelineConfig(
+        io_workers=4, max_in_flight=in_flight, lookahead=in_flight, batch_size=batch
+    )
+    with tempfile.TemporaryDirectory() as tmp, Store(Path(tmp) / f"{name}.jsonl") as store:
+        pipe = Pipeline(engine, prepare, lambda s, c: score(s, c.text), store, cfg)
+        t0 = time.time()
+        stats = await (pipe.run_sync(samples) if sync else pipe.run(samples))
+        wall = time.time() - t0
+        records = store.records()
+    failed = [r for r in records if r["status"] != "ok"]
+    if failed:
+        raise SystemExit(f"{name}: {len(failed)} samples failed, e.g. {failed[0]['error']}")
+    log(f"{name}: {len(records)} samples in {wall:.1f} s")
+    return {"wall_s": wall, "records": records, "stats": stats, "t0": t0}
+
+
+async def engine_only(engine: Any, requests: list[Any]) -> float:
+    t0 = time.time()
+    await asyncio.gather(*(engine.generate(r) for r in requests))
+    return time.time() - t0
+
+
+def timeline(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per sample: seconds since the run's start of each stage boundary."""
+    t0 = result["t0"]
+    keys = ("io_start", "io_end", "submitted", "first_token", "finished", "scored")
+    return [
+        {"id": r["id"], **{k: round(r["timings"][k] - t0, 4) for k in keys if r["timings"].get(k)}}
+        for r in result["records"]
+    ]
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--videos", type=int, default=6, help="distinct generated videos")
+    p.add_argument("--seconds", type=float, default=60.0, help="length of each video")
+    p.add_argument("--per-video", type=int, default=4, help="questions per video")
+    p.add_argument("--batch", type=int, default=8, help="batch size of the sync modes")
+    p.add_argument("--max-tokens", type=int, default=16)
+    p.add_argument("--quick", action="store_true", help="3 videos of 20 s")
+    p.add_argument("--out", type=Path, default=PERF / "out")
+    args = p.parse_args()
+    if args.quick:
+        args.videos, args.seconds = 3, 20.0
+
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from evalkit.cache import FrameCache
+    from evalkit.engines.base import SamplingParams
+    from evalkit.engines.vllm_engine import VLLMBatchEngine, VLLMConfig, VLLMEngine
+    from evalkit.models.tiny import build_tiny_model
+    from evalkit.requests import RequestBuilder
+    from evalkit.video.types import FrameSpec
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    generate = _video_generator()
+    videos = [
+        generate(args.out / f"pipe_{i}_{int(args.seconds)}s.mp4", args.seconds + i, 640, 360)
+        for i in range(args.videos)
+    ]
+    samples = make_samples(videos, args.per_video)
+    spec = FrameSpec(fps=2.0, max_frames=32, min_pixels=28 * 28 * 4, max_pixels=224 * 168)
+    sampling = SamplingParams(max_tokens=args.max_tokens)
+    work = Path(tempfile.mkdtemp(prefix="evalkit-perf-"))
+    model = build_tiny_model(work / "model", "qwen2_5_vl", seed=0)
+    cache = FrameCache(work / "cache")
+    vconf = VLLMConfig(
+        model=str(model),
+        dtype="float32",
+        enforce_eager=True,
+        max_num_batched_tokens=1024,
+        max_num_seqs=args.batch,
+        max_model_len=4096,
+        enable_prefix_caching=False,
+        engine_kwargs={"mm_processor_cache_gb": 0},
+    )
+    cached = RequestBuilder(cache=cache, frame_spec=spec, sampling=sampling)
+    out: dict[str, Any] = {
+        "samples": len(samples),
+        "videos": len(videos),
+        "video_s": args.seconds,
+        "max_tokens": args.max_tokens,
+        "batch": args.batch,
+        "frames_per_video": spec.max_frames,
+    }
+
+    # a warm-up pair (decoded inline, so the cache stays cold) so no mode pays first calls
+    warm = [InlineDecode(spec, sampling)(s) for s in samples[:2]]
+    for r in warm:
+        r.id = "warmup-" + r.id
+    batch_engine = VLLMBatchEngine(vconf)
+    try:
+        asyncio.run(batch_engine.generate_batch(warm))
+        a = asyncio.run(
+            run_mode(
+                "a_vanilla",
+                batch_engine,
+                InlineDecode(spec, sampling),
+                samples,
+                True,
+                args.batch,
+                args.batch,
+            )
+        )
+        t0 = time.time()
+        report = cache.build([s.media[0] for s in samples], spec, workers=2)
+        out["cache_build_s"] = time.time() - t0
+        out["cache_build_failed"] = len(getattr(report, "failed", []) or [])
+        b = asyncio.run(
+            run_mode("b_cache_sync", batch_engine, cached, samples, True, args.batch, args.batch)
+        )
+    finally:
+        asyncio.run(batch_engine.close())
+
+    async def async_part() -> tuple[dict[str, Any], float]:
+        engine = VLLMEngine(vconf)
+        try:
+            c = await run_mode(
+                "c_cache_async", engine, cached, samples, False, args.batch, args.batch
+            )
+            requests = [cached(s) for s in samples]  # frames in memory before the clock
+            d_wall = await engine_only(engine, requests)
+            log(f"d_engine_only: {len(requests)} samples in {d_wall:.1f} s")
+            return c, d_wall
+        finally:
+            await engine.close()
+
+    c, d_wall = asyncio.run(async_part())
+    n = len(samples)
+    rate = {k: n / r["wall_s"] for k, r in (("a", a), ("b", b), ("c", c))}
+    rate["d"] = n / d_wall
+    out.update(
+        {
+            "a_vanilla_samples_per_s": rate["a"],
+            "b_cache_sync_samples_per_s": rate["b"],
+            "c_cache_async_samples_per_s": rate["c"],
+            "d_engine_only_samples_per_s": rate["d"],
+            "a_to_c_speedup_ratio": rate["c"] / rate["a"],
+            "b_to_c_speedup_ratio": rate["c"] / rate["b"],
+            "c_over_d_ratio": rate["c"] / rate["d"],
+            "a_to_c_incl_cache_build_ratio": a["wall_s"] / (c["wall_s"] + out["cache_build_s"]),
+            "b_engine_busy_fraction": busy_fraction(b["records"], b["wall_s"]),
+            "c_engine_busy_fraction": busy_fraction(c["records"], c["wall_s"]),
+            "a_wall_s": a["wall_s"],
+            "b_wall_s": b["wall_s"],
+            "c_wall_s": c["wall_s"],
+            "d_wall_s": d_wall,
+            "c_timeline": timeline(c),
+        }
+    )
+    (args.out / "pipeline_timeline.json").write_text(json.dumps(out["c_timeline"]))
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
