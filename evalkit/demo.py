@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     from evalkit.cache import FrameCache
     from evalkit.engines.family import detect_family
     from evalkit.models.tiny import build_tiny_model
-    from evalkit.runner import RunConfig, execute, resolve_benchmarks
+    from evalkit.runner import RunConfig, execute, refs_of, resolve_benchmarks
     from evalkit.synthvideo import generate
     from reports import build_report, write_report
 
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     t = step("3/5 frame cache (evalkit cache build, 2 worker processes)")
     bench = resolve_benchmarks(cfg, detect_family(model).factor)[0]
-    refs = [m for s in bench.samples for m in s.media]
+    refs = refs_of(bench.samples)
     report = FrameCache(cfg.cache_root).build(refs, bench.frame_spec, workers=2)
     print(f"   {report.summary()} ({time.perf_counter() - t:.1f} s)")
     if not report.ok:
