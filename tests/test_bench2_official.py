@@ -58,7 +58,8 @@ def test_videoholmes_accuracy_overall_and_per_question_type(tmp_path: Path) -> N
     root = official2.videoholmes(tmp_path)
     by, res = run("Video-Holmes", root, answers({"q1": "A", "q2": "A", "q3": "C", "q4": "A"}))
     assert by["q1"].options == [f"{k} reason q1" for k in "ABCDEF"]
-    assert by["q3"].media[0].path.endswith("videos_cropped/v2.mp4")
+    assert by["q1"].media[0].path.endswith("videos/v1.mp4")
+    assert by["q3"].media[0].path.endswith("videos_cropped/v2.mp4")  # the alternative root
     assert res.overall == 50.0
     assert res.breakdowns["question_type"] == {"SR": 50.0, "TCI": 100.0, "PAR": 0.0}
 

@@ -105,6 +105,11 @@ def _read(spec: FileSpec, path: Path) -> Iterator[tuple[str, Any]]:
                 obj = json.loads(path.read_text(encoding="utf-8"))
             except json.JSONDecodeError as exc:
                 raise RowsError(Problem(str(path), None, None, f"not valid JSON: {exc}")) from exc
+            if spec.keyed and not spec.records and isinstance(obj, dict):
+                for key, rec in obj.items():
+                    row = {**rec, spec.keyed: key} if isinstance(rec, dict) else rec
+                    yield f"key {key!r}", row
+                return
             for i, rec in enumerate(_records(obj, spec.records, path)):
                 yield f"item {i}", rec
         elif fmt == "csv":

@@ -58,6 +58,9 @@ class FileSpec(BaseModel):
     explode: str | None = None
     """A field holding a list of questions per row (LVBench ``qa``): each element becomes
     a row, with the parent's fields underneath it."""
+    keyed: str | None = None
+    """For a JSON object file whose values are the rows (``{"<id>": {...}, ...}``): the
+    field each row's key is stored under (VideoReasonBench's questions/<demo>.json)."""
     explode_optional: bool = False
     """Rows without the ``explode`` field pass through as single rows (OVO-Bench mixes
     single questions and forward-active rows with a ``test_info`` list in one file)."""
