@@ -34,7 +34,8 @@ def row(r: dict[str, Any]) -> dict[str, Any]:
             "probe_answer": r["gt"],
             "answer_form": "choice",
         }
-    probe = {**out, "probe_id": f"{r['id']}@{float(r['realtime']):g}", "probe_options": []}
+    # Probes are numbered by their place in test_info: two SSR probes may share a time.
+    probe = {**out, "probe_id": f"{r['id']}/{r['_explode_index']}", "probe_options": []}
     if task == "REC":
         return {
             **probe,

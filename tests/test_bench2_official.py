@@ -160,17 +160,18 @@ def _ovo_predict(s: Sample) -> str:
         other = "A" if s.target != "A" else "B"
         return f"The answer is {other if s.id in wrong_mc else s.target}."
     if s.task_type == "numerical":
-        return {"6@3": "1", "6@7.5": "3"}[s.id]  # second count is wrong
+        return {"6/0": "1", "6/1": "3"}[s.id]  # second count is wrong
     return "Yes" if s.target == "Yes" else "No"
 
 
 def test_ovobench_per_task_then_per_category_then_overall(tmp_path: Path) -> None:
     root = official2.ovobench(tmp_path)
     by, res = run("OVO-Bench", root, _ovo_predict)
-    assert sorted(by) == ["1", "2", "3", "4", "5", "6@3", "6@7.5", "7@2", "7@8", "8@9"]
-    assert by["6@7.5"].task_type == "numerical" and by["6@7.5"].target == 2
-    assert by["7@2"].task_type == "boolean" and by["7@2"].target == "No"
-    assert by["7@8"].target == "Yes" and window(by["7@8"]) == (None, 8.0)
+    assert sorted(by) == ["1", "2", "3", "4", "5", "6/0", "6/1", "7/0", "7/1", "7/2", "8/0"]
+    assert by["6/1"].task_type == "numerical" and by["6/1"].target == 2
+    assert by["7/0"].task_type == "boolean" and by["7/0"].target == "No"
+    assert by["7/1"].target == "Yes" and window(by["7/1"]) == (None, 8.0)
+    assert window(by["7/2"]) == (None, 8.0) and by["7/2"].target == "No"  # same time, own id
     assert window(by["3"]) == (None, 2.5) and by["3"].target == "C"
     assert res.breakdowns["task"] == pytest.approx(
         {
@@ -187,7 +188,7 @@ def test_ovobench_per_task_then_per_category_then_overall(tmp_path: Path) -> Non
         {"backward": 75.0, "realtime": 50.0, "forward": 250 / 3}
     )
     assert res.overall == pytest.approx((75 + 50 + 250 / 3) / 3)  # 69.44
-    assert res.metrics["pooled"] == pytest.approx(70.0)  # 7/10: not the official number
+    assert res.metrics["pooled"] == pytest.approx(800 / 11)  # 8/11: not the official number
 
 
 def test_odvbench_accuracy_per_category_with_question_windows(tmp_path: Path) -> None:

@@ -48,7 +48,7 @@ def _requests(
 def test_ovobench_no_frame_after_the_question_time_reaches_the_model(tmp_path: Path) -> None:
     root = official2.ovobench(tmp_path / "data")
     seen = _requests("OVO-Bench", root, tmp_path / "cache")
-    assert len(seen) == 10
+    assert len(seen) == 11
     for sample, indices, stamps in seen:
         t = video(sample).end
         assert t is not None and video(sample).start is None
@@ -63,7 +63,7 @@ def test_the_same_video_asked_at_two_times_gets_two_cache_entries(tmp_path: Path
     root = official2.ovobench(tmp_path / "data")
     spec = get_benchmark("OVO-Bench")
     by = {s.id: s for s in load(spec, root)}
-    early, late = video(by["7@2"]), video(by["7@8"])
+    early, late = video(by["7/0"]), video(by["7/1"])
     assert early.path == late.path
     source = source_identity(early.path)
     assert cache_key(source, early, spec.frames) != cache_key(source, late, spec.frames)

@@ -177,4 +177,6 @@ def _explode(
                 label, f"{where}.{spec.explode}[{j}]", None, "a question must be an object"
             )
             continue
-        yield Row(label, f"{where}.{spec.explode}[{j}]", {**parent, **item})
+        # _explode_index: the element's place in its list (OVO-Bench probes sharing a
+        # timestamp are told apart by it); like _position, never used unless mapped.
+        yield Row(label, f"{where}.{spec.explode}[{j}]", {**parent, **item, "_explode_index": j})
