@@ -22,6 +22,7 @@ from evalkit.engines.vllm_engine import (
     VLLMConfig,
     VLLMEngine,
 )
+from evalkit.errors import EvalkitError
 from evalkit.models.tiny import build_tiny_model
 from tests._engine_env import apply_engine_env, make_frames
 
@@ -159,6 +160,34 @@ def test_greedy_tokens_match_transformers(engine: Any, tiny: Path) -> None:
     # vLLM's incremental detokenizer holds back a trailing incomplete UTF-8 sequence (the
     # byte-level tiny model emits such fragments); everything before it must agree.
     assert [c.text for c in got] == [c.text.rstrip("\ufffd") for c in expected]
+
+
+def test_image_and_video_in_marked_order_match_transformers(engine: Any, tiny: Path) -> None:
+    eng, loop = engine
+    req = Request(
+        id="mixed",
+        text="Look at <image> and then at <video> What changed?",
+        videos=[make_frames(4, 112, 168, seed=7)],
+        images=[make_frames(1, 56, 84, seed=8).array[0]],
+        sampling=SamplingParams(max_tokens=10),
+    )
+    hf = HFEngine(HFConfig(model=str(tiny)))
+    prompt = hf.prompt(req)
+    assert prompt.index("<|image_pad|>") < prompt.index("<|video_pad|>")
+    assert prompt == eng.prompt(req)
+    expected = hf.generate_sync(req)
+    (got,) = _gather(loop, eng, [req])
+    assert got.prompt_tokens == expected.prompt_tokens
+    assert got.token_ids == expected.token_ids
+
+
+def test_a_refused_request_names_itself_and_the_engine_lives_on(engine: Any) -> None:
+    eng, loop = engine
+    too_long = Request(id="long-1", text="word " * 3000, sampling=SamplingParams(max_tokens=2))
+    with pytest.raises(EvalkitError, match="long-1"):
+        _gather(loop, eng, [too_long])
+    (ok,) = _gather(loop, eng, _requests(1, tokens=2))
+    assert ok.output_tokens == 2
 
 
 def test_close_releases_engine_processes(engine: Any) -> None:

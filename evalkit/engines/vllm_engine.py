@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from evalkit.engines.base import Completion, Request, SamplingParams, Timings
 from evalkit.engines.family import detect_family
 from evalkit.engines.prompting import NO_RESAMPLE, check_frame_sizes, render_prompt
-from evalkit.errors import EvalkitError, TransientError
+from evalkit.errors import EvalkitError
 
 
 class VLLMConfig(BaseModel):
@@ -140,6 +140,14 @@ def completion_from_output(request: Request, output: Any, timings: Timings) -> C
     )
 
 
+def _request_errors() -> tuple[type[BaseException], ...]:
+    """vLLM's exception types that mean "this request is bad", not "the engine is broken"."""
+    from vllm.exceptions import VLLMClientError
+    from vllm.v1.engine.exceptions import EngineGenerateError
+
+    return (ValueError, VLLMClientError, EngineGenerateError)
+
+
 class _StepRecorder:
     """A vLLM stat logger that keeps each step's scheduler details (front-end process)."""
 
@@ -222,10 +230,10 @@ class VLLMEngine:
                     timings.first_token = time.time()
                 final = out
         except Exception as exc:
-            if type(exc).__name__ == "EngineDeadError":
-                raise  # not worth retrying: the engine process is gone
-            if type(exc).__name__ in ("EngineGenerateError", "TimeoutError"):
-                raise TransientError(f"request {request.id}: vLLM: {exc}") from exc
+            # vLLM refuses bad input (prompt too long, malformed media) per request with a
+            # ValueError or EngineGenerateError; the engine itself keeps running.
+            if isinstance(exc, _request_errors()):
+                raise EvalkitError(f"request {request.id}: vLLM refused it: {exc}") from exc
             raise
         if final is None:
             raise EvalkitError(f"request {request.id}: vLLM returned no output")
