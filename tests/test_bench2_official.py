@@ -191,16 +191,20 @@ def test_ovobench_per_task_then_per_category_then_overall(tmp_path: Path) -> Non
     assert res.metrics["pooled"] == pytest.approx(800 / 11)  # 8/11: not the official number
 
 
-def test_odvbench_accuracy_per_category_with_question_windows(tmp_path: Path) -> None:
+def test_odvbench_accuracy_per_subset_with_question_windows(tmp_path: Path) -> None:
     root = official2.odvbench(tmp_path)
-    by, res = run("ODV-Bench", root, answers({"1": "B", "2": "A", "3": "A"}))
-    assert window(by["2"]) == (2.0, 9.0)
+    picks = {"sign": "B", "car": "A", "crossing": "A"}  # right, wrong, right
+    by, res = run("ODV-Bench", root, lambda s: f"The answer is {picks[s.question.split()[-1]]}.")
+    car = next(s for s in by.values() if s.question.endswith("car"))
+    assert window(car) == (2.0, 9.0) and car.target == "C"  # answer text -> its letter
+    assert len(by) == 3 and all(k.count("/") >= 2 for k in by)  # family/video/hash
     assert res.overall == pytest.approx(200 / 3)
-    assert res.breakdowns["category"] == {
-        "Dynamic Target": 0.0,
-        "Event": 100.0,
-        "Static Target": 100.0,
+    assert res.breakdowns["family"] == {
+        "dynamic object": 0.0,
+        "multi-object event": 100.0,
+        "static object": 100.0,
     }
+    assert res.breakdowns["subtask"] == {"car": 0.0, "crossing": 100.0, "sign": 100.0}
 
 
 def test_livesports_qa_clips_cut_to_the_event_and_per_question_type(tmp_path: Path) -> None:
