@@ -78,7 +78,7 @@ class RunDir:
         if self.config_path.exists():
             old = json.loads(self.config_path.read_text())
             if old.get("fingerprint") != fingerprint and not force:
-                diff = _diff(old.get("result_config", {}), result_config)
+                diff = config_diff(old.get("result_config", {}), result_config)[:8]
                 raise ConfigError(
                     f"{self.path}: this run was made under another configuration "
                     f"({'; '.join(diff) or 'see config.json'}); resume with the same settings, "
@@ -111,12 +111,13 @@ class RunDir:
         return sorted(p.stem for p in self.path.glob("*.jsonl"))
 
 
-def _diff(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> list[str]:
-    out = []
-    for key in sorted(set(old) | set(new)):
-        a, b = old.get(key), new.get(key)
-        if isinstance(a, dict) and isinstance(b, dict):
-            out += _diff(a, b, f"{prefix}{key}.")
-        elif a != b:
-            out.append(f"{prefix}{key}: {a!r} -> {b!r}")
-    return out[:8]
+def config_diff(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list[str]:
+    """Dotted keys whose values differ between two configurations (``key: a -> b``)."""
+    out: list[str] = []
+    for key in sorted(set(a) | set(b)):
+        va, vb = a.get(key), b.get(key)
+        if isinstance(va, dict) and isinstance(vb, dict):
+            out += config_diff(va, vb, f"{prefix}{key}.")
+        elif va != vb:
+            out.append(f"{prefix}{key}: {va!r} -> {vb!r}")
+    return out

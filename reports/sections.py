@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from evalkit.rundir import config_diff
 from reports.reference import MATCH_RULE
 from reports.timeline import Utilisation, spans, utilisation
 
@@ -245,15 +246,3 @@ def comparison(a: RunReport, b: RunReport, comps: list[Comparison]) -> Section:
     diff = config_diff(a.result_config, b.result_config)
     notes.append("settings that differ: " + ("; ".join(diff) if diff else "none"))
     return Section(f"Comparison: {b.run_id} vs {a.run_id}", headers, rows, notes, level=2)
-
-
-def config_diff(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list[str]:
-    """Dotted keys whose values differ between two result configs."""
-    out: list[str] = []
-    for key in sorted(set(a) | set(b)):
-        va, vb = a.get(key), b.get(key)
-        if isinstance(va, dict) and isinstance(vb, dict):
-            out += config_diff(va, vb, f"{prefix}{key}.")
-        elif va != vb:
-            out.append(f"{prefix}{key}: {va!r} -> {vb!r}")
-    return out

@@ -52,7 +52,7 @@ def test_an_unknown_aggregation_suggests_close_names() -> None:
 
 
 def test_records_from_the_results_store_aggregate_without_the_dataset() -> None:
-    from evalkit.bench.aggregate import scored_from_records
+    from reports.load import scored_from_records
 
     records = [
         {
@@ -80,7 +80,10 @@ def test_records_from_the_results_store_aggregate_without_the_dataset() -> None:
             "score": None,
         },
     ]
-    scored = scored_from_records(records)
-    assert scored[0].metadata == {"format": 1}
+    scored, counts = scored_from_records(records, failed="exclude")
+    assert scored[0].metadata == {"format": 1} and counts.failed == 1
     res = macro_mean(scored, field="task")
-    assert (res.overall, res.n_unscored) == (50.0, 1)
+    assert (res.overall, res.n) == (50.0, 2)
+    scored, _ = scored_from_records(records)  # by default a failed sample counts as wrong
+    assert macro_mean(scored, field="task").overall == 50.0
+    assert [s.value for s in scored] == [1.0, 0.0, 0.0]

@@ -13,7 +13,6 @@ from evalkit.bench.aggregate import (
     Scored,
     aggregate,
     aggregations,
-    scored_from_records,
 )
 from evalkit.bench.loader import ValidationReport, load, validate
 from evalkit.bench.registry import get_benchmark, registry
@@ -33,7 +32,6 @@ __all__ = [
     "load",
     "load_unified",
     "registry",
-    "scored_from_records",
     "unified_spec",
     "validate",
 ]

@@ -259,26 +259,6 @@ def _order_key(v: Any) -> tuple[int, Any]:
         return (1, str(v))
 
 
-def scored_from_records(records: Iterable[dict[str, Any]]) -> list[Scored]:
-    """Scored samples rebuilt from results-store records (id, task_type, target, fields,
-    benchmark, score), so a report needs no dataset. A failed record (no score) becomes
-    an unscored sample: it shows in ``n_unscored``, never silently as right or wrong."""
-    out = []
-    for r in records:
-        sample = Sample(
-            id=str(r["id"]),
-            task_type=str(r.get("task_type") or "unknown"),
-            question="",
-            target=r.get("target"),
-            benchmark=str(r.get("benchmark") or ""),
-            fields=dict(r.get("fields") or {}),
-        )
-        score = r.get("score") or {}
-        value = score.get("value") if r.get("status", "ok") == "ok" else None
-        out.append(Scored(sample, value, dict(score.get("metadata") or {})))
-    return out
-
-
 def aggregate(spec: Any, scored: Sequence[Scored]) -> AggregateResult:
     """Apply ``spec.aggregation`` (a registered name, or an adapter ``"module:function"``)."""
     agg = spec.aggregation

@@ -200,49 +200,11 @@ def run(args: argparse.Namespace) -> int:
 def print_summary(path: Path) -> None:
     """Per-benchmark official scores of a run (the full report is `evalkit report`)."""
     from rich.console import Console
-    from rich.table import Table
 
-    from evalkit.bench.aggregate import Scored, aggregate
-    from evalkit.bench.registry import get_benchmark
-    from evalkit.errors import EvalkitError
-    from evalkit.rundir import RunDir
-    from evalkit.sample import Sample
+    from reports import load_run, verdicts
+    from reports.render import to_terminal
+    from reports.sections import summary
 
-    table = Table(title=f"official scores: {path}")
-    for col in ("benchmark", "score", "scored", "failed", "unscored"):
-        table.add_column(col)
-    run = RunDir(path)
-    for bench in run.benchmarks():
-        with run.store(bench) as store:
-            records = store.records()
-        scored = [
-            Scored(
-                Sample(
-                    id=r["id"],
-                    task_type=r.get("task_type") or "multiple_choice",
-                    question="",
-                    target=r.get("target"),
-                    fields=r.get("fields") or {},
-                ),
-                _value(r),
-            )
-            for r in records
-        ]
-        try:
-            result = aggregate(get_benchmark(bench), scored)
-            label = ""
-        except EvalkitError:  # an ad-hoc --data set: no official rule, a pooled mean
-            from evalkit.bench.aggregate import mean
-
-            result, label = mean(scored), " (pooled mean)"
-        failed = sum(r.get("status") == "failed" for r in records)
-        overall = "-" if result.overall is None else f"{result.overall:.2f}{label}"
-        table.add_row(bench, overall, str(result.n_scored), str(failed), str(result.n_unscored))
-    Console().print(table)
-
-
-def _value(record: dict[str, Any]) -> float | None:
-    """A failed sample counts as wrong (0); a sample the scorer could not score stays None."""
-    if record.get("status") == "failed":
-        return 0.0
-    return (record.get("score") or {}).get("value")
+    run = load_run(path, bootstrap=200)
+    verdicts(run, 1.0, None)
+    to_terminal([summary(run)], Console(width=max(Console().width, 120)))
