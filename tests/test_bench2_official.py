@@ -117,6 +117,12 @@ def test_vsibench_debiased_variant_reads_its_own_split(tmp_path: Path) -> None:
     assert res.overall == pytest.approx((100 + 100 + 70) / 3)
 
 
+def test_vsibench_original_release_parquet_gives_the_same_numbers(tmp_path: Path) -> None:
+    root = official2.vsibench(tmp_path)
+    _, res = run("VSI-Bench:original", root, _vsi_predict)
+    assert res.overall == pytest.approx((200 / 3 + 100 + 100 + 70) / 4)
+
+
 def test_charades_sta_recall_at_iou_and_miou(tmp_path: Path) -> None:
     root = official2.charadessta(tmp_path)
     replies = {  # by caption: the common answer shapes of models
