@@ -74,12 +74,25 @@ def test_minerva_five_choices_and_index_answers(tmp_path: Path) -> None:
 
 def test_longvideoreason_reorders_options_and_reports_per_category(tmp_path: Path) -> None:
     root = official2.longvideoreason(tmp_path)
-    by, res = run("LongVideo-Reason", root, answers({"0": "B", "1": "D", "2": "C"}))
+    replies = {"0": "B", "1": "D", "2": "C", "3": "C", "4": "B"}
+    by, res = run("LongVideo-Reason", root, answers(replies))
     assert by["1"].options == ["alpha", "beta", "gamma", "delta"]  # listed D, A, B, C
     assert by["1"].target == "D" and by["1"].question == "Why is it made?"
     assert by["1"].media[0].path.endswith("longvila_videos/a2.mkv")
-    assert res.overall == pytest.approx(200 / 3)
-    assert res.breakdowns["category"] == {"goal": 100.0, "temporal": 50.0}
+    # malformed rows are kept (upstream scores all 1,000), and flagged
+    assert by["3"].options == ["here", "there A. But this needs weighing", "up", "down"]
+    assert by["4"].options == [] and by["4"].target == "B"
+    assert [by[k].fields["option_block"] for k in "01234"] == ["intact"] * 3 + ["malformed"] * 2
+    # right: 0, 1, 3 and 4 (a bare letter still matches, as upstream's exact compare);
+    # wrong: 2
+    assert res.overall == pytest.approx(80.0)
+    assert res.breakdowns["category"] == {
+        "goal": 100.0,
+        "plot": 100.0,
+        "spatial": 100.0,
+        "temporal": 50.0,
+    }
+    assert res.breakdowns["option_block"] == pytest.approx({"intact": 200 / 3, "malformed": 100.0})
 
 
 def _vsi_predict(s: Sample) -> str:
