@@ -236,3 +236,11 @@ def test_livesports_qa_clips_cut_to_the_event_and_per_question_type(tmp_path: Pa
     assert res.overall == pytest.approx(200 / 3)
     assert res.breakdowns["question_type"] == {"What": 100.0, "Who": 0.0}
     assert res.breakdowns["ocr"] == {"0": 100.0, "1": 0.0}
+
+
+def test_stvg_scores_without_tube_metadata_are_unscored_not_zero(tmp_path: Path) -> None:
+    spec = get_benchmark("STVG")
+    samples = load(spec, official2.stvg(tmp_path))
+    res = aggregate(spec, [Scored(s, 1.0) for s in samples])  # e.g. a summary without metadata
+    assert (res.n, res.n_scored, res.n_unscored) == (2, 0, 2)
+    assert res.overall is None

@@ -143,13 +143,15 @@ def spatiotemporal_grounding(
     is the sum of per-frame box IoUs over frames in both tubes divided by the frames in
     either; m_vIoU its mean, vIoU@t the share reaching t; m_tIoU the mean temporal IoU.
     ``reward`` is the mean of EasyVideoR1's per-sample 0.5*tIoU + 0.5*mean box IoU (the
-    scorer's value). Samples scored without tube metadata count as 0 tIoU / vIoU.
+    scorer's value). A sample whose score carries no tube metadata (``tiou``/``viou``)
+    cannot give these numbers: it is counted unscored, never as 0.
     """
-    kept = [s for s in scored if s.value is not None]
-    vious = [(s.sample, _iou(s, "viou") or 0.0) for s in kept]
+    kept = [s for s in scored if s.value is not None and "viou" in s.metadata]
+    vious = [(s.sample, float(s.metadata["viou"])) for s in kept]
     out = _result(scored, vious, _pct(v for _, v in vious), breakdowns)
+    out.n_scored, out.n_unscored = len(kept), len(scored) - len(kept)
     out.metrics["m_vIoU"] = out.overall or 0.0
-    out.metrics["m_tIoU"] = _pct(_iou(s, "tiou") or 0.0 for s in kept) or 0.0
+    out.metrics["m_tIoU"] = _pct(float(s.metadata.get("tiou", 0.0)) for s in kept) or 0.0
     for t in thresholds:
         out.metrics[f"vIoU@{t:g}"] = _pct(float(v >= t) for _, v in vious) or 0.0
     out.metrics["reward"] = _pct(float(s.value) for s in kept if s.value is not None) or 0.0
