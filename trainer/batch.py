@@ -46,6 +46,9 @@ class TrainBatch:
     response_mask: Tensor
     group_ids: Tensor
     is_offline: Tensor
+    row_index: Tensor | None = None
+    """(B,) position of each row in the collated batch, kept through :meth:`select` so a
+    policy with per-row inputs (the actor's visual tensors) can find them."""
 
     @property
     def prompt_len(self) -> int:
@@ -57,7 +60,14 @@ class TrainBatch:
 
     def select(self, index: Tensor | slice) -> TrainBatch:
         """The rows ``index`` of every tensor."""
-        return replace(self, **{f.name: getattr(self, f.name)[index] for f in fields(self)})
+        return replace(
+            self,
+            **{
+                f.name: getattr(self, f.name)[index]
+                for f in fields(self)
+                if getattr(self, f.name) is not None
+            },
+        )
 
     def micro_batches(self, size: int) -> Iterator[TrainBatch]:
         """Consecutive slices of at most ``size`` sequences."""
@@ -95,6 +105,7 @@ def collate(
         response_mask=attention[:, p_len:].clone(),
         group_ids=torch.tensor([g.group_id for g, _ in rows], dtype=torch.long),
         is_offline=torch.tensor([r.is_offline for _, r in rows], dtype=torch.bool),
+        row_index=torch.arange(bsz),
     )
 
 
@@ -103,8 +114,16 @@ PolicyFn = Callable[[Tensor, Tensor], Tensor]
 
 
 def response_logprobs(policy: PolicyFn, batch: TrainBatch, temperature: float = 1.0) -> Tensor:
-    """Log-probs (B, T) of the response tokens under ``policy`` (logits / temperature)."""
-    logits = policy(batch.input_ids, batch.attention_mask)
+    """Log-probs (B, T) of the response tokens under ``policy`` (logits / temperature).
+
+    A policy with a ``logits_for(batch)`` method (the HF actor, whose rows carry visual
+    inputs) gets the whole batch; a plain callable gets ids and mask.
+    """
+    logits_for = getattr(policy, "logits_for", None)
+    if logits_for is not None:
+        logits = logits_for(batch)
+    else:
+        logits = policy(batch.input_ids, batch.attention_mask)
     p_len, t_len = batch.prompt_len, batch.response_ids.shape[1]
     logits = logits[:, p_len - 1 : p_len + t_len - 1].float()
     if temperature != 1.0:

@@ -32,6 +32,10 @@ class DataConfig(_Section):
     """JSONL file of training samples in the unified schema (problem, problem_type, ...)."""
     val_path: str | None = None
     """Optional JSONL file of held-out samples."""
+    video_root: str | None = None
+    """Folder the rows' relative media paths start from (default: the data file's folder)."""
+    cache_root: str | None = None
+    """Frame cache folder (default: $EVALKIT_CACHE or ~/.cache/evalkit/frames)."""
     image_max_pixels: int = Field(default=262144, gt=0)
     """Pixel budget of one image (H*W after resizing)."""
     video_max_pixels: int = Field(default=65536, gt=0)
@@ -59,6 +63,8 @@ class RolloutConfig(_Section):
     """Response budget in tokens; longer responses are cut (and offline ones truncated)."""
     engine: str = "hf"
     """Name of the evalkit engine that generates rollouts (hf, vllm, ...)."""
+    engine_options: dict[str, Any] = Field(default_factory=dict)
+    """Settings of a non-hf rollout engine (its evalkit engine config), e.g. max_num_seqs."""
 
 
 class KLConfig(_Section):
@@ -199,6 +205,12 @@ class ScheduleConfig(_Section):
     """Evaluate every N steps (0 = never)."""
     eval_benchmarks: list[str] = Field(default_factory=list)
     """Benchmarks evaluated by the periodic evaluation hook."""
+    eval_data_root: str | None = None
+    """Folder holding the evaluated benchmarks' local copies (evalkit run --data-root)."""
+    eval_limit: int | None = Field(default=32, ge=1)
+    """Samples per benchmark in each periodic evaluation (None: all)."""
+    eval_engine: str = "hf"
+    """evalkit engine of the periodic evaluation (hf on CPU, vllm on GPU)."""
 
 
 class CheckpointConfig(_Section):
@@ -217,6 +229,8 @@ class TrainerConfig(_Section):
 
     model: str = ""
     """Path of the policy model (a local HF checkpoint directory)."""
+    output_dir: str = ""
+    """Where metrics.jsonl and evaluation runs go (default: the parent of checkpoint.dir)."""
     seed: int = 0
     """Seed of python, numpy and torch random generators."""
     data: DataConfig = Field(default_factory=DataConfig)

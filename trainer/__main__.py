@@ -1,0 +1,81 @@
+"""``python -m trainer train --config X.yaml key=value ...`` and ``python -m trainer filter``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+
+def _train(args: argparse.Namespace) -> int:
+    from trainer.config import load_config
+    from trainer.recipe import GRPORecipe
+
+    cfg = load_config(args.config, args.overrides)
+    recipe = GRPORecipe(cfg)
+    recipe.setup(resume=not args.no_resume)
+    try:
+        recipe.run()
+    finally:
+        recipe.cleanup()
+    print(f"metrics: {recipe.metrics.path}")
+    return 0
+
+
+def _filter(args: argparse.Namespace) -> int:
+    from trainer.filter import run_filter
+
+    run_filter(
+        args.data,
+        args.model,
+        args.k,
+        args.out,
+        engine=args.engine,
+        temperature=args.temperature,
+        max_tokens=args.max_tokens,
+        video_root=args.video_root,
+        cache_root=args.cache_root,
+        concurrency=args.concurrency,
+    )
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The trainer's command line."""
+    parser = argparse.ArgumentParser(prog="python -m trainer", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    train = sub.add_parser("train", help="RL post-training (GRPO family)")
+    train.add_argument("--config", default=None, help="YAML config (trainer/configs/*.yaml)")
+    train.add_argument("--no-resume", action="store_true", help="ignore existing checkpoints")
+    train.add_argument("overrides", nargs="*", help="key=value overrides, e.g. rollout.n=4")
+    train.set_defaults(func=_train)
+    filt = sub.add_parser("filter", help="keep items with 0 < pass rate < 1 over k samples")
+    filt.add_argument("--data", required=True, help="unified JSONL of training items")
+    filt.add_argument("--model", required=True, help="checkpoint directory")
+    filt.add_argument("--k", type=int, default=8, help="samples per item")
+    filt.add_argument("--out", required=True, help="where the kept items go (JSONL)")
+    filt.add_argument("--engine", default="hf", help="evalkit engine (hf, vllm)")
+    filt.add_argument("--temperature", type=float, default=1.0, help="sampling temperature")
+    filt.add_argument("--max-tokens", type=int, default=256, help="response budget")
+    filt.add_argument("--video-root", default=None, help="media folder (default: data's)")
+    filt.add_argument("--cache-root", default=None, help="frame cache folder")
+    filt.add_argument("--concurrency", type=int, default=8, help="requests in flight")
+    filt.set_defaults(func=_filter)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; errors from evalkit are printed for people, not as tracebacks."""
+    from evalkit.errors import EvalkitError
+
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except EvalkitError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

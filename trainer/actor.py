@@ -1,0 +1,212 @@
+"""The actor: a HF Qwen-VL model as the policy, fed the same inputs evalkit's engines build.
+
+Prompts go through :func:`evalkit.engines.prompting.render_prompt` and the model's processor
+with the frames exactly as the frame cache made them (``do_resize=False``,
+``do_sample_frames=False``), so training sees what the HF/vLLM engines see.
+
+Single process on CPU unless ``torch.distributed`` is initialised; only then is the model
+wrapped in FSDP (:func:`maybe_fsdp`). Nothing here starts a process group.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from evalkit.engines.base import Request
+from evalkit.engines.family import ModelFamily, detect_family
+from evalkit.engines.prompting import NO_RESAMPLE, check_frame_sizes, render_prompt
+from evalkit.errors import EvalkitError
+from trainer.batch import TrainBatch
+
+VISUAL_KEYS = {
+    "video": ("pixel_values_videos", "video_grid_thw"),
+    "image": ("pixel_values", "image_grid_thw"),
+}
+
+
+_PER_TOKEN = ("input_ids", "attention_mask", "mm_token_type_ids")
+
+
+class PlaceholderMismatch(EvalkitError):
+    """The prompt's visual placeholder tokens do not match the visual features."""
+
+
+@dataclass
+class Encoded:
+    """One prompt as model inputs: its token ids and the visual tensors that go with them."""
+
+    sample_id: str
+    prompt_ids: list[int]
+    visual: dict[str, Tensor]
+    """pixel_values[_videos], *_grid_thw, second_per_grid_ts (absent keys: no such media)."""
+
+
+def processor_inputs(processor: Any, family: ModelFamily, request: Request) -> Any:
+    """Processor output for ``request``: the chat prompt plus the pre-sampled frames as-is."""
+    from transformers.video_utils import VideoMetadata
+
+    check_frame_sizes(request, family.factor)
+    kwargs: dict[str, Any] = {"text": [render_prompt(processor.tokenizer, request)]}
+    if request.videos:
+        kwargs["videos"] = [v.array for v in request.videos]
+        kwargs["video_metadata"] = [VideoMetadata(**v.meta.to_vllm()) for v in request.videos]
+    if request.images:
+        kwargs["images"] = list(request.images)
+    if request.videos or request.images:
+        kwargs.update(NO_RESAMPLE)
+    return processor(**kwargs, return_tensors="pt")
+
+
+def check_placeholders(
+    input_ids: Tensor, visual: dict[str, Tensor], token_ids: dict[str, int], merge: int, who: str
+) -> None:
+    """Strict check: ``<|video_pad|>``/``<|image_pad|>`` counts equal the feature rows.
+
+    The model scatters visual features into the placeholder positions; a mismatch (a prompt
+    cut inside its video, frames of another size than the prompt was built for) would
+    otherwise fail deep inside the forward or, worse, shift features onto the wrong tokens.
+    """
+    for kind, (_, grid_key) in VISUAL_KEYS.items():
+        grid = visual.get(grid_key)
+        rows = int((grid.prod(-1) // merge**2).sum()) if grid is not None else 0
+        tokens = int((input_ids == token_ids[kind]).sum())
+        if tokens != rows:
+            raise PlaceholderMismatch(
+                f"{who}: {tokens} {kind} placeholder tokens but {rows} {kind} feature rows "
+                f"(grid {None if grid is None else grid.tolist()}); the prompt and its "
+                f"{kind} inputs do not belong together (truncated prompt? resized frames?)"
+            )
+
+
+class ActorPolicy(nn.Module):
+    """The HF model as a policy callable over :class:`TrainBatch` rows.
+
+    :meth:`set_rows` tells the policy which prompt (visual inputs) each batch row answers;
+    :meth:`logits_for` concatenates the visual tensors of a micro-batch's rows in row order,
+    which is the order the model fills placeholders in.
+    """
+
+    def __init__(self, model: nn.Module, processor: Any, family: ModelFamily) -> None:
+        super().__init__()
+        self.model = model
+        self.processor = processor
+        self.family = family
+        tok = processor.tokenizer
+        self.token_ids = {
+            "video": int(tok.convert_tokens_to_ids(family.video_pad)),
+            "image": int(tok.convert_tokens_to_ids(family.image_pad)),
+        }
+        self._rows: list[Encoded] = []
+
+    @classmethod
+    def from_pretrained(cls, model_dir: str | Path, dtype: str = "float32") -> ActorPolicy:
+        """Load a local checkpoint (processor + ``AutoModelForImageTextToText``) on CPU."""
+        from transformers import AutoModelForImageTextToText, AutoProcessor
+
+        processor = AutoProcessor.from_pretrained(model_dir)
+        model = AutoModelForImageTextToText.from_pretrained(
+            model_dir, dtype=getattr(torch, dtype), attn_implementation="sdpa"
+        )
+        return cls(model, processor, detect_family(model_dir))
+
+    def encode(self, request: Request) -> Encoded:
+        """A request as prompt ids + visual tensors, placeholders checked."""
+        out = processor_inputs(self.processor, self.family, request)
+        # per-token tensors (mm_token_type_ids) are rebuilt for the whole padded row later
+        visual = {k: v for k, v in out.items() if k not in _PER_TOKEN}
+        visual = {k: v if isinstance(v, Tensor) else torch.tensor(v) for k, v in visual.items()}
+        ids = out["input_ids"][0]
+        check_placeholders(ids, visual, self.token_ids, self.family.merge_size, request.id)
+        return Encoded(request.id, ids.tolist(), visual)
+
+    def set_rows(self, rows: list[Encoded]) -> None:
+        """The prompt of every row of the coming :class:`TrainBatch` (``batch.row_index``)."""
+        self._rows = list(rows)
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
+        """Text-only logits (no visual inputs); use :meth:`logits_for` for batch rows."""
+        return self._logits(input_ids, attention_mask, {})
+
+    def logits_for(self, batch: TrainBatch) -> Tensor:
+        """Logits (B, L, V) of ``batch`` with the visual inputs of its rows."""
+        if batch.row_index is None:
+            raise ValueError("ActorPolicy needs TrainBatch.row_index (set by collate)")
+        rows = [self._rows[int(i)] for i in batch.row_index]
+        visual = _concat([r.visual for r in rows])
+        who = ", ".join(sorted({r.sample_id for r in rows}))
+        check_placeholders(
+            batch.input_ids, visual, self.token_ids, self.family.merge_size, f"batch of {who}"
+        )
+        return self._logits(batch.input_ids, batch.attention_mask, visual)
+
+    def _logits(self, input_ids: Tensor, mask: Tensor | None, visual: dict[str, Tensor]) -> Tensor:
+        extra: dict[str, Tensor] = dict(visual)
+        if visual:  # text 0, image 1, video 2: what the processor marks, for M-RoPE positions
+            kinds = torch.zeros_like(input_ids, dtype=torch.int)
+            kinds[input_ids == self.token_ids["image"]] = 1
+            kinds[input_ids == self.token_ids["video"]] = 2
+            extra["mm_token_type_ids"] = kinds
+        out = self.model(input_ids=input_ids, attention_mask=mask, use_cache=False, **extra)
+        logits: Tensor = out.logits
+        if "pixel_values" not in visual and "pixel_values_videos" not in visual:
+            logits = logits + 0.0 * self.dummy_visual()
+        return logits
+
+    def dummy_visual(self) -> Tensor:
+        """Sum of the vision tower's outputs on a tiny blank input (to be multiplied by 0).
+
+        Why: a micro-batch without any image or video never touches the vision tower, so
+        its parameters get no gradient. Under FSDP every rank must run the same collective
+        ops over the same flat parameters; a rank whose batch skipped the tower would hang
+        or error at the gradient reduce-scatter. Running a smallest input (one temporal
+        patch, a 2x2 merge window) and adding 0 x its sum keeps the graph identical on every
+        rank and gives each vision parameter an exact zero gradient. Images and videos share
+        the one tower in Qwen-VL, so one dummy covers either absent modality.
+        """
+        fam, merge = self.family, self.family.merge_size
+        model: Any = self.model
+        vc = model.config.vision_config
+        channels = int(getattr(vc, "in_channels", getattr(vc, "in_chans", 3)))
+        grid = torch.tensor([[1, merge, merge]], dtype=torch.long)
+        dim = channels * fam.temporal_patch * fam.patch_size**2
+        visual = model.model.visual
+        pixels = torch.zeros(merge * merge, dim, dtype=visual.dtype)
+        out = visual(pixels, grid_thw=grid)
+        return _tensor_sum(out)
+
+
+def _concat(parts: list[dict[str, Tensor]]) -> dict[str, Tensor]:
+    keys = sorted({k for p in parts for k in p})
+    return {k: torch.cat([p[k] for p in parts if k in p]) for k in keys}
+
+
+def _tensor_sum(x: Any) -> Tensor:
+    if isinstance(x, Tensor):
+        return x.float().sum()
+    items = x.values() if isinstance(x, dict) else x if isinstance(x, list | tuple) else None
+    if items is None and hasattr(x, "to_tuple"):
+        items = x.to_tuple()
+    total = torch.zeros(())
+    for v in items or ():
+        total = total + _tensor_sum(v)
+    return total
+
+
+def maybe_fsdp(model: nn.Module) -> nn.Module:
+    """FSDP-wrap ``model`` when ``torch.distributed`` is initialised; else return it as is.
+
+    On one CPU process there is nothing to shard, so training runs the plain module.
+    """
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return model
+    from torch.distributed.fsdp import fully_shard
+
+    fully_shard(model)
+    return model

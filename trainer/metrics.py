@@ -1,0 +1,93 @@
+"""Training metrics: a JSON line per step in ``metrics.jsonl``, TensorBoard if installed, progress.
+
+Evaluation scores arrive from the background eval hook as their own lines
+(``{"step": s, "eval/<bench>": ...}``), in the same file, next to the training metrics.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import threading
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+PROGRESS_KEYS = (
+    ("loss", "loss"),
+    ("reward/overall", "reward"),
+    ("reward/accuracy", "acc"),
+    ("reward/format", "fmt"),
+    ("grad_norm", "|g|"),
+    ("response_length", "len"),
+    ("time_s", "s"),
+)
+
+
+class MetricsLog:
+    """Append-only JSONL metrics (thread-safe: the eval hook writes from its own thread)."""
+
+    def __init__(self, directory: str | Path, total_steps: int, tensorboard: bool = True) -> None:
+        self.dir = Path(directory)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.path = self.dir / "metrics.jsonl"
+        self.total = total_steps
+        self._lock = threading.Lock()
+        self._tb: Any = None
+        if tensorboard:
+            try:  # optional: only when the tensorboard package is installed
+                from torch.utils.tensorboard import SummaryWriter
+
+                self._tb = SummaryWriter(str(self.dir / "tensorboard"))
+            except ImportError:
+                self._tb = None
+        self._console: Any = None
+        try:
+            from rich.console import Console
+
+            self._console = Console(stderr=True)
+        except ImportError:
+            self._console = None
+
+    def write(self, step: int, values: dict[str, float], progress: bool = True) -> None:
+        """Append one record for ``step`` (and show the progress line)."""
+        record = {"step": step, **{k: _clean(v) for k, v in values.items()}}
+        line = json.dumps(record, sort_keys=True)
+        with self._lock:
+            with open(self.path, "a", encoding="utf-8") as fh:
+                fh.write(line + "\n")
+            if self._tb is not None:
+                for key, value in values.items():
+                    if isinstance(value, int | float) and math.isfinite(value):
+                        self._tb.add_scalar(key, value, step)
+        if progress:
+            self._progress(step, values)
+
+    def _progress(self, step: int, values: dict[str, float]) -> None:
+        parts = [f"step {step}/{self.total}"]
+        parts += [f"{label} {values[k]:.4g}" for k, label in PROGRESS_KEYS if k in values]
+        parts += [f"{k} {v:.4g}" for k, v in values.items() if k.startswith("eval/")]
+        text = " | ".join(parts)
+        if self._console is not None:
+            self._console.print(f"[bold cyan]trainer[/] {text}", highlight=False)
+        else:
+            log.info(text)
+
+    def close(self) -> None:
+        """Flush TensorBoard."""
+        if self._tb is not None:
+            self._tb.close()
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # JSON has no NaN/inf; keep them visible
+    return value
+
+
+def read_metrics(path: str | Path) -> list[dict[str, Any]]:
+    """Every record of a ``metrics.jsonl``."""
+    with open(path, encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]

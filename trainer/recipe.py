@@ -1,0 +1,229 @@
+"""The GRPO-family recipe on one machine: setup / run / cleanup (torchtune style).
+
+One step: prompts from the data -> rollouts through an evalkit Engine (n per prompt, or n-1
+plus the offline slot with mix-policy) -> rewards from evalkit's scorers -> DAPO dynamic
+sampling (optional) -> advantages -> micro-batched policy step -> metrics -> checkpoint.
+Everything algorithmic lives in the modules it calls; this class only wires them.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from evalkit.engines.base import SamplingParams
+from evalkit.errors import ConfigError, DataError
+from trainer.actor import ActorPolicy, maybe_fsdp
+from trainer.algorithms import AdvantageInputs, AdvantageOptions, compute_advantages, token_kl
+from trainer.algorithms.dynamic_sampling import collect_groups
+from trainer.batch import Group, collate
+from trainer.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from trainer.config import TrainerConfig
+from trainer.data import TrainData, TrainItem, load_items
+from trainer.eval_hook import EvalHook
+from trainer.metrics import MetricsLog
+from trainer.mix_policy import build_group, online_count
+from trainer.rewards import RewardFn, compute_rewards
+from trainer.rollout import make_rollout_engine, sample_responses, sync_weights
+from trainer.step import StepInputs, StepSettings, build_optimizer, compute_logprobs, policy_step
+
+log = logging.getLogger(__name__)
+
+
+class GRPORecipe:
+    """Owns the actor, data, rollout engine, optimizer, metrics and eval hook of one run."""
+
+    def __init__(self, cfg: TrainerConfig, reward_fn: RewardFn | None = None) -> None:
+        if cfg.algorithm.advantage == "remax":
+            raise ConfigError("advantage remax needs greedy baseline rollouts; not wired here yet")
+        self.cfg = cfg
+        self.reward_fn = reward_fn
+        self.start_step = 0
+        self.history: list[dict[str, Any]] = []
+
+    @property
+    def out_dir(self) -> Path:
+        """Where metrics and evaluation runs go."""
+        return Path(self.cfg.output_dir or Path(self.cfg.checkpoint.dir).parent)
+
+    def setup(self, resume: bool = True) -> None:
+        """Load model, data, optimizer, rollout engine; continue from the latest checkpoint."""
+        from evalkit.cache import FrameCache
+
+        cfg = self.cfg
+        if not cfg.model or not cfg.data.train_path:
+            raise ConfigError("set model and data.train_path (config file or key=value)")
+        torch.manual_seed(cfg.seed)
+        self.actor = ActorPolicy.from_pretrained(cfg.model)
+        maybe_fsdp(self.actor.model)
+        self.ref: ActorPolicy | None = None
+        if cfg.algorithm.kl.estimator != "off":
+            self.ref = copy.deepcopy(self.actor).eval().requires_grad_(False)
+        items = load_items(cfg.data.train_path, cfg.data.video_root)
+        cache = FrameCache(cfg.data.cache_root)
+        self.data = TrainData(items, cfg.data, cache, cfg.seed, self.actor.family.factor)
+        self.data.build_cache()
+        self.builder = self.data.request_builder(SamplingParams())
+        self.optimizer = build_optimizer(self.actor.parameters(), cfg.optimizer)
+        self.settings = StepSettings.from_config(cfg)
+        self.engine = make_rollout_engine(
+            cfg.rollout.engine, cfg.model, self.actor, cfg.rollout.engine_options
+        )
+        latest = latest_checkpoint(cfg.checkpoint.dir) if resume else None
+        if latest is not None:
+            resumed = load_checkpoint(latest, self.actor, self.optimizer)
+            self.data.load_state_dict(resumed.data_state)
+            self.start_step = resumed.step
+            log.info("resumed from %s (step %d)", latest, resumed.step)
+        self.metrics = MetricsLog(self.out_dir, cfg.schedule.steps)
+        self.eval_hook = EvalHook(cfg, self.out_dir, self.metrics.write)
+
+    def run(self) -> list[dict[str, Any]]:
+        """Train from ``start_step`` to ``schedule.steps``; returns the per-step metrics."""
+        cfg = self.cfg
+        every = cfg.checkpoint.every
+        for step in range(self.start_step + 1, cfg.schedule.steps + 1):
+            values = self.train_step(step)
+            self.history.append({"step": step, **values})
+            self.metrics.write(step, values)
+            if (every and step % every == 0) or step == cfg.schedule.steps:
+                save_checkpoint(
+                    cfg.checkpoint.dir,
+                    step,
+                    self.actor,
+                    self.optimizer,
+                    self.data.state_dict(),
+                    keep_last=cfg.checkpoint.keep_last,
+                )
+            self.eval_hook.maybe_run(step, self.actor.model, self.actor.processor)
+        return self.history
+
+    def cleanup(self) -> None:
+        """Wait for the last evaluation; close the engine and the metrics."""
+        import asyncio
+
+        self.eval_hook.close()
+        asyncio.run(self.engine.close())
+        self.metrics.close()
+
+    # -- one step -------------------------------------------------------------------------
+
+    def train_step(self, step: int) -> dict[str, Any]:
+        """Rollout, rewards, advantages, update; returns the step's metrics."""
+        t0 = time.perf_counter()
+        cfg = self.cfg
+        bs, ds = cfg.schedule.batch_size, cfg.algorithm.dynamic_sampling
+        metrics: dict[str, Any] = {}
+        tries = iter(range(10**6))
+        if ds.enable:
+            result = collect_groups(
+                lambda: self._groups(self.data.next_batch(bs), step, next(tries)),
+                lambda g: g.meta["rewards"]["accuracy"].tolist(),
+                bs,
+                ds.max_tries,
+            )
+            groups = result.groups
+            metrics |= result.metrics()
+            if not groups:
+                return metrics | {"skipped_no_signal": 1.0, "time_s": time.perf_counter() - t0}
+        else:
+            groups = self._groups(self.data.next_batch(bs), step, 0)
+        metrics |= self._update(groups)
+        metrics["time_s"] = time.perf_counter() - t0
+        return metrics
+
+    def _groups(self, items: list[TrainItem], step: int, attempt: int) -> list[Group]:
+        """One generation batch: rollouts, rewards and (mix-policy) offline slots per prompt."""
+        cfg = self.cfg
+        requests = [self.builder(it.sample) for it in items]
+        encoded = [self.actor.encode(r) for r in requests]
+        for enc in encoded:
+            if len(enc.prompt_ids) > cfg.data.max_prompt_tokens:
+                raise DataError(
+                    f"sample {enc.sample_id}: prompt of {len(enc.prompt_ids)} tokens (visual "
+                    f"included) exceeds data.max_prompt_tokens={cfg.data.max_prompt_tokens}"
+                )
+        counts = [online_count(cfg.rollout.n, cfg.mix_policy, it.offline_output) for it in items]
+        sampling = SamplingParams(
+            max_tokens=cfg.rollout.max_response_tokens,
+            temperature=cfg.rollout.temperature,
+            top_p=cfg.rollout.top_p,
+        )
+        self.actor.model.eval()
+        sync_weights(self.engine, self.actor)
+        seed = (cfg.seed * 1_000_003 + step * 1009 + attempt * 101) * 64
+        online = sample_responses(self.engine, requests, counts, sampling, seed)
+        groups = []
+        for gi, (it, enc, resp) in enumerate(zip(items, encoded, online, strict=True)):
+            rewards = self._rewards(it, [r.text for r in resp], [len(r.token_ids) for r in resp])
+            group = build_group(
+                attempt * len(items) + gi,
+                enc.prompt_ids,
+                resp,
+                n=cfg.rollout.n,
+                cfg=cfg.mix_policy,
+                offline_text=it.offline_output,
+                online_accuracies=rewards["accuracy"].tolist(),
+                tokenizer=self.actor.processor.tokenizer,
+                max_response_tokens=cfg.rollout.max_response_tokens,
+                sample=it.sample,
+            )
+            if group.meta.get("offline_inserted"):
+                off = group.responses[-1]
+                extra = self._rewards(it, [off.text], [len(off.token_ids)])
+                rewards = {k: torch.cat([v, extra[k]]) for k, v in rewards.items()}
+            group.meta |= {"rewards": rewards, "encoded": enc}
+            groups.append(group)
+        return groups
+
+    def _rewards(self, item: TrainItem, texts: list[str], lengths: list[int]) -> dict[str, Any]:
+        rb = compute_rewards(
+            [item.sample] * len(texts),
+            texts,
+            lengths,
+            self.cfg.rewards,
+            self.cfg.overlong_max_length,
+            self.reward_fn,
+        )
+        return rb.per_key
+
+    def _update(self, groups: list[Group]) -> dict[str, Any]:
+        cfg, algo = self.cfg, self.cfg.algorithm
+        tok = self.actor.processor.tokenizer
+        pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+        batch = collate(groups, int(pad), cfg.rollout.max_response_tokens)
+        rows = [g.meta["encoded"] for g in groups for _ in g.responses]
+        self.actor.set_rows(rows)
+        rewards = {
+            k: torch.cat([g.meta["rewards"][k] for g in groups]) for k in groups[0].meta["rewards"]
+        }
+        mbs, temp = self.settings.micro_batch_size, self.settings.temperature
+        old_logp = compute_logprobs(self.actor, batch, mbs, temp)
+        ref_logp = kl = None
+        if self.ref is not None:
+            self.ref.set_rows(rows)
+            ref_logp = compute_logprobs(self.ref, batch, mbs, temp)
+            if algo.kl.in_reward:
+                kl = token_kl(algo.kl.estimator, old_logp, ref_logp) * batch.response_mask
+        adv = compute_advantages(
+            algo.advantage,
+            AdvantageInputs(rewards, batch.group_ids, batch.response_mask, token_kl=kl),
+            AdvantageOptions.from_config(algo),
+        )
+        result = policy_step(
+            self.actor, self.optimizer, StepInputs(batch, old_logp, adv, ref_logp), self.settings
+        )
+        online = ~batch.is_offline
+        lengths = batch.response_mask.sum(1).float()
+        out: dict[str, Any] = {"loss": result.loss, **result.metrics}
+        out |= {f"reward/{k}": float(v.mean()) for k, v in rewards.items()}
+        out |= {f"online/{k}": float(v[online].mean()) for k, v in rewards.items() if online.any()}
+        out["response_length"] = float(lengths[online].mean()) if online.any() else 0.0
+        out["offline_slots"] = float(batch.is_offline.sum())
+        out["groups"] = float(len(groups))
+        return out
