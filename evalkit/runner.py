@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +53,21 @@ class FrameOverrides(BaseModel):
             return FrameSpec.model_validate({**spec.model_dump(), **update})
         except ValueError as exc:
             raise ConfigError(f"frame settings {update}: {exc}") from None
+
+
+class JudgeConfig(BaseModel):
+    """The LLM judge for judged benchmarks (without one they are reported "not scored")."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    model: str
+    """Judge checkpoint directory, or the served model name for the openai engine."""
+    engine: str = "openai"
+    """Backend the judge runs on: openai (a served model), vllm or hf."""
+    engine_options: dict[str, Any] = Field(default_factory=dict)
+    """Backend settings of the judge engine."""
+    graded: bool = False
+    """Ask for a graded verdict in [0, 1] instead of 0/1."""
 
 
 class RunConfig(BaseModel):
@@ -102,6 +117,8 @@ class RunConfig(BaseModel):
     """On resume, also rerun samples recorded as failed."""
     pipeline: PipelineConfig = Field(default_factory=PipelineConfig)
     """Concurrency bounds."""
+    judge: JudgeConfig | None = None
+    """LLM judge for llm_judge samples; None leaves them unscored (never 0)."""
 
 
 @dataclass
@@ -182,20 +199,58 @@ def _template(spec: Any) -> str | None:
     return spec.prompt.template if len(spec.task_types) == 1 else None
 
 
+def _judge_template(spec: Any) -> str:
+    judge = getattr(spec, "judge", None)
+    name = judge.prompt if judge is not None else "judge"
+    return name if name.endswith(".jinja") else f"{name}.jinja"
+
+
 def make_engine(cfg: RunConfig) -> Engine:
     """Build the configured backend (heavy imports happen here, not at import time)."""
+    # the vanilla baseline runs vLLM the way other harnesses do: LLM.generate on batches
+    name = "vllm_batch" if cfg.mode == "sync" and cfg.engine == "vllm" else cfg.engine
+    return build_engine(name, cfg.model, cfg.engine_options)
+
+
+def build_engine(name: str, model: str, options: dict[str, Any]) -> Engine:
+    """An engine of the registered backend ``name`` on ``model`` with typed ``options``."""
     from pydantic import ValidationError
 
     from evalkit.engines import ENGINE_CONFIGS, ENGINES
 
-    # the vanilla baseline runs vLLM the way other harnesses do: LLM.generate on batches
-    name = "vllm_batch" if cfg.mode == "sync" and cfg.engine == "vllm" else cfg.engine
     try:
-        config = ENGINE_CONFIGS.get(name).model_validate({"model": cfg.model, **cfg.engine_options})
+        config = ENGINE_CONFIGS.get(name).model_validate({"model": model, **options})
     except ValidationError as exc:
-        raise ConfigError(f"engine {cfg.engine!r} options: {exc}") from None
+        raise ConfigError(f"engine {name!r} options: {exc}") from None
     engine: Engine = ENGINES.get(name)(config)
     return engine
+
+
+@contextlib.asynccontextmanager
+async def judge_for(cfg: RunConfig, engine: Engine | None, cache_dir: Path) -> AsyncIterator[Any]:
+    """Configure the LLM judge for the run (or none), and release it afterwards."""
+    from evalkit.scoring import LLMJudge, configure_judge
+
+    if cfg.judge is None:
+        configure_judge(None)
+        yield None
+        return
+    own = engine is None
+    engine = engine or build_engine(cfg.judge.engine, cfg.judge.model, cfg.judge.engine_options)
+    judge = LLMJudge(
+        engine=engine,
+        model=cfg.judge.model,
+        cache_dir=cache_dir,
+        graded=cfg.judge.graded,
+        loop=asyncio.get_running_loop(),  # the scoring thread submits to this loop
+    )
+    configure_judge(judge)
+    try:
+        yield judge
+    finally:
+        configure_judge(None)
+        if own:
+            await engine.close()
 
 
 def model_factor(cfg: RunConfig) -> int | None:
@@ -215,6 +270,7 @@ def result_config(cfg: RunConfig, benches: list[BenchRun]) -> dict[str, Any]:
         "engine": cfg.engine,
         "engine_options": _result_engine_options(cfg.engine_options),
         "variant": cfg.variant,
+        "judge": cfg.judge.model_dump(mode="json") if cfg.judge else None,
         "benchmarks": {
             b.name: {
                 "spec_hash": hash_json(b.spec.model_dump(mode="json")),
@@ -277,15 +333,17 @@ def execute(
     cfg: RunConfig,
     engine: Engine | None = None,
     on_start: Callable[[str, Pipeline], None] | None = None,
+    judge_engine: Engine | None = None,
 ) -> RunResult:
     """Run every benchmark of ``cfg`` through one engine into one run directory."""
-    return asyncio.run(aexecute(cfg, engine, on_start))
+    return asyncio.run(aexecute(cfg, engine, on_start, judge_engine))
 
 
 async def aexecute(
     cfg: RunConfig,
     engine: Engine | None = None,
     on_start: Callable[[str, Pipeline], None] | None = None,
+    judge_engine: Engine | None = None,
 ) -> RunResult:
     """:func:`execute` inside a running event loop (one loop for the engine's whole life)."""
     from evalkit.cache import FrameCache
@@ -303,30 +361,33 @@ async def aexecute(
     engine = engine or make_engine(cfg)
     stats: dict[str, PipelineStats] = {}
     try:
-        with miss_pool(cfg.cache_workers) as pool:
-            for bench in benches:
-                builder = RequestBuilder(
-                    cache=cache,
-                    frame_spec=bench.frame_spec,
-                    image_spec=bench.spec.images,
-                    variant=cfg.variant,
-                    template=_template(bench.spec),
-                    sampling=bench.sampling,
-                    require_cache=cfg.require_cache,
-                    miss_pool=pool,
-                )
-                with rundir.store(bench.name) as store:
-                    pipe = Pipeline(
-                        engine, builder, make_scorer(), store, cfg.pipeline, fingerprint
+        async with judge_for(cfg, judge_engine, path / "judge_cache") as judge:
+            with miss_pool(cfg.cache_workers) as pool:
+                for bench in benches:
+                    if judge is not None:  # each benchmark may prescribe its judge prompt
+                        judge.template = _judge_template(bench.spec)
+                    builder = RequestBuilder(
+                        cache=cache,
+                        frame_spec=bench.frame_spec,
+                        image_spec=bench.spec.images,
+                        variant=cfg.variant,
+                        template=_template(bench.spec),
+                        sampling=bench.sampling,
+                        require_cache=cfg.require_cache,
+                        miss_pool=pool,
                     )
-                    if on_start:
-                        on_start(bench.name, pipe)
-                    if cfg.mode == "sync":
-                        stats[bench.name] = await pipe.run_sync(bench.samples)
-                    else:
-                        stats[bench.name] = await pipe.run(
-                            bench.samples, retry_failed=cfg.retry_failed
+                    with rundir.store(bench.name) as store:
+                        pipe = Pipeline(
+                            engine, builder, make_scorer(), store, cfg.pipeline, fingerprint
                         )
+                        if on_start:
+                            on_start(bench.name, pipe)
+                        if cfg.mode == "sync":
+                            stats[bench.name] = await pipe.run_sync(bench.samples)
+                        else:
+                            stats[bench.name] = await pipe.run(
+                                bench.samples, retry_failed=cfg.retry_failed
+                            )
     finally:
         if own_engine:
             await engine.close()

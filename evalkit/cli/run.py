@@ -68,6 +68,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--retry-failed", action="store_true", default=None, help="on resume, rerun failed samples"
     )
+    p.add_argument("--judge-model", help="LLM judge for judged benchmarks (else: not scored)")
+    p.add_argument(
+        "--judge-engine",
+        choices=["openai", "vllm", "hf"],
+        help="backend of the judge (default openai: a served model)",
+    )
+    p.add_argument(
+        "--judge-opt",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="judge engine setting (YAML value), repeatable",
+    )
     p.add_argument("--no-progress", action="store_true", help="no live progress display")
     add_model_args(p, FrameOverrides, prefix="frames_")
     add_model_args(p, PipelineConfig, prefix="pipeline_")
@@ -107,12 +120,19 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     for name in _ENGINE_FLAGS:
         if getattr(args, name) is not None:
             options[name] = getattr(args, name)
-    for item in args.engine_opt:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise ConfigError(f"--engine-opt {item!r}: expected KEY=VALUE")
-        options[key] = yaml.safe_load(value)
+    options.update(_key_values(args.engine_opt, "--engine-opt"))
     data["engine_options"] = options
+    if args.judge_model or args.judge_engine or args.judge_opt:
+        judge = dict(data.get("judge") or {})
+        if args.judge_model:
+            judge["model"] = args.judge_model
+        if args.judge_engine:
+            judge["engine"] = args.judge_engine
+        judge["engine_options"] = {
+            **judge.get("engine_options", {}),
+            **_key_values(args.judge_opt, "--judge-opt"),
+        }
+        data["judge"] = judge
     for prefix, group in (("frames_", FrameOverrides), ("pipeline_", PipelineConfig)):
         sub = dict(data.get(prefix[:-1], {}))
         for name in group.model_fields:
@@ -122,6 +142,16 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     if "model" not in data:
         raise ConfigError("--model is required (or `model:` in --config)")
     return RunConfig.model_validate(data)
+
+
+def _key_values(items: list[str], flag: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"{flag} {item!r}: expected KEY=VALUE")
+        out[key] = yaml.safe_load(value)
+    return out
 
 
 class Progress:
