@@ -21,6 +21,7 @@ from dataclasses import replace
 from typing import Any
 
 from evalkit.engines.base import Completion, Engine, Request, SamplingParams
+from evalkit.engines.family import VISION_END, VISION_START
 from evalkit.engines.hf_engine import HFConfig, HFEngine
 from evalkit.errors import EvalkitError
 from trainer.batch import Response
@@ -39,6 +40,13 @@ class SharedHFEngine(HFEngine):
         self.model = model
         self.start_s = 0.0
         self._pool = ThreadPoolExecutor(1, "trainer-rollout")
+        # A response must never contain visual placeholders: the training forward would
+        # take them for media slots (an untrained policy does sample them). Their logits
+        # are set to -inf during sampling; log-probs are recomputed by the actor anyway.
+        tok = processor.tokenizer
+        names = (family.image_pad, family.video_pad, VISION_START, VISION_END)
+        banned = [int(tok.convert_tokens_to_ids(t)) for t in names]
+        model.generation_config.suppress_tokens = sorted(set(banned))
 
 
 def make_rollout_engine(name: str, model_dir: str, actor: Any, options: dict[str, Any]) -> Engine:
