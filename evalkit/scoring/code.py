@@ -9,6 +9,9 @@ HTML is parsed in-process with the standard library's tokenizer (parsing runs no
 from __future__ import annotations
 
 import difflib
+import re
+import threading
+from html import unescape
 from html.parser import HTMLParser
 from typing import Any
 
@@ -85,7 +88,7 @@ def code_svg(prediction: str, target: Any, sample: Sample) -> Score:
 
 
 class _Structure(HTMLParser):
-    # The element skeleton: "open:tag.class" / "close:tag" tokens plus text words.
+    # The element skeleton: "<tag attr-names>" / "</tag>" tokens plus text words.
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
         self.tokens: list[str] = []
@@ -102,15 +105,111 @@ class _Structure(HTMLParser):
         self.words.extend(data.split())
 
 
-def html_structure(html: str) -> tuple[list[str], list[str]]:
-    """(tag tokens, text words) of an HTML document; tolerant of broken markup."""
+# Fast path for plain, well-formed markup. html.parser is exact but costs ~20 us per
+# small document in Python-level bookkeeping; a document made only of the constructs
+# below is read by one regex instead, with html.parser's results: tag and attribute
+# names lower-cased, "<x/>" read as a start and an end tag, text between tags
+# unescaped as one piece, doctype and comments skipped. Anything else (a stray "<",
+# unusual names or quoting, script/style and other raw-text elements) takes the
+# html.parser path; tests/test_scoring_speed_equivalence.py checks both agree.
+_WS = "[ \\t\\n\\r\\f]"  # html.parser's own whitespace set, not Unicode \s
+_VALUE = f"""(?:{_WS}*={_WS}*(?:"[^"<>]*"|'[^'<>]*'|[-a-zA-Z0-9_.:]+(?={_WS}|>)))"""
+_NAME = "[a-zA-Z_:][-a-zA-Z0-9_:.]*"
+_PIECE = re.compile(  # group 1: the whole piece
+    f"(([^<]+)"  # text
+    f"|<([a-zA-Z][a-zA-Z0-9]*)((?:{_WS}+{_NAME}{_VALUE}?)*){_WS}*(/?)>"  # start tag
+    f"|</([a-zA-Z][a-zA-Z0-9]*){_WS}*>"  # end tag
+    f"|<![dD][oO][cC][tT][yY][pP][eE][^<>]*>"  # declaration
+    f"|<!--(?!-?>)(?:[^-<>]|-(?!-))*-->)"  # comment without "--", "<" or ">" inside
+)
+_ATTR_NAME = re.compile(f"{_WS}+({_NAME}){_VALUE}?")
+# Elements whose content html.parser (in some Python version) reads as raw text; the
+# fast path leaves them to html.parser, except a title or textarea holding plain text.
+_RAW_TEXT = frozenset(
+    ["script", "style", "xmp", "iframe", "noembed", "noframes", "noscript", "plaintext"]
+)
+_RCDATA = frozenset(("title", "textarea"))
+
+
+def _fast_structure(html: str) -> tuple[list[str], list[str]] | None:
+    """(tags, words) as _Structure finds them, or None when html is not plain markup."""
+    tokens: list[str] = []
+    words: list[str] = []
+    covered = 0
+    rcdata: str | None = None  # inside <title>/<textarea>: only text, then its end tag
+    # Pieces never overlap, so they cover the document exactly when their lengths add
+    # up to its length; anything no alternative reads leaves a gap.
+    for whole, text, tag, attrs, slash, end in _PIECE.findall(html):
+        covered += len(whole)
+        if text:
+            words.extend((unescape(text) if "&" in text else text).split())
+            continue
+        if rcdata is not None and end.lower() != rcdata:
+            return None
+        rcdata = None
+        if tag:
+            tag = tag.lower()
+            if tag in _RAW_TEXT or (tag in _RCDATA and slash):
+                return None
+            rcdata = tag if tag in _RCDATA else None
+            names = [n.lower() for n in _ATTR_NAME.findall(attrs)] if attrs else []
+            names = sorted(n for n in names if n != "style")
+            tokens.append(f"<{tag} {' '.join(names)}>")
+            if slash:
+                tokens.append(f"</{tag}>")
+        elif end:
+            tokens.append(f"</{end.lower()}>")
+    if covered != len(html) or rcdata is not None:
+        return None
+    return tokens, words
+
+
+def _parsed_structure(html: str) -> tuple[list[str], list[str]]:
     parser = _Structure()
     try:
-        parser.feed(html[:MAX_CODE_CHARS])
+        parser.feed(html)
         parser.close()
     except Exception:  # the tokenizer is lenient; this is for truly odd input
         pass
-    return parser.tokens[:2000], parser.words[:4000]
+    return parser.tokens, parser.words
+
+
+def html_structure(html: str) -> tuple[list[str], list[str]]:
+    """(tag tokens, text words) of an HTML document; tolerant of broken markup."""
+    html = html[:MAX_CODE_CHARS]
+    found = _fast_structure(html)
+    tokens, words = found if found is not None else _parsed_structure(html)
+    return tokens[:2000], words[:4000]
+
+
+_local = threading.local()
+# (tags matcher, words matcher, whether the reference has any words)
+_Matchers = tuple[difflib.SequenceMatcher[str], difflib.SequenceMatcher[str], bool]
+
+
+def _reference_matchers(ref_html: str) -> _Matchers:
+    """Matchers for (tags, words) with the reference parsed and indexed once.
+
+    A reference is scored against many answers (rollouts, models). difflib indexes the
+    second sequence once (``set_seq2``) and ``set_seq1`` resets all per-answer state,
+    so reusing a matcher gives the fresh matcher's ratio. Per thread: a matcher holds
+    the answer being compared.
+    """
+    cache: dict[str, _Matchers] | None
+    cache = getattr(_local, "matchers", None)
+    if cache is None:
+        cache = _local.matchers = {}
+    found = cache.get(ref_html)
+    if found is None:
+        if len(cache) >= 256:
+            cache.clear()
+        tags, words = html_structure(ref_html)
+        found = cache[ref_html] = (
+            difflib.SequenceMatcher(None, [], tags, autojunk=False),
+            difflib.SequenceMatcher(None, [], words, autojunk=False),
+            bool(words),
+        )
+    return found
 
 
 # Rule: structural similarity of the DOM skeleton (tag + attribute-name sequence),
@@ -124,10 +223,11 @@ def code_html(prediction: str, target: Any, sample: Sample) -> Score:
     if not tags:
         meta["format"] = 0.0
         return Score(0.0, None, "no HTML elements found", meta)
-    ref_tags, ref_words = html_structure(str(target))
-    structure = difflib.SequenceMatcher(None, tags, ref_tags, autojunk=False).ratio()
-    text = difflib.SequenceMatcher(None, words, ref_words, autojunk=False).ratio()
-    if not words and not ref_words:
+    tag_matcher, word_matcher, ref_has_words = _reference_matchers(str(target))
+    tag_matcher.set_seq1(tags)
+    word_matcher.set_seq1(words)
+    structure, text = tag_matcher.ratio(), word_matcher.ratio()
+    if not words and not ref_has_words:
         text = 1.0
     value = 0.8 * structure + 0.2 * text
     meta.update(structure=structure, text=text)
