@@ -17,12 +17,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import time
 from pathlib import Path
 from typing import Any
 
 FAMILIES = ("moving_shape", "yes_no")  # multiple_choice and boolean
+EXAMPLES: dict[str, dict[str, list[str]]] = {}
 
 
 def offline_output(row: dict[str, Any]) -> str:
@@ -48,10 +50,20 @@ def prepare(out: Path, n_per_family: int, seed: int) -> tuple[Path, Path]:
     return model, data
 
 
+TAGGED = re.compile(r"^\s*<think>.*?</think>\s*<answer>[^<]+</answer>\s*$", re.S)
+
+
+def tagged_share(texts: list[str]) -> float:
+    """Share of texts that are exactly ``<think>...</think><answer>...</answer>``.
+
+    A check of the form alone, independent of how leniently a scorer reads an answer.
+    """
+    return sum(bool(TAGGED.match(t)) for t in texts) / max(len(texts), 1)
+
+
 def train(name: str, model: Path, data: Path, out: Path, args: argparse.Namespace) -> list[dict]:
     """One run of the recipe; returns its per-step metrics."""
     from trainer.config import load_config
-    from trainer.recipe import GRPORecipe
 
     overrides = [
         f"model={model}",
@@ -74,12 +86,28 @@ def train(name: str, model: Path, data: Path, out: Path, args: argparse.Namespac
         f"mix_policy.enable_mix_policy={'true' if name == 'mix_policy' else 'false'}",
     ]
     shutil.rmtree(out / name, ignore_errors=True)  # a fresh run, not a resumed one
-    recipe = GRPORecipe(load_config(None, overrides))
+    recipe = _recipe_class()(load_config(None, overrides))
     recipe.setup(resume=False)
     try:
-        return recipe.run()
+        history = recipe.run()
     finally:
         recipe.cleanup()
+    EXAMPLES[name] = {k: v[:2] for k, v in recipe.last_texts.items()}
+    return history
+
+
+def _recipe_class() -> Any:
+    from trainer.recipe import GRPORecipe
+
+    class TaggedRecipe(GRPORecipe):
+        """The recipe, plus the strict-format share of each step's online responses."""
+
+        def train_step(self, step: int) -> dict[str, Any]:
+            values = super().train_step(step)
+            texts = [t for ts in self.last_texts.values() for t in ts]
+            return values | {"online/tagged": tagged_share(texts)}
+
+    return TaggedRecipe
 
 
 def series(history: list[dict], key: str) -> list[float]:
@@ -94,8 +122,13 @@ def plot(results: dict[str, dict[str, list[float]]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharex=True)
-    for ax, key, title in ((axes[0], "format", "format reward"), (axes[1], "accuracy", "accuracy")):
+    fig, axes = plt.subplots(1, 3, figsize=(14, 3.8), sharex=True)
+    panels = (
+        (axes[0], "format", "format reward"),
+        (axes[1], "accuracy", "accuracy"),
+        (axes[2], "tagged", "strict <think><answer> share"),
+    )
+    for ax, key, title in panels:
         for name, res in results.items():
             ax.plot(range(1, len(res[key]) + 1), res[key], label=name, marker=".")
         ax.set_title(f"online {title} per step")
@@ -139,6 +172,7 @@ def main() -> None:
         results[name] = {
             "format": series(history, "format"),
             "accuracy": series(history, "accuracy"),
+            "tagged": series(history, "tagged"),
             "response_length": [round(float(h.get("response_length", 0.0)), 1) for h in history],
         }
         print(f"{name}: done in {walls[name]} s", flush=True)
@@ -155,9 +189,11 @@ def main() -> None:
         "per_step": results,
         "final_format_last5_mean": {k: tail_mean(v["format"]) for k, v in results.items()},
         "final_accuracy_last5_mean": {k: tail_mean(v["accuracy"]) for k, v in results.items()},
+        "final_tagged_last5_mean": {k: tail_mean(v["tagged"]) for k, v in results.items()},
         "train_s": walls,
         "total_s": round(time.perf_counter() - t0, 1),
         "plot": str(png),
+        "last_step_online_texts": EXAMPLES,
     }
     print(json.dumps(summary))
 

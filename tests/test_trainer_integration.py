@@ -119,3 +119,25 @@ def test_resume_continues_identically_with_mix_policy(setup_dir: dict[str, Path]
     keys = ("loss", "reward/overall", "online/accuracy", "response_length", "grad_norm")
     for a, b in zip(full[2:], resumed, strict=True):
         assert {k: a[k] for k in keys} == {k: b[k] for k in keys}
+
+
+def test_dapo_dynamic_sampling_and_kl_run_on_video(setup_dir: dict[str, Path]) -> None:
+    history = _run(
+        setup_dir,
+        "dapo",
+        2,
+        False,
+        "algorithm.dynamic_sampling.enable=true",
+        "algorithm.dynamic_sampling.max_tries=2",
+        "algorithm.clip_eps_high=0.28",
+        "algorithm.kl.estimator=k3",
+        "algorithm.kl.coef=0.01",
+        "rewards.overlong.enable=true",
+        "rewards.overlong.buffer=4",
+        "mix_policy.enable_mix_policy=true",  # the offline slot gives every group a signal
+    )
+    assert [h["step"] for h in history] == [1, 2]
+    for h in history:
+        assert 1 <= h["dynamic_sampling/tries"] <= 2
+        assert h["dynamic_sampling/kept"] == 2 and "reward/overlong" in h
+        assert math.isfinite(h["loss"]) and h["kl"] >= 0.0

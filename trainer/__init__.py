@@ -11,6 +11,13 @@ Map (each module one thing; variants chosen by name from registries):
 - ``step``: one micro-batched policy update (loss, KL, clipping, AdamW step).
 - ``checkpoint``: atomic save / exact resume (model, optimizer, RNG, step, data position).
 - ``toy``: a tiny MLP policy and task that exercise the whole loop in tests.
+- ``data``: unified-schema rows as evalkit Samples, frame-cache paths, a resumable order.
+- ``actor``: the HF Qwen-VL policy (dummy visual input, strict placeholder check, FSDP).
+- ``rollout``: n responses per prompt through an evalkit Engine; weight sync.
+- ``recipe``: setup / run / cleanup of one training run (``python -m trainer train``).
+- ``metrics``: ``metrics.jsonl`` (+ TensorBoard if installed) and the progress line.
+- ``eval_hook``: the evalkit pipeline on a weight snapshot every N steps, in the background.
+- ``filter``: pass-rate filtering (``python -m trainer filter``).
 
 ``evalkit`` never imports ``trainer``.
 """

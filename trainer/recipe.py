@@ -45,6 +45,8 @@ class GRPORecipe:
         self.reward_fn = reward_fn
         self.start_step = 0
         self.history: list[dict[str, Any]] = []
+        self.last_texts: dict[str, list[str]] = {}
+        """Online response texts of the last step, per sample id (for inspection)."""
 
     @property
     def out_dir(self) -> Path:
@@ -218,6 +220,12 @@ class GRPORecipe:
         result = policy_step(
             self.actor, self.optimizer, StepInputs(batch, old_logp, adv, ref_logp), self.settings
         )
+        self.last_texts = {
+            str(getattr(g.sample, "id", g.group_id)): [
+                r.text for r in g.responses if not r.is_offline
+            ]
+            for g in groups
+        }
         online = ~batch.is_offline
         lengths = batch.response_mask.sum(1).float()
         out: dict[str, Any] = {"loss": result.loss, **result.metrics}

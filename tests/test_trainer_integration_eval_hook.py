@@ -1,0 +1,74 @@
+"""Periodic evaluation: the evalkit pipeline on a snapshot of the weights, in the background."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+from trainer.config import load_config
+from trainer.eval_hook import EvalHook
+from trainer.metrics import MetricsLog, read_metrics
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+class _Saveable:
+    def save_pretrained(self, path: Path, **_: object) -> None:
+        (Path(path) / "config.json").write_text("{}")
+
+
+class _SlowHook(EvalHook):
+    """Evaluation replaced by a gate the test opens: shows the hook never waits for it."""
+
+    gate = threading.Event()
+
+    def evaluate(self, step: int, snapshot: Path) -> dict[str, float]:
+        assert (snapshot / "config.json").is_file()
+        self.gate.wait(10)
+        return {"eval/Toy": 0.5}
+
+
+def test_evaluation_runs_in_background_and_logs_next_to_training(tmp_path: Path) -> None:
+    cfg = load_config(None, ["schedule.eval_every=2", "schedule.eval_benchmarks=[Toy]"])
+    log = MetricsLog(tmp_path, 10, tensorboard=False)
+    hook = _SlowHook(cfg, tmp_path, log.write)
+    assert not hook.maybe_run(1, _Saveable(), _Saveable())  # not due
+    assert hook.maybe_run(2, _Saveable(), _Saveable())  # returns at once, eval still running
+    log.write(3, {"loss": 0.1}, progress=False)
+    assert not hook.maybe_run(4, _Saveable(), _Saveable())  # previous still running: skipped
+    assert hook.skipped == [4]
+    hook.gate.set()
+    hook.close()
+    records = read_metrics(tmp_path / "metrics.jsonl")
+    assert records[0] == {"step": 3, "loss": 0.1}
+    assert records[1] == {"step": 2, "eval/step": 2.0, "eval/Toy": 0.5}
+    assert not list(tmp_path.glob("eval-step*"))  # snapshots removed after the run
+
+
+def test_real_pipeline_scores_the_snapshot(tmp_path: Path) -> None:
+    from evalkit.models.tiny import build_tiny_model
+    from evalkit.synthvideo import generate
+    from trainer.actor import ActorPolicy
+
+    model = build_tiny_model(tmp_path / "tiny", "qwen2_5_vl", seed=0)
+    generate(tmp_path / "SynthVideo", 1, split="test", seed=0, families=["yes_no"])
+    cfg = load_config(
+        None,
+        [
+            "schedule.eval_every=1",
+            "schedule.eval_benchmarks=[SynthVideo]",
+            f"schedule.eval_data_root={tmp_path}",
+            "schedule.eval_limit=1",
+            f"data.cache_root={tmp_path / 'cache'}",
+        ],
+    )
+    actor = ActorPolicy.from_pretrained(model)
+    log = MetricsLog(tmp_path / "out", 1, tensorboard=False)
+    hook = EvalHook(cfg, tmp_path / "out", log.write)
+    assert hook.maybe_run(1, actor.model, actor.processor)
+    hook.close()
+    assert hook.errors == []
+    (record,) = read_metrics(tmp_path / "out" / "metrics.jsonl")
+    assert record["eval/SynthVideo/n"] == 1.0
+    assert 0.0 <= record["eval/SynthVideo"] <= 1.0
