@@ -139,14 +139,3 @@ def test_cli_build_then_verify_ls_prune_on_real_videos(tmp_path: Path, videos, c
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["entries"] == 3
     assert main(["cache", "prune", "--root", root, "--all"]) == 0
     assert not list(FrameCache(root).entries())
-
-
-@pytest.mark.heavy  # two demo runs, each spawning worker processes
-def test_the_demo_builds_and_reads_back(tmp_path: Path, capsys) -> None:
-    from evalkit.demo import main as demo
-
-    assert demo(["--dir", str(tmp_path / "demo")]) == 0
-    out = capsys.readouterr().out
-    assert "demo OK" in out and "WRONG" not in out
-    assert demo(["--dir", str(tmp_path / "demo")]) == 0  # second run: all hits
-    assert "0 built, 4 already cached" in capsys.readouterr().out
