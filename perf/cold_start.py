@@ -9,7 +9,7 @@ reward and accuracy (the offline slot is excluded, otherwise mixing would score 
 
 Prints progress lines, then ONE JSON object as the last line of stdout; saves a PNG plot.
 
-    python perf/cold_start.py [--steps 30] [--out perf/out/cold_start]
+    python perf/cold_start.py [--steps 80] [--out perf/out/cold_start]
 """
 
 from __future__ import annotations
@@ -149,12 +149,12 @@ def tail_mean(values: list[float], n: int = 5) -> float:
 def main() -> None:
     """Run both arms and print the JSON figures last."""
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--steps", type=int, default=80)
     ap.add_argument("--n", type=int, default=4, help="group size")
     ap.add_argument("--batch", type=int, default=2, help="prompts per step")
     ap.add_argument("--n-per-family", type=int, default=4)
     ap.add_argument("--max-tokens", type=int, default=32)
-    ap.add_argument("--lr", type=float, default=2e-3)
+    ap.add_argument("--lr", type=float, default=5e-3)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="perf/out/cold_start")
     args = ap.parse_args()
