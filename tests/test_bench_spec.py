@@ -102,12 +102,6 @@ def test_the_base_prompt_template_of_every_spec_exists(path: Path) -> None:
     assert _template_exists(load_spec(path).prompt.template)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="subtitle-aware prompt templates (multiple_choice_subtitles, "
-    "multiple_choice_interleaved_subtitles) are not in prompts/ yet; until they are, "
-    "subtitle variants fail loudly at render time instead of running without subtitles",
-)
 def test_every_variant_prompt_template_exists() -> None:
     missing = {
         spec.with_variant(v).prompt.template
