@@ -116,3 +116,18 @@ def test_encode_rejects_frames_off_the_patch_grid(actor: ActorPolicy, tmp_path: 
     bad = Frames(req.videos[0].array[:, :50], req.videos[0].meta)
     with pytest.raises(EvalkitError, match="not multiples of 28"):
         actor.encode(Request(id="odd", text="?", videos=[bad]))
+
+
+def test_qwen3_vl_dummy_input_and_placeholders(tmp_path: Path) -> None:
+    from evalkit.models.tiny import build_tiny_model
+
+    qwen3 = ActorPolicy.from_pretrained(build_tiny_model(tmp_path / "q3", "qwen3_vl", seed=0))
+    req = _video_request()
+    t, _, _, c = req.videos[0].array.shape
+    frames = Frames(np.zeros((t, 64, 96, c), dtype=np.uint8), req.videos[0].meta)
+    enc = qwen3.encode(Request(id="q3-clip", text="What?", videos=[frames]))
+    assert enc.prompt_ids.count(qwen3.token_ids["video"]) > 0
+    text = qwen3.encode(Request(id="q3-text", text="Hi"))
+    qwen3.set_rows([text])
+    qwen3.logits_for(collate([Group(0, text.prompt_ids, [Response([7])])], 0)).mean().backward()
+    assert all(p.grad is not None for p in qwen3.model.model.visual.parameters())
