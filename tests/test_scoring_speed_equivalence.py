@@ -334,3 +334,27 @@ def test_code_html_value_equals_old(pred: str, ref: str) -> None:
     body = _code(fenced, ("html", "htm"))[0]  # extraction is unchanged code
     meta = got.metadata
     assert (got.value, meta.get("structure"), meta.get("text")) == _old_value(body, ref)
+
+
+def test_scorers_agree_across_threads() -> None:
+    # the HTML matchers are per thread and the text caches are shared: same numbers
+    from concurrent.futures import ThreadPoolExecutor
+
+    jobs = (
+        [
+            ("code_html", f"```html\n{pred}\n```", ref)
+            for pred in HTML_CORPUS
+            for ref in HTML_CORPUS[:4]
+        ]
+        + [("open_ended", a, b) for a, b in HAND_PICKED]
+        + [("ocr", a, b) for a, b in HAND_PICKED]
+    )
+
+    def run(job: tuple[str, str, str]) -> float | None:
+        task, pred, ref = job
+        return SCORERS.get(task)(pred, ref, sample(task, ref)).value
+
+    serial = [run(j) for j in jobs]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        for _ in range(3):
+            assert list(pool.map(run, jobs)) == serial
