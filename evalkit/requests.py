@@ -51,6 +51,12 @@ class RequestBuilder:
                 hits.append(hit)
             elif isinstance(ref, ImageRef):
                 images.append(load_image(ref.path, self.image_spec))
+        if videos and sample.fields.get("subtitle_path"):
+            from evalkit.bench.subtitles import with_subtitles
+
+            # the subtitle lines shown are those of the frames actually sampled
+            meta = videos[0].meta
+            sample = with_subtitles(sample, meta.timestamps, meta.duration_s)
         metadata: dict[str, Any] = {"benchmark": sample.benchmark}
         if hits:
             metadata["cache_hit"] = all(hits)

@@ -114,3 +114,19 @@ def test_misses_can_be_decoded_in_worker_processes(videos: dict[str, Path], tmp_
             builder(sample("b", videos["bad"]))
     assert req.metadata["cache_hit"] is False
     assert [read_index(f) for f in req.videos[0].array] == req.videos[0].meta.indices
+
+
+def test_subtitles_of_the_sampled_frames_reach_the_prompt(tmp_path: Path) -> None:
+    from evalkit.bench.loader import load
+    from evalkit.bench.registry import get_benchmark
+    from tests.fixtures.bench import official
+
+    spec = get_benchmark("video-mme:with_subtitles")
+    samples = {s.id: s for s in load(spec, official.videomme(tmp_path / "vmme"))}
+    builder = RequestBuilder(
+        cache=FrameCache(tmp_path / "cache"), frame_spec=SPEC, template=spec.prompt.template
+    )
+    with_sub = builder(samples["001-1"])  # vidA.srt: "hello" from 0 s to 1 s
+    without = builder(samples["002-1"])  # vidB has no subtitle file
+    assert "hello" in with_sub.text and "Question 001-1?" in with_sub.text
+    assert "hello" not in without.text and "Question 002-1?" in without.text

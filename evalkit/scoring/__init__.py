@@ -2,7 +2,7 @@
 
 ``score(sample, prediction)`` routes by ``sample.task_type`` (canonical names and aliases,
 see ``canonical_task_type``); ``ascore`` is the same from async code (LLM-judged samples
-await the judge directly). Heavy libraries (math-verify/sympy, rouge-score, jiwer,
+await the judge directly). Heavy libraries (math-verify/sympy, rouge-score, rapidfuzz,
 cairosvg) are imported only when their scorer first runs.
 """
 
