@@ -29,7 +29,7 @@ from trainer.eval_hook import EvalHook
 from trainer.metrics import MetricsLog
 from trainer.mix_policy import build_group, online_count
 from trainer.rewards import RewardFn, compute_rewards
-from trainer.rollout import make_rollout_engine, sample_responses, sync_weights
+from trainer.rollout import EngineLoop, make_rollout_engine, sample_responses, sync_weights
 from trainer.step import StepInputs, StepSettings, build_optimizer, compute_logprobs, policy_step
 
 log = logging.getLogger(__name__)
@@ -73,8 +73,9 @@ class GRPORecipe:
         self.builder = self.data.request_builder(SamplingParams())
         self.optimizer = build_optimizer(self.actor.parameters(), cfg.optimizer)
         self.settings = StepSettings.from_config(cfg)
+        self.loop = EngineLoop()
         self.engine = make_rollout_engine(
-            cfg.rollout.engine, cfg.model, self.actor, cfg.rollout.engine_options
+            cfg.rollout.engine, cfg.model, self.actor, cfg.rollout.engine_options, self.loop
         )
         latest = latest_checkpoint(cfg.checkpoint.dir) if resume else None
         if latest is not None:
@@ -107,10 +108,9 @@ class GRPORecipe:
 
     def cleanup(self) -> None:
         """Wait for the last evaluation; close the engine and the metrics."""
-        import asyncio
-
         self.eval_hook.close()
-        asyncio.run(self.engine.close())
+        self.loop.run(self.engine.close())
+        self.loop.close()
         self.metrics.close()
 
     # -- one step -------------------------------------------------------------------------
@@ -157,9 +157,9 @@ class GRPORecipe:
             top_p=cfg.rollout.top_p,
         )
         self.actor.model.eval()
-        sync_weights(self.engine, self.actor)
+        sync_weights(self.engine, self.actor, self.loop)
         seed = (cfg.seed * 1_000_003 + step * 1009 + attempt * 101) * 64
-        online = sample_responses(self.engine, requests, counts, sampling, seed)
+        online = sample_responses(self.engine, requests, counts, sampling, seed, self.loop)
         groups = []
         for gi, (it, enc, resp) in enumerate(zip(items, encoded, online, strict=True)):
             rewards = self._rewards(it, [r.text for r in resp], [len(r.token_ids) for r in resp])

@@ -5,20 +5,28 @@ The engine only samples tokens; log-probs are recomputed by the training model
 
 Weight sync. The HF rollout engine (:class:`SharedHFEngine`) generates with the actor's own
 in-memory module, so after each optimizer step it already samples from the current weights:
-sync is free and exact. A vLLM rollout engine holds its own copy of the weights loaded from
-``model`` at start; pushing the actor's weights into it after each step (e.g. through
-``collective_rpc`` + ``load_weights`` on its workers) is NOT implemented yet, so with
-``rollout.engine=vllm`` rollouts come from the initial weights; :func:`sync_weights` warns once.
+sync is free and exact. A vLLM engine holds its own copy in its worker processes; it is
+started with :class:`WeightSyncExtension` as vLLM's worker extension, and
+:func:`sync_weights` writes the actor's state dict to a safetensors file and
+tells every worker its PATH through ``collective_rpc``; each loads it with vLLM's in-place
+``reload_weights``; then the prefix cache, computed with the old weights, is dropped. A file
+round trip per step is fine for small models on one machine; large models want CUDA IPC or
+an NCCL broadcast (not implemented).
+
+vLLM's ``AsyncLLM`` is bound to the event loop it was created in, so all engine calls go
+through one persistent :class:`EngineLoop` for the whole run.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar
 
 from evalkit.engines.base import Completion, Engine, Request, SamplingParams
 from evalkit.engines.family import VISION_END, VISION_START
@@ -27,6 +35,7 @@ from evalkit.errors import EvalkitError
 from trainer.batch import Response
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class SharedHFEngine(HFEngine):
@@ -49,32 +58,94 @@ class SharedHFEngine(HFEngine):
         model.generation_config.suppress_tokens = sorted(set(banned))
 
 
-def make_rollout_engine(name: str, model_dir: str, actor: Any, options: dict[str, Any]) -> Engine:
+class EngineLoop:
+    """One event loop for the run: engines are created and called on it, step after step."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` to completion on the run's loop."""
+        return self.loop.run_until_complete(coro)
+
+    def close(self) -> None:
+        """Close the loop (after the engine was closed on it)."""
+        self.loop.close()
+
+
+class WeightSyncExtension:
+    """vLLM worker extension (``worker_extension_cls``): load weights sent by the trainer."""
+
+    reload_weights: Any  # provided by the vLLM worker class this extends
+
+    def trainer_load_weights(self, path: str) -> int:
+        """Load a safetensors file of HF-named weights into the worker's model."""
+        from safetensors.torch import load_file
+
+        weights = load_file(path)
+        # vLLM's in-place reload: it also redoes the kernel-format processing done after the
+        # first load (e.g. packed CPU linears), which a plain load_weights would miss
+        self.reload_weights(weights_iterator=iter(weights.items()), is_checkpoint_format=True)
+        return len(weights)
+
+
+SYNC_EXTENSION = f"{__name__}.WeightSyncExtension"
+
+
+def make_rollout_engine(
+    name: str, model_dir: str, actor: Any, options: dict[str, Any], loop: EngineLoop
+) -> Engine:
     """The rollout engine: ``hf`` shares the actor's module, others load ``model_dir``."""
     if name == "hf":
         return SharedHFEngine(actor.model, actor.processor, actor.family)
     from evalkit.engines import ENGINE_CONFIGS, ENGINES
 
-    config = ENGINE_CONFIGS.get(name).model_validate({"model": model_dir, **options})
-    engine: Engine = ENGINES.get(name)(config)
-    return engine
+    opts = dict(options)
+    if name == "vllm":
+        extra = dict(opts.get("engine_kwargs") or {})
+        extra.setdefault("worker_extension_cls", SYNC_EXTENSION)
+        opts["engine_kwargs"] = extra
+    config = ENGINE_CONFIGS.get(name).model_validate({"model": model_dir, **opts})
+
+    async def build() -> Engine:
+        engine: Engine = ENGINES.get(name)(config)
+        return engine
+
+    return loop.run(build())
 
 
-_warned: set[int] = set()
-
-
-def sync_weights(engine: Engine, actor: Any) -> None:
+def sync_weights(engine: Engine, actor: Any, loop: EngineLoop) -> None:
     """Make the rollout engine sample from the actor's current weights (see module docstring)."""
     if isinstance(engine, SharedHFEngine):
         if engine.model is not actor.model:
             raise EvalkitError("SharedHFEngine must hold the actor's own module")
         return
-    if id(engine) not in _warned:
-        _warned.add(id(engine))
-        log.warning(
-            "%s: weight sync is not implemented; rollouts come from the initial weights",
-            type(engine).__name__,
+    core = getattr(engine, "_engine", None)  # VLLMEngine's AsyncLLM
+    if core is None or not hasattr(core, "collective_rpc"):
+        raise EvalkitError(
+            f"{type(engine).__name__}: no way to load new weights into this rollout engine; "
+            "use rollout.engine=hf or vllm"
         )
+    with tempfile.TemporaryDirectory(prefix="trainer-sync-") as tmp:
+        path = _write_weights(actor.model, Path(tmp) / "weights.safetensors")
+        loop.run(core.collective_rpc("trainer_load_weights", args=(str(path),)))
+    loop.run(core.reset_prefix_cache())
+
+
+def _write_weights(model: Any, path: Path) -> Path:
+    """The model's state dict as one safetensors file (tied tensors written once each)."""
+    from safetensors.torch import save_file
+
+    seen: set[int] = set()
+    tensors = {}
+    for name, value in model.state_dict().items():
+        t = value.detach().cpu().contiguous()
+        if t.data_ptr() in seen:  # a tied weight: safetensors refuses shared storage
+            t = t.clone()
+        seen.add(t.data_ptr())
+        tensors[name] = t
+    save_file(tensors, str(path))
+    return path
 
 
 async def _generate_all(
@@ -95,6 +166,7 @@ def sample_responses(
     counts: Sequence[int],
     sampling: SamplingParams,
     seed: int,
+    loop: EngineLoop,
     concurrency: int = 8,
 ) -> list[list[Response]]:
     """``counts[i]`` sampled responses to ``requests[i]`` (one engine call with n each).
@@ -106,7 +178,7 @@ def sample_responses(
         replace(r, sampling=replace(sampling, n=k, seed=seed + i))
         for i, (r, k) in enumerate(zip(requests, counts, strict=True))
     ]
-    completions = asyncio.run(_generate_all(engine, reqs, concurrency))
+    completions = loop.run(_generate_all(engine, reqs, concurrency))
     groups: list[list[Response]] = []
     for req, comp, k in zip(reqs, completions, counts, strict=True):
         if comp.token_ids is None or len(comp.token_ids) != k or len(comp.texts) != k:

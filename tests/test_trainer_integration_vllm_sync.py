@@ -1,0 +1,73 @@
+"""vLLM rollout engine: after a weight sync it samples from the actor's CURRENT weights."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+from evalkit.engines.base import Request, SamplingParams
+from tests._engine_env import apply_engine_env
+
+pytestmark = pytest.mark.heavy  # starts a vLLM engine on CPU (~15-60 s)
+
+OPTIONS = {
+    "dtype": "float32",
+    "enforce_eager": True,
+    "max_num_batched_tokens": 256,
+    "max_num_seqs": 4,
+    "max_model_len": 2048,
+}
+
+
+@pytest.fixture(scope="module")
+def env() -> Iterator[None]:
+    with pytest.MonkeyPatch.context() as mp:
+        apply_engine_env(mp)
+        yield
+
+
+def _greedy(engine: object, loop: object, prompt: str) -> list[int]:
+    from trainer.rollout import sample_responses
+
+    req = Request(id="p", text=prompt)
+    (group,) = sample_responses(
+        engine,  # type: ignore[arg-type]
+        [req],
+        [1],
+        SamplingParams(max_tokens=10, temperature=0.0),
+        0,
+        loop,  # type: ignore[arg-type]
+    )
+    return group[0].token_ids
+
+
+def test_synced_vllm_engine_matches_the_updated_actor(env: None, tmp_path: Path) -> None:
+    from evalkit.models.tiny import build_tiny_model
+    from trainer.actor import ActorPolicy
+    from trainer.rollout import EngineLoop, SharedHFEngine, make_rollout_engine, sync_weights
+
+    model = build_tiny_model(tmp_path / "tiny", "qwen2_5_vl", seed=0)
+    actor = ActorPolicy.from_pretrained(model)
+    loop = EngineLoop()
+    vllm = make_rollout_engine("vllm", str(model), actor, OPTIONS, loop)
+    hf = SharedHFEngine(actor.model, actor.processor, actor.family)
+    try:
+        prompt = "Describe the red ball."
+        before = _greedy(vllm, loop, prompt)
+        assert before == _greedy(hf, loop, prompt)
+        with torch.no_grad():  # a large change of the weights, as many steps would make
+            gen = torch.Generator().manual_seed(1)
+            for p in actor.model.parameters():
+                p.add_(torch.randn(p.shape, generator=gen) * 0.05)
+        updated = _greedy(hf, loop, prompt)
+        assert updated != before
+        assert _greedy(vllm, loop, prompt) == before  # not synced yet: the old weights
+        sync_weights(vllm, actor, loop)
+        assert _greedy(vllm, loop, prompt) == updated
+    finally:
+        loop.run(vllm.close())
+        loop.run(hf.close())
+        loop.close()
