@@ -71,3 +71,45 @@ def test_synced_vllm_engine_matches_the_updated_actor(env: None, tmp_path: Path)
         loop.run(vllm.close())
         loop.run(hf.close())
         loop.close()
+
+
+def test_recipe_trains_on_video_with_vllm_rollouts(env: None, tmp_path: Path) -> None:
+    import json
+    import math
+
+    from evalkit.models.tiny import build_tiny_model
+    from evalkit.synthvideo import generate, read_rows, to_unified
+    from trainer.config import load_config
+    from trainer.recipe import GRPORecipe
+
+    model = build_tiny_model(tmp_path / "tiny", "qwen2_5_vl", seed=0)
+    ann = generate(tmp_path / "sv", 1, split="train", seed=0, families=["moving_shape", "yes_no"])
+    data = ann.with_name("train.jsonl")
+    data.write_text("".join(json.dumps(to_unified(r)) + "\n" for r in read_rows(ann)))
+    options = "{" + ", ".join(f"{k}: {str(v).lower()}" for k, v in OPTIONS.items()) + "}"
+    cfg = load_config(
+        None,
+        [
+            f"model={model}",
+            f"data.train_path={data}",
+            f"data.cache_root={tmp_path / 'cache'}",
+            "data.video_max_pixels=12544",
+            "data.video_max_frames=4",
+            "rollout.engine=vllm",
+            f"rollout.engine_options={options}",
+            "rollout.n=3",
+            "rollout.max_response_tokens=12",
+            "schedule.steps=2",
+            "schedule.batch_size=2",
+            "optimizer.lr=0.001",
+            f"checkpoint.dir={tmp_path / 'run' / 'ckpt'}",
+        ],
+    )
+    recipe = GRPORecipe(cfg)
+    recipe.setup(resume=False)
+    try:
+        history = recipe.run()
+    finally:
+        recipe.cleanup()
+    assert [h["step"] for h in history] == [1, 2]
+    assert all(math.isfinite(h["loss"]) and h["groups"] == 2 for h in history)

@@ -29,7 +29,14 @@ from trainer.eval_hook import EvalHook
 from trainer.metrics import MetricsLog
 from trainer.mix_policy import build_group, online_count
 from trainer.rewards import RewardFn, compute_rewards
-from trainer.rollout import EngineLoop, make_rollout_engine, sample_responses, sync_weights
+from trainer.rollout import (
+    EngineLoop,
+    cut_at_visual_tokens,
+    make_rollout_engine,
+    sample_responses,
+    sync_weights,
+    visual_token_ids,
+)
 from trainer.step import StepInputs, StepSettings, build_optimizer, compute_logprobs, policy_step
 
 log = logging.getLogger(__name__)
@@ -160,6 +167,9 @@ class GRPORecipe:
         sync_weights(self.engine, self.actor, self.loop)
         seed = (cfg.seed * 1_000_003 + step * 1009 + attempt * 101) * 64
         online = sample_responses(self.engine, requests, counts, sampling, seed, self.loop)
+        tok = self.actor.processor.tokenizer
+        banned = set(visual_token_ids(tok, self.actor.family))
+        online = [[cut_at_visual_tokens(r, banned, tok) for r in group] for group in online]
         groups = []
         for gi, (it, enc, resp) in enumerate(zip(items, encoded, online, strict=True)):
             rewards = self._rewards(it, [r.text for r in resp], [len(r.token_ids) for r in resp])

@@ -9,7 +9,7 @@ sync is free and exact. A vLLM engine holds its own copy in its worker processes
 started with :class:`WeightSyncExtension` as vLLM's worker extension, and
 :func:`sync_weights` writes the actor's state dict to a safetensors file and
 tells every worker its PATH through ``collective_rpc``; each loads it with vLLM's in-place
-``reload_weights``; then the prefix cache, computed with the old weights, is dropped. A file
+``reload_weights``; then the prefix and encoder caches (old weights) are dropped. A file
 round trip per step is fine for small models on one machine; large models want CUDA IPC or
 an NCCL broadcast (not implemented).
 
@@ -52,10 +52,23 @@ class SharedHFEngine(HFEngine):
         # A response must never contain visual placeholders: the training forward would
         # take them for media slots (an untrained policy does sample them). Their logits
         # are set to -inf during sampling; log-probs are recomputed by the actor anyway.
-        tok = processor.tokenizer
-        names = (family.image_pad, family.video_pad, VISION_START, VISION_END)
-        banned = [int(tok.convert_tokens_to_ids(t)) for t in names]
-        model.generation_config.suppress_tokens = sorted(set(banned))
+        model.generation_config.suppress_tokens = visual_token_ids(processor.tokenizer, family)
+
+
+def visual_token_ids(tokenizer: Any, family: Any) -> list[int]:
+    """Ids of the tokens that mark media in a prompt (never valid in a response)."""
+    names = (family.image_pad, family.video_pad, VISION_START, VISION_END)
+    return sorted({int(tokenizer.convert_tokens_to_ids(t)) for t in names})
+
+
+def cut_at_visual_tokens(response: Response, banned: set[int], tokenizer: Any) -> Response:
+    """The response up to its first visual placeholder token (engines that cannot suppress
+    them, e.g. vLLM through evalkit's SamplingParams, may sample one); text re-decoded."""
+    for i, t in enumerate(response.token_ids):
+        if t in banned:
+            ids = response.token_ids[:i]
+            return Response(ids, tokenizer.decode(ids, skip_special_tokens=True))
+    return response
 
 
 class EngineLoop:
@@ -129,7 +142,10 @@ def sync_weights(engine: Engine, actor: Any, loop: EngineLoop) -> None:
     with tempfile.TemporaryDirectory(prefix="trainer-sync-") as tmp:
         path = _write_weights(actor.model, Path(tmp) / "weights.safetensors")
         loop.run(core.collective_rpc("trainer_load_weights", args=(str(path),)))
+    # computed with the old weights: cached prefixes and vision-encoder outputs (the
+    # scheduler's bookkeeping too, or it would expect entries the worker dropped)
     loop.run(core.reset_prefix_cache())
+    loop.run(core.reset_encoder_cache())
 
 
 def _write_weights(model: Any, path: Path) -> Path:
@@ -169,28 +185,38 @@ def sample_responses(
     loop: EngineLoop,
     concurrency: int = 8,
 ) -> list[list[Response]]:
-    """``counts[i]`` sampled responses to ``requests[i]`` (one engine call with n each).
+    """``counts[i]`` sampled responses to ``requests[i]``.
 
-    Each prompt gets its own seed (``seed + i``), so a step's rollouts depend only on the
-    weights and the step's seed: a resumed run samples the same tokens.
+    The HF engine gets one call with ``n=counts[i]`` (one batched ``generate``); other
+    engines get ``counts[i]`` calls with ``n=1`` and their own seeds, which they schedule
+    together anyway (evalkit's streaming vLLM engine can return fewer than n outputs for
+    one n>1 request). HF seeds derive from ``seed``, so a step's rollouts depend only on
+    the weights and the step's seed: a resumed run samples the same tokens.
     """
-    reqs = [
-        replace(r, sampling=replace(sampling, n=k, seed=seed + i))
-        for i, (r, k) in enumerate(zip(requests, counts, strict=True))
-    ]
+    batched = isinstance(engine, SharedHFEngine)
+    reqs: list[Request] = []
+    owner: list[int] = []
+    for i, (r, k) in enumerate(zip(requests, counts, strict=True)):
+        if batched:
+            reqs.append(replace(r, sampling=replace(sampling, n=k, seed=seed + i)))
+            owner.append(i)
+            continue
+        for _ in range(k):
+            # unseeded: vLLM's CPU sampler rejects per-request seeds ("CPU Generator does not
+            # use offset"); the engine's own seed applies, so such rollouts are not replayed
+            # bit for bit on resume (the hf engine's are)
+            reqs.append(replace(r, sampling=replace(sampling, n=1, seed=None)))
+            owner.append(i)
     completions = loop.run(_generate_all(engine, reqs, concurrency))
-    groups: list[list[Response]] = []
-    for req, comp, k in zip(reqs, completions, counts, strict=True):
-        if comp.token_ids is None or len(comp.token_ids) != k or len(comp.texts) != k:
+    groups: list[list[Response]] = [[] for _ in requests]
+    for req, comp, i in zip(reqs, completions, owner, strict=True):
+        n = req.sampling.n
+        if comp.token_ids is None or len(comp.token_ids) != n or len(comp.texts) != n:
+            got = 0 if comp.token_ids is None else len(comp.token_ids)
             raise EvalkitError(
-                f"request {req.id}: the rollout engine returned "
-                f"{0 if comp.token_ids is None else len(comp.token_ids)} token-id lists and "
-                f"{len(comp.texts)} texts for n={k}; rollouts need token ids (hf or vllm)"
+                f"request {req.id}: the rollout engine returned {got} token-id lists and "
+                f"{len(comp.texts)} texts for n={n}; rollouts need token ids (hf or vllm)"
             )
-        groups.append(
-            [
-                Response(list(ids), text)
-                for ids, text in zip(comp.token_ids, comp.texts, strict=True)
-            ]
-        )
+        pairs = zip(comp.token_ids, comp.texts, strict=True)
+        groups[i].extend(Response(list(ids), text) for ids, text in pairs)
     return groups
