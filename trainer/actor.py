@@ -19,7 +19,6 @@ from torch import Tensor, nn
 
 from evalkit.engines.base import Request
 from evalkit.engines.family import ModelFamily, detect_family
-from evalkit.engines.prompting import NO_RESAMPLE, check_frame_sizes, render_prompt
 from evalkit.errors import EvalkitError
 from trainer.batch import TrainBatch
 
@@ -47,19 +46,10 @@ class Encoded:
 
 
 def processor_inputs(processor: Any, family: ModelFamily, request: Request) -> Any:
-    """Processor output for ``request``: the chat prompt plus the pre-sampled frames as-is."""
-    from transformers.video_utils import VideoMetadata
+    """Processor output for ``request`` (the same inputs evalkit's HF engine builds)."""
+    from evalkit.engines.prompting import processor_inputs as build
 
-    check_frame_sizes(request, family.factor)
-    kwargs: dict[str, Any] = {"text": [render_prompt(processor.tokenizer, request)]}
-    if request.videos:
-        kwargs["videos"] = [v.array for v in request.videos]
-        kwargs["video_metadata"] = [VideoMetadata(**v.meta.to_vllm()) for v in request.videos]
-    if request.images:
-        kwargs["images"] = list(request.images)
-    if request.videos or request.images:
-        kwargs.update(NO_RESAMPLE)
-    return processor(**kwargs, return_tensors="pt")
+    return build(processor, family.factor, request)
 
 
 def check_placeholders(

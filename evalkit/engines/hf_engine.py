@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict
 
 from evalkit.engines.base import Completion, Request, Timings
 from evalkit.engines.family import detect_family
-from evalkit.engines.prompting import NO_RESAMPLE, check_frame_sizes, render_prompt
+from evalkit.engines.prompting import processor_inputs, render_prompt
 from evalkit.errors import EvalkitError
 
 
@@ -78,18 +78,7 @@ class HFEngine:
 
     def inputs(self, request: Request) -> Any:
         """Processor output (token ids, pixel values, grids) for ``request``."""
-        from transformers.video_utils import VideoMetadata
-
-        check_frame_sizes(request, self.family.factor)
-        kwargs: dict[str, Any] = {"text": [self.prompt(request)], "return_tensors": "pt"}
-        if request.videos:
-            kwargs["videos"] = [v.array for v in request.videos]
-            kwargs["video_metadata"] = [VideoMetadata(**v.meta.to_vllm()) for v in request.videos]
-        if request.images:
-            kwargs["images"] = list(request.images)
-        if request.videos or request.images:
-            kwargs.update(NO_RESAMPLE)
-        return self.processor(**kwargs).to(self.config.device)
+        return processor_inputs(self.processor, self.family.factor, request).to(self.config.device)
 
     def generate_sync(self, request: Request) -> Completion:
         """Generate for one request in the calling thread."""

@@ -84,3 +84,19 @@ def check_frame_sizes(request: Request, factor: int) -> None:
             raise EvalkitError(
                 f"request {request.id}: image {i} is {h}x{w}, not multiples of {factor}"
             )
+
+
+def processor_inputs(processor: Any, factor: int, request: Request) -> Any:
+    """HF processor output for ``request``: the chat prompt plus the pre-sampled frames as-is."""
+    from transformers.video_utils import VideoMetadata
+
+    check_frame_sizes(request, factor)
+    kwargs: dict[str, Any] = {"text": [render_prompt(processor.tokenizer, request)]}
+    if request.videos:
+        kwargs["videos"] = [v.array for v in request.videos]
+        kwargs["video_metadata"] = [VideoMetadata(**v.meta.to_vllm()) for v in request.videos]
+    if request.images:
+        kwargs["images"] = list(request.images)
+    if request.videos or request.images:
+        kwargs.update(NO_RESAMPLE)
+    return processor(**kwargs, return_tensors="pt")
