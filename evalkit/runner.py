@@ -312,9 +312,9 @@ def make_scorer() -> Callable[[Sample, Completion], Score]:
 @contextlib.contextmanager
 def miss_pool(workers: int) -> Iterator[ProcessPoolExecutor]:
     """Worker processes that decode cache misses during a run."""
-    import multiprocessing as mp
+    from evalkit.cache.build import decoding_pool
 
-    pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"))
+    pool = decoding_pool(workers)
     try:
         yield pool
     finally:

@@ -206,6 +206,14 @@ def measure_build(out: Path, n: int, seconds: float, rounds: int) -> dict[str, A
         # shared machine it shows how much of the cores the build actually received.
         res[f"build_{workers}w_cores_used"] = round(cpu / wall, 2)
     res["build_2w_speedup_ratio"] = round(res["build_1w_s"] / res["build_2w_s"], 3)
+    # One worker already uses more than one core (decord decodes on its own thread while
+    # the worker resizes), so on C cores W workers can gain at most C / cores_used_1w.
+    cores = os.cpu_count() or 1
+    res["build_2w_speedup_cap_ratio"] = round(min(2, cores) / res["build_1w_cores_used"], 3)
+    res["build_2w_core_saturation_ratio"] = round(res["build_2w_cores_used"] / min(2, cores), 3)
+    for workers in (1, 2):
+        cpu_s = res[f"build_{workers}w_cores_used"] * res[f"build_{workers}w_s"]
+        res[f"build_cpu_s_per_video_{workers}w"] = round(cpu_s / n, 3)
     return res
 
 

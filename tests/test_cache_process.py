@@ -148,3 +148,26 @@ def test_a_decoder_workers_cannot_receive_is_refused_up_front(tmp_path: Path) ->
     with pytest.raises(CacheError, match="module-level function or workers=0"):
         cache.build(good, SPEC, workers=2, progress=False)
     assert cache.build(good, SPEC, workers=0, progress=False).ok
+
+
+def _decoder_threads_here(_: int = 0) -> int:
+    from evalkit.video import decode
+
+    return decode._threads
+
+
+def test_decoding_workers_split_the_cores_between_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """N workers on C cores decode with C // N threads each (never 0 = one per core, which
+    would start C threads in every worker), so a parallel build does not oversubscribe."""
+    from evalkit.cache import build
+
+    monkeypatch.setattr(build, "usable_cpus", lambda: 8)
+    assert [build.decoder_threads(w) for w in (1, 2, 3, 8, 16)] == [8, 4, 2, 1, 1]
+    with build.decoding_pool(2, threads=3) as pool:
+        assert set(pool.map(_decoder_threads_here, range(4))) == {3}
+    with build.decoding_pool(1) as pool:  # default: the (patched) cores for one worker
+        assert pool.submit(_decoder_threads_here).result() == build.decoder_threads(1)
+    from evalkit.video.decode import set_decoder_threads
+
+    with pytest.raises(ValueError, match="threads"):
+        set_decoder_threads(-1)

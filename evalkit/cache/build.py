@@ -10,6 +10,7 @@ then retried one per fresh process, so only the video that kills its process fai
 from __future__ import annotations
 
 import multiprocessing
+import os
 import pickle
 import time
 from collections.abc import Callable, Iterator
@@ -117,6 +118,37 @@ def _check_picklable(cache: FrameCache) -> None:
         ) from None
 
 
+def usable_cpus() -> int:
+    """Cores this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+def decoder_threads(workers: int) -> int:
+    """Decoder threads per worker when ``workers`` decode side by side: cores / workers."""
+    return max(1, usable_cpus() // max(1, workers))
+
+
+def _init_worker(threads: int) -> None:
+    from evalkit.video.decode import set_decoder_threads
+
+    set_decoder_threads(threads)
+
+
+def decoding_pool(workers: int, threads: int | None = None) -> ProcessPoolExecutor:
+    """Spawned worker processes that decode videos, ``threads`` decoder threads each
+    (default: the cores split between ``workers``). Spawn, not fork: forking a process
+    that runs decoder threads is unsafe."""
+    return ProcessPoolExecutor(
+        max_workers=workers,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=_init_worker,
+        initargs=(decoder_threads(workers) if threads is None else threads,),
+    )
+
+
 def _ping() -> None:
     """Proves a fresh worker process started (spawn re-imports the main module)."""
 
@@ -177,8 +209,7 @@ def _run_pool(
 ) -> list[VideoRef]:
     """Run jobs on one pool; return those left unfinished if the pool broke."""
     left: list[VideoRef] = []
-    ctx = multiprocessing.get_context("spawn")  # fork + decoder threads is unsafe
-    with ProcessPoolExecutor(max_workers=min(workers, len(jobs)) or 1, mp_context=ctx) as pool:
+    with decoding_pool(min(workers, len(jobs)) or 1) as pool:
         futures: dict[Future[Outcome], VideoRef] = {
             pool.submit(build_one, args, ref.model_dump_json(), spec_json): ref for ref in jobs
         }
@@ -197,10 +228,10 @@ def _run_isolated(
     workers: int,
     record: Callable[[VideoRef, Outcome], None],
 ) -> None:
-    ctx = multiprocessing.get_context("spawn")
+    per_worker = decoder_threads(workers)
 
     def one(ref: VideoRef) -> Outcome:
-        with ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
+        with decoding_pool(1, per_worker) as pool:
             try:
                 pool.submit(_ping).result()
             except BrokenProcessPool:

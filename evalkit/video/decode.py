@@ -47,6 +47,20 @@ Shrink = Callable[[np.ndarray, int], np.ndarray]
 CHUNK = 32
 
 
+# Decoder threads per process (0 = the decoder's own choice: one per core). Processes that
+# decode side by side (cache build workers) set 1 so that N workers use N cores: decord
+# already decodes on a thread of its own, overlapping with the resize of earlier frames.
+_threads = 0
+
+
+def set_decoder_threads(n: int) -> None:
+    """Decoder threads for this process's decodes (0 = one per core, the default)."""
+    global _threads
+    if n < 0:
+        raise ValueError(f"decoder threads must be >= 0, got {n}")
+    _threads = n
+
+
 def _keep(frames: np.ndarray, n: int) -> np.ndarray:
     return frames
 
@@ -130,7 +144,7 @@ def decode_decord(path: Path, spec: FrameSpec, header: Header, shrink: Shrink = 
     """Sample and decode with decord (``VideoReader.get_batch``); raises on any failure."""
     import decord
 
-    vr = decord.VideoReader(str(path), ctx=decord.cpu(0))
+    vr = decord.VideoReader(str(path), ctx=decord.cpu(0), num_threads=_threads)
     total, fps = len(vr), float(vr.get_avg_fps())
     if total <= 0 or fps <= 0:
         raise RuntimeError(f"decord reports {total} frames at {fps} fps")
@@ -269,6 +283,8 @@ def decode_pyav(
             with av.open(str(path)) as container:
                 stream = container.streams.video[0]
                 stream.thread_type = "AUTO"
+                if _threads:
+                    stream.thread_count = _threads
                 if method == "seek":
                     got, n = _decode_seeking(container, stream, index, targets, grab)
                 else:
