@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -188,6 +189,18 @@ def test_a_refused_request_names_itself_and_the_engine_lives_on(engine: Any) -> 
         _gather(loop, eng, [too_long])
     (ok,) = _gather(loop, eng, _requests(1, tokens=2))
     assert ok.output_tokens == 2
+
+
+def test_a_request_for_n_samples_returns_all_n(engine: Any) -> None:
+    """Streamed parallel sampling yields one child per message; all n must come back."""
+    eng, loop = engine
+    (req,) = _requests(1, tokens=6)
+    req = replace(req, sampling=SamplingParams(n=4, max_tokens=6, temperature=1.0))
+    (got,) = _gather(loop, eng, [req])
+    assert len(got.texts) == 4
+    assert got.token_ids is not None and [len(t) for t in got.token_ids] == [6] * 4
+    assert got.output_tokens == 24
+    assert len({tuple(t) for t in got.token_ids}) > 1  # sampled, not one copy four times
 
 
 def test_close_releases_engine_processes(engine: Any) -> None:

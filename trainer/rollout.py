@@ -185,27 +185,21 @@ def sample_responses(
     loop: EngineLoop,
     concurrency: int = 8,
 ) -> list[list[Response]]:
-    """``counts[i]`` sampled responses to ``requests[i]``.
+    """``counts[i]`` sampled responses to ``requests[i]``: one request with ``n=counts[i]``
+    per prompt, so the engine encodes each prompt's video and prefills it once per group.
 
-    The HF engine gets one call with ``n=counts[i]`` (one batched ``generate``); other
-    engines get ``counts[i]`` calls with ``n=1`` and their own seeds, which they schedule
-    together anyway (evalkit's streaming vLLM engine can return fewer than n outputs for
-    one n>1 request). HF seeds derive from ``seed``, so a step's rollouts depend only on
-    the weights and the step's seed: a resumed run samples the same tokens.
+    HF requests are seeded from ``seed``, so a step's rollouts depend only on the weights
+    and the step's seed: a resumed run samples the same tokens. vLLM's are unseeded: its
+    CPU sampler rejects per-request seeds ("CPU Generator does not use offset"); the
+    engine's own seed applies, so those rollouts are not replayed bit for bit on resume.
     """
-    batched = isinstance(engine, SharedHFEngine)
-    reqs: list[Request] = []
-    owner: list[int] = []
+    seeded = isinstance(engine, SharedHFEngine)
+    reqs, owner = [], []
     for i, (r, k) in enumerate(zip(requests, counts, strict=True)):
-        if batched:
-            reqs.append(replace(r, sampling=replace(sampling, n=k, seed=seed + i)))
-            owner.append(i)
-            continue
-        for _ in range(k):
-            # unseeded: vLLM's CPU sampler rejects per-request seeds ("CPU Generator does not
-            # use offset"); the engine's own seed applies, so such rollouts are not replayed
-            # bit for bit on resume (the hf engine's are)
-            reqs.append(replace(r, sampling=replace(sampling, n=1, seed=None)))
+        if k > 0:  # a group filled offline (mix policy) needs no rollout
+            reqs.append(
+                replace(r, sampling=replace(sampling, n=k, seed=seed + i if seeded else None))
+            )
             owner.append(i)
     completions = loop.run(_generate_all(engine, reqs, concurrency))
     groups: list[list[Response]] = [[] for _ in requests]
@@ -218,5 +212,5 @@ def sample_responses(
                 f"{len(comp.texts)} texts for n={n}; rollouts need token ids (hf or vllm)"
             )
         pairs = zip(comp.token_ids, comp.texts, strict=True)
-        groups[i].extend(Response(list(ids), text) for ids, text in pairs)
+        groups[i] = [Response(list(ids), text) for ids, text in pairs]
     return groups

@@ -126,10 +126,14 @@ def vllm_prompt(request: Request, prompt: str) -> dict[str, Any]:
     return out
 
 
-def completion_from_output(request: Request, output: Any, timings: Timings) -> Completion:
-    """A vLLM RequestOutput as a Completion."""
-    texts = [o.text for o in output.outputs]
-    token_ids = [list(o.token_ids) for o in output.outputs]
+def completion_from_output(
+    request: Request, output: Any, timings: Timings, outputs: list[Any] | None = None
+) -> Completion:
+    """A vLLM RequestOutput as a Completion (``outputs``: its completions, when collected
+    from a stream, in index order)."""
+    outputs = output.outputs if outputs is None else outputs
+    texts = [o.text for o in outputs]
+    token_ids = [list(o.token_ids) for o in outputs]
     return Completion(
         request_id=request.id,
         texts=texts,
@@ -222,12 +226,16 @@ class VLLMEngine:
         inputs = vllm_prompt(request, self.prompt(request))
         params = to_vllm_sampling(request.sampling)
         final = None
+        # A streamed n>1 request yields each step only the completions that changed (vLLM's
+        # parallel sampling): keep the latest of every index, not just the last message.
+        latest: dict[int, Any] = {}
         try:
             async for out in self._engine.generate(
                 inputs, params, f"{request.id}#{next(self._ids)}"
             ):
                 if timings.first_token is None and any(o.token_ids for o in out.outputs):
                     timings.first_token = time.time()
+                latest.update((o.index, o) for o in out.outputs)
                 final = out
         except Exception as exc:
             # vLLM refuses bad input (prompt too long, malformed media) per request with a
@@ -238,7 +246,12 @@ class VLLMEngine:
         if final is None:
             raise EvalkitError(f"request {request.id}: vLLM returned no output")
         timings.finished = time.time()
-        return completion_from_output(request, final, timings)
+        if len(latest) != request.sampling.n:
+            raise EvalkitError(
+                f"request {request.id}: vLLM returned {len(latest)} of {request.sampling.n} "
+                "completions"
+            )
+        return completion_from_output(request, final, timings, [latest[i] for i in sorted(latest)])
 
     async def close(self) -> None:
         """Shut the engine processes down (idempotent)."""
