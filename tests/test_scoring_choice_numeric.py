@@ -60,6 +60,17 @@ def test_boolean_normalises_yes_no(prediction: str, target: Any, value: float) -
     assert score(sample("boolean", target), prediction).value == value
 
 
+@pytest.mark.parametrize("target", ["yes", "no"])
+def test_boolean_reads_no_answer_in_degenerate_text(target: str) -> None:
+    """A policy once learned to emit "0000...": digits and single letters count only as
+    the whole answer, never as words inside other text."""
+    for junk in ("0000000000", "0000 0000 0000", "1111", "n n n n", "x0 y1 0a", "10"):
+        s = score(sample("boolean", target), junk)
+        assert (s.value, s.answer) == (0.0, None), junk
+    for whole, said in (("0", "no"), ("1.", "yes"), ("n", "no"), ("Y", "yes")):
+        assert score(sample("boolean", target), whole).answer == said
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [

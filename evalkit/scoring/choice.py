@@ -37,22 +37,26 @@ def multiple_choice(prediction: str, target: Any, sample: Sample) -> Score:
     return Score(value, got, f"letter {got} via {span.method}/{how}; target {gold}", meta)
 
 
-_YES = {"yes", "true", "correct", "right", "y", "是", "对", "正确", "1"}
-_NO = {"no", "false", "incorrect", "wrong", "n", "否", "不是", "错", "错误", "0"}
-_WORD = re.compile(r"[a-z]+|[\u4e00-\u9fff]+|[01]\b")
+_YES_WORDS = {"yes", "true", "correct", "right", "是", "对", "正确"}
+_NO_WORDS = {"no", "false", "incorrect", "wrong", "否", "不是", "错", "错误"}
+# Letters and digits count only as the whole answer ("1", "n."): inside free text they are
+# noise, and a degenerate "0000 0000" must not read as "No".
+_YES = _YES_WORDS | {"y", "1"}
+_NO = _NO_WORDS | {"n", "0"}
+_WORD = re.compile(r"[a-z]+|[\u4e00-\u9fff]+")
 
 
 def yes_no(text: str) -> bool | None:
     """True/False for a yes/no answer; None if absent or both appear."""
-    t = str(text).strip().lower()
+    t = str(text).strip().lower().rstrip(".!。").strip()
     if t in _YES:
         return True
     if t in _NO:
         return False
     words = _WORD.findall(t)[:40]
-    if words and words[0] in _YES | _NO:  # "Yes, because ..." decides on the first word
-        return words[0] in _YES
-    found = {w in _YES for w in words if w in _YES or w in _NO}
+    if words and words[0] in _YES_WORDS | _NO_WORDS:  # "Yes, because ..." decides on it
+        return words[0] in _YES_WORDS
+    found = {w in _YES_WORDS for w in words if w in _YES_WORDS or w in _NO_WORDS}
     return next(iter(found)) if len(found) == 1 else None
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from evalkit.sample import Sample
-from evalkit.scoring.extract import final_span, format_level
+from evalkit.scoring.extract import Span, final_span, format_level
 from evalkit.scoring.router import scorer
 from evalkit.scoring.types import Score
 
@@ -93,7 +93,7 @@ def parse_target(target: Any) -> float | None:
     return got[0] if got else None
 
 
-def answer_number(prediction: str) -> tuple[float | None, Any]:
+def answer_number(prediction: str) -> tuple[float | None, Span]:
     """The predicted number and the span it came from.
 
     In a marked span (answer tag, boxed, "the answer is") the FIRST number is the answer
@@ -106,6 +106,18 @@ def answer_number(prediction: str) -> tuple[float | None, Any]:
     return (got[0] if span.marked else got[-1]), span
 
 
+def _number_pair(prediction: str, target: Any) -> tuple[float, float, Span, dict[str, Any]] | Score:
+    """(answer, target, span, meta), or the zero Score when either is not a number."""
+    gold = parse_target(target)
+    got, span = answer_number(prediction)
+    meta: dict[str, Any] = {"format": format_level(span, got is not None), "target": gold}
+    if got is None:
+        return Score(0.0, None, f"no number found ({span.method})", meta)
+    if gold is None:
+        return Score(0.0, got, f"target {target!r} is not a number", meta)
+    return got, gold, span, meta
+
+
 # Rule: |p - g| <= max(abs_tol, rel_tol * |g|) — the usual numeric-answer check
 # (EasyVideoR1 "numerical" reward compares parsed floats; tolerance is a parameter here,
 # overridable per sample by fields "abs_tol" / "rel_tol").
@@ -116,13 +128,10 @@ def numerical(
     """1 if the predicted number is within tolerance of the target, else 0."""
     rel = float(sample.fields.get("rel_tol", rel_tol))
     ab = float(sample.fields.get("abs_tol", abs_tol))
-    gold = parse_target(target)
-    got, span = answer_number(prediction)
-    meta = {"format": format_level(span, got is not None), "target": gold}
-    if got is None:
-        return Score(0.0, None, f"no number found ({span.method})", meta)
-    if gold is None:
-        return Score(0.0, got, f"target {target!r} is not a number", meta)
+    pair = _number_pair(prediction, target)
+    if isinstance(pair, Score):
+        return pair
+    got, gold, span, meta = pair
     ok = abs(got - gold) <= max(ab, rel * abs(gold))
     return Score(1.0 if ok else 0.0, got, f"{got:g} vs {gold:g} via {span.method}", meta)
 
@@ -152,12 +161,9 @@ def mean_relative_accuracy(pred: float, gold: float) -> float:
 @scorer("regression", "mra", "numerical_regression")
 def regression(prediction: str, target: Any, sample: Sample) -> Score:
     """Mean Relative Accuracy (VSI-Bench) of the predicted number against the target."""
-    gold = parse_target(target)
-    got, span = answer_number(prediction)
-    meta = {"format": format_level(span, got is not None), "target": gold}
-    if got is None:
-        return Score(0.0, None, f"no number found ({span.method})", meta)
-    if gold is None:
-        return Score(0.0, got, f"target {target!r} is not a number", meta)
+    pair = _number_pair(prediction, target)
+    if isinstance(pair, Score):
+        return pair
+    got, gold, span, meta = pair
     value = mean_relative_accuracy(got, gold)
     return Score(value, got, f"MRA {value:.2f}: {got:g} vs {gold:g} via {span.method}", meta)
