@@ -19,7 +19,7 @@ import pytest
 pytest.importorskip("httpx")
 
 from evalkit.engines.base import Request, SamplingParams
-from evalkit.engines.openai_engine import OpenAIConfig, OpenAIEngine
+from evalkit.engines.openai_engine import OpenAIConfig, OpenAIEngine, build_payload
 from evalkit.errors import EvalkitError, TransientError
 from tests._engine_env import make_frames
 
@@ -30,6 +30,7 @@ class Script:
 
     fail_status: list[int] = field(default_factory=list)
     delay_s: float = 0.0
+    fail_body: str = "scripted"
     bodies: list[dict[str, Any]] = field(default_factory=list)
     active: int = 0
     max_active: int = 0
@@ -51,7 +52,8 @@ def _handler(script: Script) -> type[BaseHTTPRequestHandler]:
             try:
                 time.sleep(script.delay_s)
                 if status != 200:
-                    self._send(status, "application/json", b'{"error": "scripted"}')
+                    error = json.dumps({"error": script.fail_body}).encode()
+                    self._send(status, "application/json", error)
                 elif body.get("stream"):
                     self._stream(body)
                 else:
@@ -241,3 +243,30 @@ def test_sampling_and_image_fields(server: tuple[str, Script]) -> None:
     kinds = [c["type"] for c in body["messages"][-1]["content"]]
     assert kinds == ["text", "image_url", "text"]
     assert "media_io_kwargs" not in body
+
+
+def test_processor_kwargs_set_on_the_server_are_not_sent() -> None:
+    """With processor_kwargs='server' the body carries no mm_processor_kwargs (a stock
+    `vllm serve` refuses them); the frames' source metadata still goes."""
+    req = Request(id="v", text="What happens?", videos=[make_frames(2, 28, 28)])
+    body = build_payload(req, OpenAIConfig(model="m", processor_kwargs="server"))
+    assert "mm_processor_kwargs" not in body and "video" in body["media_io_kwargs"]
+    assert "mm_processor_kwargs" in build_payload(req, OpenAIConfig(model="m"))
+
+
+def test_a_refused_processor_kwargs_error_says_how_to_start_the_server(
+    server: tuple[str, Script],
+) -> None:
+    url, script = server
+    script.fail_status = [400]
+    script.fail_body = "Per-request mm_processor_kwargs are disabled by default"
+
+    async def go() -> None:
+        eng = _engine(url)
+        try:
+            await eng.generate(Request(id="v", text="hi", videos=[make_frames(2, 28, 28)]))
+        finally:
+            await eng.close()
+
+    with pytest.raises(EvalkitError, match="--trust-request-mm-kwargs"):
+        _run(go())
