@@ -19,7 +19,7 @@ import pytest
 pytest.importorskip("httpx")
 
 from evalkit.engines.base import Request, SamplingParams
-from evalkit.engines.openai_engine import OpenAIConfig, OpenAIEngine, build_payload
+from evalkit.engines.openai_engine import OpenAIConfig, OpenAIEngine
 from evalkit.errors import EvalkitError, TransientError
 from tests._engine_env import make_frames
 
@@ -243,15 +243,6 @@ def test_sampling_and_image_fields(server: tuple[str, Script]) -> None:
     kinds = [c["type"] for c in body["messages"][-1]["content"]]
     assert kinds == ["text", "image_url", "text"]
     assert "media_io_kwargs" not in body
-
-
-def test_processor_kwargs_set_on_the_server_are_not_sent() -> None:
-    """With processor_kwargs='server' the body carries no mm_processor_kwargs (a stock
-    `vllm serve` refuses them); the frames' source metadata still goes."""
-    req = Request(id="v", text="What happens?", videos=[make_frames(2, 28, 28)])
-    body = build_payload(req, OpenAIConfig(model="m", processor_kwargs="server"))
-    assert "mm_processor_kwargs" not in body and "video" in body["media_io_kwargs"]
-    assert "mm_processor_kwargs" in build_payload(req, OpenAIConfig(model="m"))
 
 
 def test_a_refused_processor_kwargs_error_says_how_to_start_the_server(

@@ -53,7 +53,7 @@ def server(tiny: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str
         "--dtype", "float32", "--enforce-eager", "--max-model-len", "2048",
         "--max-num-seqs", "4", "--no-enable-prefix-caching",
         "--limit-mm-per-prompt", '{"video": 2, "image": 2}',
-        "--trust-request-mm-kwargs",  # the client sends "do not resample" per request
+        "--trust-request-mm-kwargs",  # frames' metadata and "do not resample" per request
     ]  # fmt: skip
     env = {**os.environ, **engine_env()}
     with open(log, "wb") as out:

@@ -5,9 +5,9 @@ URL is ``data:video/jpeg;base64,<frame>,<frame>,...`` (each frame a base64 image
 decodes each with PIL, so lossless PNG frames work under that media type), plus the
 request-level ``media_io_kwargs.video`` = source fps, sampled ``frames_indices``,
 ``total_num_frames``, ``duration`` and ``num_frames=-1`` (take every frame sent), and
-``mm_processor_kwargs`` = no resampling, no resizing (``vllm serve`` takes these per request
-only with ``--trust-request-mm-kwargs``; see ``OpenAIConfig.processor_kwargs`` for the
-server-side alternative). Images go as ``image_url`` data URLs.
+``mm_processor_kwargs`` = no resampling, no resizing. ``vllm serve`` takes both per request
+only when started with ``--trust-request-mm-kwargs``; server-wide defaults cannot replace
+them (the metadata differs per video). Images go as ``image_url`` data URLs.
 
 Concurrency is bounded by a semaphore; transient failures (connection errors, timeouts,
 HTTP 408/429/5xx) are retried with exponential backoff and jitter; other HTTP errors fail
@@ -34,10 +34,9 @@ from evalkit.errors import EvalkitError, TransientError
 
 RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 PROCESSOR_KWARGS_HINT = (
-    "The frames are sent already sampled and resized, so the server must not resample them: "
-    "start `vllm serve` with --trust-request-mm-kwargs, or with --mm-processor-kwargs "
-    '\'{"do_sample_frames": false, "do_resize": false}\' and set the openai engine\'s '
-    "processor_kwargs to 'server'."
+    "evalkit sends frames already sampled and resized, with their source metadata "
+    "(media_io_kwargs) and no-resampling settings (mm_processor_kwargs) per request: start "
+    "`vllm serve` with --trust-request-mm-kwargs."
 )
 
 
@@ -70,12 +69,6 @@ class OpenAIConfig(BaseModel):
     """JPEG quality when ``frame_format`` is jpeg."""
     stream: bool = True
     """Stream the answer (gives the first-token time)."""
-    processor_kwargs: Literal["request", "server"] = "request"
-    """Where "no resampling, no resizing" of the sent frames is set. ``request``: sent with
-    each request; ``vllm serve`` refuses that unless started with
-    ``--trust-request-mm-kwargs``. ``server``: the server was started with
-    ``--mm-processor-kwargs '{"do_sample_frames": false, "do_resize": false}'`` and the
-    client sends none (a server without them would resample the frames)."""
 
 
 def encode_image(array: np.ndarray, fmt: str = "png", quality: int = 95) -> str:
@@ -128,7 +121,7 @@ def build_payload(request: Request, config: OpenAIConfig) -> dict[str, Any]:
         body["stop"] = list(s.stop)
     if config.stream:
         body["stream_options"] = {"include_usage": True}
-    if (request.videos or request.images) and config.processor_kwargs == "request":
+    if request.videos or request.images:
         body["mm_processor_kwargs"] = dict(NO_RESAMPLE)
     if request.videos:
         body["media_io_kwargs"] = {"video": _video_io_kwargs(request)}
@@ -196,7 +189,7 @@ class OpenAIEngine:
                 if resp.status_code != 200:
                     text = (await resp.aread()).decode("utf-8", "replace")[:500]
                     msg = f"request {request.id}: server answered {resp.status_code}: {text}"
-                    if "mm_processor_kwargs" in text:
+                    if "mm_processor_kwargs" in text or "media_io_kwargs" in text:
                         msg += f"\n{PROCESSOR_KWARGS_HINT}"
                     if resp.status_code in RETRY_STATUS:
                         raise TransientError(msg)
