@@ -206,6 +206,17 @@ def measure_build(out: Path, n: int, seconds: float, rounds: int) -> dict[str, A
         # shared machine it shows how much of the cores the build actually received.
         res[f"build_{workers}w_cores_used"] = round(cpu / wall, 2)
     res["build_2w_speedup_ratio"] = round(res["build_1w_s"] / res["build_2w_s"], 3)
+    if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) >= 2:
+        # Process scaling itself: one worker confined to ONE core (its decoder threads too)
+        # against two workers on two cores. Diagnostic only; users run unpinned workers.
+        mask = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, {min(mask)})  # spawned workers inherit it
+        try:
+            pinned = min(build_once(out, videos, 1)[0] for _ in range(rounds))
+        finally:
+            os.sched_setaffinity(0, mask)
+        res["build_1w_one_core_s"] = round(pinned, 3)
+        res["build_2w_per_core_scaling_ratio"] = round(pinned / res["build_2w_s"], 3)
     # One worker already uses more than one core (decord decodes on its own thread while
     # the worker resizes), so on C cores W workers can gain at most C / cores_used_1w.
     cores = os.cpu_count() or 1
