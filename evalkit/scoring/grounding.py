@@ -78,13 +78,14 @@ def _seconds(text: str) -> list[float]:
 
 
 def _floats(value: Any, n: int) -> tuple[float, ...] | None:
-    if isinstance(value, (list, tuple)) and len(value) >= n:
-        try:
-            got = tuple(float(v) for v in value[:n])
-        except (TypeError, ValueError):
-            return None
-        return got if all(math.isfinite(v) for v in got) else None
-    return None
+    # map() rather than generator expressions: this runs for every box of every tube
+    if not isinstance(value, (list, tuple)) or len(value) < n:
+        return None
+    try:
+        got = tuple(map(float, value[:n]))
+    except (TypeError, ValueError):
+        return None
+    return got if all(map(math.isfinite, got)) else None
 
 
 def parse_span(text: str) -> Interval | None:
