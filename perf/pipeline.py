@@ -58,6 +58,25 @@ def busy_fraction(records: list[dict[str, Any]], wall_s: float) -> float:
     return busy / wall_s if wall_s > 0 else 0.0
 
 
+def decode_occupancy_sync(records: list[dict[str, Any]], ids: list[str], batch: int) -> float:
+    """Mean share of the engine's ``batch`` sequence slots that decode, over the decode
+    steps of sync batches: a batch runs as many steps as its longest answer, and a slot
+    whose answer ended idles until the batch does (prefill steps not counted)."""
+    out = {r["id"]: r["tokens"]["output"] for r in records}
+    used = steps = 0
+    for i in range(0, len(ids), batch):
+        lengths = [out[x] for x in ids[i : i + batch]]
+        used += sum(lengths)
+        steps += max(lengths)
+    return used / (steps * batch) if steps else 0.0
+
+
+def decode_occupancy_steps(steps: list[Any], slots: int) -> float:
+    """The same share from the engine's own step records (steps that decode anything)."""
+    decoding = [s.decode_requests for s in steps if s.decode_requests]
+    return sum(decoding) / (len(decoding) * slots) if decoding else 0.0
+
+
 def make_samples(videos: list[Path], per_video: int) -> list[Any]:
     from evalkit.sample import Sample, VideoRef
 
@@ -266,29 +285,33 @@ def main() -> None:
     finally:
         asyncio.run(batch_engine.close())
 
-    async def async_part() -> tuple[list[dict[str, Any]], list[float]]:
-        engine = VLLMEngine(vconf)
-        c_runs, d_walls = [], []
+    async def async_part() -> tuple[list[dict[str, Any]], list[float], list[float]]:
+        engine = VLLMEngine(vconf.model_copy(update={"record_steps": True}))
+        c_runs, d_walls, d_occupancy = [], [], []
         try:
             await asyncio.gather(*(engine.generate(r) for r in warm))  # as (a) had
             for _ in range(args.rounds):  # alternated, so drift on the machine hits both
                 # Twice the engine's batch in flight: a waiting queue inside the engine, so
                 # a finished sequence's slot is refilled by its scheduler at once, not after
                 # a round trip through the pipeline (PipelineConfig's default bound is 32).
+                first = len(engine.steps)
                 c_runs.append(
                     await run_mode(
                         "c_cache_async", engine, cached, samples, False, args.batch, 2 * args.batch
                     )
                 )
+                c_runs[-1]["occupancy"] = decode_occupancy_steps(engine.steps[first:], args.batch)
                 requests = [cached(s) for s in samples]  # frames in memory before the clock
+                first = len(engine.steps)
                 d_walls.append(await engine_only(engine, requests))
+                d_occupancy.append(decode_occupancy_steps(engine.steps[first:], args.batch))
                 log(f"d_engine_only: {len(requests)} samples in {d_walls[-1]:.1f} s")
                 del requests
-            return c_runs, d_walls
+            return c_runs, d_walls, d_occupancy
         finally:
             await engine.close()
 
-    c_runs, d_walls = asyncio.run(async_part())
+    c_runs, d_walls, d_occupancy = asyncio.run(async_part())
     # Best of the rounds: other load on a shared machine only ever adds time.
     b = min(b_runs, key=lambda r: r["wall_s"])
     c = min(c_runs, key=lambda r: r["wall_s"])
@@ -311,6 +334,13 @@ def main() -> None:
             "a_to_c_incl_cache_build_ratio": a["wall_s"] / (c["wall_s"] + out["cache_build_s"]),
             "b_engine_busy_fraction": busy_fraction(b["records"], b["wall_s"]),
             "c_engine_busy_fraction": busy_fraction(c["records"], c["wall_s"]),
+            # the busy fractions only say "some request was inside"; these say how many of
+            # the engine's sequence slots were decoding
+            "b_decode_slot_occupancy_ratio": decode_occupancy_sync(
+                b["records"], [s.id for s in samples], args.batch
+            ),
+            "c_decode_slot_occupancy_ratio": c["occupancy"],
+            "d_decode_slot_occupancy_ratio": d_occupancy[d_walls.index(d_wall)],
             "a_wall_s": a["wall_s"],
             "b_wall_s": b["wall_s"],
             "c_wall_s": c["wall_s"],
