@@ -20,6 +20,13 @@ from evalkit.scoring.types import Score
 ScorerFn = Callable[[str, Any, Sample], Score]
 
 SCORERS: Registry[ScorerFn] = Registry("scorer")
+
+ExtraFn = Callable[[str, Sample, Score], Score]
+# Secondary per-sample metrics that a sample asks for by name in
+# ``fields["extra_metrics"]`` (VCR-Bench's judged CoT score): each gets the prediction,
+# the sample and the task scorer's Score, and returns that Score with its own figures
+# added to the metadata, the value untouched. Samples without the field are unaffected.
+EXTRAS: Registry[ExtraFn] = Registry("extra metric")
 _CANONICAL: dict[str, str] = {}  # normalised name or alias -> canonical task type
 
 
@@ -69,17 +76,22 @@ def score(sample: Sample, prediction: Any, scorer_name: str | None = None) -> Sc
     An unknown task type is a configuration error and raises; anything wrong with the
     prediction itself scores 0 with a reason. A bug inside a scorer is also turned into
     a 0 with the traceback in ``metadata["error"]`` so one sample never stops a run.
+    The extra metrics a sample names in ``fields["extra_metrics"]`` (``EXTRAS``) then
+    add their figures to the metadata.
     """
     fn = SCORERS.get(canonical_task_type(scorer_name or sample.task_type))
     text = _text(prediction)
     try:
-        return fn(text, sample.target, sample)
+        result = fn(text, sample.target, sample)
     except Exception as exc:  # never raise on model output
         return Score(
             0.0,
             explanation=f"scorer error: {type(exc).__name__}: {exc}",
             metadata={"error": traceback.format_exc(limit=3), "format": 0.0},
         )
+    for name in sample.fields.get("extra_metrics") or ():
+        result = EXTRAS.get(str(name))(text, sample, result)
+    return result
 
 
 def _text(prediction: Any) -> str:
