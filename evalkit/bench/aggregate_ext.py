@@ -10,6 +10,8 @@ Registered on the same ``aggregations`` registry as :mod:`evalkit.bench.aggregat
 - ``spatiotemporal_grounding`` STVG: m_tIoU, m_vIoU, vIoU@0.3/0.5 and the reward form.
 - ``mean_scorable``      pooled accuracy where samples the benchmark scores by a rule we do
   not implement (VideoReasonBench's state simulation) are reported unscored.
+- ``mean_cot``           VCR-Bench: pooled accuracy plus the judged CoT score (recall,
+  precision, F1; overall, perception, reasoning) from the scores' metadata.
 
 Unscored samples (value None, e.g. no judge) are left out and counted in ``n_unscored``.
 """
@@ -27,6 +29,7 @@ from evalkit.bench.aggregate import (
     _units,
     aggregations,
     breakdown,
+    mean,
 )
 
 
@@ -179,6 +182,52 @@ def mean_scorable(
     return out
 
 
+def _meta_mean(scored: Sequence[Scored], key: str) -> tuple[float | None, int]:
+    got = [float(v) for s in scored if (v := s.metadata.get(key)) is not None]
+    return _mean(got), len(got)
+
+
+@aggregations("mean_cot")
+def mean_cot(scored: Sequence[Scored], breakdowns: Sequence[str] = ()) -> AggregateResult:
+    """Pooled accuracy (as ``mean``) with the judged CoT score beside it in ``metrics``.
+
+    VCR-Bench eval_code/cau_total.py ``calculate_metrics``: for each of overall /
+    perception ("Video") / reasoning ("logic"), precision = mean of the per-sample
+    precisions over the samples that have one, recall likewise (each over its own
+    samples), F1 = 2PR / (P + R) of those two means (not a mean of per-sample F1s).
+    ``cot_f1`` is the paper's CoT score. Figures are percentages; a figure no sample
+    has is left out (absent, not 0). ``cot_missing`` counts samples lacking the overall
+    recall or precision (no judge, unparsable reply); ``cot_efficiency`` is the mean
+    share of non-redundant response steps (eval.py ``precision``), reported as extra.
+    """
+    out = mean(scored, breakdowns)
+    for suffix in ("", "_perception", "_reasoning"):
+        recall, n_recall = _meta_mean(scored, f"cot_recall{suffix}")
+        precision, n_precision = _meta_mean(scored, f"cot_precision{suffix}")
+        if recall is not None:
+            out.metrics[f"cot_recall{suffix}"] = 100.0 * recall
+        if precision is not None:
+            out.metrics[f"cot_precision{suffix}"] = 100.0 * precision
+        if recall is not None and precision is not None:
+            total = recall + precision
+            out.metrics[f"cot_f1{suffix}"] = 100.0 * (
+                2 * recall * precision / total if total else 0
+            )
+        if not suffix:
+            out.metrics["cot_n_recall"] = float(n_recall)
+            out.metrics["cot_n_precision"] = float(n_precision)
+    efficiency, _ = _meta_mean(scored, "cot_efficiency")
+    if efficiency is not None:
+        out.metrics["cot_efficiency"] = 100.0 * efficiency
+    out.metrics["cot_missing"] = float(
+        sum(
+            s.metadata.get("cot_recall") is None or s.metadata.get("cot_precision") is None
+            for s in scored
+        )
+    )
+    return out
+
+
 def describe() -> dict[str, Any]:
     """Names of the aggregations this module adds (for ``bench show`` and tests)."""
     return {
@@ -189,5 +238,6 @@ def describe() -> dict[str, Any]:
             ("temporal_grounding", temporal_grounding),
             ("spatiotemporal_grounding", spatiotemporal_grounding),
             ("mean_scorable", mean_scorable),
+            ("mean_cot", mean_cot),
         )
     }
