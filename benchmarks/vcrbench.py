@@ -1,4 +1,5 @@
-"""VCR-Bench adapter: answer form, the question without its embedded options, duration group."""
+"""VCR-Bench adapter: answer form, the question without its embedded options, duration
+group, and the reference rationale kept for the judged CoT score."""
 
 from __future__ import annotations
 
@@ -15,6 +16,9 @@ def _duration_group(seconds: float) -> str:
 def row(r: dict[str, Any]) -> dict[str, Any]:
     """Add ``answer_form`` (``choice`` / ``open``), ``duration_group`` and clean options.
 
+    ``reasoning`` (the annotated step list) is checked to be a list of texts and kept
+    for the CoT judge (``extra_metrics: ["cot_steps"]``, evalkit/scoring/judge.py).
+
     Open-ended rows ship ``choices`` with empty texts: they get no options and go to the
     LLM judge with the release's answer as the reference. Multiple-choice rows repeat
     their options at the end of ``question`` ("...?A. text\\nB. text"); the question is
@@ -28,8 +32,13 @@ def row(r: dict[str, Any]) -> dict[str, Any]:
         cut = question.find(first)
         if cut > 0:
             question = question[:cut].strip()
+    steps = r.get("reasoning") or []
+    if not isinstance(steps, list) or not all(isinstance(x, str) for x in steps):
+        raise ValueError(f"reasoning must be a list of step texts, got {type(steps).__name__}")
     return {
         **r,
+        "reasoning": steps,
+        "extra_metrics": ["cot_steps"],
         "question": question,
         "answer_form": "choice" if is_choice else "open",
         "choices": choices if is_choice else [],
