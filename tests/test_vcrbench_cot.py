@@ -196,3 +196,18 @@ def test_evalkit_run_records_the_cot_figures(tmp_path: Path) -> None:
         meta = {r["id"]: r["score"]["metadata"] for r in store.records()}
     assert (meta["1"]["cot_recall"], meta["2"]["cot_precision"]) == (0.5, 0.5)
     assert meta["4"]["cot_recall"] is None and "cot_error" in meta["4"]
+
+
+def test_parsed_cot_replies_are_cached_and_reused(tmp_path: Path) -> None:
+    class Down:
+        async def generate(self, request: Request) -> Completion:
+            raise ConnectionError("judge is down")
+
+    sample = next(s for s in load(get_benchmark("VCR-Bench"), official2.vcrbench(tmp_path)))
+    judge = LLMJudge(CotJudge(), model="cot-judge", cache_dir=tmp_path / "judge_cache")
+    first = judge.judge_cot(sample, "A", ["1. step", "2. step"])
+    judge.engine = Down()  # type: ignore[assignment]
+    again = judge.judge_cot(sample, "A", ["1. step", "2. step"])
+    assert (again["cot_recall"], again["cot_precision"]) == (first["cot_recall"], 1.0)
+    failed = judge.judge_cot(sample, "B", ["1. step", "2. step"])  # not cached: absent
+    assert failed["cot_recall"] is None and "judge is down" in failed["cot_error"]
