@@ -8,6 +8,9 @@ background loop. Calling the sync path from ON the engine's loop would deadlock 
 refused — use ``evalkit.scoring.ascore`` there. With no judge configured
 (``configure_judge``) the scorer returns ``Score(None)``: not scored, never 0.
 
+The same judge also gives VCR-Bench's step-wise CoT figures (``cot_steps``, an extra metric
+a sample asks for in ``fields["extra_metrics"]``; rules in the CoT section below).
+
 Verdicts are cached on disk by sha256(judge model + rendered prompt): one JSON file per
 verdict, written to a temporary name then renamed, so a crash never leaves half a file.
 """
