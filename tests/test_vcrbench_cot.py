@@ -211,3 +211,19 @@ def test_parsed_cot_replies_are_cached_and_reused(tmp_path: Path) -> None:
     assert (again["cot_recall"], again["cot_precision"]) == (first["cot_recall"], 1.0)
     failed = judge.judge_cot(sample, "B", ["1. step", "2. step"])  # not cached: absent
     assert failed["cot_recall"] is None and "judge is down" in failed["cot_error"]
+
+
+def test_async_callers_get_the_cot_figures_too(tmp_path: Path) -> None:
+    """``ascore`` from a running loop: the judge runs on that loop, the figures arrive."""
+    import asyncio
+
+    from evalkit.scoring import ascore
+
+    sample = next(s for s in load(get_benchmark("VCR-Bench"), official2.vcrbench(tmp_path)))
+
+    async def go() -> Score:
+        configure_judge(LLMJudge(CotJudge(), model="cot-judge", loop=asyncio.get_running_loop()))
+        return await ascore(sample, VCR_REPLIES[sample.id])
+
+    got = asyncio.run(go())
+    assert (got.metadata["cot_recall"], got.metadata["cot_precision"]) == (0.5, 1.0)

@@ -6,6 +6,7 @@ await the judge directly). Heavy libraries (math-verify/sympy, rouge-score, rapi
 cairosvg) are imported only when their scorer first runs.
 """
 
+import asyncio
 from typing import Any
 
 from evalkit.sample import Sample
@@ -29,6 +30,10 @@ async def ascore(sample: Sample, prediction: Any, scorer_name: str | None = None
     """``score`` for async callers: awaits the configured judge instead of blocking."""
     current = current_judge()
     kind = canonical_task_type(scorer_name or sample.task_type)
+    if sample.fields.get("extra_metrics"):
+        # extra metrics (VCR-Bench's CoT judge) are sync; from a thread they submit to the
+        # judge's loop and wait, where on the loop itself they would be refused
+        return await asyncio.to_thread(score, sample, prediction, scorer_name)
     if current is not None and kind == "llm_judge":
         text = prediction if isinstance(prediction, str) else getattr(prediction, "text", "")
         return await current.ajudge(sample, str(text))
