@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from evalkit.engines.base import Completion, Request, Timings
 from evalkit.rundir import RunDir
@@ -22,7 +23,10 @@ class ReplyEngine:
         return None
 
 
-def run(tmp_path: Path, judge: JudgeConfig | None, run_id: str) -> list[dict]:
+def run(
+    tmp_path: Path, judge: JudgeConfig | None, run_id: str, judge_engine: Any = None
+) -> list[dict]:
+    """``evalkit run`` of VCR-Bench's fixture; the judge engine defaults to ExactJudge."""
     official2.vcrbench(tmp_path / "VCR-Bench")
     cfg = RunConfig(
         model="reply-engine",
@@ -34,7 +38,9 @@ def run(tmp_path: Path, judge: JudgeConfig | None, run_id: str) -> list[dict]:
         run_id=run_id,
         judge=judge,
     )
-    result = execute(cfg, engine=ReplyEngine(), judge_engine=ExactJudge() if judge else None)
+    if judge is not None and judge_engine is None:
+        judge_engine = ExactJudge()
+    result = execute(cfg, engine=ReplyEngine(), judge_engine=judge_engine)
     with RunDir(result.path).store("VCR-Bench") as store:
         return store.records()
 

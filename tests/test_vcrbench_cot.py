@@ -15,13 +15,13 @@ from evalkit.bench.aggregate import AggregateResult, Scored, aggregate
 from evalkit.bench.loader import load
 from evalkit.bench.registry import get_benchmark
 from evalkit.engines.base import Completion, Request, Timings
-from evalkit.rundir import RunDir
-from evalkit.runner import JudgeConfig, RunConfig, execute
+from evalkit.runner import JudgeConfig
 from evalkit.sample import Sample
 from evalkit.scoring import LLMJudge, Score, configure_judge, score
 from evalkit.scoring.judge import parse_cot_steps
 from tests.fixtures.bench import official2
-from tests.test_bench2_judge import VCR_REPLIES
+from tests.test_bench2_judge import VCR_REPLIES, ExactJudge
+from tests.test_run_judge import run as run_vcrbench
 
 
 def _steps(*pairs: tuple[str, str], fenced: bool = False) -> str:
@@ -50,7 +50,7 @@ COT_REPLIES = {
 }
 
 
-class CotJudge:
+class CotJudge(ExactJudge):
     """A scripted judge Engine: CoT asks get canned step lists, answer asks an exact match."""
 
     model = "cot-judge"
@@ -61,19 +61,12 @@ class CotJudge:
     async def generate(self, request: Request) -> Completion:
         self.prompts.append(request.text)
         text = request.text
-        if "Reference rationale" in text:
-            question = re.search(r"Question:\n(.*)", text)
-            ask = "recall" if "Go through EVERY step" in text else "precision"
-            reply = COT_REPLIES[(question.group(1).strip() if question else "", ask)]
-        else:
-            ref = re.search(r"Reference answer: (.*)", text)
-            got = re.search(r"Candidate answer: (.*)", text)
-            same = bool(ref and got and ref.group(1).strip() == got.group(1).strip())
-            reply = f"VERDICT: {int(same)}"
+        if "Reference rationale" not in text:
+            return await super().generate(request)
+        question = re.search(r"Question:\n(.*)", text)
+        ask = "recall" if "Go through EVERY step" in text else "precision"
+        reply = COT_REPLIES[(question.group(1).strip() if question else "", ask)]
         return Completion(request_id=request.id, texts=[reply], timings=Timings())
-
-    async def close(self) -> None:
-        return None
 
 
 @pytest.fixture(autouse=True)
@@ -171,29 +164,9 @@ def test_parse_rejects_unknown_verdicts_and_kinds() -> None:
 
 
 def test_evalkit_run_records_the_cot_figures(tmp_path: Path) -> None:
-    class ReplyEngine:
-        async def generate(self, request: Request) -> Completion:
-            return Completion(
-                request_id=request.id, texts=[VCR_REPLIES[request.id]], timings=Timings()
-            )
-
-        async def close(self) -> None:
-            return None
-
-    official2.vcrbench(tmp_path / "VCR-Bench")
-    cfg = RunConfig(
-        model="reply-engine",
-        bench=["VCR-Bench"],
-        data_root=str(tmp_path),
-        cache_root=str(tmp_path / "cache"),
-        cache_workers=1,
-        runs_dir=str(tmp_path / "runs"),
-        run_id="cot",
-        judge=JudgeConfig(model="cot-judge", engine="openai"),
-    )
-    result = execute(cfg, engine=ReplyEngine(), judge_engine=CotJudge())
-    with RunDir(result.path).store("VCR-Bench") as store:
-        meta = {r["id"]: r["score"]["metadata"] for r in store.records()}
+    judge = JudgeConfig(model="cot-judge", engine="openai")
+    records = run_vcrbench(tmp_path, judge, "cot", judge_engine=CotJudge())
+    meta = {r["id"]: r["score"]["metadata"] for r in records}
     assert (meta["1"]["cot_recall"], meta["2"]["cot_precision"]) == (0.5, 0.5)
     assert meta["4"]["cot_recall"] is None and "cot_error" in meta["4"]
 
