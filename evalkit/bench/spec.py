@@ -132,16 +132,51 @@ class FieldMap(BaseModel):
     """``Sample.fields`` name -> row field, for breakdowns and prompts."""
 
 
+class OfficialPrompt(BaseModel):
+    """The exact prompt a benchmark's official evaluation sends, pinned verbatim.
+
+    ``template`` is a Jinja2 string rendered with ``question``, ``options`` (a list of
+    (letter, text) pairs), ``letters`` ("A, B, C or D"), ``fields`` (the sample's fields)
+    and ``sample``; the official wording is kept as is, including its oddities.
+    """
+
+    model_config = _STRICT
+    template: str
+    """The user prompt, verbatim from the official code, as a Jinja2 template."""
+    system: str | None = None
+    """The official system prompt, if the evaluation sends one."""
+    thinking: bool = False
+    """The official prompt asks for reasoning first (its token budget is the thinking one)."""
+    source: str
+    """The file (repository and path) the wording comes from."""
+
+
 class PromptSpec(BaseModel):
     """Which prompt template renders a sample (templates live in ``prompts/``)."""
 
     model_config = _STRICT
     template: str = "multiple_choice"
     """Template name (one per task type family)."""
-    variant: Literal["plain", "thinking"] = "plain"
-    """Direct answer or reasoning-then-answer."""
+    variant: Literal["official", "plain", "thinking"] = "plain"
+    """The pinned variant: the benchmark's official prompt, evalkit's direct answer, or
+    evalkit's reasoning-then-answer."""
     instruction: str | None = None
     """The benchmark's own answer instruction, in our words, when it has a fixed one."""
+    official: dict[str, OfficialPrompt] = Field(default_factory=dict)
+    """Task type (or ``"*"`` for all) -> the official prompt, where the benchmark's own
+    evaluation prescribes one (the ``official`` variant renders it)."""
+
+
+class ScoringSpec(BaseModel):
+    """Which answer-extraction rule gives the headline number (``evalkit.scoring.rules``)."""
+
+    model_config = _STRICT
+    rule: Literal["official", "evalkit"] = "official"
+    """Headline rule: the benchmark's official one where it has one, else evalkit's robust
+    rule. Every other rule of the task type is scored too (extraction sensitivity)."""
+    official: dict[str, str] = Field(default_factory=dict)
+    """Task type -> registered rule name of the official evaluation, where it is not the
+    rule named after the benchmark (its normalised name, e.g. ``videomme``)."""
 
 
 class AggregationSpec(BaseModel):
@@ -242,6 +277,8 @@ class BenchmarkSpec(BaseModel):
     """Prompt template and variant."""
     scorers: dict[str, str] = Field(default_factory=dict)
     """Task type -> scorer name, where it is not the task type's default scorer."""
+    scoring: ScoringSpec = Field(default_factory=ScoringSpec)
+    """The headline extraction rule."""
     aggregation: AggregationSpec
     """The official aggregate and its breakdowns."""
     generation: GenerationDefaults = Field(default_factory=GenerationDefaults)
@@ -280,6 +317,19 @@ class BenchmarkSpec(BaseModel):
         """Task types its samples can have."""
         m = self.mapping
         return sorted(set(m.task_type_map.values())) if m.task_type_field else [m.task_type]
+
+    def official_rule(self, task_type: str) -> str | None:
+        """The registered official rule for ``task_type``, or None if there is none."""
+        from evalkit.scoring.rules import has_rule
+
+        name = self.scoring.official.get(task_type, self.key)
+        return name if has_rule(name, task_type) else None
+
+    def headline_rule(self, task_type: str) -> str:
+        """The rule whose verdict is the headline number for samples of ``task_type``."""
+        if self.scoring.rule == "evalkit":
+            return "evalkit"
+        return self.official_rule(task_type) or "evalkit"
 
     def with_variant(self, variant: str | None) -> BenchmarkSpec:
         """This spec with the named variant's overrides applied (None = unchanged)."""

@@ -67,11 +67,19 @@ def task_types() -> list[str]:
     return sorted(set(_CANONICAL.values()))
 
 
-def score(sample: Sample, prediction: Any, scorer_name: str | None = None) -> Score:
+def score(
+    sample: Sample,
+    prediction: Any,
+    scorer_name: str | None = None,
+    rule: str | None = None,
+    extras: bool = True,
+) -> Score:
     """Score ``prediction`` (text or an engine Completion) for ``sample``.
 
     ``scorer_name`` overrides the routing by ``sample.task_type`` (a benchmark spec that
-    names its scorer explicitly).
+    names its scorer explicitly). ``rule`` picks a registered extraction rule of that task
+    type (``evalkit.scoring.rules``; None or ``"evalkit"`` = the task type's own scorer).
+    ``extras=False`` skips the sample's extra metrics (scoring under secondary rules).
 
     An unknown task type is a configuration error and raises; anything wrong with the
     prediction itself scores 0 with a reason. A bug inside a scorer is also turned into
@@ -79,7 +87,13 @@ def score(sample: Sample, prediction: Any, scorer_name: str | None = None) -> Sc
     The extra metrics a sample names in ``fields["extra_metrics"]`` (``EXTRAS``) then
     add their figures to the metadata.
     """
-    fn = SCORERS.get(canonical_task_type(scorer_name or sample.task_type))
+    kind = canonical_task_type(scorer_name or sample.task_type)
+    if rule is None or rule == "evalkit":
+        fn = SCORERS.get(kind)
+    else:
+        from evalkit.scoring.rules import get_rule
+
+        fn = get_rule(rule, kind).fn
     text = _text(prediction)
     try:
         result = fn(text, sample.target, sample)
@@ -89,7 +103,7 @@ def score(sample: Sample, prediction: Any, scorer_name: str | None = None) -> Sc
             explanation=f"scorer error: {type(exc).__name__}: {exc}",
             metadata={"error": traceback.format_exc(limit=3), "format": 0.0},
         )
-    for name in sample.fields.get("extra_metrics") or ():
+    for name in (sample.fields.get("extra_metrics") or ()) if extras else ():
         result = EXTRAS.get(str(name))(text, sample, result)
     return result
 
@@ -101,3 +115,18 @@ def _text(prediction: Any) -> str:
     if isinstance(text, str):
         return text
     return "" if prediction is None else str(prediction)
+
+
+def score_rules(
+    sample: Sample, prediction: Any, scorer_name: str | None = None, skip: str | None = None
+) -> dict[str, Score]:
+    """``prediction`` scored under every registered rule of the sample's task type
+    (``skip``: a rule already scored, e.g. the headline). Extra metrics are not run."""
+    from evalkit.scoring.rules import rules_for
+
+    kind = canonical_task_type(scorer_name or sample.task_type)
+    return {
+        name: score(sample, prediction, kind, rule=name, extras=False)
+        for name in rules_for(kind)
+        if name != skip
+    }

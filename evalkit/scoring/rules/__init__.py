@@ -1,0 +1,134 @@
+"""Answer-extraction rules: how a reply becomes a verdict, several per task type.
+
+A benchmark's published number was produced by ITS evaluation code, and those codes
+disagree on the same reply (one takes the first letter, one the character before the
+first ")", one accepts an empty reply). A rule is a scorer, ``(prediction, target,
+sample) -> Score``, registered under a name for one or more task types:
+
+- ``evalkit``: the robust default, i.e. the task type's scorer in ``evalkit.scoring``;
+- every other name: one benchmark's official rule (or a harness's, e.g. ``lmms_eval``),
+  written from reading that code, quirks included, with the file named in ``source``.
+
+A spec picks its headline rule (``scoring.rule``: its official one where it has one);
+every sample is also scored under the other rules of its task type, so reports can show
+how many verdicts flip between rules. Rule modules live beside this file, one per
+benchmark or harness, and are found by name on first use (importing evalkit does not
+import them).
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from evalkit.registry import RegistryError
+from evalkit.sample import Sample
+from evalkit.scoring.types import Score
+
+RuleFn = Callable[[str, Any, Sample], Score]
+
+EVALKIT = "evalkit"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One registered extraction rule for one task type."""
+
+    name: str
+    task_type: str
+    fn: RuleFn
+    source: str
+    """The evaluation code the rule reproduces (repository and file), or "evalkit"."""
+    summary: str = ""
+    """One line on what the rule does (the first line of the function's docstring)."""
+    gameable: bool = False
+    """True when a degenerate reply can score under it (e.g. an empty reply counted as
+    correct): never used as an RL reward."""
+
+
+_RULES: dict[str, dict[str, Rule]] = {}  # canonical task type -> rule name -> Rule
+_loaded = False
+
+
+def rule(
+    name: str, *task_types: str, source: str, gameable: bool = False
+) -> Callable[[RuleFn], RuleFn]:
+    """Register ``fn`` as rule ``name`` for each of ``task_types`` (duplicates error)."""
+    if not task_types:
+        raise RegistryError(f"rule {name!r} names no task type")
+    if name == EVALKIT:
+        raise RegistryError("'evalkit' is the task types' own scorers; it is not registered")
+
+    def deco(fn: RuleFn) -> RuleFn:
+        from evalkit.scoring.router import canonical_task_type
+
+        summary = (fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else ""
+        for task_type in task_types:
+            kind = canonical_task_type(task_type)
+            table = _RULES.setdefault(kind, {})
+            if name in table:
+                raise RegistryError(f"rule {name!r} is already registered for {kind!r}")
+            table[name] = Rule(name, kind, fn, source, summary, gameable)
+        return fn
+
+    return deco
+
+
+def _load_all() -> None:
+    """Import every rule module of this package once (they register on import)."""
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    for info in pkgutil.iter_modules(__path__):
+        if not info.name.startswith("_"):
+            importlib.import_module(f"{__name__}.{info.name}")
+
+
+def _evalkit_rule(task_type: str) -> Rule:
+    from evalkit.scoring.router import SCORERS
+
+    fn = SCORERS.get(task_type)
+    return Rule(EVALKIT, task_type, fn, "evalkit", "evalkit's robust extraction (the default)")
+
+
+def rules_for(task_type: str) -> dict[str, Rule]:
+    """Every rule for a task type (name or alias), ``evalkit`` first."""
+    from evalkit.scoring.router import canonical_task_type
+
+    _load_all()
+    kind = canonical_task_type(task_type)
+    return {EVALKIT: _evalkit_rule(kind), **dict(sorted(_RULES.get(kind, {}).items()))}
+
+
+def get_rule(name: str, task_type: str) -> Rule:
+    """The rule ``name`` for ``task_type``; an unknown name says which rules exist."""
+    table = rules_for(task_type)
+    if name in table:
+        return table[name]
+    import difflib
+
+    close = difflib.get_close_matches(name, list(table), n=3)
+    hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+    raise RegistryError(
+        f"no extraction rule {name!r} for task type {task_type!r}{hint} (known: {', '.join(table)})"
+    )
+
+
+def has_rule(name: str, task_type: str) -> bool:
+    """True if ``name`` is a rule for ``task_type`` (``evalkit`` always is)."""
+    return name in rules_for(task_type)
+
+
+def all_rules() -> list[Rule]:
+    """Every registered rule, by task type then name (``evalkit`` rules included)."""
+    _load_all()
+    from evalkit.scoring.router import task_types
+
+    return [r for kind in task_types() for r in rules_for(kind).values()]
+
+
+__all__ = ["EVALKIT", "Rule", "RuleFn", "all_rules", "get_rule", "has_rule", "rule", "rules_for"]

@@ -1,0 +1,43 @@
+"""The extraction-rule registry: evalkit's rule always present, lookups, headline choice."""
+
+from __future__ import annotations
+
+import pytest
+
+from evalkit.registry import RegistryError
+from evalkit.sample import Sample
+from evalkit.scoring import score
+from evalkit.scoring.router import score_rules
+from evalkit.scoring.rules import EVALKIT, get_rule, rule, rules_for
+
+
+def _mc(target: str = "B") -> Sample:
+    return Sample(
+        id="s", task_type="multiple_choice", question="q", options=["x", "y", "z"], target=target
+    )
+
+
+def test_evalkit_rule_is_first_for_every_task_type() -> None:
+    assert next(iter(rules_for("mcq"))) == EVALKIT
+    assert get_rule("evalkit", "boolean").source == "evalkit"
+
+
+def test_unknown_rule_names_the_known_ones() -> None:
+    with pytest.raises(RegistryError, match="known: evalkit"):
+        get_rule("no-such-rule", "multiple_choice")
+
+
+def test_registering_evalkit_or_twice_is_an_error() -> None:
+    with pytest.raises(RegistryError):
+        rule("evalkit", "multiple_choice", source="x")
+    with pytest.raises(RegistryError):
+        rule("nothing", source="x")
+
+
+def test_score_under_a_rule_uses_that_rule() -> None:
+    got = score(_mc(), "B", rule="evalkit")
+    assert got.value == 1.0
+    under = score_rules(_mc(), "B")
+    assert under[EVALKIT].value == 1.0
+    assert set(under) == set(rules_for("multiple_choice"))
+    assert EVALKIT not in score_rules(_mc(), "B", skip=EVALKIT)
