@@ -43,7 +43,17 @@ def _scalar_type(annotation: Any) -> type | None:
     if origin in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(annotation) if a is not type(None)]
         return _scalar_type(args[0]) if len(args) == 1 else None
+    if origin is typing.Literal and all(isinstance(a, str) for a in typing.get_args(annotation)):
+        return str
     return annotation if annotation in (int, float, str, bool) else None
+
+
+def _choices(annotation: Any) -> list[str] | None:
+    """The allowed values of a (possibly optional) Literal field, for argparse."""
+    for arg in (annotation, *typing.get_args(annotation)):
+        if typing.get_origin(arg) is typing.Literal:
+            return [str(a) for a in typing.get_args(arg)]
+    return None
 
 
 def add_model_args(
@@ -65,7 +75,14 @@ def add_model_args(
                 help=help_,
             )
         else:
-            parser.add_argument(flag, dest=prefix + name, type=typ, default=None, help=help_)
+            parser.add_argument(
+                flag,
+                dest=prefix + name,
+                type=typ,
+                default=None,
+                choices=_choices(info.annotation),
+                help=help_,
+            )
 
 
 def model_from_args(

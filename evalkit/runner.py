@@ -43,6 +43,8 @@ class FrameOverrides(BaseModel):
     """Per-frame pixel cap override."""
     total_pixels: int | None = None
     """Per-video pixel budget override."""
+    resize: Literal["torchvision", "pil"] | None = None
+    """Frame resampling override: torchvision (qwen-vl-utils' exact pixels) or pil (fast)."""
 
     def apply(self, spec: FrameSpec) -> FrameSpec:
         """``spec`` with the overridden fields replaced."""

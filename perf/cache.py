@@ -147,8 +147,31 @@ def measure_long(out: Path, seconds: float, repeats: int) -> dict[str, Any]:
     res["load_cold_speedup_ratio"] = round(decode_s * 1e3 / res["load_cold_ms"], 1)
     res["cache_bytes_goal_ok"] = res["cache_bytes"] <= 210e6
     res.update(measure_jpeg(out, ref, frames, repeats))
+    res.update(measure_resize(ref, frames, decode_s, decode_cpu_s))
     res["_checksum"] = checksum_all
     return res
+
+
+def measure_resize(
+    ref: VideoRef, exact: Frames, decode_s: float, decode_cpu_s: float
+) -> dict[str, Any]:
+    """The same decode with the fast PIL resize instead of the reference (torchvision) one."""
+    from evalkit.video import load_video
+
+    log("decoding again with resize=pil (the fast, not bit-exact option)")
+    t0, c0 = time.perf_counter(), time.process_time()
+    fast = load_video(ref, SPEC.model_copy(update={"resize": "pil"}))
+    pil_s, pil_cpu_s = time.perf_counter() - t0, time.process_time() - c0
+    diff = np.abs(fast.array.astype(np.int16) - exact.array.astype(np.int16))
+    return {
+        "resize_default": SPEC.resize,
+        "decode_pil_s": round(pil_s, 3),
+        "decode_cpu_pil_s": round(pil_cpu_s, 3),
+        "decode_reference_over_pil_ratio": round(decode_s / pil_s, 3),
+        "decode_cpu_reference_over_pil_ratio": round(decode_cpu_s / pil_cpu_s, 3),
+        "pil_pixels_differing_ratio": round(float((diff > 0).mean()), 5),
+        "pil_max_abs_diff": int(diff.max()),
+    }
 
 
 def measure_jpeg(out: Path, ref: VideoRef, frames: Frames, repeats: int) -> dict[str, Any]:

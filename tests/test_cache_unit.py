@@ -117,6 +117,7 @@ CHANGED = {
     "temporal_patch": 1,
     "start": 0.5,
     "end": 2.5,
+    "resize": "pil",
 }
 
 

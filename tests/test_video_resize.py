@@ -83,3 +83,15 @@ def test_a_text_file_is_not_an_image(tmp_path: Path) -> None:
     path.write_text("hello")
     with pytest.raises(VideoError, match="not a readable image"):
         load_image(path)
+
+
+def test_the_reference_resize_is_the_default_and_pil_is_a_named_option() -> None:
+    assert FrameSpec().resize == "torchvision"
+    frames = np.random.default_rng(0).integers(0, 256, (2, 120, 160, 3), dtype=np.uint8)
+    exact = resize_frames(frames, 84, 112)
+    fast = resize_frames(frames, 84, 112, "pil")
+    assert exact.shape == fast.shape == (2, 84, 112, 3)
+    assert not np.array_equal(exact, fast)  # two different filters
+    assert np.abs(exact.astype(int) - fast).mean() < 4.0
+    with pytest.raises(ValueError, match="unknown resize method"):
+        resize_frames(frames, 84, 112, "lanczos")

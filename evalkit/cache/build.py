@@ -135,6 +135,9 @@ def _init_worker(threads: int) -> None:
     from evalkit.video.decode import set_decoder_threads
 
     set_decoder_threads(threads)
+    # The reference resize runs on torch: its intra-op threads share the worker's cores
+    # (read when torch is first imported, which happens on the first resize).
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, threads)))
 
 
 def decoding_pool(workers: int, threads: int | None = None) -> ProcessPoolExecutor:

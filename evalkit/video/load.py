@@ -42,7 +42,7 @@ def load_video(ref: VideoRef | str | os.PathLike[str], spec: FrameSpec) -> Frame
             h, w = video_size(frames.shape[1], frames.shape[2], spec, n)
         except ValueError as e:  # aspect ratio beyond Qwen's limit
             raise VideoError(str(path), str(e)) from e
-        return resize_frames(frames, h, w)
+        return resize_frames(frames, h, w, spec.resize)
 
     decoded, header = decode_video(path, spec, shrink)
     array = decoded.frames

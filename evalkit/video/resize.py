@@ -1,11 +1,12 @@
-"""Qwen-style spatial resizing: output sizes exactly as qwen-vl-utils 0.0.14 computes them.
+"""Qwen-style spatial resizing: sizes and pixels exactly as qwen-vl-utils 0.0.14 makes them.
 
-Sizes are the contract (they fix the number of visual tokens); pixel values are not.
-qwen-vl-utils resizes video frames with torchvision ``resize(..., BICUBIC,
-antialias=True)`` on uint8 tensors and images with PIL's ``Image.resize`` (bicubic by
-default). Here both go through PIL's bicubic filter, which also antialiases when
-shrinking: close to torchvision's output but not bit-identical, and it keeps torch out
-of the decode path.
+Sizes are the contract (they fix the number of visual tokens); pixel values follow the
+frame spec's ``resize``: ``torchvision`` (the default) makes the very call qwen-vl-utils'
+``fetch_video`` makes (``torchvision.transforms.functional.resize(..., BICUBIC,
+antialias=True)`` on the uint8 T x C x H x W tensor, rounded back to uint8), so frames are
+bit-identical to the reference path; ``pil`` resizes with PIL's bicubic filter, which
+antialiases too but differs on about 1-2% of values by up to ~15 levels, and keeps torch
+out of the decoding processes. Images go through PIL in both, as in ``fetch_image``.
 """
 
 from __future__ import annotations
@@ -82,17 +83,46 @@ def image_size(height: int, width: int, spec: ImageSpec) -> tuple[int, int]:
     return smart_resize(height, width, spec.factor, spec.min_pixels, spec.max_pixels)
 
 
-def resize_frames(frames: np.ndarray, height: int, width: int) -> np.ndarray:
-    """Resize uint8 T x H x W x 3 frames to ``height`` x ``width`` (bicubic, antialiased)."""
-    from PIL import Image
+def resize_frames(
+    frames: np.ndarray, height: int, width: int, method: str = "torchvision"
+) -> np.ndarray:
+    """Resize uint8 T x H x W x 3 frames to ``height`` x ``width`` (bicubic, antialiased).
 
+    ``method``: ``torchvision`` (bit-exact with qwen-vl-utils) or ``pil`` (faster).
+    """
     if frames.shape[1:3] == (height, width):
         return np.ascontiguousarray(frames)
+    if method == "torchvision":
+        return _torchvision_resize(frames, height, width)
+    if method != "pil":
+        raise ValueError(f"unknown resize method {method!r}; use 'torchvision' or 'pil'")
+    from PIL import Image
+
     out = np.empty((frames.shape[0], height, width, 3), np.uint8)
     for t, frame in enumerate(frames):
         img = Image.fromarray(frame).resize((width, height), Image.Resampling.BICUBIC)
         out[t] = np.asarray(img)
     return out
+
+
+def _torchvision_resize(frames: np.ndarray, height: int, width: int) -> np.ndarray:
+    try:
+        import torch
+        from torchvision.transforms import InterpolationMode
+        from torchvision.transforms import functional as tvf
+    except ImportError as exc:
+        raise VideoError(
+            "<resize>",
+            f"the reference resize needs torch and torchvision ({exc}); install them "
+            "(they come with vLLM) or choose the fast approximation: resize: pil",
+        ) from None
+    # The same tensor layout qwen-vl-utils hands to resize (T,H,W,C memory viewed as
+    # T,C,H,W): the kernels' summation order, and so the rounding, follow the strides.
+    video = torch.from_numpy(np.ascontiguousarray(frames)).permute(0, 3, 1, 2)
+    out = tvf.resize(
+        video, [height, width], interpolation=InterpolationMode.BICUBIC, antialias=True
+    )
+    return np.ascontiguousarray(out.permute(0, 2, 3, 1).numpy())
 
 
 def load_image(path: str | os.PathLike[str], spec: ImageSpec | None = None) -> np.ndarray:

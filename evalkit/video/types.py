@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, model_validator
@@ -39,6 +39,10 @@ class FrameSpec(BaseModel):
     """Output H and W are multiples of this (patch x merge: 28 Qwen2/2.5-VL, 32 Qwen3-VL)."""
     temporal_patch: int = 2
     """The frame count is rounded to a multiple of this (Qwen's FRAME_FACTOR)."""
+    resize: Literal["torchvision", "pil"] = "torchvision"
+    """Resampling of video frames: ``torchvision`` = qwen-vl-utils' own call (antialiased
+    bicubic on the uint8 tensor, bit-exact with the reference path); ``pil`` = PIL's
+    bicubic, a faster approximation (about 1-2% of pixel values differ by a few levels)."""
     start: float | None = None
     """Start of the window to sample from, in seconds (None = start of the video)."""
     end: float | None = None
