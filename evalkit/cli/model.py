@@ -8,12 +8,14 @@ import time
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Subcommands: ``tiny``."""
+    from evalkit.models.tiny import FAMILIES  # no torch at import
+
     sub = parser.add_subparsers(dest="action", required=True)
     tiny = sub.add_parser("tiny", help="build a tiny random Qwen-VL checkpoint offline")
     tiny.add_argument("out", help="output directory")
     tiny.add_argument(
         "--family",
-        choices=["qwen2_5_vl", "qwen3_vl"],
+        choices=list(FAMILIES),
         default="qwen2_5_vl",
         help="model family (default qwen2_5_vl)",
     )

@@ -16,8 +16,6 @@ from typing import Any
 
 from evalkit.errors import EvalkitError
 
-FAMILIES = ("qwen2_5_vl", "qwen3_vl")
-
 # Qwen's special tokens, in Qwen's order, so that ids are stable and look familiar.
 SPECIAL_TOKENS = [
     "<|endoftext|>",
@@ -121,8 +119,84 @@ class TinySpec:
 
     @property
     def patch_size(self) -> int:
-        """Vision patch side: 14 for Qwen2.5-VL, 16 for Qwen3-VL."""
-        return 16 if self.family == "qwen3_vl" else 14
+        """Vision patch side: 14 for Qwen2/2.5-VL, 16 for Qwen3-VL and Qwen3.5."""
+        return FAMILY_BUILDS[self.family].patch_size
+
+
+@dataclass(frozen=True)
+class _FamilyBuild:
+    """What differs between the families' tiny checkpoints (transformers class names)."""
+
+    config: str
+    model: str
+    processor: str
+    video_processor: str
+    patch_size: int
+    text: dict[str, Any]
+    """Text-config fields beyond the shared sizes."""
+    vision: dict[str, Any]
+    """Vision-config fields beyond the shared sizes."""
+    rope: dict[str, Any]
+    """rope_parameters beyond the shared ones."""
+
+
+_QWEN2_VISION = {"embed_dim": 64, "num_heads": 2, "mlp_ratio": 2}
+FAMILY_BUILDS: dict[str, _FamilyBuild] = {
+    # Qwen2-VL: the vision tower's own width is embed_dim; hidden_size is its output width.
+    "qwen2_vl": _FamilyBuild(
+        "Qwen2VLConfig",
+        "Qwen2VLForConditionalGeneration",
+        "Qwen2VLProcessor",
+        "Qwen2VLVideoProcessor",
+        14,
+        text={},
+        vision=_QWEN2_VISION,
+        rope={"mrope_section": [4, 6, 6]},
+    ),
+    "qwen2_5_vl": _FamilyBuild(
+        "Qwen2_5_VLConfig",
+        "Qwen2_5_VLForConditionalGeneration",
+        "Qwen2_5_VLProcessor",
+        "Qwen2VLVideoProcessor",
+        14,
+        text={},
+        vision={"window_size": 112, "fullatt_block_indexes": [1], "tokens_per_second": 2},
+        rope={"mrope_section": [4, 6, 6]},
+    ),
+    "qwen3_vl": _FamilyBuild(
+        "Qwen3VLConfig",
+        "Qwen3VLForConditionalGeneration",
+        "Qwen3VLProcessor",
+        "Qwen3VLVideoProcessor",
+        16,
+        text={},
+        vision={"deepstack_visual_indexes": [0], "num_position_embeddings": 1024},
+        rope={"mrope_section": [4, 6, 6], "mrope_interleaved": True},
+    ),
+    # Qwen3.5: gated delta-net (linear attention) layers interleaved with full attention
+    # (vLLM runs those on CPU in bfloat16 only),
+    # rotary on a quarter of each head (8 of 32 dims: mrope_section sums to 4); it uses
+    # Qwen3-VL's processor (timestamps written into the prompt) and vision tower shape.
+    "qwen3_5": _FamilyBuild(
+        "Qwen3_5Config",
+        "Qwen3_5ForConditionalGeneration",
+        "Qwen3VLProcessor",
+        "Qwen3VLVideoProcessor",
+        16,
+        text={
+            "layer_types": ["linear_attention", "full_attention"],
+            "linear_conv_kernel_dim": 4,
+            "linear_key_head_dim": 128,  # vLLM's CPU delta-rule kernel takes 128 only
+            "linear_value_head_dim": 128,
+            "linear_num_key_heads": 1,
+            "linear_num_value_heads": 2,
+            "partial_rotary_factor": 0.25,
+        },
+        vision={"num_position_embeddings": 1024},
+        rope={"mrope_section": [2, 1, 1], "mrope_interleaved": True},
+    ),
+}
+FAMILIES = tuple(FAMILY_BUILDS)
 
 
 def build_tokenizer() -> Any:
@@ -152,16 +226,11 @@ def build_tokenizer() -> Any:
     return fast
 
 
-def _rope(spec: TinySpec) -> dict[str, Any]:
-    rope: dict[str, Any] = {"rope_type": "default", "rope_theta": 1_000_000.0}
-    rope["mrope_section"] = [4, 6, 6]  # sums to head_dim / 2
-    if spec.family == "qwen3_vl":
-        rope["mrope_interleaved"] = True
-    return rope
-
-
 def build_config(spec: TinySpec, tokenizer: Any) -> Any:
     """The transformers config of the tiny model for ``spec.family``."""
+    import transformers as tf
+
+    fam = FAMILY_BUILDS[spec.family]
     ids = {t: tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
     vocab = (len(tokenizer) + 63) // 64 * 64  # padded, as real checkpoints are
     text: dict[str, Any] = {
@@ -173,11 +242,12 @@ def build_config(spec: TinySpec, tokenizer: Any) -> Any:
         "num_key_value_heads": spec.text_kv_heads,
         "head_dim": spec.head_dim,
         "max_position_embeddings": 4096,  # vLLM max_model_len default: keeps CPU profiling small
-        "rope_parameters": _rope(spec),
+        "rope_parameters": {"rope_type": "default", "rope_theta": 1_000_000.0, **fam.rope},
         "bos_token_id": ids["<|endoftext|>"],
         "eos_token_id": ids["<|im_end|>"],
         "pad_token_id": ids["<|endoftext|>"],
         "initializer_range": 0.05,
+        **fam.text,
     }
     vision: dict[str, Any] = {
         "depth": spec.vision_depth,
@@ -189,7 +259,11 @@ def build_config(spec: TinySpec, tokenizer: Any) -> Any:
         "temporal_patch_size": 2,
         "out_hidden_size": spec.text_hidden,
         "initializer_range": 0.05,
+        **fam.vision,
     }
+    if spec.family == "qwen2_vl":  # its vision config names the widths differently
+        vision["hidden_size"] = spec.text_hidden
+        del vision["out_hidden_size"], vision["intermediate_size"]
     common = {
         "image_token_id": ids["<|image_pad|>"],
         "video_token_id": ids["<|video_pad|>"],
@@ -198,19 +272,8 @@ def build_config(spec: TinySpec, tokenizer: Any) -> Any:
         "tie_word_embeddings": False,
         "initializer_range": 0.05,
     }
-    cfg: Any
-    if spec.family == "qwen3_vl":
-        from transformers import Qwen3VLConfig
-
-        vision |= {"deepstack_visual_indexes": [0], "num_position_embeddings": 1024}
-        cfg = Qwen3VLConfig(text_config=text, vision_config=vision, **common)
-        cfg.architectures = ["Qwen3VLForConditionalGeneration"]
-    else:
-        from transformers import Qwen2_5_VLConfig
-
-        vision |= {"window_size": 112, "fullatt_block_indexes": [1], "tokens_per_second": 2}
-        cfg = Qwen2_5_VLConfig(text_config=text, vision_config=vision, **common)
-        cfg.architectures = ["Qwen2_5_VLForConditionalGeneration"]
+    cfg: Any = getattr(tf, fam.config)(text_config=text, vision_config=vision, **common)
+    cfg.architectures = [fam.model]
     return cfg
 
 
@@ -218,6 +281,7 @@ def build_processor(spec: TinySpec, tokenizer: Any) -> Any:
     """Image + video processors (same mean/std: vLLM normalises video with the image's)."""
     import transformers as tf
 
+    fam = FAMILY_BUILDS[spec.family]
     mean, std = [0.5, 0.5, 0.5], [0.5, 0.5, 0.5]
     factor = spec.patch_size * 2
     size = {"shortest_edge": 4 * factor * factor, "longest_edge": spec.max_pixels}
@@ -230,15 +294,8 @@ def build_processor(spec: TinySpec, tokenizer: Any) -> Any:
         "image_std": std,
     }
     image = tf.Qwen2VLImageProcessor(**common)
-    video: Any
-    cls: Any
-    if spec.family == "qwen3_vl":
-        video = tf.Qwen3VLVideoProcessor(**common, max_frames=64)
-        cls = tf.Qwen3VLProcessor
-    else:
-        video = tf.Qwen2VLVideoProcessor(**common, max_frames=64)
-        cls = tf.Qwen2_5_VLProcessor
-    return cls(
+    video = getattr(tf, fam.video_processor)(**common, max_frames=64)
+    return getattr(tf, fam.processor)(
         image_processor=image,
         tokenizer=tokenizer,
         video_processor=video,
@@ -248,7 +305,7 @@ def build_processor(spec: TinySpec, tokenizer: Any) -> Any:
 
 def build_tiny_model(out: str | Path, family: str = "qwen2_5_vl", seed: int = 0) -> Path:
     """Write a tiny random ``family`` checkpoint to ``out``; same seed -> same bytes."""
-    if family not in FAMILIES:
+    if family not in FAMILY_BUILDS:
         raise EvalkitError(f"unknown tiny model family {family!r}; choose one of {FAMILIES}")
     import torch
     import transformers as tf
@@ -258,13 +315,8 @@ def build_tiny_model(out: str | Path, family: str = "qwen2_5_vl", seed: int = 0)
     spec = TinySpec(family=family)
     tokenizer = build_tokenizer()
     config = build_config(spec, tokenizer)
-    cls: Any = (
-        tf.Qwen3VLForConditionalGeneration
-        if family == "qwen3_vl"
-        else tf.Qwen2_5_VLForConditionalGeneration
-    )
     with _seeded(torch, seed):
-        model: Any = cls(config)
+        model: Any = getattr(tf, FAMILY_BUILDS[family].model)(config)
     model = model.to(torch.float32).eval()
     model.generation_config.do_sample = False
     model.generation_config.eos_token_id = [
