@@ -292,3 +292,18 @@ def test_decoding_settings_must_agree_with_greedy(
     toy(root, "Decoding", generation=generation)
     with pytest.raises(ConfigError, match=error):
         load_spec(root / "benchmarks" / "Decoding.yaml")
+
+
+def test_a_run_in_the_pinned_variant_shows_no_settings_difference_in_reports(root: Path) -> None:
+    from reports.load import load_run
+    from reports.reference import settings_diff
+
+    toy(root, "Thinks", prompt={"variant": "thinking"})
+    run(root, ["Thinks"], "as-pinned")
+    bench = load_run(root / "runs" / "as-pinned", bootstrap=10).benchmarks["Thinks"]
+    assert settings_diff(bench.spec, bench.settings) == []
+    run(root, ["Thinks"], "plain", variant="plain")
+    bench = load_run(root / "runs" / "plain", bootstrap=10).benchmarks["Thinks"]
+    assert settings_diff(bench.spec, bench.settings) == [
+        "prompt variant plain (reference thinking)"
+    ]
