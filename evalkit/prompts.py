@@ -123,6 +123,9 @@ def render(
 def render_official(prompt: OfficialPrompt, sample: Sample) -> str:
     """A pinned official prompt for ``sample``, its wording exactly as written.
 
+    Whitespace follows the file templates' rules (a block tag's own line and indent are
+    dropped; one trailing newline, as a YAML ``|`` block adds, is dropped); nothing else
+    is stripped or added.
     Variables are those of the file templates plus ``subtitles``: the timed lines
     attached by :func:`evalkit.bench.subtitles.with_subtitles` ([] when the video has no
     subtitle file; a subtitle file whose lines were never attached is an error).

@@ -307,3 +307,18 @@ def test_a_run_in_the_pinned_variant_shows_no_settings_difference_in_reports(roo
     assert settings_diff(bench.spec, bench.settings) == [
         "prompt variant plain (reference thinking)"
     ]
+
+
+def test_an_official_prompt_from_a_yaml_block_loses_only_its_last_newline() -> None:
+    from evalkit.bench.spec import OfficialPrompt
+    from evalkit.prompts import render_official
+    from evalkit.sample import Sample
+
+    block = yaml.safe_load(
+        "t: |\n  Select the best answer.\n  {{ question }}\n  {% for l, t in options %}\n"
+        "  {{ l }}. {{ t }}\n  {% endfor %}\n  Answer with the option's letter directly.\n"
+    )["t"]
+    sample = Sample(id="s", task_type="multiple_choice", question=" Q? ", options=["x", "y"])
+    assert render_official(OfficialPrompt(template=block, source="repo/eval.py"), sample) == (
+        "Select the best answer.\nQ?\nA. x\nB. y\nAnswer with the option's letter directly."
+    )
