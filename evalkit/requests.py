@@ -14,6 +14,7 @@ import numpy as np
 
 from evalkit.engines.base import Request, SamplingParams
 from evalkit.errors import CacheError, VideoError
+from evalkit.prompts import PromptPlan
 from evalkit.sample import ImageRef, Sample, VideoRef
 from evalkit.video.types import Frames, FrameSpec, ImageSpec
 
@@ -28,17 +29,16 @@ class RequestBuilder:
     cache: FrameCache
     frame_spec: FrameSpec
     image_spec: ImageSpec = field(default_factory=ImageSpec)
-    variant: str = "plain"
-    template: str | None = None
-    """Prompt template name (None: the template of each sample's task type)."""
+    prompt: PromptPlan = field(default_factory=PromptPlan)
+    """The benchmark's prompt under the run's variant (evalkit's plain by default)."""
     sampling: SamplingParams = field(default_factory=SamplingParams)
     require_cache: bool = False
     system: str | None = None
+    """System prompt for requests whose prompt brings none (an official one wins)."""
     miss_pool: Executor | None = None
     """Worker processes that decode misses (None: decode in the calling IO thread)."""
 
     def __call__(self, sample: Sample) -> Request:
-        from evalkit.prompts import render
         from evalkit.video import load_image
 
         videos: list[Frames] = []
@@ -60,12 +60,13 @@ class RequestBuilder:
         metadata: dict[str, Any] = {"benchmark": sample.benchmark}
         if hits:
             metadata["cache_hit"] = all(hits)
+        text, system = self.prompt.render(sample)
         return Request(
             id=sample.id,
-            text=render(sample, self.variant, template=self.template),
+            text=text,
             videos=videos,
             images=images,
-            system=self.system,
+            system=system or self.system,
             sampling=self.sampling,
             metadata=metadata,
         )

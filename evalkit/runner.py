@@ -12,15 +12,18 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from evalkit.decoding import describe as describe_sampling
+from evalkit.decoding import sampling_for
 from evalkit.engines.base import Completion, Engine, SamplingParams
 from evalkit.errors import ConfigError
 from evalkit.pipeline import Pipeline, PipelineConfig, PipelineStats
+from evalkit.prompts import PromptPlan
 from evalkit.requests import RequestBuilder
 from evalkit.rundir import RunDir, hash_json, hash_path, new_run_id
 from evalkit.sample import Sample, VideoRef
@@ -91,8 +94,9 @@ class RunConfig(BaseModel):
     """Inference backend: vllm, hf or openai."""
     engine_options: dict[str, Any] = Field(default_factory=dict)
     """Backend settings (see each engine's config model), e.g. max_num_batched_tokens."""
-    variant: Literal["plain", "thinking"] = "plain"
-    """Prompt variant: a direct answer, or reasoning then a marked answer."""
+    variant: Literal["official", "plain", "thinking"] | None = None
+    """Prompt variant for every benchmark: its official prompt, a direct answer, or
+    reasoning then a marked answer (None: each benchmark's pinned variant)."""
     max_tokens: int | None = None
     """Generation cap override (default: the benchmark's pinned value for the variant)."""
     frames: FrameOverrides = Field(default_factory=FrameOverrides)
@@ -132,6 +136,7 @@ class BenchRun:
     frame_spec: FrameSpec
     sampling: SamplingParams
     samples: list[Sample]
+    prompt: PromptPlan = field(default_factory=PromptPlan)
 
 
 def resolve_benchmarks(cfg: RunConfig, factor: int | None) -> list[BenchRun]:
@@ -157,16 +162,15 @@ def resolve_benchmarks(cfg: RunConfig, factor: int | None) -> list[BenchRun]:
 
 
 def _bench_run(cfg: RunConfig, spec: Any, samples: list[Sample], factor: int | None) -> BenchRun:
-    gen = spec.generation
-    max_tokens = cfg.max_tokens or (
-        gen.max_tokens_thinking if cfg.variant == "thinking" else gen.max_tokens
-    )
+    prompt = PromptPlan.for_spec(spec, cfg.variant)
+    thinking = prompt.thinking(spec.task_types)
     return BenchRun(
         name=spec.name,
         spec=spec,
         frame_spec=_frame_spec(cfg, spec.frames, factor),
-        sampling=SamplingParams(max_tokens=max_tokens),
+        sampling=sampling_for(spec.generation, thinking, cfg.max_tokens),
         samples=samples[: cfg.limit] if cfg.limit else samples,
+        prompt=prompt,
     )
 
 
@@ -194,11 +198,6 @@ def _frame_spec(cfg: RunConfig, pinned: FrameSpec, factor: int | None) -> FrameS
         # the model decides the patch grid
         spec = FrameSpec.model_validate({**spec.model_dump(), "factor": factor})
     return spec
-
-
-def _template(spec: Any) -> str | None:
-    """The spec's template when all its samples share one task type; else route by type."""
-    return spec.prompt.template if len(spec.task_types) == 1 else None
 
 
 def _judge_template(spec: Any) -> str:
@@ -277,7 +276,8 @@ def result_config(cfg: RunConfig, benches: list[BenchRun]) -> dict[str, Any]:
             b.name: {
                 "spec_hash": hash_json(b.spec.model_dump(mode="json")),
                 "frames": b.frame_spec.model_dump(mode="json"),
-                "max_tokens": b.sampling.max_tokens,
+                **b.prompt.describe(b.spec.task_types),
+                **describe_sampling(b.sampling),
             }
             for b in benches
         },
@@ -372,8 +372,7 @@ async def aexecute(
                         cache=cache,
                         frame_spec=bench.frame_spec,
                         image_spec=bench.spec.images,
-                        variant=cfg.variant,
-                        template=_template(bench.spec),
+                        prompt=bench.prompt,
                         sampling=bench.sampling,
                         require_cache=cfg.require_cache,
                         miss_pool=pool,

@@ -291,7 +291,8 @@ def _settings(config: dict[str, Any], entry: dict[str, Any]) -> dict[str, Any]:
     return {
         "model": rc.get("model"),
         "engine": rc.get("engine"),
-        "prompt_variant": rc.get("variant"),
+        # the variant a benchmark ran in (runs before per-benchmark variants: the run's)
+        "prompt_variant": entry.get("variant", rc.get("variant")),
         "max_tokens": entry.get("max_tokens"),
         "frames": entry.get("frames") or {},
         "engine_options": rc.get("engine_options") or {},

@@ -22,6 +22,7 @@ from typing import Any
 
 from evalkit.bench.aggregate import AggregateResult
 from evalkit.bench.spec import normalize_name
+from evalkit.prompts import PromptPlan
 
 MATCH_RULE = (
     "reference model == run model name (normalised: lower case, letters+digits; name = last "
@@ -124,7 +125,8 @@ def settings_diff(spec: Any, settings: dict[str, Any]) -> list[str]:
     if variant and variant != spec.prompt.variant:
         out.append(f"prompt variant {variant} (reference {spec.prompt.variant})")
     gen = spec.generation
-    cap = gen.max_tokens_thinking if variant == "thinking" else gen.max_tokens
+    thinking = PromptPlan.for_spec(spec, variant or None).thinking(spec.task_types)
+    cap = gen.max_tokens_thinking if thinking else gen.max_tokens
     if settings.get("max_tokens") not in (None, cap):
         out.append(f"max_tokens {settings['max_tokens']} (reference {cap})")
     return out

@@ -148,7 +148,7 @@ def settings(run: RunReport) -> Section:
         ["model", str(rc.get("model"))],
         ["model hash", str(rc.get("model_hash", "-"))],
         ["engine", f"{rc.get('engine')} {rc.get('engine_options') or ''}".strip()],
-        ["prompt variant", str(rc.get("variant"))],
+        ["prompt variant", str(rc.get("variant") or "each benchmark's pinned one")],
         ["fingerprint", str(run.config.get("fingerprint"))],
         ["created", str(run.config.get("created"))],
         ["versions", ", ".join(f"{k} {v}" for k, v in (run.config.get("versions") or {}).items())],
@@ -160,7 +160,8 @@ def settings(run: RunReport) -> Section:
             for k in ("fps", "nframes", "max_frames", "max_pixels", "total_pixels")
             if k in f
         )
-        rows.append([b.name, f"{frames}; max_tokens={b.settings.get('max_tokens')}"])
+        variant, cap = b.settings.get("prompt_variant"), b.settings.get("max_tokens")
+        rows.append([b.name, f"{frames}; variant={variant}; max_tokens={cap}"])
     return Section("Settings", ["setting", "value"], rows)
 
 

@@ -13,20 +13,22 @@ from evalkit.bench.aggregate import AggregateResult, Scored, aggregate
 from evalkit.bench.loader import load
 from evalkit.bench.registry import get_benchmark
 from evalkit.bench.spec import BenchmarkSpec
-from evalkit.prompts import render
+from evalkit.prompts import PromptPlan
 from evalkit.sample import Sample, VideoRef
 from evalkit.scoring import score
 from tests.fixtures.bench import official2
 
 
 def rendered(spec: BenchmarkSpec, samples: list[Sample]) -> None:
-    """Every sample renders (its own task type's template when the spec mixes types)."""
+    """Every sample renders in the pinned variant (its own task type's template when the
+    spec mixes types; an official prompt writes options its own way)."""
+    plan = PromptPlan.for_spec(spec)
     for s in samples:
-        template = spec.prompt.template if len(spec.task_types) == 1 else None
-        text = render(s, spec.prompt.variant, template=template)
+        text, _ = plan.render(s)
         assert s.question.strip() in text
+        official = plan.variant_for(s.task_type) == "official"
         for letter, opt in zip(s.letters, s.options, strict=True):
-            assert f"{letter}. {opt}" in text
+            assert (opt if official else f"{letter}. {opt}") in text
 
 
 def run(

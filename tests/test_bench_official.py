@@ -12,7 +12,7 @@ from evalkit.bench.aggregate import AggregateResult, Scored, aggregate
 from evalkit.bench.loader import load, validate
 from evalkit.bench.registry import get_benchmark
 from evalkit.bench.spec import BenchmarkSpec
-from evalkit.prompts import render
+from evalkit.prompts import PromptPlan
 from evalkit.sample import Sample
 from evalkit.scoring import score
 from tests.fixtures.bench import official
@@ -26,12 +26,15 @@ def score_letter(sample: Sample, prediction: str) -> float:
 
 
 def prompted(spec: BenchmarkSpec, samples: list[Sample]) -> None:
-    """Every sample renders with the spec's template, its question and options in it."""
+    """Every sample renders in the pinned variant, its question and options in it (an
+    official prompt writes options its own way)."""
+    plan = PromptPlan.for_spec(spec)
     for s in samples:
-        text = render(s, spec.prompt.variant, template=spec.prompt.template)
+        text, _ = plan.render(s)
         assert s.question.strip() in text
+        official = plan.variant_for(s.task_type) == "official"
         assert all(
-            f"{letter}. {opt}".strip() in text
+            (opt if official else f"{letter}. {opt}").strip() in text
             for letter, opt in zip(s.letters, s.options, strict=True)
         )
 

@@ -81,6 +81,29 @@ def test_strict_undefined_is_on_for_shipped_templates() -> None:
         render_template("boolean.jinja", thinking=False)
 
 
+def _instructed() -> list[str]:
+    from evalkit.bench.registry import registry
+
+    return [s.name for s in registry().specs() if s.prompt.instruction]
+
+
+@pytest.mark.parametrize("name", _instructed())
+def test_a_benchmarks_plain_prompt_says_its_pinned_instruction(name: str) -> None:
+    from evalkit.bench.registry import get_benchmark
+    from evalkit.prompts import PromptPlan
+
+    spec = get_benchmark(name)
+    text, _ = PromptPlan.for_spec(spec, "plain").render(_sample("multiple_choice"))
+    assert text.endswith("F. a cow\n" + str(spec.prompt.instruction))
+    path = SNAPSHOTS / "bench" / f"{spec.key}.plain.txt"
+    if UPDATE or not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text + "\n")
+        if not UPDATE:
+            pytest.fail(f"snapshot {path.name} was missing and has been written; rerun")
+    assert text + "\n" == path.read_text()
+
+
 def test_an_unknown_variant_is_refused() -> None:
     with pytest.raises(ConfigError, match="variant"):
         render(_sample("boolean"), "chatty")

@@ -12,6 +12,7 @@ from evalkit.cache import FrameCache
 from evalkit.engines.base import Completion
 from evalkit.errors import CacheError, VideoError
 from evalkit.pipeline import Pipeline, PipelineConfig
+from evalkit.prompts import PromptPlan
 from evalkit.requests import RequestBuilder
 from evalkit.sample import Sample, VideoRef
 from evalkit.scoring.types import Score
@@ -124,7 +125,7 @@ def test_subtitles_of_the_sampled_frames_reach_the_prompt(tmp_path: Path) -> Non
     spec = get_benchmark("video-mme:with_subtitles")
     samples = {s.id: s for s in load(spec, official.videomme(tmp_path / "vmme"))}
     builder = RequestBuilder(
-        cache=FrameCache(tmp_path / "cache"), frame_spec=SPEC, template=spec.prompt.template
+        cache=FrameCache(tmp_path / "cache"), frame_spec=SPEC, prompt=PromptPlan.for_spec(spec)
     )
     with_sub = builder(samples["001-1"])  # vidA.srt: "hello" from 0 s to 1 s
     without = builder(samples["002-1"])  # vidB has no subtitle file

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from evalkit.bench.unified import read_rows, row_to_sample
 from evalkit.engines.base import SamplingParams
 from evalkit.errors import DataError
+from evalkit.prompts import PromptPlan
 from evalkit.requests import RequestBuilder
 from evalkit.sample import Sample, VideoRef
 from evalkit.video.types import FrameSpec, ImageSpec
@@ -186,7 +187,7 @@ class TrainData:
             cache=self.cache,
             frame_spec=self.frame_spec,
             image_spec=self.image_spec,
-            variant=PROMPT_VARIANT,
+            prompt=PromptPlan(variant=PROMPT_VARIANT),
             sampling=sampling,
         )
 

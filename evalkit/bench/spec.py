@@ -216,7 +216,22 @@ class GenerationDefaults(BaseModel):
     max_tokens: int = 128
     """Maximum new tokens for the plain prompt variant."""
     max_tokens_thinking: int = 4096
-    """Maximum new tokens for the thinking variant."""
+    """Maximum new tokens for the thinking variant (and an official prompt that thinks)."""
+    temperature: float | None = None
+    """Sampling temperature, where the reference numbers were sampled (``greedy: false``)."""
+    top_p: float | None = None
+    """Nucleus sampling mass, where the reference numbers were sampled (None = 1.0)."""
+    top_k: int | None = None
+    """Top-k cut-off, where the reference numbers were sampled (None = off)."""
+
+    @model_validator(mode="after")
+    def _greedy_or_sampled(self) -> GenerationDefaults:
+        sampled = [k for k in ("temperature", "top_p", "top_k") if getattr(self, k) is not None]
+        if self.greedy and sampled:
+            raise ValueError(f"greedy decoding takes no {', '.join(sampled)}; set greedy: false")
+        if not self.greedy and not self.temperature:
+            raise ValueError("greedy: false needs the temperature > 0 the authors sampled with")
+        return self
 
 
 class ReferenceScore(BaseModel):
@@ -330,6 +345,17 @@ class BenchmarkSpec(BaseModel):
         if self.scoring.rule == "evalkit":
             return "evalkit"
         return self.official_rule(task_type) or "evalkit"
+
+    @model_validator(mode="after")
+    def _official_prompt_for_every_task_type(self) -> BenchmarkSpec:
+        official = self.prompt.official
+        missing = [t for t in self.task_types if t not in official and "*" not in official]
+        if self.prompt.variant == "official" and missing:
+            raise ValueError(
+                f"prompt.variant is official but prompt.official has no prompt for "
+                f"{', '.join(missing)}: add one (or a '*' entry), or pin plain/thinking"
+            )
+        return self
 
     def with_variant(self, variant: str | None) -> BenchmarkSpec:
         """This spec with the named variant's overrides applied (None = unchanged)."""

@@ -44,7 +44,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     for name, typ in _ENGINE_FLAGS.items():
         p.add_argument("--" + name.replace("_", "-"), type=typ, help=f"engine option {name}")
-    p.add_argument("--variant", choices=["plain", "thinking"], help="prompt variant")
+    p.add_argument(
+        "--variant",
+        choices=["official", "plain", "thinking"],
+        help="prompt variant for every benchmark (default: each benchmark's pinned one; "
+        "official falls back to the pinned evalkit variant where a benchmark has none)",
+    )
     p.add_argument("--max-tokens", type=int, help="generation cap override")
     p.add_argument("--limit", type=int, help="first N samples of each benchmark")
     p.add_argument("--mode", choices=["async", "sync"], help="sync = vanilla batches (baseline)")
