@@ -8,8 +8,10 @@ import pytest
 
 from evalkit.bench.aggregate import Scored, mean
 from evalkit.bench.registry import get_benchmark
+from evalkit.sample import Sample
 from evalkit.scoring import score
 from evalkit.scoring.rules import get_rule
+from tests._render_official import official_template, render_both
 from tests._scoring_helpers import sample
 
 OPTIONS = ["Black.", "Gray.", "Green.", "Brown."]
@@ -79,3 +81,49 @@ def test_rule_is_marked_gameable_and_names_its_source() -> None:
 
 def test_spec_headline_is_the_official_rule() -> None:
     assert get_benchmark("Video-MME").headline_rule("multiple_choice") == "videomme"
+
+
+def _example(**fields: object) -> Sample:
+    return Sample(
+        id="001-1",
+        task_type="multiple_choice",
+        question="What is the color of the clothing worn by the persons in the video?",
+        options=OPTIONS,
+        target="B",
+        fields=dict(fields),
+    )
+
+
+# The README's examples ("Prompt" > "Click to expand the prompt examples"), written out.
+README_WITHOUT_SUBTITLES = (
+    "Select the best answer to the following multiple-choice question based on the video. "
+    "Respond with only the letter (A, B, C, or D) of the correct option.\n"
+    "What is the color of the clothing worn by the persons in the video?\n"
+    "A. Black.\nB. Gray.\nC. Green.\nD. Brown.\n"
+    "The best answer is:"
+)
+
+
+def test_pinned_prompt_is_the_readme_prompt() -> None:
+    spec = get_benchmark("Video-MME")
+    assert spec.prompt.variant == "official"
+    got = render_both(official_template("Video-MME"), _example())
+    assert got == [README_WITHOUT_SUBTITLES] * 2
+
+
+def test_pinned_subtitle_prompt_puts_the_lines_first() -> None:
+    sample = _example(
+        subtitle_path="x.srt",
+        subtitles=[{"start": 0.0, "end": 1.0, "text": "Hi guys, I'm going to show you how"}],
+    )
+    got = render_both(official_template("Video-MME", "with_subtitles"), sample)
+    expected = (
+        "This video's subtitles are listed below:\nHi guys, I'm going to show you how\n"
+        + README_WITHOUT_SUBTITLES
+    )
+    assert got == [expected] * 2
+
+
+def test_pinned_subtitle_prompt_without_subtitles_is_the_plain_one() -> None:
+    got = render_both(official_template("Video-MME", "with_subtitles"), _example())
+    assert got == [README_WITHOUT_SUBTITLES] * 2
