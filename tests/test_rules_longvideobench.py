@@ -7,8 +7,10 @@ from __future__ import annotations
 import pytest
 
 from evalkit.bench.registry import get_benchmark
+from evalkit.sample import Sample
 from evalkit.scoring import score
 from evalkit.scoring.rules import get_rule
+from tests._render_official import official_template, render_both
 from tests._scoring_helpers import sample
 
 FIVE = ["a book", "a pen", "a cup", "a lamp", "a phone"]
@@ -62,3 +64,27 @@ def test_rule_is_marked_gameable() -> None:
 
 def test_spec_headline_is_the_official_rule() -> None:
     assert get_benchmark("LongVideoBench").headline_rule("multiple_choice") == "longvideobench"
+
+
+def test_pinned_prompt_is_the_lmms_eval_val_v_prompt() -> None:
+    s = Sample(
+        id="x",
+        task_type="multiple_choice",
+        question="What is on the table when the man says hello?",
+        options=FIVE,
+        target="A",
+    )
+    # f"{''}{question}\n{post_prompt}", question = q + "\n" + "A. a book\n...", by hand
+    expected = (
+        "What is on the table when the man says hello?\n"
+        "A. a book\nB. a pen\nC. a cup\nD. a lamp\nE. a phone\n"
+        "Answer with the option's letter from the given choices directly.\n"
+    )
+    assert get_benchmark("LongVideoBench").prompt.variant == "official"
+    assert render_both(official_template("LongVideoBench"), s) == [expected] * 2
+
+
+def test_interleaved_variant_keeps_the_subtitle_prompt() -> None:
+    spec = get_benchmark("LongVideoBench").with_variant("interleaved_subtitles")
+    assert spec.prompt.variant == "plain"
+    assert spec.prompt.template == "multiple_choice_interleaved_subtitles"

@@ -6,8 +6,10 @@ from __future__ import annotations
 import pytest
 
 from evalkit.bench.registry import get_benchmark
+from evalkit.sample import Sample
 from evalkit.scoring import score
 from evalkit.scoring.rules import get_rule
+from tests._render_official import official_template, render_both
 from tests._scoring_helpers import sample
 
 OPTIONS = ["a cat", "a dog", "a bird", "a fish"]
@@ -45,3 +47,25 @@ def test_rule_is_not_gameable_and_names_its_source() -> None:
 
 def test_spec_headline_is_the_official_rule() -> None:
     assert get_benchmark("MLVU").headline_rule("multiple_choice") == "mlvu"
+
+
+def test_pinned_prompt_is_the_official_question_block() -> None:
+    s = Sample(
+        id="x",
+        task_type="multiple_choice",
+        question="What animal appears first?",
+        options=OPTIONS,
+        target="B",
+    )
+    # qa_template().rstrip() + "\nOnly give the best option.", by hand
+    expected = (
+        "Question: What animal appears first?\nOptions:\n"
+        "(A) a cat\n(B) a dog\n(C) a bird\n(D) a fish\nOnly give the best option."
+    )
+    spec = get_benchmark("MLVU")
+    assert spec.prompt.variant == "official"
+    assert render_both(official_template("MLVU"), s) == [expected] * 2
+    assert spec.prompt.official["*"].system == (
+        "Carefully watch this video and pay attention to every detail. Based on your "
+        "observations, select the best option that accurately addresses the question."
+    )
