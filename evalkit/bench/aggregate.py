@@ -220,8 +220,13 @@ def group_nonlinear(
     the right prefix of its chain (first-error truncation) with the map of its
     ``group_structure``. Breakdowns are means of group scores, read from the group's last
     question as the official script does. Groups missing a question or holding an
-    unscored one are left out (``metrics["incomplete_groups"]``). The official script
-    marks an unextractable answer -1 and then sums it; here it is simply wrong (0).
+    unscored one are left out (``metrics["incomplete_groups"]``).
+
+    A question whose score metadata carries ``official_mark: -1`` (the ``videommev2``
+    rule: no letter could be extracted) counts as the official ``evaluate`` marks it:
+    -1 in a relevance group's count of right answers (a negative count scores 0), truthy
+    (right) in a logic chain, and left out of ``avg_acc`` ("valid only"). Under other
+    rules such a reply is simply wrong.
     """
     groups: dict[str, list[Scored]] = defaultdict(list)
     for s in scored:
@@ -234,22 +239,31 @@ def group_nonlinear(
             incomplete += 1
             continue
         members = sorted(members, key=lambda m: _order_key(m.sample.fields.get(order_field)))
-        right = [m.value is not None and m.value >= 1.0 for m in members]
+        marks = [_mark(m) for m in members]
         last = members[-1].sample
         if str(last.fields.get(type_field)) == "logic":
             structure = _structure(last.fields.get(structure_field))
             if structure not in _LOGIC:
                 raise ValueError(f"unknown group_structure {structure!r} in group of {last.id}")
-            value = _LOGIC[structure][_logic_prefix(right, structure)]
+            value = _LOGIC[structure][_logic_prefix([k != 0 for k in marks], structure)]
         else:
-            value = _RELEVANCE[sum(right)]
-            linear.append(sum(right) / group_size)
+            value = _RELEVANCE[sum(marks)] if sum(marks) >= 0 else 0.0
+            linear.append(sum(marks) / group_size)
         units.append((last, value))
     out = _result(scored, units, _pct(v for _, v in units), breakdowns)
-    out.metrics["avg_acc"] = _pct(v for _, v in _units(scored)) or 0.0
+    valid = [s.value for s in scored if s.value is not None and _mark(s) >= 0]
+    out.metrics["avg_acc"] = _pct(valid) or 0.0
     out.metrics["relevance_linear"] = _pct(linear) or 0.0
     out.metrics["incomplete_groups"] = float(incomplete)
     return out
+
+
+def _mark(s: Scored) -> int:
+    """1 right, 0 wrong, or the rule's ``official_mark`` (Video-MME-v2's -1: no letter)."""
+    mark = s.metadata.get("official_mark")
+    if mark is not None:
+        return int(mark)
+    return 1 if s.value is not None and s.value >= 1.0 else 0
 
 
 def _order_key(v: Any) -> tuple[int, Any]:

@@ -1,0 +1,56 @@
+"""LongVideoBench's official answer extraction.
+
+The benchmark's repository (longvideobench/LongVideoBench) ships only a dataset class and
+names LMMs-Eval as its automatic evaluation; this reproduces
+EvolvingLMMs-Lab/lmms-eval lmms_eval/tasks/longvideobench/utils.py
+``parse_multi_choice_response`` as it has read since commit c0bc79f (2024-11, "fix on
+LongVideoBench"; "same as original LongVideoBench paper"), with
+``longvideobench_process_results`` / ``eval_multi_choice``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evalkit.sample import Sample
+from evalkit.scoring.rules import rule
+from evalkit.scoring.rules._mc_a import first_match, gold_letter
+from evalkit.scoring.types import Score
+
+PREFIXES = (
+    "The best answer is",
+    "The correct answer is",
+    "The answer is",
+    "The answer",
+    "The best option is",
+    "The correct option is",
+    "Best answer:",
+    "Best option:",
+)
+
+
+@rule(
+    "longvideobench",
+    "multiple_choice",
+    source="EvolvingLMMs-Lab/lmms-eval lmms_eval/tasks/longvideobench/utils.py "
+    "parse_multi_choice_response (the evaluation named by longvideobench/LongVideoBench)",
+    gameable=True,
+)
+def longvideobench(prediction: str, target: Any, sample: Sample) -> Score:
+    """First A-E capital after deleting answer phrases; none = a random option's odds.
+
+    The official code answers a reply without a letter with ``random.choice`` over the
+    question's options; here that guess is scored by its expectation, 1 / number of
+    options, so a run is reproducible and the aggregate unbiased. Gameable: an empty
+    reply earns that share. The letter class is A-E whatever the option count.
+    """
+    got = first_match(prediction, PREFIXES, "ABCDE")
+    gold = gold_letter(target, sample)
+    meta = {"target": gold, "extracted": got, "format": 1.0 if got else 0.0}
+    if not got:
+        n = len(sample.options)
+        odds = 1.0 / n if n else 0.0
+        meta["random_guess"] = True
+        return Score(odds, None, f"no A-E letter: official random guess, scored {odds:.3g}", meta)
+    value = 1.0 if got == gold else 0.0
+    return Score(value, got, f"{got!r} via first A-E after answer phrases; target {gold}", meta)
