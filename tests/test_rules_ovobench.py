@@ -3,14 +3,18 @@ its pinned prompts; verdicts traced by hand through OVO-Bench utils/OVOBenchScor
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from evalkit.bench.aggregate import aggregate
+from evalkit.bench.loader import load
 from evalkit.bench.registry import get_benchmark
+from evalkit.scoring import score
 from evalkit.scoring.rules import get_rule
 from tests._rules_b import render_official, sample, scored, verdict
+from tests.fixtures.bench import official2
 
 MC_CASES = [
     ("B", "B", 1.0),
@@ -138,3 +142,21 @@ def test_official_prompts_render_constant_py_templates() -> None:
         "information for answering the question.\nAnswer only with \u201cYes\u201d or "
         "\u201cNo\u201d.\nDo not include any additional text or explanation in your response.\n"
     )
+
+
+def test_loaded_probes_carry_what_the_official_prompts_fill_in(tmp_path: Path) -> None:
+    spec = get_benchmark("OVO-Bench")
+    by = {s.id: s for s in load(spec, official2.ovobench(tmp_path))}
+    assert by["6/0"].fields["probe_text"] == "jump"
+    assert by["7/1"].fields["probe_text"] == "stir"
+    assert by["8/0"].fields["probe_text"] == "Where do they go?"
+    assert "How many times did they jump?" in render_official(spec, "numerical", by["6/0"])
+    assert "\nstir\n" in render_official(spec, "boolean", by["7/1"])
+    assert render_official(spec, "boolean", by["8/0"]).startswith(PREAMBLE_CRR)
+    assert render_official(spec, "multiple_choice", by["1"]).startswith(
+        "\nQuestion: EPM question 1?\nOptions:\nA. red; B. green; C. blue; D. black;\n\n"
+    )
+    rules = {s.id: spec.headline_rule(s.task_type) for s in by.values()}
+    assert score(by["1"], "A", rule=rules["1"]).value == 1.0  # gt 0 -> "A" occurs
+    assert score(by["6/1"], "2 times", rule=rules["6/1"]).value == 1.0
+    assert score(by["7/0"], "N", rule=rules["7/0"]).value == 1.0  # type 0, bare N

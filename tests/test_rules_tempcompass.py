@@ -4,15 +4,19 @@ hand through eval_multi-choice.py, eval_yes_no.py and eval_caption_matching.py."
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from evalkit.bench.aggregate import Scored
 from evalkit.bench.aggregate_official import across_variants, combined_headlines
+from evalkit.bench.loader import load
 from evalkit.bench.registry import get_benchmark
 from evalkit.sample import Sample
+from evalkit.scoring import score
 from tests._rules_b import render_official, sample, scored, verdict
+from tests.fixtures.bench import official
 
 OPTS = ["dunking a basketball", "dribbling a basketball", "passing a basketball"]
 MC = sample(target="A", options=OPTS, answer_line="A. dunking a basketball")
@@ -176,4 +180,32 @@ def test_official_prompts_render_the_run_script_text() -> None:
     assert render_official(cm_spec, "multiple_choice", cm) == (
         "Which caption matches the video better?\nCaption A: A man is dunking a basketball.\n"
         "Caption B: The man is dribbling a basketball.\nPlease directly give the best option:"
+    )
+
+
+def test_loaded_caption_matching_rows_keep_the_labels_the_rule_reads(tmp_path: Path) -> None:
+    spec = get_benchmark("TempCompass:caption_matching")
+    (s,) = [x for x in load(spec, official.tempcompass(tmp_path)) if x.fields["video_id"] == "t1"]
+    assert s.fields["option_lines"] == ["Caption A: slow", "Caption B: fast"]
+    assert s.fields["answer_line"] == "Caption B: fast"
+    rule = spec.headline_rule("multiple_choice")
+    assert [score(s, r, rule=rule).value for r in ("Caption B", "B", "fast", "A")] == [
+        1.0,
+        1.0,
+        1.0,
+        0.0,
+    ]
+    assert render_official(spec, "multiple_choice", s) == (
+        "Which caption matches t1?\nCaption A: slow\nCaption B: fast\n"
+        "Please directly give the best option:"
+    )
+
+
+def test_loaded_multi_choice_rows_keep_the_answer_line(tmp_path: Path) -> None:
+    spec = get_benchmark("TempCompass")
+    s = load(spec, official.tempcompass(tmp_path))[0]
+    assert s.fields["answer_line"] == "B. fast"
+    assert score(s, "B. fast", rule="tempcompass").value == 1.0
+    assert render_official(spec, "multiple_choice", s) == (
+        f"{s.question}\nA. slow\nB. fast\nC. still\nPlease directly give the best option:"
     )
