@@ -15,6 +15,8 @@ from evalkit.bench.loader import load
 from evalkit.bench.registry import get_benchmark
 from evalkit.sample import Sample
 from evalkit.scoring import score
+from reports.report import build_report
+from reports.synthetic import Rec, write_run
 from tests._rules_b import render_official, sample, scored, verdict
 from tests.fixtures.bench import official
 
@@ -209,3 +211,39 @@ def test_loaded_multi_choice_rows_keep_the_answer_line(tmp_path: Path) -> None:
     assert render_official(spec, "multiple_choice", s) == (
         f"{s.question}\nA. slow\nB. fast\nC. still\nPlease directly give the best option:"
     )
+
+
+def test_a_variant_seen_twice_is_ambiguous_and_not_combined() -> None:
+    runs = _runs()
+    benches = [
+        SimpleNamespace(spec=get_benchmark("TempCompass"), variant=v, scored=rows)
+        for v, rows in [(None, runs["base"]), *[(k, r) for k, r in runs.items() if k != "base"]]
+    ]
+    assert combined_headlines([*benches, benches[1]]) == {}
+
+
+def test_report_shows_avg_all_from_one_run_per_variant(tmp_path: Path) -> None:
+    values = {
+        None: [1.0, 0.0],
+        "yes_no": [1.0, 1.0],
+        "caption_matching": [0.0],
+        "captioning": [1.0],
+    }
+    kinds = {"yes_no": "boolean", "captioning": "llm_judge"}
+    paths = [
+        write_run(
+            tmp_path / f"run-{v or 'base'}",
+            "m",
+            {
+                "TempCompass": [
+                    Rec(f"q{i}", x, task_type=kinds.get(v or "", "multiple_choice"))
+                    for i, x in enumerate(vals)
+                ]
+            },
+            variant=v,
+        )
+        for v, vals in values.items()
+    ]
+    report = build_report(paths, bootstrap=2)
+    (section,) = [s for s in report.sections if s.title == "Headlines across variants"]
+    assert section.rows[0][:3] == ["TempCompass:avg_all", "m", "66.67"]  # 4 right of 6

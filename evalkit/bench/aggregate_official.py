@@ -90,22 +90,25 @@ def across_variants(spec: Any, by_variant: Mapping[str, Sequence[Scored]]) -> Ag
 
 
 def combined_headlines(benchmarks: Iterable[Any]) -> dict[str, AggregateResult]:
-    """Cross-variant headlines of a run: ``{"<spec name>:<headline name>": result}``.
+    """Cross-variant headlines: ``{"<spec name>:<headline name>": result}``.
 
-    ``benchmarks`` are a run's per-benchmark reports (``reports.load.BenchmarkReport``:
-    ``spec``, ``variant``, ``scored``); a spec is combined only when every variant its
-    ``across_variants`` names was run.
+    ``benchmarks`` are per-benchmark reports of ONE model (``reports.load.BenchmarkReport``:
+    ``spec``, ``variant``, ``scored``), from one run or several (a run stores one variant
+    per spec). A spec is combined only when every variant its ``across_variants`` names
+    is present exactly once; a variant seen twice (two runs compared) is ambiguous.
     """
-    groups: dict[str, tuple[Any, dict[str, Sequence[Scored]]]] = {}
+    groups: dict[str, tuple[Any, dict[str, list[Sequence[Scored]]]]] = {}
     for bench in benchmarks:
         spec = getattr(bench, "spec", None)
         if spec is None or spec.aggregation.across_variants is None:
             continue
         _, seen = groups.setdefault(spec.key, (spec, {}))
-        seen[bench.variant or BASE] = bench.scored
+        seen.setdefault(bench.variant or BASE, []).append(bench.scored)
     out: dict[str, AggregateResult] = {}
     for spec, seen in groups.values():
         cross = spec.aggregation.across_variants
-        if all(v in seen for v in cross.variants):
-            out[f"{spec.name}:{cross.name}"] = across_variants(spec, seen)
+        if all(len(seen.get(v, ())) == 1 for v in cross.variants):
+            out[f"{spec.name}:{cross.name}"] = across_variants(
+                spec, {v: seen[v][0] for v in cross.variants}
+            )
     return out
