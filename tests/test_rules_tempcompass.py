@@ -230,7 +230,7 @@ def test_report_shows_avg_all_from_one_run_per_variant(tmp_path: Path) -> None:
         "captioning": [1.0],
     }
     kinds = {"yes_no": "boolean", "captioning": "llm_judge"}
-    paths = [
+    paths: list[str | Path] = [
         write_run(
             tmp_path / f"run-{v or 'base'}",
             "m",
