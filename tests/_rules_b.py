@@ -3,12 +3,16 @@ ODV-Bench and LiveSports-3K-QA: samples, a rule's verdict, an official prompt re
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 import jinja2
+import pytest
 
 from evalkit.bench.aggregate import Scored
 from evalkit.bench.spec import BenchmarkSpec
+from evalkit.bench.unified import load_unified
 from evalkit.sample import Sample
 from evalkit.scoring.rules import get_rule
 from evalkit.scoring.types import Score
@@ -57,3 +61,22 @@ def render_official(spec: BenchmarkSpec, task_type: str, s: Sample) -> str:
 def scored(task_type: str, value: float | None, **fields: Any) -> Scored:
     """One scored sample with breakdown ``fields`` (for aggregation tests)."""
     return Scored(sample(task_type, **fields), value)
+
+
+def real_samples(filename: str) -> list[Sample]:
+    """Samples of one EasyVideoR1 real-data file (tests skip when the folder is absent)."""
+    env = os.environ.get("EVALKIT_REALDATA")
+    base = Path(env) if env else Path(__file__).resolve().parents[1].parent / "shared" / "realdata"
+    path = base / "easyvideor1" / filename
+    if not path.is_file():
+        pytest.skip(f"real data absent: {path}")
+    return load_unified(path, video_root="/videos")
+
+
+def wrong_reply(s: Sample) -> str:
+    """A reply that names another answer than the sample's target."""
+    if s.task_type == "multiple_choice":
+        return next(x for x in s.letters if x != s.target)
+    if s.task_type == "boolean":
+        return "No" if str(s.target).lower() in ("yes", "true", "1") else "Yes"
+    return str(int(float(s.target)) * 3 + 7)

@@ -8,7 +8,8 @@ import pytest
 
 from evalkit.bench.aggregate import aggregate
 from evalkit.bench.registry import get_benchmark
-from tests._rules_b import render_official, sample, scored, verdict
+from evalkit.scoring import score
+from tests._rules_b import real_samples, render_official, sample, scored, verdict, wrong_reply
 
 CASES = [
     ("C", 1.0),
@@ -59,3 +60,12 @@ def test_official_prompt_renders_the_mcq_dataset_query() -> None:
         "What challenge is it?\nA: Squat challenge\nB: Hard pull challenge\n"
         "C: Bench press challenge\nPlease select the correct answer."
     )
+
+
+@pytest.mark.realdata
+def test_real_rows_score_their_own_answer_right_and_another_wrong() -> None:
+    for s in real_samples("livesports3k_qa.json"):
+        rule = get_benchmark("LiveSports-3K-QA").headline_rule(s.task_type)
+        assert rule == "livesports3kqa"
+        assert score(s, str(s.target), rule=rule).value == 1.0, s.id
+        assert score(s, wrong_reply(s), rule=rule).value == 0.0, s.id

@@ -7,8 +7,9 @@ import pytest
 
 from evalkit.bench.aggregate import aggregate
 from evalkit.bench.registry import get_benchmark
+from evalkit.scoring import score
 from evalkit.scoring.rules import get_rule
-from tests._rules_b import render_official, sample, scored, verdict
+from tests._rules_b import real_samples, render_official, sample, scored, verdict, wrong_reply
 
 # (reply, verdict) with the answer B = "dog": the notebook scores "(" + first line, takes
 # its first space-separated token t, lower-cased, and is right if t without dots is in
@@ -83,3 +84,12 @@ def test_official_prompt_renders_the_notebook_text() -> None:
     assert render_official(spec, "multiple_choice", s) == expected
     assert spec.prompt.official["multiple_choice"].system == system
     assert spec.prompt.variant == "official"
+
+
+@pytest.mark.realdata
+def test_real_rows_score_their_own_answer_right_and_another_wrong() -> None:
+    for s in real_samples("mvbench.json"):
+        rule = get_benchmark("MVBench").headline_rule(s.task_type)
+        assert rule == "mvbench"
+        assert score(s, str(s.target), rule=rule).value == 1.0, s.id
+        assert score(s, wrong_reply(s), rule=rule).value == 0.0, s.id

@@ -13,7 +13,7 @@ from evalkit.bench.loader import load
 from evalkit.bench.registry import get_benchmark
 from evalkit.scoring import score
 from evalkit.scoring.rules import get_rule
-from tests._rules_b import render_official, sample, scored, verdict
+from tests._rules_b import real_samples, render_official, sample, scored, verdict, wrong_reply
 from tests.fixtures.bench import official2
 
 MC_CASES = [
@@ -160,3 +160,12 @@ def test_loaded_probes_carry_what_the_official_prompts_fill_in(tmp_path: Path) -
     assert score(by["1"], "A", rule=rules["1"]).value == 1.0  # gt 0 -> "A" occurs
     assert score(by["6/1"], "2 times", rule=rules["6/1"]).value == 1.0
     assert score(by["7/0"], "N", rule=rules["7/0"]).value == 1.0  # type 0, bare N
+
+
+@pytest.mark.realdata
+def test_real_rows_score_their_own_answer_right_and_another_wrong() -> None:
+    for s in real_samples("ovobench.json"):
+        rule = get_benchmark("OVO-Bench").headline_rule(s.task_type)
+        assert rule == "ovobench"
+        assert score(s, str(s.target), rule=rule).value == 1.0, s.id
+        assert score(s, wrong_reply(s), rule=rule).value == 0.0, s.id

@@ -8,7 +8,8 @@ import pytest
 
 from evalkit.bench.aggregate import aggregate
 from evalkit.bench.registry import get_benchmark
-from tests._rules_b import render_official, sample, scored, verdict
+from evalkit.scoring import score
+from tests._rules_b import real_samples, render_official, sample, scored, verdict, wrong_reply
 
 MC_CASES = [
     ("A", 1.0),
@@ -98,3 +99,12 @@ def test_official_prompts_render_doc_to_text() -> None:
         "These are frames of a video.\nHow long is the nightstand?\n"
         "Please answer the question using a single word or phrase."
     )
+
+
+@pytest.mark.realdata
+def test_real_rows_score_their_own_answer_right_and_another_wrong() -> None:
+    for s in real_samples("vsibench.json"):
+        rule = get_benchmark("VSI-Bench").headline_rule(s.task_type)
+        assert rule == "vsibench"
+        assert score(s, str(s.target), rule=rule).value == 1.0, s.id
+        assert score(s, wrong_reply(s), rule=rule).value == 0.0, s.id
