@@ -78,8 +78,9 @@ def test_yes_no_verdicts(reply: str, target: str, expected: float) -> None:
     assert verdict("tempcompass", sample("boolean", target=target), reply).value == expected
 
 
-def test_yes_no_boolean_target() -> None:
+def test_yes_no_targets_spelt_otherwise_map_onto_yes_no() -> None:
     assert verdict("tempcompass", sample("boolean", target=True), "yes").value == 1.0
+    assert verdict("tempcompass", sample("boolean", target="No"), "no").value == 1.0
 
 
 def _caption(labels: tuple[str, str], answer_index: int, target: str) -> Sample:

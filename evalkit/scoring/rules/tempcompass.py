@@ -18,7 +18,7 @@ from typing import Any
 
 from evalkit.sample import Sample
 from evalkit.scoring.rules import rule
-from evalkit.scoring.rules._mc_b import meta, need_gold_letter, option_text
+from evalkit.scoring.rules._mc_b import meta, need_gold_letter, option_text, yes_no_target
 from evalkit.scoring.types import Score
 
 REPO = "llyx97/TempCompass"
@@ -110,9 +110,10 @@ def tempcompass_yes_no(prediction: str, target: Any, sample: Sample) -> Score:
     """``yes`` / ``no`` when the lower-cased reply STARTS with it (``not sure`` reads no)."""
     pred = _clean(prediction).lower()
     got = "yes" if pred.startswith("yes") else "no" if pred.startswith("no") else None
-    gold = ("yes" if target else "no") if isinstance(target, bool) else str(target)
+    # The release writes "yes" / "no"; other spellings of a target (True, "Yes") map onto them.
+    gold = (yes_no_target(target) or str(target)).lower()
     if got is None:
         why = "reply starts with neither yes nor no (official: LLM fallback; disabled: 0)"
         return Score(0.0, None, why, meta(gold, False, match_success=False))
-    ok = got == gold  # the release writes answers as lower-case "yes" / "no"
+    ok = got == gold
     return Score(1.0 if ok else 0.0, got, f"{got} vs {gold}", meta(gold, True, match_success=True))
