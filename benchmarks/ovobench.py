@@ -5,6 +5,8 @@ forward row is exploded (``test_info``) into probes, each asked at its own ``rea
 REC asks how many times an activity has happened so far (a count), SSR whether a given
 step is being carried out, CRR whether the clues to answer the question have appeared
 (yes / no from the probe's ``type``). The wording is ours; the facts are the benchmark's.
+``probe_text`` keeps what the official prompt templates (constant.py) fill in: the
+question, REC's activity, SSR's step, CRR's question.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ CATEGORIES = {
 
 def row(r: dict[str, Any]) -> dict[str, Any]:
     """Add ``category``, ``probe_id``, ``probe_question``, ``probe_options``,
-    ``probe_answer`` and ``answer_form``."""
+    ``probe_answer``, ``probe_text`` and ``answer_form``."""
     task = str(r["task"])
     if task not in CATEGORIES:
         raise ValueError(f"unknown task {task!r} (known: {', '.join(CATEGORIES)})")
@@ -32,6 +34,7 @@ def row(r: dict[str, Any]) -> dict[str, Any]:
             "probe_question": r["question"],
             "probe_options": r["options"],
             "probe_answer": r["gt"],
+            "probe_text": r["question"],
             "answer_form": "choice",
         }
     # Probes are numbered by their place in test_info: two SSR probes may share a time.
@@ -41,11 +44,20 @@ def row(r: dict[str, Any]) -> dict[str, Any]:
             **probe,
             "probe_question": f"How many times have they done this so far: {r['activity']}?",
             "probe_answer": int(r["count"]),
+            "probe_text": r["activity"],
             "answer_form": "count",
         }
     answer = "Yes" if int(r["type"]) == 1 else "No"
     if task == "SSR":
         question = f"Is this step being carried out right now: {r['step']}?"
+        text = r["step"]
     else:
         question = f"Has the video so far shown enough to answer this question: {r['question']}"
-    return {**probe, "probe_question": question, "probe_answer": answer, "answer_form": "yes_no"}
+        text = r["question"]
+    return {
+        **probe,
+        "probe_question": question,
+        "probe_answer": answer,
+        "probe_text": text,
+        "answer_form": "yes_no",
+    }

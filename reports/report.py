@@ -67,6 +67,7 @@ def build_report(
             sections += S.breakdowns(b)
         sections += [S.references(run), util_sec, S.settings(run)]
         data["runs"].append(run_dict(run, util))
+    sections += S.combined(runs)
     for i, (run_a, run_b, rows) in enumerate(comps):
         anchors[f"compare:{i}"] = S.comparison(run_a, run_b, rows)
         sections.append(anchors[f"compare:{i}"])

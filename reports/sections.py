@@ -93,6 +93,26 @@ def summary(run: RunReport) -> Section:
     return Section(f"Run {run.run_id} — {run.model}", headers, rows, notes, level=2)
 
 
+def combined(runs: list[RunReport]) -> list[Section]:
+    """Headlines a spec defines across its variants (TempCompass's avg_all), per model,
+    when the runs hold each variant it combines exactly once; none otherwise."""
+    from evalkit.bench.aggregate_official import combined_headlines
+
+    by_model: dict[str, list[BenchmarkReport]] = {}
+    for run in runs:
+        by_model.setdefault(run.model, []).extend(run.benchmarks.values())
+    rows = []
+    for model, benches in by_model.items():
+        for name, res in combined_headlines(benches).items():
+            parts = ", ".join(f"{v} {num(x)}" for v, x in res.breakdowns["variant"].items())
+            rows.append([name, model, num(res.overall), str(res.n), str(res.n_scored), parts])
+    if not rows:
+        return []
+    headers = ["headline", "model", "score", "n", "scored", "variants"]
+    note = "combined from the variants' runs as the spec's aggregation.across_variants says"
+    return [Section("Headlines across variants", headers, rows, [note], level=2)]
+
+
 def breakdowns(b: BenchmarkReport) -> list[Section]:
     """Per-group values of each breakdown field of the official aggregate."""
     out = []

@@ -97,9 +97,8 @@ def test_macro_mean_benchmark_uses_its_official_rule_and_a_bootstrap_error(
 ) -> None:
     recs = [Rec(f"a{i}", 1.0, {"task": "A"}) for i in range(2)]
     recs += [Rec(f"b{i}", float(i == 0), {"task": "B"}) for i in range(4)]
-    b = load_run(write_run(tmp_path / "r", "m", {"MVBench": recs}), bootstrap=200).benchmarks[
-        "MVBench"
-    ]
+    # MLVU's M-Avg is the mean of its task accuracies (MVBench's Avg is pooled)
+    b = load_run(write_run(tmp_path / "r", "m", {"MLVU": recs}), bootstrap=200).benchmarks["MLVU"]
     assert b.overall == pytest.approx((100 + 25) / 2)  # mean of task accuracies
     assert b.result.metrics["pooled"] == pytest.approx(50.0)
     assert b.stderr is not None and b.stderr > 0

@@ -49,7 +49,7 @@ def _cases() -> list[tuple[str, str | None, list[Scored]]]:
             )
     return [
         ("Video-MME", None, mean),
-        ("MVBench", None, macro),
+        ("MLVU", None, macro),
         ("VideoMathQA", "mbin", mbin),
         ("Video-MME-v2", None, v2),
     ]

@@ -7,7 +7,7 @@ reads EasyVideoR1-style unified files; ``aggregate(spec, scored)`` computes the
 benchmark's official number with its breakdowns.
 """
 
-from evalkit.bench import aggregate_ext  # noqa: F401  (registers Benchmarks II aggregations)
+from evalkit.bench import aggregate_ext, aggregate_official  # noqa: F401  (register aggregations)
 from evalkit.bench.aggregate import (
     AggregateResult,
     Scored,

@@ -127,8 +127,8 @@ def macro_mean(
 ) -> AggregateResult:
     """Unweighted mean of per-group accuracies over ``field``.
 
-    MVBench reports the average of its 20 task accuracies (paper Table 2, "Avg");
-    MLVU's M-Avg is the mean over its multiple-choice tasks (paper Sec. 4). ``groups``
+    MLVU's M-Avg is the mean over its multiple-choice tasks (paper Sec. 4). (MVBench's
+    "Avg" is NOT this: its notebook pools correct / total over all questions.) ``groups``
     restricts the mean to the named groups (others still appear in the breakdown).
     """
     units = _units(scored)

@@ -179,6 +179,21 @@ class ScoringSpec(BaseModel):
     rule named after the benchmark (its normalised name, e.g. ``videomme``)."""
 
 
+class CrossVariantSpec(BaseModel):
+    """A headline over several variants, each run separately (TempCompass's "Avg. All"
+    over its four formats); computed by ``evalkit.bench.aggregate_official``."""
+
+    model_config = _STRICT
+    name: str
+    """Label of the combined number (``avg_all``)."""
+    variants: list[str]
+    """The variants combined (``base`` = the spec without a variant)."""
+    how: Literal["pooled", "mean"] = "pooled"
+    """``pooled``: accuracy over all their questions; ``mean``: mean of their numbers."""
+    source: str
+    """Where the benchmark defines the combined number."""
+
+
 class AggregationSpec(BaseModel):
     """The official aggregate, by name from the aggregation registry."""
 
@@ -192,6 +207,8 @@ class AggregationSpec(BaseModel):
     """``Sample.fields`` names to report per-group values for."""
     source: str
     """Where the official rule is defined (paper section, repository file)."""
+    across_variants: CrossVariantSpec | None = None
+    """A headline combining several variants' runs, where the benchmark publishes one."""
 
 
 class JudgeSpec(BaseModel):

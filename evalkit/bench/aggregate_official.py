@@ -1,0 +1,114 @@
+"""Official aggregates that the generic ones do not express.
+
+- ``mean_answered`` (ODV-Bench): pooled accuracy over ANSWERED questions; a sample whose
+  score says ``metadata["answered"] is False`` (an empty reply) is left out of the
+  denominator, as StreamForest's ``odvbench_aggregate_results`` does.
+- :func:`across_variants`: one headline over several variants of a spec, each run on its
+  own (TempCompass's four question formats -> its "Avg. All"), declared in the spec by
+  ``aggregation.across_variants``; :func:`combined_headlines` computes it for every spec
+  of a run whose variants' results are all present.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from evalkit.bench.aggregate import (
+    AggregateResult,
+    Scored,
+    _pct,
+    _result,
+    _units,
+    aggregate,
+    aggregations,
+)
+
+BASE = "base"
+"""The name :func:`across_variants` and the spec use for the spec without a variant."""
+
+
+@aggregations("mean_answered")
+def mean_answered(scored: Sequence[Scored], breakdowns: Sequence[str] = ()) -> AggregateResult:
+    """Pooled accuracy (and per-group) over the answered samples only.
+
+    ODV-Bench (MCG-NJU/StreamForest lmms_eval/tasks/odvbench/utils.py
+    ``odvbench_aggregate_results``) counts a question only when its prediction is not
+    empty, overall and per task / subtask / subsubtask. Left-out samples are reported in
+    ``metrics["unanswered"]``; ``metrics["all_questions"]`` is the accuracy with them as 0.
+    """
+    kept = [s for s in scored if s.metadata.get("answered") is not False]
+    units = _units(kept)
+    out = _result(kept, units, _pct(v for _, v in units), breakdowns)
+    out.n = len(scored)
+    out.metrics["unanswered"] = float(len(scored) - len(kept))
+    out.metrics["all_questions"] = _pct(v for _, v in _units(scored)) or 0.0
+    return out
+
+
+def across_variants(spec: Any, by_variant: Mapping[str, Sequence[Scored]]) -> AggregateResult:
+    """The spec's cross-variant headline from each variant's scored samples.
+
+    ``by_variant`` maps a variant name (``"base"`` for the spec itself) to its samples.
+    ``how: pooled`` is the accuracy over every scored question of all the variants;
+    ``how: mean`` the unweighted mean of the variants' official numbers. The variants'
+    own numbers are the ``variant`` breakdown; a variant with no scored sample (e.g.
+    captioning without a judge) makes the headline None, listed in ``metrics``.
+    """
+    cross = spec.aggregation.across_variants
+    if cross is None:
+        raise ValueError(f"{spec.name} declares no aggregation.across_variants")
+    missing = [v for v in cross.variants if v not in by_variant]
+    if missing:
+        raise KeyError(f"{spec.name} {cross.name}: no results for variant(s) {', '.join(missing)}")
+    if spec.variant is not None:  # a variant's own spec: start again from the base
+        from evalkit.bench.registry import get_benchmark
+
+        spec = get_benchmark(spec.name)
+    per: dict[str, float] = {}
+    pooled: list[float] = []
+    n = n_scored = 0
+    for name in cross.variants:
+        variant_spec = spec.with_variant(None if name == BASE else name)
+        result = aggregate(variant_spec, by_variant[name])
+        if result.overall is not None:
+            per[name] = result.overall
+        pooled += [v for _, v in _units(by_variant[name])]
+        n, n_scored = n + result.n, n_scored + result.n_scored
+    empty = [v for v in cross.variants if v not in per]
+    if empty:
+        overall = None
+    elif cross.how == "pooled":
+        overall = _pct(pooled)
+    else:
+        overall = sum(per.values()) / len(per)
+    out = AggregateResult(overall, {"variant": per}, n, n_scored, n - n_scored)
+    out.metrics["mean_of_variants"] = sum(per.values()) / len(per) if per else 0.0
+    out.metrics["pooled"] = _pct(pooled) or 0.0
+    out.metrics["variants_without_score"] = float(len(empty))
+    return out
+
+
+def combined_headlines(benchmarks: Iterable[Any]) -> dict[str, AggregateResult]:
+    """Cross-variant headlines: ``{"<spec name>:<headline name>": result}``.
+
+    ``benchmarks`` are per-benchmark reports of ONE model (``reports.load.BenchmarkReport``:
+    ``spec``, ``variant``, ``scored``), from one run or several (a run stores one variant
+    per spec). A spec is combined only when every variant its ``across_variants`` names
+    is present exactly once; a variant seen twice (two runs compared) is ambiguous.
+    """
+    groups: dict[str, tuple[Any, dict[str, list[Sequence[Scored]]]]] = {}
+    for bench in benchmarks:
+        spec = getattr(bench, "spec", None)
+        if spec is None or spec.aggregation.across_variants is None:
+            continue
+        _, seen = groups.setdefault(spec.key, (spec, {}))
+        seen.setdefault(bench.variant or BASE, []).append(bench.scored)
+    out: dict[str, AggregateResult] = {}
+    for spec, seen in groups.values():
+        cross = spec.aggregation.across_variants
+        if all(len(seen.get(v, ())) == 1 for v in cross.variants):
+            out[f"{spec.name}:{cross.name}"] = across_variants(
+                spec, {v: seen[v][0] for v in cross.variants}
+            )
+    return out

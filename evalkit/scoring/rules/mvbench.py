@@ -1,0 +1,42 @@
+"""MVBench's official answer check (OpenGVLab/Ask-Anything, video_chat2/mvbench.ipynb).
+
+The notebook asks with the assistant turn opened as ``Best option:(``, keeps the first
+line of the decoded reply behind a ``(`` (``infer_mvbench``: ``return_prompt='('``) and
+compares it with the ground truth ``(X) option text`` in ``check_ans``: the first
+space-separated token of the prediction, lower-cased and with dots removed, must be a
+SUBSTRING of ``(x)``, or ``(x)`` a substring of that token. Hence its quirks: an empty
+reply becomes ``(``, a substring of every ``(x)``, and counts as right; so do ``a``,
+``a.``, ``a)`` and ``B and C`` when the answer is B (only the first token is read).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evalkit.sample import Sample
+from evalkit.scoring.rules import rule
+from evalkit.scoring.rules._mc_b import meta, need_gold_letter
+from evalkit.scoring.types import Score
+
+SOURCE = "OpenGVLab/Ask-Anything video_chat2/mvbench.ipynb check_ans (with infer_mvbench, answer)"
+
+
+def official_prediction(reply: str) -> str:
+    """The string the notebook scores: ``(`` + the reply's first line.
+
+    ``answer`` cuts the decoded text at ``###`` and after the last ``Assistant:`` and
+    strips it; ``infer_mvbench`` keeps the first line and prefixes ``return_prompt``.
+    """
+    text = reply.split("###")[0].split("Assistant:")[-1].strip()
+    return "(" + text.strip().split("\n")[0]
+
+
+@rule("mvbench", "multiple_choice", source=SOURCE, gameable=True)
+def mvbench(prediction: str, target: Any, sample: Sample) -> Score:
+    """Right when the first token of ``(``+reply and ``(x)`` contain one another (check_ans)."""
+    gold = need_gold_letter(target, sample)
+    pred_option = official_prediction(prediction).lower().split(" ")[0]
+    gt_option = f"({gold.lower()})"
+    ok = pred_option.replace(".", "") in gt_option or gt_option in pred_option
+    why = f"first token {pred_option!r} {'matches' if ok else 'does not match'} {gt_option!r}"
+    return Score(1.0 if ok else 0.0, pred_option, why, meta(gold, pred_option != "("))

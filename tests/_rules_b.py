@@ -1,0 +1,82 @@
+"""Builders for the official-rule tests of MVBench, TempCompass, VSI-Bench, OVO-Bench,
+ODV-Bench and LiveSports-3K-QA: samples, a rule's verdict, an official prompt rendered."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import pytest
+
+from evalkit.bench.aggregate import Scored
+from evalkit.bench.spec import BenchmarkSpec
+from evalkit.bench.unified import load_unified
+from evalkit.sample import Sample
+from evalkit.scoring.rules import get_rule
+from evalkit.scoring.types import Score
+
+
+def sample(
+    task_type: str = "multiple_choice",
+    target: Any = "B",
+    options: list[str] | None = None,
+    question: str = "What happens?",
+    **fields: Any,
+) -> Sample:
+    """A sample with ``target``, option texts (four by default for choice questions)."""
+    if options is None:
+        options = ["cat", "dog", "owl", "fox"] if task_type == "multiple_choice" else []
+    return Sample(
+        id="s1",
+        task_type=task_type,
+        question=question,
+        target=target,
+        options=options,
+        fields=fields,
+    )
+
+
+def verdict(name: str, s: Sample, reply: str) -> Score:
+    """Rule ``name`` of the sample's task type on ``reply`` (exceptions propagate)."""
+    return get_rule(name, s.task_type).fn(reply, s.target, s)
+
+
+def render_official(spec: BenchmarkSpec, task_type: str, s: Sample) -> str:
+    """The spec's pinned official prompt for ``task_type`` rendered for ``s`` (strict)."""
+    official = spec.prompt.official.get(task_type) or spec.prompt.official["*"]
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    letters = s.letters
+    spoken = f"{', '.join(letters[:-1])} or {letters[-1]}" if len(letters) > 1 else "".join(letters)
+    return env.from_string(official.template).render(
+        question=s.question,
+        options=list(zip(letters, s.options, strict=True)),
+        letters=spoken,
+        fields=s.fields,
+        sample=s,
+    )
+
+
+def scored(task_type: str, value: float | None, **fields: Any) -> Scored:
+    """One scored sample with breakdown ``fields`` (for aggregation tests)."""
+    return Scored(sample(task_type, **fields), value)
+
+
+def real_samples(filename: str) -> list[Sample]:
+    """Samples of one EasyVideoR1 real-data file (tests skip when the folder is absent)."""
+    env = os.environ.get("EVALKIT_REALDATA")
+    base = Path(env) if env else Path(__file__).resolve().parents[1].parent / "shared" / "realdata"
+    path = base / "easyvideor1" / filename
+    if not path.is_file():
+        pytest.skip(f"real data absent: {path}")
+    return load_unified(path, video_root="/videos")
+
+
+def wrong_reply(s: Sample) -> str:
+    """A reply that names another answer than the sample's target."""
+    if s.task_type == "multiple_choice":
+        return next(x for x in s.letters if x != s.target)
+    if s.task_type == "boolean":
+        return "No" if str(s.target).lower() in ("yes", "true", "1") else "Yes"
+    return str(int(float(s.target)) * 3 + 7)
