@@ -136,3 +136,15 @@ def test_official_prompt_adaptation_track_open() -> None:
         "video.\nx?"
     )
     assert render_official("Video-MMMU", "math", s) == expected
+
+
+def test_question_only_variant_is_the_delta_knowledge_baseline() -> None:
+    spec = get_benchmark("Video-MMMU").with_variant("question_only")
+    assert [f.path for f in spec.files] == ["Adaptation/test-*.parquet"]
+    assert spec.image is None and spec.video is not None
+    assert spec.video.pattern == "{id}_image"
+    s = _mc(track="Adaptation")
+    got = render_official("Video-MMMU", "multiple_choice", s, variant="question_only")
+    assert got == "Which colour is the car?\nA. red\nB. green\nC. blue\nD. yellow"
+    # an open question keeps the newline parse_options leaves after it
+    assert render_official("Video-MMMU", "math", _open("5"), variant="question_only") == "x?\n"
