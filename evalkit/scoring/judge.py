@@ -347,6 +347,10 @@ def llm_judge(prediction: str, target: Any, sample: Sample) -> Score:
     judge = current_judge()
     if judge is None:
         return Score(None, final_span(prediction).text, "not scored: no judge configured")
+    if target is None or not str(target).strip():
+        # judge.jinja grades against the reference: with none (VideoReasonBench's
+        # simulated questions) any verdict would be noise, so the sample is not scored.
+        return Score(None, final_span(prediction).text, "not scored: no reference answer")
     try:
         return judge.judge(sample, prediction)
     except Exception as exc:  # timeouts, a closed loop: not the answer's fault
