@@ -1,0 +1,205 @@
+"""EasyVideoR1's answer extraction and IoU helpers, written from its evaluation script.
+
+Source: cyuQ1n/EasyVideoR1, eval/code/AsyncLLMEngine_eval_videobench_qwen3vl_multi_task.py
+(functions ``extract_between``, ``extract_answer``, ``normalize_number``, ``iou_1d``,
+``iou_2d``, ``mean_iou_over_intersection``, ``mean_relative_accuracy``). The behaviour is
+reproduced step by step, oddities included; each is named where it happens.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import numpy as np
+
+OPTION_SET = "ABCDEFGHIJ"
+GROUNDING = ("temporal grounding", "spatial-temporal grounding")
+
+# Its letter class is upper case only, but most patterns are searched with IGNORECASE, so
+# "the answer is a cat" yields "A" (kept: that is what the script does).
+_L = "[A-J]"
+_LEAD = r"(?:Therefore|So|Thus|Hence|Finally)[,\s]*"
+_WHICH = r"(?:the\s+)?(?:final\s+|best\s+|correct\s+)?answer\s+is[:\s]+"
+_FINAL_LETTER = (
+    re.compile(_LEAD + _WHICH + f"({_L})\\b", re.I),
+    re.compile(_WHICH + f"({_L})\\b", re.I),
+    re.compile(f"答案[是为：:]\\s*({_L})\\b", re.I),
+)
+_FINAL_TEXT = re.compile(_LEAD + _WHICH + "(.+)", re.I | re.S)
+_AFTER_THINK = re.compile(r"</think>\s*(.*?)$", re.S | re.I)
+_LEADING_LETTER = re.compile(f"^({_L})(?:\\s*[.。\\):]|$|\\s)")
+_ANSWER_IS = re.compile(f"answer\\s+is[:\\s]+({_L})\\b", re.I)
+_CHOOSE = re.compile(f"(?:I\\s+)?(?:choose|select|pick)\\s+(?:option\\s+)?({_L})\\b", re.I)
+_LINE_LETTER = re.compile(f"^({_L})\\s*[.):\\s。]?\\s*$")
+_LINE_END_LETTER = re.compile(f"\\b({_L})\\s*[.)]?\\s*$")  # no IGNORECASE here
+_THINK_BLOCK = re.compile(r"<think>.*?</think>", re.S | re.I)
+_BRACES = re.compile(r"\{.*\}", re.S)  # greedy: first "{" to last "}"
+
+
+def extract_between(text: str, tag: str) -> str:
+    """The first ``<tag>...</tag>`` body, stripped ("" if none; tags are case-sensitive)."""
+    m = re.search(f"<{tag}>\\s*(.*?)\\s*</{tag}>", text, re.S)
+    return m.group(1).strip() if m else ""
+
+
+def _grounding_answer(s: str) -> str:
+    # <answer> body; else the first {...} inside <think> (even when a later JSON follows
+    # </think>); else the greedy {...} of the text without think blocks; else that text.
+    ans = extract_between(s, "answer")
+    if ans:
+        return ans
+    think = extract_between(s, "think")
+    if think:
+        m = _BRACES.search(think)
+        if m:
+            return m.group(0)
+    cleaned = _THINK_BLOCK.sub("", s).strip()
+    m = _BRACES.search(cleaned)
+    if m:
+        return m.group(0)
+    return cleaned if cleaned else s.strip()
+
+
+def _after_think_letter(s: str) -> str:
+    m = _AFTER_THINK.search(s)
+    after = m.group(1).strip() if m else ""
+    if not after:
+        return ""
+    if len(after) == 1 and after.upper() in OPTION_SET:
+        return after.upper()
+    lead = _LEADING_LETTER.match(after)
+    if lead:
+        return lead.group(1).upper()
+    said = _ANSWER_IS.search(after)
+    return said.group(1).upper() if said else ""
+
+
+def _last_lines_letter(s: str) -> str:
+    for line in reversed(s.strip().split("\n")[-5:]):
+        line = line.strip()
+        if len(line) == 1 and line.upper() in OPTION_SET:
+            return line.upper()
+        m = _LINE_LETTER.match(line)
+        if m:
+            return m.group(1).upper()
+        if len(line) < 30:
+            m = _LINE_END_LETTER.search(line)
+            if m:
+                return m.group(1).upper()
+    return ""
+
+
+def extract_answer(s: str, problem_type: str) -> str:
+    """The answer string EasyVideoR1 takes from ``s`` for ``problem_type`` ("" if none).
+
+    Every problem type but the grounding ones walks the same ladder of letter patterns,
+    so a numeric or yes/no reply can come back as an option letter (the script's quirk).
+    """
+    if problem_type in GROUNDING:
+        return _grounding_answer(s)
+    mc = problem_type == "multiple choice"
+    ans = extract_between(s, "answer")
+    if ans and not mc:
+        return ans
+    if ans and len(ans) <= 2 and ans.strip().rstrip(".").upper() in OPTION_SET:
+        # a substring test, as in the script: "AB" passes, and "." becomes "" (which
+        # reward_fn then replaces by the whole reply)
+        return ans.strip().rstrip(".").upper()
+    for pattern in _FINAL_LETTER:
+        m = pattern.search(s)
+        if m:
+            return m.group(1).upper()
+    if not mc:
+        m = _FINAL_TEXT.search(s)
+        if m:
+            return m.group(1).strip()
+    got = _after_think_letter(s)
+    if got:
+        return got
+    m = _CHOOSE.search(s)
+    if m:
+        return m.group(1).upper()
+    got = _last_lines_letter(s)
+    if got:
+        return got
+    if not mc:
+        cleaned = _THINK_BLOCK.sub("", s).strip()
+        return cleaned if cleaned else s.strip()
+    return ""
+
+
+def normalize_number(text: str) -> float | None:
+    """Leading non-numeric and trailing non-digit/dot characters cut, commas dropped."""
+    cleaned = re.sub(r"^[^\d\-+.]*", "", text.strip())
+    cleaned = re.sub(r"[^\d.]*$", "", cleaned)
+    try:
+        return float(cleaned.replace(",", ""))
+    except ValueError:
+        return None
+
+
+def _numbers(x: Any, n: int) -> list[float] | None:
+    # its _is_list_of_numbers: a JSON list of exactly n float()-able items (strings too)
+    if not isinstance(x, list) or len(x) != n:
+        return None
+    try:
+        return [float(v) for v in x]
+    except (TypeError, ValueError):
+        return None
+
+
+def iou_1d(pred: Any, gt: Any) -> float:
+    """Span IoU with the hull as union; reversed or zero-length spans score 0."""
+    p, g = _numbers(pred, 2), _numbers(gt, 2)
+    if p is None or g is None:
+        return 0.0
+    inter = max(0.0, min(p[1], g[1]) - max(p[0], g[0]))
+    union = max(p[1], g[1]) - min(p[0], g[0])
+    return inter / union if union > 1e-12 else 0.0
+
+
+def iou_2d(box1: Any, box2: Any) -> float:
+    """Box IoU; a box with x2 < x1 or y2 < y1 has area 0 (so scores 0), no reordering."""
+    a, b = _numbers(box1, 4), _numbers(box2, 4)
+    if a is None or b is None:
+        return 0.0
+    iw = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    ih = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    inter = iw * ih
+    area_a = max(0.0, a[2] - a[0]) * max(0.0, a[3] - a[1])
+    area_b = max(0.0, b[2] - b[0]) * max(0.0, b[3] - b[1])
+    union = area_a + area_b - inter
+    return inter / union if union > 1e-12 else 0.0
+
+
+def mean_iou_over_intersection(pred: Any, gt: Any) -> tuple[float, list[str]]:
+    """Mean box IoU over the predicted keys also in the target (exact string keys)."""
+    if not isinstance(pred, dict) or not isinstance(gt, dict):
+        return 0.0, []
+    common = [k for k in pred if k in gt]
+    if not common:
+        return 0.0, []
+    return sum(iou_2d(pred[k], gt[k]) for k in common) / len(common), common
+
+
+# torch.arange(0.5, 0.95 + 0.025, 0.05, dtype=float32): start + i * step rounded to float32
+_MRA_THRESHOLDS = np.array([0.5 + 0.05 * i for i in range(10)], dtype=np.float32)
+
+
+def mean_relative_accuracy(pred: float, target: float) -> float:
+    """MRA in float32 as its torch code: mean of |p - t| / (|t| + 1e-8) < 1 - θ."""
+    with np.errstate(all="ignore"):
+        p, t = np.float32(pred), np.float32(target)
+        rel = np.abs(p - t) / (np.abs(t) + np.float32(1e-8))
+        hits = rel < (np.float32(1.0) - _MRA_THRESHOLDS)
+    return float(hits.astype(np.float32).mean())
+
+
+def loads(text: str) -> Any:
+    """``json.loads`` or None (the script turns any failure into a 0 score)."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
