@@ -99,6 +99,13 @@ def test_ovo_yes_no(reply: str, value: float) -> None:
     assert _v(_s("boolean", "No", "SSR", ovo_type=0), reply) == value
 
 
+def test_yes_no_is_gameable_by_naming_both_words() -> None:
+    for target, ovo in (("Yes", 1), ("No", 0)):
+        assert _v(_s("boolean", target, "SSR", ovo_type=ovo), "<answer>yes no</answer>") == 1.0
+    assert get_rule("easyvideor1", "boolean").gameable
+    assert not get_rule("easyvideor1", "multiple_choice").gameable
+
+
 def test_ovo_type_decides_the_yes_no_target() -> None:
     assert _v(_s("boolean", "No", "CRR", ovo_type=1), "<answer>Yes</answer>") == 1.0
 

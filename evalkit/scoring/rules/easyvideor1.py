@@ -157,12 +157,13 @@ def _value(qt: str, answer: str, gt_ans: str, sample: Sample) -> tuple[float, di
     return 0.0, {"reason": f"reward_fn has no branch for problem_type {qt!r} (scores 0)"}
 
 
+# The yes/no branch is gameable: "yes no" holds both target words, so it always scores 1.
+@rule("easyvideor1", "boolean", source=SOURCE, gameable=True)
 @rule(
     "easyvideor1",
     "multiple_choice",
     "numerical",
     "regression",
-    "boolean",
     "temporal_grounding",
     "spatiotemporal_grounding",
     source=SOURCE,

@@ -14,7 +14,8 @@ JSON answer matches. EasyVideoR1 converted the benchmark to JSON
 that, so the JSON is taken as EasyVideoR1's ``extract_answer`` takes it. Predicted frame
 keys are rounded to whole numbers, as LLaVA-ST rounds every predicted frame index
 (``str(round(...))``, Python's half-to-even); target keys are compared as written. Only
-entries whose value is four numbers count as predicted boxes (its regex drops the rest).
+entries whose value is four numbers count as predicted boxes (its regex drops the rest;
+it would also drop negative coordinates, which are kept here).
 The value is vIoU, the benchmark's headline; ``metadata["reward"]`` is EasyVideoR1's
 0.5 * tIoU + 0.5 * sIoU from the same quantities.
 """
