@@ -54,7 +54,7 @@ def test_reversed_corners_are_an_invalid_box() -> None:
 
 
 @pytest.mark.parametrize("pred", [(10, 10, 0, 0), (10, 0, 0, 10), (0, 10, 10, 0)])
-def test_a_reversed_box_overlaps_nothing(pred: tuple[float, ...]) -> None:
+def test_a_reversed_box_overlaps_nothing(pred: tuple[float, float, float, float]) -> None:
     assert box_iou(pred, (0, 0, 10, 10)) == 0.0  # was 1.0 for (10, 10, 0, 0)
 
 
