@@ -175,3 +175,51 @@ def test_registered_for_the_types_it_scores_and_not_for_others() -> None:
     assert "EasyVideoR1" in get_rule("easyvideor1", "spatiotemporal_grounding").source
     for kind in ("open_ended", "ocr", "spatial_grounding", "math"):
         assert "easyvideor1" not in rules_for(kind)
+
+
+# --- "easyvideor1_reward": the training reward for types the eval script leaves at 0 ----
+
+
+def _r(task: str, target: Any, reply: str) -> float | None:
+    sample = Sample(id="r", task_type=task, question="q", target=target)
+    return score(sample, reply, rule="easyvideor1_reward").value
+
+
+@pytest.mark.parametrize(
+    ("reply", "value"),
+    [
+        ("<answer>yes</answer>", 1.0),
+        ("< answer >TRUE</ answer >", 1.0),  # spaces around < > / removed, true -> yes
+        ("1", 1.0),  # no tag: the whole reply, "1" -> yes
+        ("<think>hmm</think>yes", 0.0),  # no tag: the whole reply, think included
+        ("\\boxed{Yes}", 1.0),  # the last boxed body
+        ("<answer>no</answer>", 0.0),
+    ],
+)
+def test_reward_boolean(reply: str, value: float) -> None:
+    assert _r("boolean", "Yes", reply) == value
+
+
+@pytest.mark.parametrize(
+    ("reply", "value"),
+    [
+        ("<answer>The Cat sat</answer>", 1.0),  # lower-cased words
+        ("<answer>the cat</answer>", pytest.approx(2 / 3)),  # one deletion of three words
+        ("<answer>a b c d e f g</answer>", 0.0),  # WER above 1 is clipped
+    ],
+)
+def test_reward_ocr(reply: str, value: Any) -> None:
+    assert _r("ocr", "the cat sat", reply) == value
+
+
+@pytest.mark.parametrize(
+    ("reply", "value"),
+    [
+        ('<answer>{"boxes": [0, 0, 10, 10]}</answer>', 1.0),
+        ('I think ```json\n{"boxes": [5, 0, 15, 10]}\n``` is it', pytest.approx(50 / 150)),
+        ('{"boxes": [10, 10, 0, 0]}', 0.0),  # reversed corners: area 0
+        ("[0, 0, 10, 10]", 0.0),  # valid JSON but a list: .get fails there, 0
+    ],
+)
+def test_reward_spatial_grounding(reply: str, value: Any) -> None:
+    assert _r("spatial_grounding", {"boxes": [0, 0, 10, 10]}, reply) == value

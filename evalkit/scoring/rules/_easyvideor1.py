@@ -203,3 +203,91 @@ def loads(text: str) -> Any:
         return json.loads(text)
     except (ValueError, RecursionError):
         return None
+
+
+# --- the training reward (examples/unified_rl/reward_function/utils.py) ---------------------
+
+_REWARD_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S | re.I)
+_FENCE = re.compile(r"```(?:json)?\s*([\s\S]*?)\s*```")
+
+
+def normalize_response(text: str) -> str:
+    """Its ``normalize_response``: spaces around ``<``, ``>`` and ``/`` removed."""
+    return re.sub(r"\s*(<|>|/)\s*", r"\1", text)
+
+
+def last_boxed(text: str) -> str:
+    """The body of the last balanced ``\\boxed{...}`` ("" if none)."""
+    found, i = "", 0
+    while i < len(text):
+        if not text.startswith("\\boxed{", i):
+            i += 1
+            continue
+        i += 7
+        start, depth = i, 1
+        while i < len(text) and depth > 0:
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            i += 1
+        if depth == 0:
+            found = text[start : i - 1]
+    return found
+
+
+def reward_answer(text: str) -> str:
+    """Its ``extract_answer``: the ``<answer>`` body, else the last boxed, else all text."""
+    m = _REWARD_ANSWER.search(text)
+    if m:
+        return m.group(1).strip()
+    return last_boxed(text) or text.strip()
+
+
+def _last_json_object(text: str) -> Any:
+    # brace-depth scan; every balanced {...} that parses to a dict is a candidate
+    found, i = None, 0
+    while i < len(text):
+        if text[i] != "{":
+            i += 1
+            continue
+        start, depth = i, 1
+        i += 1
+        while i < len(text) and depth > 0:
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            i += 1
+        if depth == 0:
+            got = loads(text[start:i])
+            found = got if isinstance(got, dict) else found
+    return found
+
+
+_FAILED = object()
+
+
+def _parse(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return _FAILED
+
+
+def json_from_text(text: str) -> Any:
+    """Its ``extract_json_from_text``: the whole text as JSON (any type), else the first
+    fenced block that parses, else the last balanced ``{...}`` that is a JSON object."""
+    if not text:
+        return None
+    for candidate in (text.strip(), *(b.strip() for b in _FENCE.findall(text))):
+        got = _parse(candidate)
+        if got is not _FAILED:
+            return got  # "null" returns None here, as it does there
+    return _last_json_object(text)
+
+
+def word_error_rate(reference: str, hypothesis: str) -> float:
+    """Its ``wer``: word edit distance over max(1, reference words)."""
+    ref, hyp = reference.split(), hypothesis.split()
+    row = list(range(len(hyp) + 1))
+    for i, r in enumerate(ref, 1):
+        prev, row[0] = row[0], i
+        for j, h in enumerate(hyp, 1):
+            cur = min(row[j] + 1, row[j - 1] + 1, prev + (r != h))
+            prev, row[j] = row[j], cur
+    return row[len(hyp)] / max(1, len(ref))

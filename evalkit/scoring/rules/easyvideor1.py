@@ -21,8 +21,14 @@ letter patterns (for every non-grounding type), else strips ``<think>`` blocks. 
 nothing is extracted, the whole reply is used. Any other problem type (open-ended,
 free-form, OCR, boolean rows that are not OVO-Bench's, spatial grounding, math, code)
 falls through to 0 in ``reward_fn``; open-ended rows are re-scored by eval/code/
-llm_judge.py afterwards. Those types are not registered here: a rule that is 0 whatever
-the reply says nothing about extraction.
+llm_judge.py afterwards. Those types are not registered under "easyvideor1": a rule that
+is 0 whatever the reply says nothing about extraction.
+
+Rule "easyvideor1_reward" covers three of them with EasyVideoR1's training reward
+(examples/unified_rl/reward_function/: boolean.py, ocr.py, grounding.py
+``spatial_reward``, with utils.py ``normalize_response`` and ``extract_answer``): the
+``<answer>`` body, else the last ``\\boxed{}``, else the WHOLE reply, ``<think>``
+included. Open-ended (ROUGE), math (mathruler) and code (its sandbox) are not reproduced.
 """
 
 from __future__ import annotations
@@ -36,10 +42,14 @@ from evalkit.scoring.rules._easyvideor1 import (
     extract_answer,
     iou_1d,
     iou_2d,
+    json_from_text,
     loads,
     mean_iou_over_intersection,
     mean_relative_accuracy,
     normalize_number,
+    normalize_response,
+    reward_answer,
+    word_error_rate,
 )
 from evalkit.scoring.types import Score
 
@@ -180,3 +190,41 @@ def easyvideor1(prediction: str, target: Any, sample: Sample) -> Score:
     if qt in ("temporal grounding", "spatial-temporal grounding"):
         meta.setdefault("tiou", 0.0)
     return Score(value, answer, f"EasyVideoR1 {qt or '?'}: {value:.3f}", meta)
+
+
+REWARD_SOURCE = "cyuQ1n/EasyVideoR1 examples/unified_rl/reward_function/{} accuracy_reward"
+_YES, _NO = ("yes", "true", "1"), ("no", "false", "0")
+
+
+def _yn(text: str) -> str:
+    low = text.lower().strip()
+    return "yes" if low in _YES else "no" if low in _NO else low
+
+
+@rule("easyvideor1_reward", "boolean", source=REWARD_SOURCE.format("boolean.py"))
+def reward_boolean(prediction: str, target: Any, sample: Sample) -> Score:
+    """EasyVideoR1's training reward for yes/no: the answer equals the target word."""
+    answer = reward_answer(normalize_response(prediction))
+    value = 1.0 if _yn(answer) == _yn(reward_answer(_gt_text(target))) else 0.0
+    return Score(value, answer, f"EasyVideoR1 reward boolean: {value:.0f}", {})
+
+
+@rule("easyvideor1_reward", "ocr", source=REWARD_SOURCE.format("ocr.py"))
+def reward_ocr(prediction: str, target: Any, sample: Sample) -> Score:
+    """EasyVideoR1's training reward for OCR: 1 - WER of the lower-cased words, in [0, 1]."""
+    answer = reward_answer(normalize_response(prediction))
+    wer = word_error_rate(reward_answer(_gt_text(target)).lower(), answer.lower())
+    value = max(0.0, min(1.0, 1.0 - wer))
+    return Score(value, answer, f"EasyVideoR1 reward OCR: WER {wer:.3f}", {"wer": wer})
+
+
+@rule("easyvideor1_reward", "spatial_grounding", source=REWARD_SOURCE.format("grounding.py"))
+def reward_spatial(prediction: str, target: Any, sample: Sample) -> Score:
+    """EasyVideoR1's training reward for a box: IoU of the JSON ``boxes`` with the target."""
+    answer = reward_answer(normalize_response(prediction))
+    pred = json_from_text(answer)
+    gold = target.get("boxes", []) if isinstance(target, dict) else target
+    if not isinstance(pred, dict):  # .get on a list or number raises there: 0
+        return Score(0.0, answer, "no JSON object with boxes", {"iou": 0.0})
+    iou = iou_2d(pred.get("boxes", []), list(gold) if isinstance(gold, tuple) else gold)
+    return Score(iou, pred.get("boxes"), f"EasyVideoR1 reward box IoU {iou:.3f}", {"iou": iou})
