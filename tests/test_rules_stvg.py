@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from evalkit.bench import get_benchmark
+from evalkit.bench import get_benchmark, load
 from evalkit.bench.aggregate import Scored
 from evalkit.bench.aggregate_ext import spatiotemporal_grounding
 from evalkit.bench.unified import load_unified
@@ -108,3 +108,15 @@ def test_real_rows_parse_and_a_perfect_answer_scores_one_under_every_rule() -> N
         perfect = "<answer>" + json.dumps(s.target) + "</answer>"
         for rule in ("evalkit", "easyvideor1", "stvg"):
             assert score(s, perfect, rule=rule).value == pytest.approx(1.0), (s.id, rule)
+
+
+@pytest.mark.realdata
+@pytest.mark.skipif(not REAL.exists(), reason=f"real data absent: {REAL}")
+def test_real_rows_through_the_stvg_spec_score_one_when_perfect() -> None:
+    spec = get_benchmark("STVG")
+    samples = load(spec, REAL.parent, check_media=False)
+    assert samples
+    for s in samples:
+        perfect = "<answer>" + json.dumps(s.target) + "</answer>"
+        got = score(s, perfect, rule=spec.headline_rule(s.task_type))
+        assert got.value == pytest.approx(1.0) and got.metadata["tiou"] == pytest.approx(1.0)
