@@ -11,6 +11,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from evalkit.sample import Sample
 from evalkit.scoring import score
@@ -223,3 +225,28 @@ def test_reward_ocr(reply: str, value: Any) -> None:
 )
 def test_reward_spatial_grounding(reply: str, value: Any) -> None:
     assert _r("spatial_grounding", {"boxes": [0, 0, 10, 10]}, reply) == value
+
+
+# --- the one-pass scans equal the script's regexes (which are quadratic on "<think>"*n) --
+
+_BITS = st.lists(
+    st.sampled_from(["<think>", "</think>", "<THINK>", "</Think>", "{", "}", "a", " ", "\n"]),
+    max_size=12,
+).map("".join)
+
+
+@given(text=_BITS)
+def test_one_pass_scans_match_the_regexes(text: str) -> None:
+    import re
+
+    from evalkit.scoring.rules._easyvideor1 import (
+        extract_between,
+        first_to_last_brace,
+        strip_think_blocks,
+    )
+
+    assert strip_think_blocks(text) == re.sub(r"<think>.*?</think>", "", text, flags=re.S | re.I)
+    m = re.search(r"<think>\s*(.*?)\s*</think>", text, re.S)
+    assert extract_between(text, "think") == (m.group(1).strip() if m else "")
+    b = re.search(r"\{.*\}", text, re.S)
+    assert first_to_last_brace(text) == (b.group(0) if b else None)

@@ -34,14 +34,37 @@ _ANSWER_IS = re.compile(f"answer\\s+is[:\\s]+({_L})\\b", re.I)
 _CHOOSE = re.compile(f"(?:I\\s+)?(?:choose|select|pick)\\s+(?:option\\s+)?({_L})\\b", re.I)
 _LINE_LETTER = re.compile(f"^({_L})\\s*[.):\\s。]?\\s*$")
 _LINE_END_LETTER = re.compile(f"\\b({_L})\\s*[.)]?\\s*$")  # no IGNORECASE here
-_THINK_BLOCK = re.compile(r"<think>.*?</think>", re.S | re.I)
-_BRACES = re.compile(r"\{.*\}", re.S)  # greedy: first "{" to last "}"
+_OPEN_THINK = re.compile("<think>", re.I)
+_CLOSE_THINK = re.compile("</think>", re.I)
+
+# The script's lazy regexes (<tag>\s*(.*?)\s*</tag>, <think>.*?</think>, \{.*\}) rescan
+# the rest of the reply from every opening that has no closing after it: quadratic on a
+# degenerate reply that repeats "<think>". The scans below find the same matches in one
+# pass: the leftmost opening and the first closing after it (none after it means none
+# after any later opening either).
 
 
 def extract_between(text: str, tag: str) -> str:
     """The first ``<tag>...</tag>`` body, stripped ("" if none; tags are case-sensitive)."""
-    m = re.search(f"<{tag}>\\s*(.*?)\\s*</{tag}>", text, re.S)
-    return m.group(1).strip() if m else ""
+    start = text.find(f"<{tag}>")
+    end = text.find(f"</{tag}>", start + len(tag) + 2) if start != -1 else -1
+    return text[start + len(tag) + 2 : end].strip() if end != -1 else ""
+
+
+def strip_think_blocks(text: str) -> str:
+    """``re.sub(r"<think>.*?</think>", "", text, flags=DOTALL | IGNORECASE)``."""
+    out, pos = [], 0
+    while (o := _OPEN_THINK.search(text, pos)) and (c := _CLOSE_THINK.search(text, o.end())):
+        out.append(text[pos : o.start()])
+        pos = c.end()
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def first_to_last_brace(text: str) -> str | None:
+    """The script's greedy brace search: the first "{" to the last "}" after it."""
+    start, end = text.find("{"), text.rfind("}")
+    return text[start : end + 1] if start != -1 and end > start else None
 
 
 def _grounding_answer(s: str) -> str:
@@ -51,14 +74,13 @@ def _grounding_answer(s: str) -> str:
     if ans:
         return ans
     think = extract_between(s, "think")
-    if think:
-        m = _BRACES.search(think)
-        if m:
-            return m.group(0)
-    cleaned = _THINK_BLOCK.sub("", s).strip()
-    m = _BRACES.search(cleaned)
-    if m:
-        return m.group(0)
+    found = first_to_last_brace(think) if think else None
+    if found is not None:
+        return found
+    cleaned = strip_think_blocks(s).strip()
+    found = first_to_last_brace(cleaned)
+    if found is not None:
+        return found
     return cleaned if cleaned else s.strip()
 
 
@@ -125,7 +147,7 @@ def extract_answer(s: str, problem_type: str) -> str:
     if got:
         return got
     if not mc:
-        cleaned = _THINK_BLOCK.sub("", s).strip()
+        cleaned = strip_think_blocks(s).strip()
         return cleaned if cleaned else s.strip()
     return ""
 
