@@ -192,7 +192,7 @@ def easyvideor1(prediction: str, target: Any, sample: Sample) -> Score:
     return Score(value, answer, f"EasyVideoR1 {qt or '?'}: {value:.3f}", meta)
 
 
-REWARD_SOURCE = "cyuQ1n/EasyVideoR1 examples/unified_rl/reward_function/{} accuracy_reward"
+REWARD_SOURCE = "cyuQ1n/EasyVideoR1 examples/unified_rl/reward_function/{}"
 _YES, _NO = ("yes", "true", "1"), ("no", "false", "0")
 
 
@@ -201,7 +201,7 @@ def _yn(text: str) -> str:
     return "yes" if low in _YES else "no" if low in _NO else low
 
 
-@rule("easyvideor1_reward", "boolean", source=REWARD_SOURCE.format("boolean.py"))
+@rule("easyvideor1_reward", "boolean", source=REWARD_SOURCE.format("boolean.py accuracy_reward"))
 def reward_boolean(prediction: str, target: Any, sample: Sample) -> Score:
     """EasyVideoR1's training reward for yes/no: the answer equals the target word."""
     answer = reward_answer(normalize_response(prediction))
@@ -209,7 +209,7 @@ def reward_boolean(prediction: str, target: Any, sample: Sample) -> Score:
     return Score(value, answer, f"EasyVideoR1 reward boolean: {value:.0f}", {})
 
 
-@rule("easyvideor1_reward", "ocr", source=REWARD_SOURCE.format("ocr.py"))
+@rule("easyvideor1_reward", "ocr", source=REWARD_SOURCE.format("ocr.py accuracy_reward"))
 def reward_ocr(prediction: str, target: Any, sample: Sample) -> Score:
     """EasyVideoR1's training reward for OCR: 1 - WER of the lower-cased words, in [0, 1]."""
     answer = reward_answer(normalize_response(prediction))
@@ -218,7 +218,7 @@ def reward_ocr(prediction: str, target: Any, sample: Sample) -> Score:
     return Score(value, answer, f"EasyVideoR1 reward OCR: WER {wer:.3f}", {"wer": wer})
 
 
-@rule("easyvideor1_reward", "spatial_grounding", source=REWARD_SOURCE.format("grounding.py"))
+@rule("easyvideor1_reward", "spatial_grounding", source=REWARD_SOURCE.format("grounding.py spatial_reward"))
 def reward_spatial(prediction: str, target: Any, sample: Sample) -> Score:
     """EasyVideoR1's training reward for a box: IoU of the JSON ``boxes`` with the target."""
     answer = reward_answer(normalize_response(prediction))
