@@ -218,7 +218,11 @@ def reward_ocr(prediction: str, target: Any, sample: Sample) -> Score:
     return Score(value, answer, f"EasyVideoR1 reward OCR: WER {wer:.3f}", {"wer": wer})
 
 
-@rule("easyvideor1_reward", "spatial_grounding", source=REWARD_SOURCE.format("grounding.py spatial_reward"))
+@rule(
+    "easyvideor1_reward",
+    "spatial_grounding",
+    source=REWARD_SOURCE.format("grounding.py spatial_reward"),
+)
 def reward_spatial(prediction: str, target: Any, sample: Sample) -> Score:
     """EasyVideoR1's training reward for a box: IoU of the JSON ``boxes`` with the target."""
     answer = reward_answer(normalize_response(prediction))
