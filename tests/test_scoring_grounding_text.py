@@ -34,7 +34,7 @@ def test_temporal_iou(a: tuple[float, float], b: tuple[float, float], iou: float
         ((0, 0, 10, 10), (0, 0, 10, 10), 1.0),
         ((0, 0, 10, 10), (5, 0, 15, 10), 50 / 150),
         ((0, 0, 10, 10), (20, 20, 30, 30), 0.0),
-        ((10, 10, 0, 0), (0, 0, 10, 10), 1.0),  # corners in any order
+        ((10, 10, 0, 0), (0, 0, 10, 10), 0.0),  # reversed corners: an invalid box
         ((0, 0, 0, 10), (0, 0, 10, 10), 0.0),  # degenerate box
     ],
 )

@@ -146,8 +146,9 @@ def spatiotemporal_grounding(
     is the sum of per-frame box IoUs over frames in both tubes divided by the frames in
     either; m_vIoU its mean, vIoU@t the share reaching t; m_tIoU the mean temporal IoU.
     ``reward`` is the mean of EasyVideoR1's per-sample 0.5*tIoU + 0.5*mean box IoU (the
-    scorer's value). A sample whose score carries no tube metadata (``tiou``/``viou``)
-    cannot give these numbers: it is counted unscored, never as 0.
+    scorer's value, or ``metadata["reward"]`` where the rule's value is another figure).
+    A sample whose score carries no tube metadata (``tiou``/``viou``) cannot give these
+    numbers: it is counted unscored, never as 0.
     """
     kept = [s for s in scored if s.value is not None and "viou" in s.metadata]
     vious = [(s.sample, float(s.metadata["viou"])) for s in kept]
@@ -157,7 +158,9 @@ def spatiotemporal_grounding(
     out.metrics["m_tIoU"] = _pct(float(s.metadata.get("tiou", 0.0)) for s in kept) or 0.0
     for t in thresholds:
         out.metrics[f"vIoU@{t:g}"] = _pct(float(v >= t) for _, v in vious) or 0.0
-    out.metrics["reward"] = _pct(float(s.value) for s in kept if s.value is not None) or 0.0
+    # a rule whose value is not the reward form (rule "stvg": vIoU) carries it in metadata
+    rewards = (float(s.metadata.get("reward", s.value)) for s in kept if s.value is not None)
+    out.metrics["reward"] = _pct(rewards) or 0.0
     return out
 
 

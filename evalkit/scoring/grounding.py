@@ -7,10 +7,15 @@ Assumed shapes (document of record):
 - spatial target ``[x1, y1, x2, y2]`` in the same coordinate system the prompt asked for
   (pixels of the frame as shown to the model); the prediction may be Qwen's
   ``{"bbox_2d": [...]}``, a bare list, or four numbers. When ``sample.fields`` has
-  ``width`` and ``height``, both boxes are clipped to the frame first.
+  ``width`` and ``height``, both boxes are clipped to the frame first. A box with
+  x2 < x1 or y2 < y1 is invalid and overlaps nothing (IoU 0, with the reason): corners
+  are never reordered, as in EasyVideoR1's ``iou_2d`` and LLaVA-ST's ``iou``, where such
+  a box has zero overlap.
 - spatio-temporal target ``{"time": [s, e], "boxes": {"<frame or time key>": box}}``
   (EasyVideoR1's STVG shape). Keys are strings; numeric keys are compared as numbers
-  ("3" == "3.0"). The prediction is a JSON object of the same shape.
+  ("3" == "3.0"). The prediction is a JSON object of the same shape. A target with no
+  boxes (``"boxes": {}``) is scored on its time span alone, as EasyVideoR1's reward_fn
+  does (``metadata["scored_on"] == "time"``).
 """
 
 from __future__ import annotations
@@ -44,17 +49,25 @@ def temporal_iou(a: Interval, b: Interval) -> float:
     return min(1.0, inter / union)
 
 
+def box_valid(box: Box) -> bool:
+    """True unless the corners are reversed (x2 < x1 or y2 < y1)."""
+    return box[2] >= box[0] and box[3] >= box[1]
+
+
 def box_iou(a: Box, b: Box) -> float:
-    """IoU of two [x1, y1, x2, y2] boxes (corners in any order).
+    """IoU of two [x1, y1, x2, y2] boxes; a box with reversed corners scores 0.
 
     A zero-area box overlaps nothing (0), except an identical one (1), as for spans.
+    Reversed corners are not reordered: EasyVideoR1 (eval script ``iou_2d``) and LLaVA-ST
+    (inference/src/utils.py ``iou``) give such a box zero overlap, and reordering would
+    credit a reply that got the box format wrong.
 
     Source: standard detection IoU (PASCAL VOC / RefCOCO Acc@0.5 uses the same ratio).
     """
-    ax1, ax2 = sorted((a[0], a[2]))
-    ay1, ay2 = sorted((a[1], a[3]))
-    bx1, bx2 = sorted((b[0], b[2]))
-    by1, by2 = sorted((b[1], b[3]))
+    if not (box_valid(a) and box_valid(b)):
+        return 0.0
+    ax1, ay1, ax2, ay2 = a
+    bx1, by1, bx2, by2 = b
     iw = max(0.0, min(ax2, bx2) - max(ax1, bx1))
     ih = max(0.0, min(ay2, by2) - max(ay1, by1))
     inter = iw * ih
@@ -175,6 +188,9 @@ def spatial_grounding(prediction: str, target: Any, sample: Sample) -> Score:
         return Score(0.0, None, f"no box found ({span.method})", meta)
     if gold is None:
         return Score(0.0, list(got), f"target {target!r} is not a box", meta)
+    if not box_valid(got):
+        meta["invalid_box"] = True
+        return Score(0.0, list(got), f"invalid box {list(got)}: x2 < x1 or y2 < y1", meta)
     iou = box_iou(_clip(got, sample), _clip(gold, sample))
     meta["iou"] = iou
     return Score(iou, list(got), f"IoU {iou:.3f} via {span.method}", meta)
@@ -210,6 +226,8 @@ def _tube(obj: Any) -> tuple[Interval | None, dict[str, Box]]:
 def spatiotemporal_grounding(prediction: str, target: Any, sample: Sample) -> Score:
     """0.5·tIoU + 0.5·mean box IoU over frames present in both (EasyVideoR1 STVG reward).
 
+    A target without boxes is scored on tIoU alone (EasyVideoR1's reward_fn returns the
+    tIoU there): halving it would cap a perfect answer at 0.5.
     ``metadata`` also carries ``tiou`` and ``viou`` for the standard m_tIoU / m_vIoU
     (HC-STVG, Tang et al. 2021: vIoU = sum of box IoUs over frames in both tubes divided
     by the number of frames in either; here the frame sets are the boxes' keys).
@@ -222,16 +240,24 @@ def spatiotemporal_grounding(prediction: str, target: Any, sample: Sample) -> Sc
     if not parsed:
         return Score(0.0, None, f"no {{time, boxes}} object found ({span.method})", meta)
     tiou = temporal_iou(p_time, g_time) if p_time and g_time else 0.0
+    answer = {"time": list(p_time) if p_time else None, "boxes": len(p_boxes)}
+    if not g_boxes:
+        meta.update(tiou=tiou, scored_on="time", reason="target has no boxes: time span only")
+        meta["format"] = _fmt(span, parsed) * (1.0 if p_time is not None else 0.5)
+        return Score(tiou, answer, f"tIoU {tiou:.3f}, target has no boxes ({span.method})", meta)
     common = sorted(set(p_boxes) & set(g_boxes))
     ious = [box_iou(_clip(p_boxes[k], sample), _clip(g_boxes[k], sample)) for k in common]
+    invalid = [k for k in common if not box_valid(p_boxes[k])]
     mean_box = sum(ious) / len(ious) if ious else 0.0
     either = len(set(p_boxes) | set(g_boxes))
     viou = sum(ious) / either if either else 0.0
     value = 0.5 * tiou + 0.5 * mean_box
     full = p_time is not None and bool(p_boxes)
     meta.update(tiou=tiou, viou=viou, box_iou=mean_box, frames_matched=len(common))
-    meta["format"] = _fmt(span, parsed) * (1.0 if full else 0.5)
-    answer = {"time": list(p_time) if p_time else None, "boxes": len(p_boxes)}
-    return Score(
-        min(1.0, value), answer, f"tIoU {tiou:.3f}, box IoU {mean_box:.3f} ({span.method})", meta
-    )
+    meta.update(scored_on="time+boxes", format=_fmt(span, parsed) * (1.0 if full else 0.5))
+    note = ""
+    if invalid:
+        meta["invalid_boxes"] = invalid
+        note = f"; {len(invalid)} box(es) with x2 < x1 or y2 < y1 score 0"
+    why = f"tIoU {tiou:.3f}, box IoU {mean_box:.3f}{note} ({span.method})"
+    return Score(min(1.0, value), answer, why, meta)
