@@ -138,7 +138,17 @@ def extraction(b: BenchmarkReport) -> list[Section]:
         ]
         for r in sens.rows
     ]
-    headers = ["rule", "role", "score", "delta", "flips", "up / down", "samples", "errors", "source"]
+    headers = [
+        "rule",
+        "role",
+        "score",
+        "delta",
+        "flips",
+        "up / down",
+        "samples",
+        "errors",
+        "source",
+    ]
     notes = [
         f"headline rule: {headline_rules(b)}",
         f"score = the official aggregate ({b.aggregation}) with every sample's verdict taken "

@@ -155,9 +155,7 @@ _CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 @pytest.mark.heavy
 @pytest.mark.skipif(_CHROMIUM is None, reason="chromium is not installed")
-def test_the_sensitivity_table_renders_in_headless_chromium(
-    rule_run: Path, tmp_path: Path
-) -> None:
+def test_the_sensitivity_table_renders_in_headless_chromium(rule_run: Path, tmp_path: Path) -> None:
     page = write_report(build_report([rule_run], bootstrap=10), tmp_path / "out", ["html"])["html"]
     flags = [str(_CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"]
     dom = subprocess.run(
