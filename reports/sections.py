@@ -223,6 +223,9 @@ def settings(run: RunReport) -> Section:
             for k in ("fps", "nframes", "max_frames", "max_pixels", "total_pixels")
             if k in f
         )
+        if b.settings.get("engine") == "external":
+            rows.append([b.name, "frames and max_tokens unknown (predictions made elsewhere)"])
+            continue
         rows.append([b.name, f"{frames}; max_tokens={b.settings.get('max_tokens')}"])
     return Section("Settings", ["setting", "value"], rows)
 

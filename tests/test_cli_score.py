@@ -99,7 +99,8 @@ def test_report_and_repro_read_the_scored_run(
     assert doc["overall"] == pytest.approx(50.0) and doc["counts"]["failed"] == 2
     capsys.readouterr()
     assert main(["repro", str(run)]) == 1  # 50.0 against the published 65.1
-    assert "miss" in capsys.readouterr().out
+    repro = capsys.readouterr().out
+    assert "miss" in repro and "frames and max_tokens unknown" in repro
 
 
 def test_unknown_ids_are_an_error_that_lists_them_and_shows_real_ids(
