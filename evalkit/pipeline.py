@@ -25,10 +25,12 @@ from evalkit.engines.base import Completion, Engine, Request
 from evalkit.errors import DataError, TransientError
 from evalkit.sample import Sample
 from evalkit.scoring.types import Score
+from evalkit.scoring.verdicts import Verdicts
 from evalkit.store import Store
 
 Prepare = Callable[[Sample], Request]
-ScoreFn = Callable[[Sample, Completion], Score]
+ScoreFn = Callable[[Sample, Completion], Score | Verdicts]
+"""A plain ``Score``, or ``Verdicts`` (headline rule + every other rule) for a real run."""
 
 _TRANSIENT: tuple[type[BaseException], ...] = (TransientError, ConnectionError, TimeoutError)
 
@@ -203,27 +205,25 @@ class Pipeline:
         # Scorers never raise on model output by contract; a bug in one still must not
         # lose the prediction, so it is recorded as a failed sample with the traceback text.
         try:
-            score = self.score(sample, completion)
+            result = self.score(sample, completion)
         except Exception as exc:
             self._fail(sample, "score", exc, timings, completion)
             return
         t = completion.timings
         timings.update(submitted=t.submitted, first_token=t.first_token, finished=t.finished)
         timings["scored"] = time.time()
-        record = {
-            "id": sample.id,
-            "status": "ok",
-            "prediction": completion.text,
-            "score": score.to_dict(),
-            "prompt_hash": phash,
-            **_sample_part(sample),
-            "tokens": {"prompt": completion.prompt_tokens, "output": completion.output_tokens},
-            "timings": timings,
-            "fingerprint": self.fingerprint,
-        }
-        if len(completion.texts) > 1:
-            record["predictions"] = completion.texts
-        self.store.append(record)
+        tokens = {"prompt": completion.prompt_tokens, "output": completion.output_tokens}
+        self.store.append(
+            ok_record(
+                sample,
+                result,
+                completion.texts,
+                fingerprint=self.fingerprint,
+                timings=timings,
+                prompt_hash=phash,
+                tokens=tokens,
+            )
+        )
         self.stats.completed += 1
         self.stats.output_tokens += completion.output_tokens
 
@@ -235,18 +235,16 @@ class Pipeline:
         timings: dict[str, Any],
         completion: Completion | None = None,
     ) -> None:
-        record = {
-            "id": sample.id,
-            "status": "failed",
-            "stage": stage,
-            "error": f"{type(exc).__name__}: {exc}",
-            "prediction": completion.text if completion else None,
-            "score": None,
-            **_sample_part(sample),
-            "timings": timings,
-            "fingerprint": self.fingerprint,
-        }
-        self.store.append(record)
+        self.store.append(
+            failed_record(
+                sample,
+                stage,
+                f"{type(exc).__name__}: {exc}",
+                fingerprint=self.fingerprint,
+                timings=timings,
+                prediction=completion.text if completion else None,
+            )
+        )
         self.stats.failed += 1
 
     # -- vanilla synchronous baseline ---------------------------------------------------
@@ -280,6 +278,70 @@ class Pipeline:
             for sample, request, completion, t in rows:
                 self._finish(sample, completion, t, prompt_hash(request))
         return stats
+
+
+# -- the run record: the one writer of a sample's line in the results store -------------
+
+
+def ok_record(
+    sample: Sample,
+    result: Score | Verdicts,
+    texts: list[str],
+    *,
+    fingerprint: str,
+    timings: dict[str, Any],
+    prompt_hash: str | None = None,
+    tokens: dict[str, int] | None = None,
+) -> dict[str, Any]:
+    """The record of a scored sample (``evalkit run`` and ``evalkit score`` both write it).
+
+    With ``Verdicts`` it names the headline ``rule`` and holds the compact verdict of every
+    other rule of the task type under ``rules``. ``prompt_hash``/``tokens`` are None for
+    predictions made elsewhere (``evalkit score``): what the model was asked is unknown.
+    """
+    score = result.score if isinstance(result, Verdicts) else result
+    record: dict[str, Any] = {
+        "id": sample.id,
+        "status": "ok",
+        "prediction": texts[0] if texts else "",
+        "score": score.to_dict(),
+    }
+    if isinstance(result, Verdicts):
+        record["rule"] = result.rule
+        record["rules"] = result.compact_others()
+    record.update(
+        prompt_hash=prompt_hash,
+        **_sample_part(sample),
+        tokens=tokens,
+        timings=timings,
+        fingerprint=fingerprint,
+    )
+    if len(texts) > 1:
+        record["predictions"] = texts
+    return record
+
+
+def failed_record(
+    sample: Sample,
+    stage: str,
+    error: str,
+    *,
+    fingerprint: str,
+    timings: dict[str, Any],
+    prediction: str | None = None,
+) -> dict[str, Any]:
+    """The record of a sample that failed at ``stage`` (io, engine, score, predictions)."""
+    return {
+        "id": sample.id,
+        "status": "failed",
+        "stage": stage,
+        "error": error,
+        "prediction": prediction,
+        "score": None,
+        **_sample_part(sample),
+        "timings": timings,
+        "fingerprint": fingerprint,
+    }
 
 
 def _sample_part(sample: Sample) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from evalkit.prompts import PromptPlan
 from evalkit.requests import RequestBuilder
 from evalkit.rundir import RunDir, hash_json, hash_path, new_run_id
 from evalkit.sample import Sample, VideoRef
-from evalkit.scoring.types import Score
+from evalkit.scoring.verdicts import Verdicts
 from evalkit.video.types import FrameSpec
 
 
@@ -301,12 +301,19 @@ def _result_engine_options(options: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in sorted(options.items()) if k not in _THROUGHPUT_ONLY}
 
 
-def make_scorer() -> Callable[[Sample, Completion], Score]:
-    """The scorer router, adapted to the pipeline's (sample, completion) signature."""
-    from evalkit.scoring import score
+def make_scorer(spec: Any = None) -> Callable[[Sample, Completion], Verdicts]:
+    """The pipeline's scorer: each sample under its benchmark's headline rule (``spec``;
+    None = evalkit's rule) and, for the extraction-sensitivity report, every other rule."""
+    from evalkit.scoring import canonical_task_type, score_all
 
-    def _score(sample: Sample, completion: Completion) -> Score:
-        return score(sample, completion.text)
+    headline: dict[str, str] = {}  # task type as written -> rule (a spec lookup per type)
+
+    def _score(sample: Sample, completion: Completion) -> Verdicts:
+        rule = headline.get(sample.task_type)
+        if rule is None:
+            kind = canonical_task_type(sample.task_type)
+            rule = headline[sample.task_type] = spec.headline_rule(kind) if spec else "evalkit"
+        return score_all(sample, completion.text, rule)
 
     return _score
 
@@ -379,7 +386,12 @@ async def aexecute(
                     )
                     with rundir.store(bench.name) as store:
                         pipe = Pipeline(
-                            engine, builder, make_scorer(), store, cfg.pipeline, fingerprint
+                            engine,
+                            builder,
+                            make_scorer(bench.spec),
+                            store,
+                            cfg.pipeline,
+                            fingerprint,
                         )
                         if on_start:
                             on_start(bench.name, pipe)

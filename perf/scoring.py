@@ -6,6 +6,9 @@ reference once (tokens, stems, n-grams, parsed tags) and reuse it for every answ
 it, as in a run; they are also timed with a new reference on every call
 ("..._new_reference"), which that reuse cannot help.
 math-verify and the sandboxed code scorers are reported separately with p50/p99 latency.
+A run's sink scores each sample under its headline rule AND every other registered rule
+of its task type (extraction sensitivity): both costs are timed through the router, per
+sample ("single_rule_..." vs "all_rules_samples_per_cpu_s").
 Prints progress lines, then ONE JSON object as the last line of stdout.
 
     python perf/scoring.py [--seconds 1.0] [--math-calls 200] [--code-calls 20]
@@ -149,6 +152,40 @@ def rule_based(seconds: float) -> dict[str, float]:
     return out
 
 
+def _rate(fn: Any, sample: Sample, preds: list[str], seconds: float) -> float:
+    """Calls of ``fn(sample, prediction)`` per CPU-second of this thread."""
+    for p in preds:
+        fn(sample, p)
+    n, start = 0, time.thread_time()
+    while time.thread_time() - start < seconds:
+        for p in preds:
+            fn(sample, p)
+        n += len(preds)
+    return n / (time.thread_time() - start)
+
+
+def all_rules(seconds: float) -> tuple[dict[str, float], dict[str, float], dict[str, int]]:
+    """Samples per CPU-second through the router under one rule (the headline) and under
+    every registered rule of the task type (what a run's sink does), and the rule counts."""
+    from evalkit.scoring import score, score_all
+    from evalkit.scoring.rules import rules_for
+
+    single: dict[str, float] = {}
+    every: dict[str, float] = {}
+    counts: dict[str, int] = {}
+    for task, target, options, preds in MIX:
+        s = _samples(task, target, options)
+        counts[task] = len(rules_for(task))
+        single[task] = _rate(lambda smp, p: score(smp, p), s, preds, seconds)
+        every[task] = _rate(lambda smp, p: score_all(smp, p), s, preds, seconds)
+        print(
+            f"{task:28s} one rule {single[task]:>10,.0f}  all {counts[task]} rule(s) "
+            f"{every[task]:>10,.0f} samples per CPU-second",
+            flush=True,
+        )
+    return single, every, counts
+
+
 # A distinct reference per call for the scorers that reuse prepared references.
 FRESH_REFERENCE = {
     "open_ended": lambda target, i: f"{target} Seen at {i} seconds.",
@@ -209,6 +246,7 @@ def main() -> None:
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})  # one core
     rates = rule_based(args.seconds)
     fresh = new_reference(args.seconds)
+    single, every, counts = all_rules(args.seconds)
     # Distinct answers each call: math-verify memoises parses, repeats would flatter it.
     math = latency(
         "math",
@@ -253,6 +291,9 @@ def main() -> None:
                 "rule_based_meeting_goal_ratio": sum(v >= 20000 for v in rates.values())
                 / len(rates),
                 "new_reference_scores_per_cpu_s": {k: round(v) for k, v in fresh.items()},
+                "single_rule_samples_per_cpu_s": {k: round(v) for k, v in single.items()},
+                "all_rules_samples_per_cpu_s": {k: round(v) for k, v in every.items()},
+                "rules_per_task_type": counts,
                 "math": {k: round(v, 2) for k, v in math.items()},
                 "code_python": {k: round(v, 2) for k, v in code.items()},
                 "code_svg": {k: round(v, 2) for k, v in svg.items()},

@@ -19,6 +19,7 @@ from evalkit.bench.aggregate import AggregateResult, Scored, aggregate, aggregat
 from evalkit.errors import DataError
 from evalkit.rundir import RunDir, hash_json
 from evalkit.sample import Sample
+from reports.sensitivity import Sensitivity, sensitivity
 
 FailedPolicy = Literal["zero", "exclude"]
 ADHOC_AGGREGATION = "pooled mean by task_type (ad-hoc data: no official spec)"
@@ -61,6 +62,8 @@ class BenchmarkReport:
     stderr_method: str = ""
     notes: list[str] = field(default_factory=list)
     references: list[Any] = field(default_factory=list)  # reports.reference.ReferenceCheck
+    sensitivity: Sensitivity | None = None
+    """The official number under each extraction rule (None: records predate rules)."""
 
     @property
     def overall(self) -> float | None:
@@ -120,25 +123,18 @@ def load_benchmark(
     scored, counts = scored_from_records(records, failed=failed)
     entry = ((config.get("result_config") or {}).get("benchmarks") or {}).get(name) or {}
     spec, variant, notes = resolve_spec(name, config, entry)
-    if spec is None:
-        result = _adhoc(scored)
-        official, label = False, ADHOC_AGGREGATION
-    else:
-        try:
-            result = aggregate(spec, scored)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise DataError(
-                f"{path}: the records cannot be aggregated by {spec.name}'s official rule "
-                f"({spec.aggregation.name}: {type(exc).__name__}: {exc}); the records lack a "
-                "field the rule needs (written by an older evalkit?) — rerun the benchmark"
-            ) from None
-        official, label = True, spec.aggregation.name
+    result = aggregate_scored(spec, scored, path)
+    official, label = (False, ADHOC_AGGREGATION) if spec is None else (True, spec.aggregation.name)
     if counts.failed and failed == "zero":
         notes.append(f"{counts.failed} failed sample(s) count as wrong (0) in the aggregate")
     elif counts.failed:
         notes.append(f"{counts.failed} failed sample(s) are left out of the aggregate")
     if counts.unscored:
         notes.append(f"{counts.unscored} sample(s) could not be scored (not counted as 0)")
+
+    def official_of(recs: list[dict[str, Any]]) -> float | None:  # the same path, other verdicts
+        return aggregate_scored(spec, scored_from_records(recs, failed=failed)[0], path).overall
+
     breakdown_fields = list(result.breakdowns) or (["task_type"] if spec is None else [])
     return BenchmarkReport(
         name=name,
@@ -154,7 +150,22 @@ def load_benchmark(
         settings=_settings(config, entry),
         group_sizes={f: _group_sizes(scored, f) for f in breakdown_fields},
         notes=notes,
+        sensitivity=sensitivity(records, result.overall, official_of),
     )
+
+
+def aggregate_scored(spec: Any, scored: list[Scored], path: Path) -> AggregateResult:
+    """The official aggregate by ``spec`` (None: an ad-hoc file's pooled mean by task type)."""
+    if spec is None:
+        return _adhoc(scored)
+    try:
+        return aggregate(spec, scored)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise DataError(
+            f"{path}: the records cannot be aggregated by {spec.name}'s official rule "
+            f"({spec.aggregation.name}: {type(exc).__name__}: {exc}); the records lack a "
+            "field the rule needs (written by an older evalkit?) — rerun the benchmark"
+        ) from None
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:

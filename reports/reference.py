@@ -121,6 +121,8 @@ def settings_diff(spec: Any, settings: dict[str, Any]) -> list[str]:
     for key in _FRAME_KEYS:
         if key in frames and frames[key] != pinned.get(key):
             out.append(f"{key} {frames[key]} (reference {pinned.get(key)})")
+    if settings.get("engine") == "external":  # evalkit score: frames, cap were not ours
+        out.append("frames and max_tokens unknown (predictions made elsewhere)")
     variant = settings.get("prompt_variant")
     if variant and variant != spec.prompt.variant:
         out.append(f"prompt variant {variant} (reference {spec.prompt.variant})")

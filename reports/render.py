@@ -63,6 +63,7 @@ body{font-family:system-ui,sans-serif;margin:2em;max-width:1400px;color:#222}
 table{border-collapse:collapse;margin:.5em 0 1em}
 th,td{border:1px solid #ccc;padding:3px 8px;font-size:13px;text-align:left}
 th{background:#f0f0f0} td.miss{color:#b00;font-weight:bold} td.match{color:#070}
+td.headline{background:#e8f0fe;color:#1a4d8f;font-weight:bold}
 p.note{color:#555;font-size:12px;margin:.2em 0} figure{margin:1em 0}
 img{max-width:100%;border:1px solid #ddd}
 """
@@ -83,7 +84,7 @@ def to_html(title: str, sections: list[Section], out_dir: Path) -> str:
             for row in sec.rows:
                 cells = "".join(
                     f"<td class='{e(c)}'>{e(c)}</td>"
-                    if c in ("miss", "match")
+                    if c in ("miss", "match", "headline")
                     else f"<td>{e(c)}</td>"
                     for c in row
                 )
@@ -137,6 +138,7 @@ def run_dict(run: RunReport, util: dict[str, Utilisation | None]) -> dict[str, A
             "references": [r.to_dict() for r in b.references],
             "utilisation": u.to_dict() if (u := util.get(name)) else None,
             "notes": b.notes,
+            "sensitivity": b.sensitivity.to_dict() if b.sensitivity else None,
         }
     return {
         "run_id": run.run_id,

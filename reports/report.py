@@ -64,7 +64,7 @@ def build_report(
         anchors[f"timeline:{i}"] = util_sec
         sections.append(anchors[f"scores:{i}"])
         for b in run.benchmarks.values():
-            sections += S.breakdowns(b)
+            sections += S.breakdowns(b) + S.extraction(b)
         sections += [S.references(run), util_sec, S.settings(run)]
         data["runs"].append(run_dict(run, util))
     sections += S.combined(runs)

@@ -72,6 +72,11 @@ def summary(run: RunReport) -> Section:
             ]
         )
     notes = [f"{b.name}: {n}" for b in run.benchmarks.values() for n in b.notes]
+    notes += [
+        f"{b.name}: headline extraction rule {headline_rules(b)}"
+        for b in run.benchmarks.values()
+        if b.sensitivity is not None
+    ]
     notes.append(
         "score = official aggregate in percent ± standard error (points); failed samples "
         + ("count as wrong (0)" if run.failed_policy == "zero" else "are left out")
@@ -123,6 +128,64 @@ def breakdowns(b: BenchmarkReport) -> list[Section]:
     if b.result.metrics:
         rows = [[k, num(v)] for k, v in b.result.metrics.items()]
         out.append(Section(f"{b.name}: other official metrics", ["metric", "value"], rows, level=4))
+    return out
+
+
+def headline_rules(b: BenchmarkReport) -> str:
+    """``videomme`` or ``multiple_choice: videomme, numerical: evalkit``."""
+    rules = b.sensitivity.headline_rules if b.sensitivity else {}
+    if len(set(rules.values())) == 1:
+        return next(iter(rules.values()))
+    return ", ".join(f"{t}: {r}" for t, r in rules.items())
+
+
+def extraction(b: BenchmarkReport) -> list[Section]:
+    """The official number under each extraction rule, flips, and replies that flip."""
+    sens = b.sensitivity
+    if sens is None:
+        return []
+    rows = [
+        [
+            r.rule,
+            "headline" if r.headline else "",
+            num(r.overall),
+            "" if r.headline else num(r.delta),
+            "" if r.headline else str(r.changed),
+            "" if r.headline else f"{r.up} / {r.down}",
+            str(r.compared),
+            "" if r.headline else str(r.errors),
+            r.source or "-",
+        ]
+        for r in sens.rows
+    ]
+    headers = [
+        "rule",
+        "role",
+        "score",
+        "delta",
+        "flips",
+        "up / down",
+        "samples",
+        "errors",
+        "source",
+    ]
+    notes = [
+        f"headline rule: {headline_rules(b)}",
+        f"score = the official aggregate ({b.aggregation}) with every sample's verdict taken "
+        "under the rule; samples of a task type without that rule keep their headline verdict",
+        "flips = samples whose verdict differs from the headline rule's (up = the rule "
+        "scores them higher); errors = samples on which the rule raised",
+    ]
+    if len(sens.rows) == 1:
+        notes.append("no other extraction rule is registered for this benchmark's task types")
+    out = [Section(f"{b.name}: extraction sensitivity", headers, rows, notes, level=4)]
+    if sens.examples:
+        names = list(sens.examples[0].verdicts)
+        ex_rows = [[e.id, e.reply, *(e.verdicts[n] for n in names)] for e in sens.examples]
+        ex_headers = ["sample", "reply (excerpt)", *(f"{n} rule" for n in names)]
+        ex_headers[2] = f"headline ({headline_rules(b)})"
+        title = f"{b.name}: replies whose verdict differs between rules (examples)"
+        out.append(Section(title, ex_headers, ex_rows, ["verdict = value (answer)"], level=4))
     return out
 
 
@@ -180,6 +243,9 @@ def settings(run: RunReport) -> Section:
             for k in ("fps", "nframes", "max_frames", "max_pixels", "total_pixels")
             if k in f
         )
+        if b.settings.get("engine") == "external":
+            rows.append([b.name, "frames and max_tokens unknown (predictions made elsewhere)"])
+            continue
         variant, cap = b.settings.get("prompt_variant"), b.settings.get("max_tokens")
         rows.append([b.name, f"{frames}; variant={variant}; max_tokens={cap}"])
     return Section("Settings", ["setting", "value"], rows)

@@ -2,7 +2,7 @@
 
 For tests and examples of the report: a ``config.json`` with the result config (model,
 engine, prompt variant, per-benchmark spec hash, frames, max_tokens) and one store per
-benchmark holding ``ok`` / ``failed`` records shaped like the pipeline's.
+benchmark holding ``ok`` / ``failed`` records written by the pipeline's own record writer.
 """
 
 from __future__ import annotations
@@ -11,12 +11,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evalkit.pipeline import failed_record, ok_record
 from evalkit.rundir import RunDir, hash_json
+from evalkit.sample import Sample
+from evalkit.scoring.types import Score
+from evalkit.scoring.verdicts import Verdicts
 
 
 @dataclass
 class Rec:
-    """One sample's outcome: a score value (None = unscored), or failed at ``stage``."""
+    """One sample's outcome: a score value (None = unscored), or failed at ``stage``.
+
+    ``rule`` names the headline extraction rule; ``rules`` gives the value under each
+    other rule (the record then carries them as a run does).
+    """
 
     id: str
     value: float | None = 1.0
@@ -25,36 +33,39 @@ class Rec:
     target: Any = "A"
     failed_stage: str | None = None
     timings: dict[str, float] | None = None
+    rule: str | None = None
+    rules: dict[str, float | None] = field(default_factory=dict)
+    prediction: str = "A"
 
 
 def record(rec: Rec, benchmark: str, fingerprint: str = "") -> dict[str, Any]:
-    """The store record the pipeline would write for ``rec``."""
-    base = {
-        "id": rec.id,
-        "benchmark": benchmark,
-        "task_type": rec.task_type,
-        "target": rec.target,
-        "fields": rec.fields,
-        "timings": rec.timings or {},
-        "fingerprint": fingerprint,
-    }
+    """The store record the pipeline would write for ``rec`` (by the pipeline's writer)."""
+    sample = Sample(
+        id=rec.id,
+        task_type=rec.task_type,
+        question="",
+        target=rec.target,
+        benchmark=benchmark,
+        fields=rec.fields,
+    )
+    timings = rec.timings or {}
     if rec.failed_stage:
-        return {
-            **base,
-            "status": "failed",
-            "stage": rec.failed_stage,
-            "error": "EngineError: synthetic failure",
-            "prediction": None,
-            "score": None,
-        }
-    return {
-        **base,
-        "status": "ok",
-        "prediction": "A",
-        "score": {"value": rec.value, "answer": "A", "explanation": "", "metadata": {}},
-        "prompt_hash": "0" * 16,
-        "tokens": {"prompt": 100, "output": 4},
-    }
+        error = "EngineError: synthetic failure"
+        return failed_record(
+            sample, rec.failed_stage, error, fingerprint=fingerprint, timings=timings
+        )
+    score = Score(rec.value, "A")
+    others = {name: Score(v, "A") for name, v in rec.rules.items()}
+    result = Verdicts(score, rec.rule, others) if rec.rule else score
+    return ok_record(
+        sample,
+        result,
+        [rec.prediction],
+        fingerprint=fingerprint,
+        timings=timings,
+        prompt_hash="0" * 16,
+        tokens={"prompt": 100, "output": 4},
+    )
 
 
 def write_run(

@@ -18,6 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("evalkit.cli.run", "evaluate a model on benchmarks (async pipeline on vLLM)"),
     "report": ("evalkit.cli.report", "report runs: official scores, references, plots, A vs B"),
     "repro": ("evalkit.cli.repro", "check a run's scores against published references (CI)"),
+    "score": ("evalkit.cli.score", "score predictions made elsewhere into a run directory"),
 }
 
 

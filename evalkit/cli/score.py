@@ -1,0 +1,274 @@
+"""``evalkit score``: score predictions made elsewhere into an ordinary run directory.
+
+    evalkit score --bench Video-MME --data-root /data --predictions preds.jsonl \\
+        --model Qwen2.5-VL-7B-Instruct [--runs-dir runs --run-id X]
+
+The predictions file holds one JSON object per line, ``{"id": ..., "prediction": "..."}``
+(the benchmark's sample ids as evalkit loads them; an unknown id is an error that lists a
+few, with examples of the benchmark's ids). Every sample is scored exactly as ``evalkit
+run`` scores it (the benchmark's headline rule and every other rule of its task type) and
+written by the pipeline's own record writer, so ``evalkit report``, ``evalkit repro`` and
+the extraction-sensitivity table read the result like any run.
+
+A benchmark sample with no line in the file (or ``"prediction": null``) is recorded as
+FAILED at stage ``predictions`` ("no prediction"): the official aggregate then counts it
+wrong, as a run counts a sample whose generation failed, so a partial file cannot publish
+a number over the samples it chose; ``evalkit report --exclude-failed`` leaves them out.
+Videos are not needed (only the annotations are read). The settings evalkit cannot know
+(frames, generation cap) are recorded as unknown (null); the engine is ``external``.
+Scoring again into the same run directory resumes it as ``evalkit run --resume
+--retry-failed`` does: samples already scored there are kept (a results store never
+rewrites a finished record), the others, those without a prediction before included, are
+scored from the file. A file that changed since is refused unless ``--force``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from evalkit.errors import ConfigError, DataError
+from evalkit.sample import Sample
+
+ENGINE = "external"
+_SHOW = 5  # ids listed in an error
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The benchmark, where its annotations are, the predictions, and the run directory."""
+    p.add_argument("--bench", help="benchmark name or alias (NAME or NAME:VARIANT)")
+    p.add_argument("--data-root", help="folder holding the benchmark's official layout")
+    p.add_argument("--data", help="a unified JSON/JSONL file scored as an ad-hoc benchmark")
+    p.add_argument("--video-root", help="folder of the ad-hoc file's relative media paths")
+    p.add_argument(
+        "--predictions",
+        required=True,
+        help='JSONL file, one {"id": ..., "prediction": "..."} object per line',
+    )
+    p.add_argument(
+        "--model",
+        help="name of the model that made the predictions (matched against reference "
+        "scores by evalkit repro; default: the predictions file's name)",
+    )
+    p.add_argument(
+        "--variant",
+        choices=["plain", "thinking"],
+        default="plain",
+        help="prompt variant the predictions were made with (recorded; default plain)",
+    )
+    p.add_argument("--runs-dir", default="runs", help="where run directories go (default runs/)")
+    p.add_argument("--run-id", help="run directory name (default: a new time-stamped id)")
+    p.add_argument(
+        "--force", action="store_true", help="rescore into a run made under other settings"
+    )
+
+
+@dataclass
+class ScoreResult:
+    """Where the scored run lives and how many samples it holds, by outcome."""
+
+    path: Path
+    benchmark: str
+    scored: int = 0
+    kept: int = 0
+    """Samples already scored in this run directory (left as they were)."""
+    missing: list[str] = field(default_factory=list)
+    """Benchmark samples the file gives no prediction for (recorded as failed)."""
+
+
+def run(args: argparse.Namespace) -> int:
+    """Score the file, then say where the run is and how to report it."""
+    result = score_predictions(
+        args.predictions,
+        bench=args.bench,
+        data=args.data,
+        data_root=args.data_root,
+        video_root=args.video_root,
+        model=args.model,
+        variant=args.variant,
+        runs_dir=args.runs_dir,
+        run_id=args.run_id,
+        force=args.force,
+    )
+    print(f"{result.benchmark}: {result.scored} sample(s) scored into {result.path}")
+    if result.kept:
+        print(f"{result.kept} sample(s) were already scored in this run and are kept as they were")
+    if result.missing:
+        shown = ", ".join(map(repr, result.missing[:_SHOW]))
+        more = f" and {len(result.missing) - _SHOW} more" if len(result.missing) > _SHOW else ""
+        print(
+            f"{len(result.missing)} sample(s) have no prediction ({shown}{more}): recorded as "
+            "failed, counted wrong by the official aggregate (report --exclude-failed leaves "
+            "them out)"
+        )
+    print(f"report: evalkit report {result.path}")
+    return 0
+
+
+def score_predictions(
+    predictions: str | Path,
+    *,
+    bench: str | None = None,
+    data: str | None = None,
+    data_root: str | None = None,
+    video_root: str | None = None,
+    model: str | None = None,
+    variant: Literal["plain", "thinking"] = "plain",
+    runs_dir: str = "runs",
+    run_id: str | None = None,
+    force: bool = False,
+) -> ScoreResult:
+    """Score a predictions file for one benchmark into a run directory (see the module)."""
+    from evalkit.pipeline import failed_record, ok_record
+    from evalkit.rundir import RunDir, new_run_id
+    from evalkit.runner import RunConfig, make_scorer
+
+    if bool(bench) == bool(data):
+        raise ConfigError("give exactly one of --bench NAME or --data FILE")
+    file = Path(predictions)
+    cfg = RunConfig(
+        model=model or file.stem,
+        bench=[bench] if bench else [],
+        data=data,
+        video_root=video_root,
+        data_root=data_root,
+        engine=ENGINE,
+        variant=variant,
+        runs_dir=runs_dir,
+        run_id=run_id,
+    )
+    bench_run = _benchmark(cfg)
+    texts = read_predictions(file)
+    _check_ids(file, texts, bench_run.name, [s.id for s in bench_run.samples])
+    rundir = RunDir(Path(cfg.runs_dir) / (cfg.run_id or new_run_id("score")))
+    fingerprint = rundir.open(*_configs(cfg, bench_run, file), force=force)
+    scorer = make_scorer(bench_run.spec)
+    out = ScoreResult(rundir.path, bench_run.name)
+    with rundir.store(bench_run.name) as store:
+        done = store.done_ids(include_failed=False)
+        for sample in bench_run.samples:
+            if sample.id in done:
+                out.kept += 1
+                continue
+            text = texts.get(sample.id)
+            timings = {"scored": time.time()}
+            if text is None:
+                why = "no prediction" if sample.id not in texts else "prediction is null"
+                error = f"{why} for this sample in {file}"
+                store.append(
+                    failed_record(
+                        sample, "predictions", error, fingerprint=fingerprint, timings=timings
+                    )
+                )
+                out.missing.append(sample.id)
+                continue
+            verdicts = scorer(sample, _completion(sample, text))
+            store.append(
+                ok_record(sample, verdicts, [text], fingerprint=fingerprint, timings=timings)
+            )
+            out.scored += 1
+    return out
+
+
+def _benchmark(cfg: Any) -> Any:
+    """The benchmark's spec and samples, from its annotations only (no video is opened)."""
+    from evalkit.bench.loader import load
+    from evalkit.bench.registry import get_benchmark
+    from evalkit.engines.base import SamplingParams
+    from evalkit.runner import BenchRun, _bench_root
+
+    if cfg.data:
+        from evalkit.bench.unified import load_unified, unified_spec
+
+        spec = unified_spec(cfg.data, cfg.video_root)
+        samples = load_unified(cfg.data, cfg.video_root)
+    else:
+        base, _, variant = cfg.bench[0].partition(":")
+        spec = get_benchmark(base).with_variant(variant or None)
+        samples = load(spec, _bench_root(cfg, spec), check_media=False)
+    return BenchRun(spec.name, spec, spec.frames, SamplingParams(), samples)
+
+
+def _configs(cfg: Any, bench: Any, file: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``config.json``'s result config and extra part, as ``evalkit run`` writes them."""
+    from evalkit.runner import result_config
+
+    rc = result_config(cfg, [bench])
+    # what the other harness used is unknown here: recorded as such, never as pinned values
+    rc["benchmarks"][bench.name].update(frames=None, max_tokens=None)
+    rc["predictions"] = {"file": file.name, "sha256": _sha256(file)}
+    extra = cfg.model_dump(mode="json")
+    extra.update(command="score", predictions=str(file))
+    extra["specs"] = {bench.name: bench.spec.model_dump(mode="json")}
+    return rc, extra
+
+
+def _completion(sample: Sample, text: str) -> Any:
+    from evalkit.engines.base import Completion
+
+    return Completion(request_id=sample.id, texts=[text])
+
+
+def _sha256(file: Path) -> str:
+    return hashlib.sha256(file.read_bytes()).hexdigest()[:16]
+
+
+def read_predictions(file: Path) -> dict[str, str | None]:
+    """Sample id -> prediction (None for ``null``); DataError names the file and line."""
+    if not file.is_file():
+        raise DataError(f"{file}: no such predictions file")
+    out: dict[str, str | None] = {}
+    where: dict[str, int] = {}
+    with file.open(encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except ValueError as exc:
+                raise DataError(
+                    f"{file}:{lineno}: not valid JSON ({exc}); each line must be one object "
+                    '{"id": ..., "prediction": "..."}'
+                ) from None
+            sid, text = _row(file, lineno, row)
+            if sid in where:
+                raise DataError(f"{file}:{lineno}: id {sid!r} again (first on line {where[sid]})")
+            where[sid] = lineno
+            out[sid] = text
+    return out
+
+
+def _row(file: Path, lineno: int, row: Any) -> tuple[str, str | None]:
+    if not isinstance(row, dict):
+        raise DataError(f"{file}:{lineno}: a line must be a JSON object, got {type(row).__name__}")
+    for key in ("id", "prediction"):
+        if key not in row:
+            raise DataError(f"{file}:{lineno}: field {key!r} is missing (have: {', '.join(row)})")
+    sid, text = row["id"], row["prediction"]
+    if not isinstance(sid, str | int) or isinstance(sid, bool):
+        raise DataError(f"{file}:{lineno}: field 'id' must be a string or integer, got {sid!r}")
+    if text is not None and not isinstance(text, str):
+        raise DataError(
+            f"{file}:{lineno}: field 'prediction' must be the model's reply as a string "
+            f"(or null), got {type(text).__name__}"
+        )
+    return str(sid), text
+
+
+def _check_ids(file: Path, texts: dict[str, str | None], bench: str, ids: list[str]) -> None:
+    known = set(ids)
+    unknown = [sid for sid in texts if sid not in known]
+    if not unknown:
+        return
+    shown = ", ".join(map(repr, unknown[:_SHOW]))
+    more = f" and {len(unknown) - _SHOW} more" if len(unknown) > _SHOW else ""
+    examples = ", ".join(map(repr, ids[:3]))
+    raise DataError(
+        f"{file}: {len(unknown)} prediction id(s) are not samples of {bench}: {shown}{more}; "
+        f"{bench}'s ids look like {examples} — write the ids evalkit loads for this benchmark"
+    )

@@ -1,0 +1,76 @@
+"""A sample scored under its headline rule and every other rule of its task type.
+
+The headline verdict is the one a run reports; the others are kept, compactly, beside it
+in the record so a report can show how much the number depends on answer extraction
+(``reports.sensitivity``). LLM-judged task types keep their judge and get no other rules:
+a judge is not an extraction rule, and asking it again per rule would cost judge calls.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from evalkit.sample import Sample
+from evalkit.scoring.router import canonical_task_type, score, score_rules
+from evalkit.scoring.rules import EVALKIT
+from evalkit.scoring.types import Score
+
+JUDGED = frozenset({"llm_judge"})
+"""Canonical task types scored by an LLM judge (headline only, no other rules)."""
+
+_ANSWER_CHARS = 120  # an extracted answer longer than this is cut (free-text rules)
+
+
+@dataclass(frozen=True)
+class Verdicts:
+    """The headline score, the rule that gave it, and the score under each other rule."""
+
+    score: Score
+    rule: str = EVALKIT
+    others: dict[str, Score] = field(default_factory=dict)
+
+    def compact_others(self) -> dict[str, dict[str, Any]]:
+        """The other rules' verdicts as they go into a record (``compact_verdict``)."""
+        return {name: compact_verdict(s) for name, s in self.others.items()}
+
+
+def score_all(
+    sample: Sample, prediction: Any, rule: str | None = None, scorer_name: str | None = None
+) -> Verdicts:
+    """``prediction`` under the headline ``rule`` (None = evalkit) and every other rule."""
+    kind = canonical_task_type(scorer_name or sample.task_type)
+    if kind in JUDGED:
+        return Verdicts(score(sample, prediction, scorer_name), EVALKIT)
+    headline = rule or EVALKIT
+    main = score(sample, prediction, scorer_name, rule=headline)
+    return Verdicts(main, headline, score_rules(sample, prediction, scorer_name, skip=headline))
+
+
+def compact_verdict(s: Score) -> dict[str, Any]:
+    """``{"value", "answer"}`` (+ numeric metadata such as an IoU, + ``error``): small.
+
+    Numeric metadata is kept because some official aggregations read it (a tube's vIoU);
+    the rest (explanations, echoed targets) is left out to keep records small.
+    """
+    out: dict[str, Any] = {"value": s.value, "answer": _compact_answer(s.answer)}
+    numbers = {
+        k: round(float(v), 4)
+        for k, v in s.metadata.items()
+        if k != "format" and isinstance(v, int | float) and not isinstance(v, bool)
+    }
+    if numbers:
+        out["metadata"] = numbers
+    if "error" in s.metadata:  # the rule raised: shown as an error, not taken for a 0
+        out["error"] = s.explanation
+    return out
+
+
+def _compact_answer(answer: Any) -> Any:
+    if isinstance(answer, str):
+        return answer if len(answer) <= _ANSWER_CHARS else answer[:_ANSWER_CHARS] + "…"
+    if answer is None or isinstance(answer, int | float | bool):
+        return answer
+    text = json.dumps(answer, default=str)
+    return answer if len(text) <= _ANSWER_CHARS else text[:_ANSWER_CHARS] + "…"

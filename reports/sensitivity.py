@@ -1,0 +1,196 @@
+"""Extraction sensitivity: a benchmark's official number under each answer-extraction rule.
+
+Every record of a run names the rule that gave its headline score (``rule``) and holds the
+verdict of every other rule of its task type (``rules``; see ``evalkit.scoring.verdicts``).
+Here each rule's verdicts replace the headline ones and go through the same official
+aggregate, so the table shows how far the published number depends on how a reply is
+read, how many samples change verdict, and a few of the replies that do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+AggregateRecords = Callable[[list[dict[str, Any]]], float | None]
+"""Records -> the official aggregate (percent), as the report computes the headline."""
+
+MAX_EXAMPLES = 6
+_EXCERPT = 70  # characters kept from each end of a long reply
+_EPS = 1e-9
+
+
+@dataclass
+class RuleRow:
+    """One rule: the official number under it and how its verdicts differ from the headline."""
+
+    rule: str
+    headline: bool
+    source: str
+    overall: float | None
+    changed: int = 0
+    """Samples whose verdict under this rule differs from their headline verdict."""
+    up: int = 0
+    """... of which this rule scores higher."""
+    down: int = 0
+    compared: int = 0
+    """Samples scored under both this rule and the headline one."""
+    errors: int = 0
+    """Samples on which the rule raised (a bug, shown, not taken as a verdict)."""
+    delta: float | None = None
+    """This rule's number minus the headline number (points)."""
+
+
+@dataclass
+class Example:
+    """A reply whose verdict differs between rules: id, excerpt, verdict per rule."""
+
+    id: str
+    reply: str
+    verdicts: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Sensitivity:
+    """A benchmark's headline under each rule, the headline rules, and flipping replies."""
+
+    headline_rules: dict[str, str]
+    """Task type -> the rule that gave its headline verdicts."""
+    rows: list[RuleRow]
+    examples: list[Example]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able form."""
+        return {
+            "headline_rules": self.headline_rules,
+            "rules": [asdict(r) for r in self.rows],
+            "examples": [asdict(e) for e in self.examples],
+        }
+
+
+def sensitivity(
+    records: list[dict[str, Any]], overall: float | None, aggregate: AggregateRecords
+) -> Sensitivity | None:
+    """The table for one benchmark; None when its records predate extraction rules."""
+    ok = [r for r in records if r.get("status") == "ok" and r.get("rule")]
+    if not ok:
+        return None
+    headline_rules = _headline_rules(ok)
+    names = sorted({name for r in ok for name in (r.get("rules") or {})})
+    head = RuleRow(" / ".join(sorted(set(headline_rules.values()))), True, "", overall)
+    head.source = _sources(head.rule.split(" / "), headline_rules)
+    head.compared = len(ok)
+    rows = [head]
+    for name in names:
+        row = _compare(ok, name)
+        row.source = _sources([name], headline_rules)
+        row.overall = aggregate([_under(r, name) for r in records])
+        row.delta = None if row.overall is None or overall is None else row.overall - overall
+        rows.append(row)
+    return Sensitivity(headline_rules, rows, _examples(ok, names))
+
+
+def _headline_rules(ok: list[dict[str, Any]]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for r in ok:
+        out.setdefault(str(r.get("task_type")), str(r["rule"]))
+    return dict(sorted(out.items()))
+
+
+def _under(record: dict[str, Any], name: str) -> dict[str, Any]:
+    """``record`` with its score as rule ``name`` gave it (unchanged if the rule is absent)."""
+    verdict = (record.get("rules") or {}).get(name)
+    if record.get("status") != "ok" or verdict is None:
+        return record
+    score = {
+        "value": verdict.get("value"),
+        "answer": verdict.get("answer"),
+        "explanation": verdict.get("error", ""),
+        "metadata": verdict.get("metadata") or {},
+    }
+    return {**record, "score": score}
+
+
+def _differs(a: Any, b: Any) -> bool:
+    if a is None or b is None:
+        return (a is None) != (b is None)
+    return abs(float(a) - float(b)) > _EPS
+
+
+def _compare(ok: list[dict[str, Any]], name: str) -> RuleRow:
+    row = RuleRow(name, False, "", None)
+    for r in ok:
+        verdict = (r.get("rules") or {}).get(name)
+        if verdict is None:
+            continue
+        row.compared += 1
+        row.errors += "error" in verdict
+        a, b = (r.get("score") or {}).get("value"), verdict.get("value")
+        if _differs(a, b):
+            row.changed += 1
+            if a is not None and b is not None:
+                row.up += b > a
+                row.down += b < a
+    return row
+
+
+def _sources(names: list[str], headline_rules: dict[str, str]) -> str:
+    """Where each rule comes from, from the rule registry (blank when no longer registered)."""
+    from evalkit.registry import RegistryError
+    from evalkit.scoring.rules import rules_for
+
+    found: list[str] = []
+    for task_type in headline_rules:
+        try:
+            table = rules_for(task_type)
+        except RegistryError:
+            continue
+        found += [table[n].source for n in names if n in table]
+    return "; ".join(dict.fromkeys(found))
+
+
+def _examples(ok: list[dict[str, Any]], names: list[str]) -> list[Example]:
+    """Up to ``MAX_EXAMPLES`` differing replies, taking each rule's flips in turn."""
+    flips = {
+        name: [
+            r
+            for r in sorted(ok, key=lambda r: str(r["id"]))
+            if name in (r.get("rules") or {})
+            and _differs((r.get("score") or {}).get("value"), r["rules"][name].get("value"))
+        ]
+        for name in names
+    }
+    chosen: dict[str, dict[str, Any]] = {}
+    for depth in range(MAX_EXAMPLES):
+        for name in names:
+            if len(chosen) < MAX_EXAMPLES and depth < len(flips[name]):
+                rec = flips[name][depth]
+                chosen.setdefault(str(rec["id"]), rec)
+    return [_example(r, names) for r in chosen.values()]
+
+
+def _example(r: dict[str, Any], names: list[str]) -> Example:
+    verdicts = {"headline": verdict_text(r.get("score") or {})}
+    for name in names:
+        v = (r.get("rules") or {}).get(name)
+        verdicts[name] = "-" if v is None else verdict_text(v)
+    return Example(str(r["id"]), excerpt(str(r.get("prediction") or "")), verdicts)
+
+
+def verdict_text(v: dict[str, Any]) -> str:
+    """``1 (C)``: the value and the extracted answer, for people."""
+    if v.get("error"):
+        return "error"
+    value = v.get("value")
+    shown = "unscored" if value is None else f"{float(value):g}"
+    answer = v.get("answer")
+    return f"{shown} ({'no answer' if answer is None else answer})"
+
+
+def excerpt(text: str) -> str:
+    """A reply on one line; a long one keeps its start and its end (where answers sit)."""
+    flat = " ".join(text.split())
+    if len(flat) <= 2 * _EXCERPT + 5:
+        return flat
+    return f"{flat[:_EXCERPT]} … {flat[-_EXCERPT:]}"
