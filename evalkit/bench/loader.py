@@ -53,10 +53,11 @@ def load(spec: BenchmarkSpec, root: str | Path, *, check_media: bool = True) -> 
     out = _collect(spec, Path(root), check_media=check_media)
     fatal = [p for p in out.invalid if p.row is None]
     if fatal or (not out and out.invalid):
+        what = "files are missing or unreadable" if fatal else "not one row loaded"
         shown = "\n".join(f"  {p}" for p in (fatal or out.invalid)[:5])
         raise DataError(
-            f"{spec.name}: nothing could be loaded from {root}:\n{shown}\n"
-            f"expected layout under {root}:\n{spec.layout}"
+            f"{spec.name}: {what} under {root}:\n{shown}\nexpected layout under {root}:\n"
+            f"{spec.layout}"
         )
     return out
 
