@@ -143,7 +143,8 @@ def _row_key(row: Any, file_key: Key) -> Key:
         return file_key
     ds = row.get("data_source")
     key = match_benchmark(ds) if isinstance(ds, str) else None
-    key = key or file_key
+    if key is None or key[0] == file_key[0]:
+        key = file_key  # the file's name may add the variant (mlvu-test.json: MLVU:test)
     part = PARTS.get(_norm(key[0]))
     if part is not None and row.get(part.field) not in (None, ""):
         key = (key[0], part.variant)
