@@ -9,6 +9,7 @@ mbinary_id, ...); the expected numbers are worked out by hand from each official
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from evalkit.bench.aggregate import Scored, aggregate
 from evalkit.bench.unified_known import DataBench, data_benches, load_data, match_benchmark
 from evalkit.errors import DataError
 from evalkit.sample import Sample
+from tests.test_bench_unified import REAL, REAL_FILES
 
 
 def _row(pid: Any, **kw: Any) -> dict[str, Any]:
@@ -47,7 +49,7 @@ def _by_name(benches: list[DataBench]) -> dict[str, DataBench]:
     return {b.name: b for b in benches}
 
 
-def _score(bench: DataBench, values: dict[str, float | None]) -> Any:
+def _score(bench: DataBench, values: Mapping[str, float | None]) -> Any:
     return aggregate(bench.spec, [Scored(s, values[s.id]) for s in bench.samples])
 
 
@@ -88,7 +90,9 @@ def test_vsibench_rows_get_the_merged_macro_mean_not_a_pooled_one(tmp_path: Path
     )
     assert res.overall == pytest.approx((200 / 3 + 50 + 50) / 3)
     assert res.metrics["pooled"] == pytest.approx(350 / 6)
-    assert res.breakdowns["source_dataset"] == pytest.approx({"arkitscenes": 100.0, "scannet": 50.0})
+    assert res.breakdowns["source_dataset"] == pytest.approx(
+        {"arkitscenes": 100.0, "scannet": 50.0}
+    )
 
 
 def test_an_odd_row_is_named_and_the_rest_of_the_file_loads(tmp_path: Path) -> None:
@@ -118,7 +122,13 @@ def test_ovobench_rows_get_the_hierarchical_mean_from_ovo_task_and_category(
     (bench,) = data_benches(_write(tmp_path, "ovobench.json", rows))
     assert bench.official and bench.benchmark == "OVO-Bench"
     tasks = [s.task_type for s in bench.samples]
-    assert tasks == ["multiple_choice", "multiple_choice", "multiple_choice", "boolean", "numerical"]
+    assert tasks == [
+        "multiple_choice",
+        "multiple_choice",
+        "multiple_choice",
+        "boolean",
+        "numerical",
+    ]
     ids = [s.id for s in bench.samples]
     res = _score(bench, dict(zip(ids, [1.0, 1.0, 0.0, 0.0, 1.0], strict=True)))
     # backward EPM 100; realtime STU 50; forward (CRR 0, REC 100) 50 -> (100+50+50)/3
@@ -247,7 +257,11 @@ def test_a_file_of_several_sources_is_split_into_one_benchmark_each(tmp_path: Pa
     benches = _by_name(data_benches(_write(tmp_path, "mixed.json", rows)))
     assert set(benches) == {"VSI-Bench (mixed.json)", "OVO-Bench (mixed.json)", "mixed"}
     pooled = benches["mixed"]
-    assert (pooled.benchmark, pooled.official, pooled.spec.aggregation.name) == (None, False, "mean")
+    assert (pooled.benchmark, pooled.official, pooled.spec.aggregation.name) == (
+        None,
+        False,
+        "mean",
+    )
     assert [s.id for s in pooled.samples] == ["MyOwnSet/3", "mixed/4"]
 
 
@@ -275,7 +289,7 @@ def _sample_ids(benches: list[DataBench]) -> list[str]:
 
 
 def test_loading_twice_gives_the_same_benchmarks_and_ids(tmp_path: Path) -> None:
-    path = _write(tmp_path, "vsibench.json", _vsi_rows() + [_row(1, problem="again?")])
+    path = _write(tmp_path, "vsibench.json", [*_vsi_rows(), _row(1, problem="again?")])
     assert _sample_ids(data_benches(path)) == _sample_ids(data_benches(path))
     assert _sample_ids(data_benches(path))[-1] == "VSIBench/1#2"
 
@@ -286,3 +300,24 @@ def test_samples_keep_their_row_fields(tmp_path: Path) -> None:
     assert s.fields["original_question_type"] == "object_rel_direction_easy"
     assert s.fields["question_type"] == "object_rel_direction_easy"
     assert s.fields["source_dataset"] == "scannet"
+
+
+# --- the real files -----------------------------------------------------------------------
+
+# EasyVideoR1 files whose rows name no shipped benchmark (pooled mean, labelled).
+UNKNOWN = {"videommlu"}
+
+
+@pytest.mark.realdata
+@pytest.mark.skipif(not REAL_FILES, reason=f"real data folder absent: {REAL}")
+@pytest.mark.parametrize("path", REAL_FILES, ids=[p.name for p in REAL_FILES])
+def test_every_real_file_loads_as_data_without_a_whole_file_refusal(path: Path) -> None:
+    data = load_data(path, video_root="/videos")
+    loaded = data.loaded
+    print(f"{path.name}: {loaded.rows} rows, {len(loaded)} valid, {len(loaded.invalid)} invalid")
+    assert loaded.rows == len(loaded) + len(loaded.invalid) and loaded
+    assert sum(len(b.samples) for b in data.benches) == len(loaded)
+    known = [b for b in data.benches if b.benchmark is not None]
+    assert bool(known) == (path.stem not in UNKNOWN)
+    for b in data.benches:
+        assert b.note and len({s.id for s in b.samples}) == len(b.samples)

@@ -50,8 +50,14 @@ class Problem:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Problem:
         """Inverse of :meth:`to_dict`."""
-        level = "warning" if d.get("level") == "warning" else "error"
-        return cls(str(d["file"]), d.get("row"), d.get("field"), str(d["reason"]), level)
+        warning = d.get("level") == "warning"
+        return cls(
+            str(d["file"]),
+            d.get("row"),
+            d.get("field"),
+            str(d["reason"]),
+            "warning" if warning else "error",
+        )
 
 
 class RowError(Exception):
