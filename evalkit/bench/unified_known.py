@@ -29,6 +29,7 @@ from evalkit.bench.rows import Loaded, Problem, RowError
 from evalkit.bench.spec import AggregationSpec, BenchmarkSpec
 from evalkit.bench.unified import iter_file_rows, load_unified, unified_spec
 from evalkit.errors import DataError
+from evalkit.registry import RegistryError
 from evalkit.sample import Sample
 
 # Spec field -> unified row fields tried in order (the spec's own field name is tried
@@ -191,7 +192,7 @@ def _refiner(spec: BenchmarkSpec, label: str) -> Callable[[dict[str, Any], Sampl
             sid = f"{sid}/{part.variant}{row[part.field]}"
         try:
             task = route_task(spec, sample.task_type)
-        except Exception as exc:  # a bad scorer name in the spec is the spec's fault
+        except RegistryError as exc:  # a scorer name the spec routes to is not registered
             raise RowError("problem_type", f"{spec.name}: {exc}") from None
         return sample.model_copy(
             update={"id": sid, "task_type": task, "fields": fields, "benchmark": label}
