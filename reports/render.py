@@ -126,7 +126,6 @@ def run_dict(run: RunReport, util: dict[str, Utilisation | None]) -> dict[str, A
                 "scored": b.counts.scored,
                 "failed": b.counts.failed,
                 "unscored": b.counts.unscored,
-                "invalid": b.counts.invalid,
                 "failed_by_stage": b.counts.failed_by_stage,
             },
             "aggregate_counts": {

@@ -215,8 +215,9 @@ def _decide(spec: BenchmarkSpec, samples: list[Sample]) -> tuple[BenchmarkSpec, 
         if (n := sum(s.fields.get(f) in (None, "") for s in samples))
     }
     if not lacking:
-        how = f"official {agg.name}" + (f" ({', '.join(agg.breakdowns)})" if agg.breakdowns else "")
-        return spec, True, f"rows named {spec.name}: aggregated by its {how}"
+        absent = [b for b in agg.breakdowns if all(s.fields.get(b) is None for s in samples)]
+        gone = f" (breakdowns the rows lack: {', '.join(absent)})" if absent else ""
+        return spec, True, f"rows named {spec.name}: aggregated by its official {agg.name}{gone}"
     what = ", ".join(f"{f!r} ({n} of {len(samples)} rows lack it)" for f, n in lacking.items())
     pooled = AggregationSpec(
         name="mean",
