@@ -99,8 +99,32 @@ class RunDir:
 
     def store(self, benchmark: str) -> Store:
         """The results store of one benchmark in this run."""
-        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in benchmark)
-        return Store(self.path / f"{safe}.jsonl")
+        return Store(self.path / f"{_safe(benchmark)}.jsonl")
+
+    def problems_path(self, benchmark: str) -> Path:
+        """``invalid/<benchmark>.jsonl``: the rows of a benchmark that did not load (or
+        loaded repaired), one ``Problem.to_dict()`` per line. Outside the results stores'
+        ``*.jsonl`` so it is never mistaken for a benchmark."""
+        return self.path / "invalid" / f"{_safe(benchmark)}.jsonl"
+
+    def write_problems(self, benchmark: str, problems: list[Any]) -> None:
+        """Record a benchmark's load problems (rewritten each time the run is opened)."""
+        path = self.problems_path(benchmark)
+        if not problems:
+            path.unlink(missing_ok=True)
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text("".join(json.dumps(p.to_dict(), default=str) + "\n" for p in problems))
+        os.replace(tmp, path)
+
+    def problems(self, benchmark: str) -> list[dict[str, Any]]:
+        """A benchmark's recorded load problems (``file``, ``row``, ``field``, ``reason``,
+        ``level`` "error" = an invalid row left out, "warning" = loaded repaired)."""
+        path = self.problems_path(benchmark)
+        if not path.is_file():
+            return []
+        return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
 
     def config(self) -> dict[str, Any]:
         """The frozen configuration document."""
@@ -109,6 +133,10 @@ class RunDir:
     def benchmarks(self) -> list[str]:
         """Benchmarks that have a results file in this run."""
         return sorted(p.stem for p in self.path.glob("*.jsonl"))
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
 
 
 def config_diff(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list[str]:

@@ -137,6 +137,10 @@ class BenchRun:
     sampling: SamplingParams
     samples: list[Sample]
     prompt: PromptPlan = field(default_factory=PromptPlan)
+    problems: list[Any] = field(default_factory=list)
+    """Rows that did not load (or loaded repaired): evalkit.bench.rows.Problem."""
+    data_info: dict[str, Any] | None = None
+    """For a benchmark made from a ``--data`` file: how its rows were matched/aggregated."""
 
 
 def resolve_benchmarks(cfg: RunConfig, factor: int | None) -> list[BenchRun]:
@@ -149,19 +153,28 @@ def resolve_benchmarks(cfg: RunConfig, factor: int | None) -> list[BenchRun]:
         base, _, variant = name.partition(":")
         spec = get_benchmark(base).with_variant(variant or None)
         root = _bench_root(cfg, spec)
-        runs.append(_bench_run(cfg, spec, load(spec, root), factor))
+        loaded = load(spec, root)
+        runs.append(_bench_run(cfg, spec, loaded, factor, problems=loaded.problems))
     if cfg.data:
-        from evalkit.bench.unified import load_unified, unified_spec
+        # one benchmark per known source named by the rows (official rule), the rest pooled
+        from evalkit.bench.unified_known import data_benches
 
-        spec = unified_spec(cfg.data, cfg.video_root)
-        samples = load_unified(cfg.data, cfg.video_root)
-        runs.append(_bench_run(cfg, spec, samples, factor))
+        for db in data_benches(cfg.data, cfg.video_root):
+            run = _bench_run(cfg, db.spec, db.samples, factor, problems=db.problems)
+            run.name, run.data_info = db.name, db.info(Path(cfg.data))
+            runs.append(run)
     if not runs:
         raise ConfigError("nothing to run: give --bench NAME[,NAME...] and/or --data FILE")
     return runs
 
 
-def _bench_run(cfg: RunConfig, spec: Any, samples: list[Sample], factor: int | None) -> BenchRun:
+def _bench_run(
+    cfg: RunConfig,
+    spec: Any,
+    samples: list[Sample],
+    factor: int | None,
+    problems: list[Any] | None = None,
+) -> BenchRun:
     prompt = PromptPlan.for_spec(spec, cfg.variant)
     thinking = prompt.thinking(spec.task_types)
     return BenchRun(
@@ -169,8 +182,9 @@ def _bench_run(cfg: RunConfig, spec: Any, samples: list[Sample], factor: int | N
         spec=spec,
         frame_spec=_frame_spec(cfg, spec.frames, factor),
         sampling=sampling_for(spec.generation, thinking, cfg.max_tokens),
-        samples=samples[: cfg.limit] if cfg.limit else samples,
+        samples=samples[: cfg.limit] if cfg.limit else list(samples),
         prompt=prompt,
+        problems=list(problems or []),
     )
 
 
@@ -364,7 +378,10 @@ async def aexecute(
     extra = cfg.model_dump(mode="json", exclude={"resume", "force", "retry_failed"})
     # the specs as run, so reports aggregate by the rules in force (ad-hoc sets included)
     extra["specs"] = {b.name: b.spec.model_dump(mode="json") for b in benches}
+    extra["data_benchmarks"] = {b.name: b.data_info for b in benches if b.data_info}
     fingerprint = rundir.open(result_config(cfg, benches), extra, force=cfg.force)
+    for b in benches:  # invalid rows, for the report (invalid/<benchmark>.jsonl)
+        rundir.write_problems(b.name, b.problems)
     cache = FrameCache(cfg.cache_root)
     own_engine = engine is None
     engine = engine or make_engine(cfg)

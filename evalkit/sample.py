@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-OPTION_LETTERS = string.ascii_uppercase[:10]  # A-J: the most options any benchmark uses
+OPTION_LETTERS = string.ascii_uppercase  # A-Z: Video-MMMU has questions with 11 options (A-K)
 
 
 class VideoRef(BaseModel):

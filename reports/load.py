@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from evalkit.bench.aggregate import AggregateResult, Scored, aggregate, aggregations
+from evalkit.bench.unified_known import recorded_data_spec
 from evalkit.errors import DataError
 from evalkit.rundir import RunDir, hash_json
 from evalkit.sample import Sample
@@ -38,6 +39,8 @@ class Counts:
     failed: int = 0
     """Failed in IO, the engine or the scorer (``status == "failed"``)."""
     failed_by_stage: dict[str, int] = field(default_factory=dict)
+    invalid: int = 0
+    """Rows of the data that did not load (recorded in the run's invalid/<benchmark>.jsonl)."""
 
 
 @dataclass
@@ -122,9 +125,19 @@ def load_benchmark(
     records = read_records(path)
     scored, counts = scored_from_records(records, failed=failed)
     entry = ((config.get("result_config") or {}).get("benchmarks") or {}).get(name) or {}
-    spec, variant, notes = resolve_spec(name, config, entry)
+    data = recorded_data_spec(config, name)  # a --data file's rows: the spec they ran under
+    spec, variant, notes = (data[0], None, [data[2]]) if data else resolve_spec(name, config, entry)
+    notes += problem_notes(RunDir(path.parent).problems(name), counts)
     result = aggregate_scored(spec, scored, path)
-    official, label = (False, ADHOC_AGGREGATION) if spec is None else (True, spec.aggregation.name)
+    if spec is None:
+        official, label = False, ADHOC_AGGREGATION
+    elif data and not data[1]:
+        official, label = (
+            False,
+            f"pooled mean ({spec.name}'s official rule needs fields the rows lack)",
+        )
+    else:
+        official, label = True, spec.aggregation.name
     if counts.failed and failed == "zero":
         notes.append(f"{counts.failed} failed sample(s) count as wrong (0) in the aggregate")
     elif counts.failed:
@@ -166,6 +179,18 @@ def aggregate_scored(spec: Any, scored: list[Scored], path: Path) -> AggregateRe
             f"({spec.aggregation.name}: {type(exc).__name__}: {exc}); the records lack a "
             "field the rule needs (written by an older evalkit?) — rerun the benchmark"
         ) from None
+
+
+def problem_notes(problems: list[dict[str, Any]], counts: Counts) -> list[str]:
+    """Notes on the rows that did not load (counted in ``counts.invalid``) or loaded repaired."""
+    counts.invalid = sum(p.get("level") != "warning" for p in problems)
+    repaired = len(problems) - counts.invalid
+    notes = []
+    if counts.invalid:
+        notes.append(f"{counts.invalid} invalid row(s) not loaded (listed in invalid/)")
+    if repaired:
+        notes.append(f"{repaired} row(s) loaded with a repaired (suffixed) duplicate id")
+    return notes
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:

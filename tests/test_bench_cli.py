@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -45,6 +46,7 @@ def test_validate_exits_1_and_lists_each_problem(
     assert main(["bench", "validate", "lvbench", "--root", str(root)]) == 1
     out = capsys.readouterr().out
     assert "2 samples loaded" in out and "2 problem(s)" in out
+    assert "4 rows: 2 valid, 2 invalid, 0 loaded with a warning" in out
     assert out.count("video not found") == 2 and "expected layout" in out
 
 
@@ -66,3 +68,66 @@ def test_list_counts_samples_of_local_copies(
     assert main(["bench", "list", "--root", str(tmp_path)]) == 0
     row = next(x for x in capsys.readouterr().out.splitlines() if "│ LVBench " in x)
     assert "│ 4 " in row
+
+
+def _unified(tmp_path: Path) -> Path:
+    rows = [
+        {
+            "data_type": "video",
+            "data_source": "LiveSports-3K-QA",
+            "problem_type": "multiple choice",
+            "path": "a.mp4",
+            "problem": f"Who {i}?",
+            "problem_id": "vid_e1_q1" if i < 2 else f"vid_e1_q{i}",
+            "options": ["A: x", "B: y"] if i != 2 else ["A: x", "B: y", "B: z"],
+            "solution": "<answer>B</answer>",
+        }
+        for i in range(4)
+    ]
+    path = tmp_path / "livesports3k_qa.json"
+    path.write_text(json.dumps(rows))
+    return path
+
+
+def test_validate_data_json_counts_rows_and_gives_each_reason(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _unified(tmp_path)
+    assert main(["bench", "validate", "--data", str(path), "--json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert (out["rows"], out["valid"], out["invalid"], out["warnings"]) == (4, 3, 1, 1)
+    bad, dup = sorted(out["reasons"], key=lambda r: r["level"])
+    assert bad == {
+        "file": str(path),
+        "row": "item 2",
+        "field": "options",
+        "reason": "option letters ['A', 'B', 'B'] repeat B",
+        "level": "error",
+    }
+    assert dup["row"] == "item 1" and "loaded as 'LiveSports-3K-QA/vid_e1_q1#2'" in dup["reason"]
+    (bench,) = out["benchmarks"]
+    assert (bench["name"], bench["official"], bench["valid"]) == (
+        "LiveSports-3K-QA (livesports3k_qa.json)",
+        True,
+        3,
+    )
+
+
+def test_validate_data_prints_counts_for_people(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["bench", "validate", "--data", str(_unified(tmp_path))]) == 1
+    out = capsys.readouterr().out
+    assert "4 rows: 3 valid, 1 invalid, 1 loaded with a warning" in out
+    assert "item 2, field 'options': option letters" in out
+
+
+def test_validate_name_json_counts_invalid_rows(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = official.lvbench(tmp_path)
+    (root / "videos" / "vidL2.mp4").unlink()
+    assert main(["bench", "validate", "lvbench", "--root", str(root), "--json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert (out["rows"], out["valid"], out["invalid"]) == (4, 2, 2)
+    assert {r["field"] for r in out["reasons"]} == {"key"}

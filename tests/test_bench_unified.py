@@ -125,32 +125,75 @@ def test_ids_fall_back_to_the_file_name_when_data_source_is_missing_or_a_url(
     assert (a.id, b.id) == ("mmvu/1", "mmvu/2")
 
 
-def test_duplicate_ids_name_both_rows(tmp_path: Path) -> None:
-    path = _write(tmp_path, [_row(), _row(problem="other")])
-    with pytest.raises(
-        DataError, match=r"f.json, item 1: duplicate id 'Bench/1' .*first at item 0"
-    ):
-        load_unified(path)
+def test_a_repeated_id_loads_with_a_suffix_and_a_warning_naming_both_rows(tmp_path: Path) -> None:
+    path = _write(tmp_path, [_row(), _row(problem="other"), _row(problem="third")])
+    loaded = load_unified(path)
+    assert [s.id for s in loaded] == ["Bench/1", "Bench/1#2", "Bench/1#3"]
+    assert [s.question for s in loaded] == ["Q?", "other", "third"]
+    assert not loaded.invalid
+    first, second = loaded.warnings
+    assert str(first) == (
+        f"{path}, item 1, field 'problem_id': warning: duplicate id 'Bench/1' "
+        "(first at item 0): loaded as 'Bench/1#2'"
+    )
+    assert second.row == "item 2" and "'Bench/1#3'" in second.message
 
 
-def test_bad_rows_name_the_file_row_and_field(tmp_path: Path) -> None:
-    cases = [
-        (_row(solution="<answer>E</answer>"), "solution"),
-        (_row(problem_type="interpretive dance"), "problem_type"),
-        (_row(options=["A. x", "A. y"]), "options"),
-        (_row(options=["A. x", "y"]), "options"),
-        ({k: v for k, v in _row().items() if k != "problem_id"}, "problem_id"),
+def test_repeated_id_suffixes_follow_file_order_on_every_load(tmp_path: Path) -> None:
+    path = _write(tmp_path, [_row(problem_id=i % 2, problem=f"q{i}") for i in range(5)])
+    first = [(s.id, s.question) for s in load_unified(path)]
+    assert first == [(s.id, s.question) for s in load_unified(path)]
+    assert first == [
+        ("Bench/0", "q0"),
+        ("Bench/1", "q1"),
+        ("Bench/0#2", "q2"),
+        ("Bench/1#2", "q3"),
+        ("Bench/0#3", "q4"),
     ]
-    for row, field in cases:
-        path = _write(tmp_path, [_row(problem_id=0), row])
-        with pytest.raises(DataError, match=rf"f.json, item 1, field '{field}'"):
-            load_unified(path)
 
 
-def test_a_broken_jsonl_line_is_named(tmp_path: Path) -> None:
+def test_a_bad_row_fails_alone_and_is_named_with_file_row_field_and_reason(
+    tmp_path: Path,
+) -> None:
+    cases = [
+        (_row(solution="<answer>E</answer>"), "solution", "beyond the 2 options"),
+        (_row(problem_type="interpretive dance"), "problem_type", "unknown task type"),
+        (_row(options=["A. x", "A. y"]), "options", "repeat A"),
+        (_row(options=["A. x", "C. y"]), "options", "missing B"),
+        (_row(options=["A. x", "y"]), "options", "some options carry a letter prefix"),
+        ({k: v for k, v in _row().items() if k != "problem_id"}, "problem_id", "missing"),
+    ]
+    rows = [_row(problem_id=0)] + [r for r, _, _ in cases] + [_row(problem_id=99)]
+    loaded = load_unified(_write(tmp_path, rows))
+    assert [s.id for s in loaded] == ["Bench/0", "Bench/99"]
+    assert loaded.rows == len(rows) and not loaded.warnings
+    got = [(p.file, p.row, p.field) for p in loaded.invalid]
+    file = str(tmp_path / "f.json")
+    assert got == [(file, f"item {i}", f) for i, (_, f, _) in enumerate(cases, 1)]
+    for p, (_, _, reason) in zip(loaded.invalid, cases, strict=True):
+        assert reason in p.message
+
+
+def test_eleven_options_are_lettered_a_to_k(tmp_path: Path) -> None:
+    opts = [f"{c}. {t}" for c, t in zip("ABCDEFGHIJK", range(11), strict=True)]
+    (s,) = load_unified(_write(tmp_path, [_row(options=opts, solution="<answer>K</answer>")]))
+    assert s.options == [str(i) for i in range(11)]
+    assert s.letters[-1] == "K" and s.target == "K"
+
+
+def test_a_broken_jsonl_line_fails_alone(tmp_path: Path) -> None:
     path = tmp_path / "f.jsonl"
-    path.write_text(json.dumps(_row()) + "\n{oops\n")
-    with pytest.raises(DataError, match=r"f.jsonl, line 2: not valid JSON"):
+    path.write_text(json.dumps(_row()) + "\n{oops\n" + json.dumps(_row(problem_id=2)) + "\n")
+    loaded = load_unified(path)
+    assert [s.id for s in loaded] == ["Bench/1", "Bench/2"]
+    (bad,) = loaded.invalid
+    assert (bad.row, bad.message.split(":")[0]) == ("line 2", "not valid JSON")
+
+
+def test_a_file_that_is_not_a_row_list_is_refused_whole(tmp_path: Path) -> None:
+    path = tmp_path / "f.json"
+    path.write_text('{"rows": []}')
+    with pytest.raises(DataError, match=r"f.json: expected a JSON list of rows, got dict"):
         load_unified(path)
 
 
@@ -180,9 +223,13 @@ def _raw_rows(path: Path) -> list[dict[str, Any]]:
 @pytest.mark.parametrize("path", REAL_FILES, ids=[p.name for p in REAL_FILES])
 def test_every_real_row_maps_to_a_sample(path: Path) -> None:
     rows = _raw_rows(path)
-    samples = load_unified(path, video_root="/videos")
-    assert len(samples) == len(rows) == len({s.id for s in samples})
-    for row, s in zip(rows, samples, strict=True):
+    loaded = load_unified(path, video_root="/videos")  # never a whole-file refusal
+    print(f"{path.name}: {loaded.rows} rows, {len(loaded)} valid, {len(loaded.invalid)} invalid")
+    assert loaded.rows == len(rows) == len(loaded) + len(loaded.invalid)
+    assert len({s.id for s in loaded}) == len(loaded)
+    bad = {p.row for p in loaded.invalid}
+    kept = [r for i, r in enumerate(rows) if f"item {i}" not in bad and f"line {i + 1}" not in bad]
+    for row, s in zip(kept, loaded, strict=True):
         ptype = row["problem_type"].lower()
         opts = row.get("options") or []
         if opts:

@@ -1,10 +1,11 @@
 """Benchmarks: the pinned spec model, its registry, loaders and official aggregations.
 
 ``get_benchmark("Video-MME")`` returns the spec of ``benchmarks/videomme.yaml``;
-``load(spec, root)`` reads a local copy of the official release into Samples (DataError
-at the first problem), ``validate(spec, root)`` lists every problem; ``load_unified``
-reads EasyVideoR1-style unified files; ``aggregate(spec, scored)`` computes the
-benchmark's official number with its breakdowns.
+``load(spec, root)`` reads a local copy of the official release into Samples (a
+``Loaded`` list: bad rows are left out and listed in ``.problems``), ``validate(spec,
+root)`` also checks the videos; ``load_unified`` reads EasyVideoR1-style unified files
+and ``load_data`` maps their rows onto the benchmarks they name; ``aggregate(spec,
+scored)`` computes the benchmark's official number with its breakdowns.
 """
 
 from evalkit.bench import aggregate_ext, aggregate_official  # noqa: F401  (register aggregations)
@@ -16,13 +17,15 @@ from evalkit.bench.aggregate import (
 )
 from evalkit.bench.loader import ValidationReport, load, validate
 from evalkit.bench.registry import get_benchmark, registry
-from evalkit.bench.rows import Problem
+from evalkit.bench.rows import Loaded, Problem
 from evalkit.bench.spec import BenchmarkSpec
 from evalkit.bench.unified import load_unified, unified_spec
+from evalkit.bench.unified_known import load_data
 
 __all__ = [
     "AggregateResult",
     "BenchmarkSpec",
+    "Loaded",
     "Problem",
     "Scored",
     "ValidationReport",
@@ -30,6 +33,7 @@ __all__ = [
     "aggregations",
     "get_benchmark",
     "load",
+    "load_data",
     "load_unified",
     "registry",
     "unified_spec",

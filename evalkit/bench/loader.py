@@ -1,8 +1,9 @@
 """Load a benchmark from a local copy of its OFFICIAL release, or list everything wrong with it.
 
-``load`` stops at the first problem with a message naming the file, the row, the field
-and the layout the spec expects; ``validate`` walks the whole copy and returns every
-problem (missing files, missing or malformed fields, missing or undecodable videos).
+``load`` returns the samples of every good row plus the problems of the bad ones (file,
+row, field, reason; a bad row never refuses the file), and stops only when nothing can
+be read; ``validate`` also lists missing or undecodable videos. Ids are unique: a
+question the release asks twice gets ``#2`` (IdSpec.duplicates), reported as a warning.
 """
 
 from __future__ import annotations
@@ -13,25 +14,16 @@ import importlib.util
 import os
 import string
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from evalkit.bench import parse
-from evalkit.bench.rows import Problem, Row, iter_rows
+from evalkit.bench.rows import Loaded, Problem, Row, RowError, iter_rows, unique_id
 from evalkit.bench.spec import BenchmarkSpec, MediaPath
 from evalkit.errors import DataError
 from evalkit.sample import OPTION_LETTERS, ImageRef, Sample, VideoRef
-
-
-class RowError(Exception):
-    """A row could not become a Sample: which field and why."""
-
-    def __init__(self, field: str | None, message: str) -> None:
-        self.field = field
-        self.message = message
-        super().__init__(message)
 
 
 @dataclass
@@ -42,31 +34,40 @@ class ValidationReport:
     root: str
     samples: list[Sample] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
+    rows: int = 0
+    skipped: int = 0
 
     @property
     def ok(self) -> bool:
-        """True when nothing is wrong."""
-        return not self.problems
+        """True when nothing is wrong (warnings, e.g. repaired ids, do not count)."""
+        return not any(p.level == "error" for p in self.problems)
 
 
-def load(spec: BenchmarkSpec, root: str | Path, *, check_media: bool = True) -> list[Sample]:
-    """Samples of ``spec`` from the official layout under ``root``; DataError at the first fault."""
-    samples: list[Sample] = []
-    for item in _walk(spec, Path(root), check_media=check_media):
-        if isinstance(item, Problem):
-            raise DataError(f"{spec.name}: {item}\nexpected layout under {root}:\n{spec.layout}")
-        samples.append(item)
-    return samples
+def load(spec: BenchmarkSpec, root: str | Path, *, check_media: bool = True) -> Loaded:
+    """Samples of ``spec`` from the official layout under ``root``, with every problem.
+
+    A bad row fails that row only: it is left out and named in ``.problems`` (file, row,
+    field, reason). DataError only when nothing can be read at all: the root or an
+    annotation file is missing or unreadable, or not one row loads.
+    """
+    out = _collect(spec, Path(root), check_media=check_media)
+    fatal = [p for p in out.invalid if p.row is None]
+    if fatal or (not out and out.invalid):
+        what = "files are missing or unreadable" if fatal else "not one row loaded"
+        shown = "\n".join(f"  {p}" for p in (fatal or out.invalid)[:5])
+        raise DataError(
+            f"{spec.name}: {what} under {root}:\n{shown}\nexpected layout under {root}:\n"
+            f"{spec.layout}"
+        )
+    return out
 
 
 def validate(spec: BenchmarkSpec, root: str | Path, *, decode: bool = False) -> ValidationReport:
     """Every problem of the local copy under ``root`` (``decode`` also opens each video)."""
-    report = ValidationReport(spec.name, str(root))
-    for item in _walk(spec, Path(root), check_media=True):
-        if isinstance(item, Problem):
-            report.problems.append(item)
-        else:
-            report.samples.append(item)
+    loaded = _collect(spec, Path(root), check_media=True)
+    report = ValidationReport(
+        spec.name, str(root), list(loaded), list(loaded.problems), loaded.rows, loaded.skipped
+    )
     if decode:
         seen: set[str] = set()
         for s in report.samples:
@@ -80,35 +81,52 @@ def validate(spec: BenchmarkSpec, root: str | Path, *, decode: bool = False) -> 
     return report
 
 
-def _walk(spec: BenchmarkSpec, root: Path, *, check_media: bool) -> Iterator[Sample | Problem]:
+def _collect(spec: BenchmarkSpec, root: Path, *, check_media: bool) -> Loaded:
+    out = Loaded()
     if not root.is_dir():
-        yield Problem(str(root), None, None, "data root is not a folder")
-        return
+        out.problems.append(Problem(str(root), None, None, "data root is not a folder"))
+        return out
     adapter = _adapter(spec)
     seen: dict[str, str] = {}
     for fs in spec.files:
         for item in iter_rows(fs, root):
             if isinstance(item, Problem):
-                yield item
+                out.rows += item.row is not None
+                out.problems.append(item)
                 continue
+            out.rows += 1
             try:
                 sample = build_sample(spec, item, root, check_media=check_media, adapter=adapter)
             except RowError as exc:
-                yield Problem(item.file, item.where, exc.field, exc.message)
+                out.problems.append(Problem(item.file, item.where, exc.field, exc.message))
                 continue
             if sample is None:
+                out.skipped += 1
                 continue
-            here = f"{item.file}, {item.where}"
-            if sample.id in seen:
-                yield Problem(
-                    item.file,
-                    item.where,
-                    None,
-                    f"duplicate id {sample.id!r}, first at {seen[sample.id]}",
+            sid, first = unique_id(seen, sample.id, f"{item.file}, {item.where}")
+            if first is not None:
+                if spec.mapping.id.duplicates == "error":
+                    out.problems.append(
+                        Problem(
+                            item.file,
+                            item.where,
+                            None,
+                            f"duplicate id {sample.id!r}, first at {first}",
+                        )
+                    )
+                    continue
+                out.problems.append(
+                    Problem(
+                        item.file,
+                        item.where,
+                        None,
+                        f"duplicate id {sample.id!r} (first at {first}): loaded as {sid!r}",
+                        "warning",
+                    )
                 )
-                continue
-            seen[sample.id] = here
-            yield sample
+                sample = sample.model_copy(update={"id": sid})
+            out.append(sample)
+    return out
 
 
 def _get(row: dict[str, Any], name: str) -> Any:

@@ -10,7 +10,7 @@ from evalkit.sample import OPTION_LETTERS
 
 # "A. text", "A: text", "(A) text", "A) text", "[A] text": the prefixes releases use.
 _OPTION_PREFIX = re.compile(
-    r"^\s*(?:\(([A-J])\)|\[([A-J])\]|([A-J])\s*[.:)\uff0e\uff1a])\s?(.*)$", re.S
+    r"^\s*(?:\(([A-Z])\)|\[([A-Z])\]|([A-Z])\s*[.:)\uff0e\uff1a])\s?(.*)$", re.S
 )
 
 
@@ -29,7 +29,9 @@ def parse_options(raw: Any) -> list[str]:
     Releases sometimes list lettered options out of order (LongVideo-Reason has
     ``["D. ...", "A. ...", ...]`` while the answer letter refers to the label), so when
     every option carries a distinct letter A.. the list is re-ordered by letter.
-    Raises ValueError when the letters are inconsistent (duplicates or a gap).
+    Letters run A-Z (Video-MMMU has 11-option questions, A-K). Raises ValueError naming
+    the fault when the letters are inconsistent (a repeated letter, a gap, or a mix of
+    lettered and unlettered options); loaders turn that into an invalid row.
     """
     if raw is None:
         return []
@@ -52,10 +54,18 @@ def parse_options(raw: Any) -> list[str]:
     if all(letter is None for letter in letters):
         return [p[1] for p in parsed]
     if any(letter is None for letter in letters):
-        raise ValueError(f"some options carry a letter prefix and some do not: {items[:4]}")
+        bare = [items[i] for i, x in enumerate(letters) if x is None][:2]
+        raise ValueError(f"some options carry a letter prefix and some do not (e.g. {bare})")
     expected = list(OPTION_LETTERS[: len(items)])
+    repeated = sorted({x for x in letters if letters.count(x) > 1})  # type: ignore[type-var]
+    if repeated:
+        raise ValueError(f"option letters {letters} repeat {', '.join(repeated)}")  # type: ignore[arg-type]
     if sorted(letters) != expected:  # type: ignore[type-var]
-        raise ValueError(f"option letters {letters} are not {expected[0]}..{expected[-1]}")
+        missing = [x for x in expected if x not in letters]
+        raise ValueError(
+            f"option letters {letters} are not {expected[0]}..{expected[-1]} "
+            f"(missing {', '.join(missing)})"
+        )
     by_letter = dict(zip(letters, (p[1] for p in parsed), strict=True))
     return [by_letter[x] for x in expected]
 
@@ -73,13 +83,17 @@ def split_question_options(question: str) -> tuple[str, list[str]]:
             break
         opts.insert(0, (letter, text))
         lines.pop()
+        if letter == "A":
+            # the first option: a line above it ("Q: ...", "I. Intro") is question text,
+            # even when it happens to look lettered now that letters run to Z
+            break
     letters = [x[0] for x in opts]
     if not opts or letters != list(OPTION_LETTERS[: len(opts)]):
         raise ValueError("no 'A. ...' / '(A) ...' option lines at the end of the question")
     return "\n".join(lines).strip(), [x[1] for x in opts]
 
 
-_LETTER = re.compile(r"^\s*[\(\[]?([A-J])[\)\].:]?\s*$")
+_LETTER = re.compile(r"^\s*[\(\[]?([A-Z])[\)\].:]?\s*$")
 
 
 def parse_letter(raw: Any, n_options: int) -> str:

@@ -8,19 +8,25 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from evalkit.bench.spec import FileSpec
+from evalkit.sample import Sample
 
 
 @dataclass(frozen=True)
 class Problem:
-    """One thing wrong with a local copy: which file, which row, which field, and what."""
+    """One thing wrong with a local copy: which file, which row, which field, and what.
+
+    ``level`` "error": the row (or, with ``row`` None, the file) did not load;
+    "warning": the row loaded but needed a repair (a repeated id given a suffix).
+    """
 
     file: str
     row: str | None
     field: str | None
     message: str
+    level: Literal["error", "warning"] = "error"
 
     def __str__(self) -> str:
         where = self.file
@@ -28,7 +34,81 @@ class Problem:
             where += f", {self.row}"
         if self.field is not None:
             where += f", field {self.field!r}"
-        return f"{where}: {self.message}"
+        tag = "warning: " if self.level == "warning" else ""
+        return f"{where}: {tag}{self.message}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (``reason`` is the message), as recorded in a run directory."""
+        return {
+            "file": self.file,
+            "row": self.row,
+            "field": self.field,
+            "reason": self.message,
+            "level": self.level,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Problem:
+        """Inverse of :meth:`to_dict`."""
+        warning = d.get("level") == "warning"
+        return cls(
+            str(d["file"]),
+            d.get("row"),
+            d.get("field"),
+            str(d["reason"]),
+            "warning" if warning else "error",
+        )
+
+
+class RowError(Exception):
+    """A row could not become a Sample: which field and why."""
+
+    def __init__(self, field: str | None, message: str) -> None:
+        self.field = field
+        self.message = message
+        super().__init__(message)
+
+
+class Loaded(list[Sample]):
+    """The samples a loader produced, plus every problem met on the way.
+
+    A list of the valid samples (so callers that only want samples use it as one), with
+    ``problems`` (invalid rows, repaired rows), ``rows`` (rows read) and ``skipped``
+    (rows an adapter leaves out on purpose, e.g. MMVU's open-ended ones in its mc subset).
+    """
+
+    def __init__(
+        self,
+        samples: list[Sample] | None = None,
+        problems: list[Problem] | None = None,
+        rows: int = 0,
+        skipped: int = 0,
+    ) -> None:
+        super().__init__(samples or [])
+        self.problems: list[Problem] = list(problems or [])
+        self.rows = rows
+        self.skipped = skipped
+
+    @property
+    def invalid(self) -> list[Problem]:
+        """Rows (or files) that did not load."""
+        return [p for p in self.problems if p.level == "error"]
+
+    @property
+    def warnings(self) -> list[Problem]:
+        """Rows that loaded after a repair."""
+        return [p for p in self.problems if p.level == "warning"]
+
+    def summary(self) -> dict[str, Any]:
+        """``rows``, ``valid``, ``invalid``, ``warnings``, ``skipped`` and the ``reasons``."""
+        return {
+            "rows": self.rows,
+            "valid": len(self),
+            "invalid": len(self.invalid),
+            "warnings": len(self.warnings),
+            "skipped": self.skipped,
+            "reasons": [p.to_dict() for p in self.problems],
+        }
 
 
 @dataclass(frozen=True)
@@ -180,3 +260,17 @@ def _explode(
         # _explode_index: the element's place in its list (OVO-Bench probes sharing a
         # timestamp are told apart by it); like _position, never used unless mapped.
         yield Row(label, f"{where}.{spec.explode}[{j}]", {**parent, **item, "_explode_index": j})
+
+
+def unique_id(seen: dict[str, str], sid: str, where: str) -> tuple[str, str | None]:
+    """``sid``, or ``sid#k`` (lowest free k >= 2) when ``sid`` is taken, and where ``sid``
+    was first seen (None when it is new). ``seen`` maps ids to where they were built; rows
+    are read in file order, so the suffixes are the same on every load of one release."""
+    if sid not in seen:
+        seen[sid] = where
+        return sid, None
+    k = 2
+    while f"{sid}#{k}" in seen:
+        k += 1
+    seen[f"{sid}#{k}"] = where
+    return f"{sid}#{k}", seen[sid]

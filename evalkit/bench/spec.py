@@ -96,6 +96,10 @@ class IdSpec(BaseModel):
     hash_fields: list[str] = Field(default_factory=list)
     """Fields whose content hash (8 hex digits) is appended, for releases without an id
     that is unique per question (MVBench has none)."""
+    duplicates: Literal["suffix", "error"] = "suffix"
+    """A row whose id was already built (a benchmark asking the same question twice about
+    one video): ``suffix`` loads it as ``<id>#2`` (``#3``, ... in file order: deterministic
+    for a given release) and reports a warning; ``error`` rejects the repeat as invalid."""
 
 
 class FieldMap(BaseModel):

@@ -8,16 +8,22 @@ on caption rows), ``path``, ``data_type``, ``data_source``, ``problem_id`` and a
 
 Sample ids are ``<source>/<problem_id>`` where ``source`` is ``data_source`` when it is a
 plain name, else the file's stem (some files leave ``data_source`` empty, others put a
-video URL there). Two rows with the same id are an error naming both rows.
+video URL there). A bad row fails that row only (a ``Problem`` with file, row, field and
+reason; the rest loads). A repeated id is not an error: the repeat is loaded as
+``<id>#2`` (``#3``, ... by order in the file) and reported as a warning (LiveSports-3K
+QA reuses a few ids for different questions). Rows that name a known benchmark are
+mapped onto its spec by :mod:`evalkit.bench.unified_known`.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from evalkit.bench import parse
+from evalkit.bench.rows import Loaded, Problem, RowError, unique_id
 from evalkit.bench.spec import BenchmarkSpec
 from evalkit.errors import DataError
 from evalkit.sample import ImageRef, Sample, VideoRef
@@ -46,25 +52,41 @@ def canonical(problem_type: str) -> str:
         raise KeyError(str(exc)) from None
 
 
-def read_rows(file: Path) -> list[tuple[str, Any]]:
-    """(where, row) pairs of a ``.json`` list or a ``.jsonl`` file."""
-    text = file.read_text(encoding="utf-8")
+def iter_file_rows(file: Path) -> Iterator[tuple[str, Any]]:
+    """(where, row) pairs of a ``.json`` list or a ``.jsonl`` file; a broken JSONL line is
+    a (where, Problem) pair. DataError when the file as a whole cannot be read."""
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise DataError(f"{file}: cannot read: {exc}") from None
     if file.suffix == ".jsonl":
-        out = []
         for n, line in enumerate(text.splitlines(), 1):
             if line.strip():
                 try:
-                    out.append((f"line {n}", json.loads(line)))
+                    yield f"line {n}", json.loads(line)
                 except json.JSONDecodeError as exc:
-                    raise DataError(f"{file}, line {n}: not valid JSON: {exc}") from None
-        return out
+                    yield (
+                        f"line {n}",
+                        Problem(str(file), f"line {n}", None, f"not valid JSON: {exc}"),
+                    )
+        return
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise DataError(f"{file}: not valid JSON: {exc}") from None
     if not isinstance(data, list):
         raise DataError(f"{file}: expected a JSON list of rows, got {type(data).__name__}")
-    return [(f"item {i}", r) for i, r in enumerate(data)]
+    yield from ((f"item {i}", r) for i, r in enumerate(data))
+
+
+def read_rows(file: Path) -> list[tuple[str, Any]]:
+    """(where, row) pairs of a ``.json`` list or a ``.jsonl`` file; DataError at a broken line."""
+    out = []
+    for where, row in iter_file_rows(file):
+        if isinstance(row, Problem):
+            raise DataError(str(row))
+        out.append((where, row))
+    return out
 
 
 def _target(task: str, answer: str, n_options: int) -> Any:
@@ -96,29 +118,50 @@ def _source(row: dict[str, Any], file: Path) -> str:
 
 def row_to_sample(row: dict[str, Any], file: Path, where: str, video_root: Path | None) -> Sample:
     """One unified row as a Sample; DataError names the file, row and field at fault."""
+    try:
+        return build_sample(row, file, where, video_root)
+    except RowError as exc:
+        field = f", field {exc.field!r}" if exc.field else ""
+        raise DataError(f"{file}, {where}{field}: {exc.message}") from None
 
-    def fail(field: str, msg: str) -> DataError:
-        return DataError(f"{file}, {where}, field {field!r}: {msg}")
 
+def build_sample(row: dict[str, Any], file: Path, where: str, video_root: Path | None) -> Sample:
+    """One unified row as a Sample; RowError names the field at fault."""
     for key in ("problem_id", "problem_type", "solution"):
         if row.get(key) is None:
-            raise fail(key, "missing")
+            raise RowError(key, "missing")
     try:
         task = canonical(row["problem_type"])
     except KeyError as exc:
-        raise fail("problem_type", str(exc.args[0])) from None
+        raise RowError("problem_type", str(exc.args[0])) from None
     try:
         options = parse.parse_options(row.get("options"))
     except ValueError as exc:
-        raise fail("options", str(exc)) from None
+        raise RowError("options", str(exc)) from None
     try:
         target = _target(task, parse.unwrap_solution(row["solution"]), len(options))
     except ValueError as exc:
-        raise fail("solution", str(exc)) from None
+        raise RowError("solution", str(exc)) from None
     if task == "multiple_choice" and not options:
-        raise fail("options", "a multiple-choice row needs options")
+        raise RowError("options", "a multiple-choice row needs options")
+    try:
+        media = _media(row, video_root if video_root is not None else file.parent)
+    except (TypeError, ValueError) as exc:
+        raise RowError("start", f"not a number of seconds: {exc}") from None
+    return Sample(
+        id=f"{_source(row, file)}/{row['problem_id']}",
+        task_type=task,
+        question=str(row.get("problem") or ""),
+        options=options,
+        target=target,
+        media=media,
+        benchmark=file.stem,
+        fields={k: v for k, v in row.items() if k not in _CORE},
+    )
+
+
+def _media(row: dict[str, Any], base: Path) -> list[VideoRef | ImageRef]:
     media: list[VideoRef | ImageRef] = []
-    base = video_root if video_root is not None else file.parent
     if row.get("path"):
         kind = str(row.get("data_type") or "video")
         path = str(base / str(row["path"]))
@@ -129,42 +172,60 @@ def row_to_sample(row: dict[str, Any], file: Path, where: str, video_root: Path 
             media.append(VideoRef(path=path, start=_num(start), end=_num(end)))
     if row.get("image_path"):
         media.append(ImageRef(path=str(base / str(row["image_path"]))))
-    fields = {k: v for k, v in row.items() if k not in _CORE}
-    return Sample(
-        id=f"{_source(row, file)}/{row['problem_id']}",
-        task_type=task,
-        question=str(row.get("problem") or ""),
-        options=options,
-        target=target,
-        media=media,
-        benchmark=file.stem,
-        fields=fields,
-    )
+    return media
 
 
 def _num(x: Any) -> float | None:
     return None if x in (None, "") else float(x)
 
 
-def load_unified(file: str | Path, video_root: str | Path | None = None) -> list[Sample]:
-    """Samples of one unified JSON/JSONL file; media paths are resolved under ``video_root``
-    (default: the file's folder). DataError at the first bad row or duplicate id."""
+Refine = Callable[[dict[str, Any], Sample, str], Sample]
+"""A hook ``(row, sample, where) -> sample`` run on each row's Sample before ids are
+checked (maps a known benchmark's fields and task types); RowError makes the row invalid."""
+
+
+def load_unified(
+    file: str | Path, video_root: str | Path | None = None, *, refine: Refine | None = None
+) -> Loaded:
+    """Samples of one unified JSON/JSONL file, with the problems of its bad rows.
+
+    Media paths are resolved under ``video_root`` (default: the file's folder). A bad row
+    is left out and named in ``.problems``; a repeated id loads as ``<id>#2`` with a
+    warning. DataError only when the file cannot be read at all.
+    """
     file = Path(file)
     root = Path(video_root) if video_root is not None else None
-    samples: list[Sample] = []
+    out = Loaded()
     seen: dict[str, str] = {}
-    for where, row in read_rows(file):
+    for where, row in iter_file_rows(file):
+        out.rows += 1
+        if isinstance(row, Problem):
+            out.problems.append(row)
+            continue
         if not isinstance(row, dict):
-            raise DataError(f"{file}, {where}: a row must be a JSON object")
-        sample = row_to_sample(row, file, where, root)
-        if sample.id in seen:
-            raise DataError(
-                f"{file}, {where}: duplicate id {sample.id!r} (data_source + problem_id), "
-                f"first at {seen[sample.id]}"
+            out.problems.append(Problem(str(file), where, None, "a row must be a JSON object"))
+            continue
+        try:
+            sample = build_sample(row, file, where, root)
+            if refine is not None:
+                sample = refine(row, sample, where)
+        except RowError as exc:
+            out.problems.append(Problem(str(file), where, exc.field, exc.message))
+            continue
+        sid, first = unique_id(seen, sample.id, where)
+        if first is not None:
+            out.problems.append(
+                Problem(
+                    str(file),
+                    where,
+                    "problem_id",
+                    f"duplicate id {sample.id!r} (first at {first}): loaded as {sid!r}",
+                    "warning",
+                )
             )
-        seen[sample.id] = where
-        samples.append(sample)
-    return samples
+            sample = sample.model_copy(update={"id": sid})
+        out.append(sample)
+    return out
 
 
 def unified_spec(file: str | Path, video_root: str | Path | None = None) -> BenchmarkSpec:

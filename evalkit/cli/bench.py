@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
+from typing import Any
 
 from evalkit.bench.registry import registry
 from evalkit.bench.spec import BenchmarkSpec
@@ -17,18 +19,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ls.add_argument("--root", help="folder holding one sub-folder per benchmark (counts samples)")
     show = sub.add_parser("show", help="the full spec of one benchmark (YAML-like JSON)")
     show.add_argument("name", help="benchmark name or alias, optionally NAME:VARIANT")
-    val = sub.add_parser("validate", help="check a local copy: files, fields, videos")
-    val.add_argument("name", help="benchmark name or alias, optionally NAME:VARIANT")
-    val.add_argument("--root", required=True, help="the downloaded official release")
+    val = sub.add_parser(
+        "validate", help="check a local copy (NAME --root DIR) or a unified file (--data FILE)"
+    )
+    val.add_argument("name", nargs="?", help="benchmark name or alias, optionally NAME:VARIANT")
+    val.add_argument("--root", help="the downloaded official release (with NAME)")
+    val.add_argument("--data", help="a unified JSON/JSONL file, as `evalkit run --data` reads it")
+    val.add_argument("--video-root", help="where --data's media paths live (default: its folder)")
     val.add_argument("--decode", action="store_true", help="also decode every video")
+    val.add_argument("--json", action="store_true", help="print the counts and reasons as JSON")
     val.add_argument("--max-problems", type=int, default=50, help="problems printed (all counted)")
 
 
 def _count(spec: BenchmarkSpec, root: str | None) -> str:
     if not root:
         return "-"
-    from pathlib import Path
-
     from evalkit.bench.loader import validate
 
     for cand in (Path(root) / spec.name, Path(root) / spec.key):
@@ -79,21 +84,71 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
+    if args.data:
+        if args.name or args.root:
+            raise SystemExit(
+                "evalkit bench validate: give NAME --root DIR or --data FILE, not both"
+            )
+        return _validate_data(args)
+    if not (args.name and args.root):
+        raise SystemExit("evalkit bench validate: give NAME --root DIR, or --data FILE")
     from evalkit.bench.loader import validate
 
     spec = registry().get(args.name)
     report = validate(spec, args.root, decode=args.decode)
+    invalid = [p for p in report.problems if p.level == "error"]
+    counts = {
+        "rows": report.rows,
+        "valid": len(report.samples),
+        "invalid": len(invalid),
+        "warnings": len(report.problems) - len(invalid),
+        "skipped": report.skipped,
+    }
+    if args.json:
+        reasons = [p.to_dict() for p in report.problems]
+        print(json.dumps({"benchmark": spec.name, **counts, "reasons": reasons}, indent=2))
+        return 0 if report.ok else 1
     print(f"{spec.name}: {len(report.samples)} samples loaded from {args.root}")
+    print(_counts_line(counts))
+    _print_problems(report.problems, args.max_problems)
     if report.ok:
-        print("no problems found")
+        print("no problems found" if not report.problems else "no invalid rows")
         return 0
-    print(f"{len(report.problems)} problem(s):")
-    for p in report.problems[: args.max_problems]:
-        print(f"  {p}")
-    if len(report.problems) > args.max_problems:
-        print(f"  ... and {len(report.problems) - args.max_problems} more")
     print(f"expected layout:\n{spec.layout}")
     return 1
+
+
+def _counts_line(c: dict[str, int]) -> str:
+    return (
+        f"{c['rows']} rows: {c['valid']} valid, {c['invalid']} invalid, "
+        f"{c['warnings']} loaded with a warning, {c['skipped']} skipped by the adapter"
+    )
+
+
+def _print_problems(problems: list[Any], limit: int) -> None:
+    if not problems:
+        return
+    print(f"{len(problems)} problem(s):")
+    for p in problems[:limit]:
+        print(f"  {p}")
+    if len(problems) > limit:
+        print(f"  ... and {len(problems) - limit} more")
+
+
+def _validate_data(args: argparse.Namespace) -> int:
+    from evalkit.bench.unified_known import load_data
+
+    data = load_data(args.data, args.video_root)
+    summary = data.loaded.summary()
+    benches = [{"name": b.name, **b.info(Path(args.data))} for b in data.benches]
+    if args.json:
+        print(json.dumps({"file": args.data, **summary, "benchmarks": benches}, indent=2))
+    else:
+        print(f"{args.data}: {_counts_line(summary)}")
+        for b in benches:
+            print(f"  {b['name']}: {b['valid']} samples; {b['note']}")
+        _print_problems(data.loaded.problems, args.max_problems)
+    return 1 if summary["invalid"] else 0
 
 
 def run(args: argparse.Namespace) -> int:

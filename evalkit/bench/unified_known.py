@@ -1,0 +1,320 @@
+"""Unified-schema rows that name a known benchmark run under that benchmark's spec.
+
+``evalkit run --data FILE`` used to pool every file into one mean. Here each row is
+matched to a shipped spec (``evalkit.bench.registry``) by its ``data_source`` when that
+is a known name or alias, else by the file's name (``mlvu-dev.json`` -> MLVU,
+``videommmu_with_image.json`` -> Video-MMMU: the longest known prefix, a recognised
+variant suffix such as ``mlvu-test`` applied). Matched rows keep the benchmark's task
+types, judge, frames, prompt, headline rule and official aggregate; the fields that
+aggregate needs are mapped from the unified row's names (:data:`FIELDS`). Judged task
+types are routed to the judge (without one they are "not scored", never ROUGE'd).
+
+A file mixing several known sources is SPLIT into one benchmark of the run per source
+(and per variant: VideoMathQA's multi-binary rows become ``VideoMathQA:mbin``), each
+aggregated by its own rule; rows of unknown sources stay together under the file's name
+with today's pooled mean. When the rows lack a field the official aggregate needs (MLVU
+rows carry no task, MVBench rows an empty one) the benchmark is aggregated as a pooled
+mean and labelled so: never an official-looking number computed on missing groups.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evalkit.bench.rows import Loaded, Problem, RowError
+from evalkit.bench.spec import AggregationSpec, BenchmarkSpec
+from evalkit.bench.unified import iter_file_rows, load_unified, unified_spec
+from evalkit.errors import DataError
+from evalkit.registry import RegistryError
+from evalkit.sample import Sample
+
+# Spec field -> unified row fields tried in order (the spec's own field name is tried
+# first). From EasyVideoR1's eval/data/valid_data files: VSI-Bench keeps the question
+# type as original_question_type, OVO-Bench its task and category as ovo_task /
+# ovo_category, LiveSports-3K as q_type_livesports / ocr_livesports, VideoMathQA groups
+# by problem_id; MLVU / MVBench rows carry no task (MVBench's original_question_type is "").
+FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
+    "vsibench": {"question_type": ("original_question_type",)},
+    "mlvu": {"task": ("question_type", "task_type", "original_question_type")},
+    "mvbench": {"task": ("task_type", "original_question_type")},
+    "ovobench": {"task": ("ovo_task",), "category": ("ovo_category",)},
+    "videomathqa": {"question_id": ("problem_id",)},
+    "livesports3kqa": {"question_type": ("q_type_livesports",), "ocr": ("ocr_livesports",)},
+    "videomme": {"task": ("task_type",), "video_id": ("videoID",)},
+    "motionbench": {"category": ("original_question_type",)},
+}
+
+
+def _path_part(index: int) -> Callable[[dict[str, Any]], Any]:
+    def get(row: dict[str, Any]) -> Any:
+        parts = [p for p in str(row.get("path") or "").split("/") if p not in ("", ".")]
+        return parts[index] if len(parts) > abs(index) else None
+
+    return get
+
+
+# Breakdown fields the unified rows only carry inside the video path:
+# VSI-Bench's ./<dataset>/<scene>.mp4, MMVU's ./videos/<Subject>/<n>.mp4.
+DERIVED: dict[str, dict[str, Callable[[dict[str, Any]], Any]]] = {
+    "vsibench": {"source_dataset": _path_part(0)},
+    "mmvu": {"subject": _path_part(-2)},
+}
+
+
+@dataclass(frozen=True)
+class Part:
+    """Rows that are parts of one question: the field telling them apart, and the variant
+    of the spec that aggregates them (the question id stays in ``group_field``)."""
+
+    field: str
+    variant: str
+
+
+# VideoMathQA's multi-binary rows share problem_id with their multiple-choice question
+# and carry mbinary_id; the mbin variant groups them by question_id (lmms-eval
+# tasks/videomathqa/utils.py, videomathqa_multi_binary_aggregate_results).
+PARTS: dict[str, Part] = {"videomathqa": Part("mbinary_id", "mbin")}
+
+
+@dataclass
+class DataBench:
+    """One benchmark of a run made from (some of) the rows of a ``--data`` file."""
+
+    name: str
+    """Name in the run (``VSI-Bench (vsibench.json)``; the file's stem for unknown rows)."""
+    spec: BenchmarkSpec
+    samples: list[Sample] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    benchmark: str | None = None
+    """The registry benchmark (``NAME[:VARIANT]``) the rows named, None = unknown source."""
+    official: bool = False
+    """Aggregated by the benchmark's official rule (False: pooled mean)."""
+    note: str = ""
+    """How the rows were matched and aggregated, for the report."""
+
+    def info(self, file: Path) -> dict[str, Any]:
+        """What the run directory records about this benchmark (``extra.data_benchmarks``)."""
+        return {
+            "file": str(file),
+            "benchmark": self.benchmark,
+            "official": self.official,
+            "note": self.note,
+            "valid": len(self.samples),
+            "invalid": sum(p.level == "error" for p in self.problems),
+        }
+
+
+@dataclass
+class DataFile:
+    """A ``--data`` file as loaded: every row's fate, and the benchmarks it makes."""
+
+    loaded: Loaded
+    benches: list[DataBench]
+
+
+Key = tuple[str, str | None]  # (registry name, variant); ("", None) = unknown source
+
+
+def match_benchmark(name: str) -> Key | None:
+    """The registry benchmark and variant a ``data_source`` or file stem names, or None."""
+    from evalkit.bench.registry import registry
+
+    reg = registry()
+    name = name.strip()
+    if not name or "://" in name or "/" in name:
+        return None
+    if name in reg:
+        return reg.get(name).name, None
+    parts = [p for p in re.split(r"[-_\s]+", name) if p]
+    for k in range(len(parts) - 1, 0, -1):
+        head = "-".join(parts[:k])
+        if head in reg:
+            base = reg.get(head)
+            tail = "_".join(parts[k:])
+            return base.name, tail if tail in base.variants else None
+    return None
+
+
+def _row_key(row: Any, file_key: Key) -> Key:
+    if not isinstance(row, dict):
+        return file_key
+    ds = row.get("data_source")
+    key = match_benchmark(ds) if isinstance(ds, str) else None
+    if key is None or key[0] == file_key[0]:
+        key = file_key  # the file's name may add the variant (mlvu-test.json: MLVU:test)
+    part = PARTS.get(_norm(key[0]))
+    if part is not None and row.get(part.field) not in (None, ""):
+        key = (key[0], part.variant)
+    return key
+
+
+def _norm(name: str) -> str:
+    from evalkit.bench.spec import normalize_name
+
+    return normalize_name(name)
+
+
+def route_task(spec: BenchmarkSpec, task: str) -> str:
+    """The task type a row of ``spec`` is scored as: the spec's scorer override
+    (MMVU, VCR-Bench: open-ended -> llm_judge), or the judge where the spec judges every
+    free-form answer (VideoReasonBench), else the row's own type."""
+    from evalkit.scoring import canonical_task_type
+
+    if task in spec.scorers:
+        return canonical_task_type(spec.scorers[task])
+    if task == "open_ended" and task not in spec.task_types and "llm_judge" in spec.task_types:
+        return "llm_judge"
+    return task
+
+
+def _refiner(spec: BenchmarkSpec, label: str) -> Callable[[dict[str, Any], Sample, str], Sample]:
+    key = spec.key
+    names = {**{n: () for n in spec.mapping.fields}, **FIELDS.get(key, {})}
+    derived = DERIVED.get(key, {})
+    part = PARTS.get(key)
+
+    def refine(row: dict[str, Any], sample: Sample, where: str) -> Sample:
+        fields = dict(sample.fields)
+        for name, alts in names.items():
+            if fields.get(name) in (None, ""):
+                value = next((row[a] for a in alts if row.get(a) not in (None, "")), None)
+                if value is not None:
+                    fields[name] = value
+        for name, get in derived.items():
+            if fields.get(name) in (None, ""):
+                fields[name] = get(row)
+        sid = sample.id
+        if part is not None and row.get(part.field) not in (None, ""):
+            sid = f"{sid}/{part.variant}{row[part.field]}"
+        try:
+            task = route_task(spec, sample.task_type)
+        except RegistryError as exc:  # a scorer name the spec routes to is not registered
+            raise RowError("problem_type", f"{spec.name}: {exc}") from None
+        return sample.model_copy(
+            update={"id": sid, "task_type": task, "fields": fields, "benchmark": label}
+        )
+
+    return refine
+
+
+def required_fields(spec: BenchmarkSpec) -> list[str]:
+    """Sample fields the official aggregation reads (its ``*field`` parameters)."""
+    params = spec.aggregation.params
+    return [str(v) for k, v in params.items() if k.endswith("field") and isinstance(v, str)]
+
+
+def _decide(spec: BenchmarkSpec, samples: list[Sample]) -> tuple[BenchmarkSpec, bool, str]:
+    agg = spec.aggregation
+    lacking = {
+        f: n
+        for f in required_fields(spec)
+        if (n := sum(s.fields.get(f) in (None, "") for s in samples))
+    }
+    if not lacking:
+        absent = [b for b in agg.breakdowns if all(s.fields.get(b) is None for s in samples)]
+        gone = f" (breakdowns the rows lack: {', '.join(absent)})" if absent else ""
+        return spec, True, f"rows named {spec.name}: aggregated by its official {agg.name}{gone}"
+    what = ", ".join(f"{f!r} ({n} of {len(samples)} rows lack it)" for f, n in lacking.items())
+    pooled = AggregationSpec(
+        name="mean",
+        breakdowns=list(agg.breakdowns),
+        source=f"none: pooled mean; {spec.name}'s {agg.name} needs {what}",
+    )
+    note = (
+        f"rows named {spec.name}, but its official {agg.name} needs field {what}: "
+        "pooled mean, NOT the official number (add the field to the rows)"
+    )
+    return spec.model_copy(update={"aggregation": pooled}), False, note
+
+
+def load_data(file: str | Path, video_root: str | Path | None = None) -> DataFile:
+    """A ``--data`` file as one benchmark per known source (+ one for unknown rows)."""
+    from evalkit.bench.registry import registry
+
+    file = Path(file)
+    file_key: Key = match_benchmark(file.stem) or ("", None)
+    keys = {where: _row_key(row, file_key) for where, row in iter_file_rows(file)}
+    specs: dict[Key, BenchmarkSpec] = {
+        k: registry().get(k[0]).with_variant(k[1]) for k in set(keys.values()) if k[0]
+    }
+    refiners = {k: _refiner(s, _label(k)) for k, s in specs.items()}
+
+    def refine(row: dict[str, Any], sample: Sample, where: str) -> Sample:
+        fn = refiners.get(keys[where])
+        return fn(row, sample, where) if fn else sample
+
+    loaded = load_unified(file, video_root, refine=refine)
+    by_key = {
+        k: _bench(file, video_root, k, specs.get(k))
+        for k in sorted(set(keys.values()), key=lambda k: (k[0], k[1] or ""))
+    }
+    by_label = {_label(k): b for k, b in by_key.items() if k[0]}
+    for s in loaded:
+        by_label.get(
+            s.benchmark, by_key.get(file_key) or next(iter(by_key.values()))
+        ).samples.append(s)
+    for p in loaded.problems:
+        key = keys.get(p.row or "", file_key)
+        (by_key.get(key) or next(iter(by_key.values()))).problems.append(p)
+    return DataFile(loaded, _finish(list(by_key.values())))
+
+
+def _label(key: Key) -> str:
+    return f"{key[0]}:{key[1]}" if key[1] else key[0]
+
+
+def _bench(
+    file: Path, video_root: str | Path | None, key: Key, spec: BenchmarkSpec | None
+) -> DataBench:
+    if spec is None:
+        return DataBench(
+            name=file.stem,
+            spec=unified_spec(file, video_root),
+            note="rows of no known benchmark: pooled mean (ad-hoc data, no official rule)",
+        )
+    label = _label(key)
+    return DataBench(name=f"{label} ({file.name})", spec=spec, benchmark=label)
+
+
+def _finish(benches: list[DataBench]) -> list[DataBench]:
+    out: list[DataBench] = []
+    orphans: list[Problem] = []
+    for b in benches:
+        if not b.samples:
+            orphans += b.problems  # rows of a benchmark none of whose rows loaded
+            continue
+        if b.benchmark is not None:
+            b.spec, b.official, b.note = _decide(b.spec, b.samples)
+        out.append(b)
+    if out:
+        out[0].problems += orphans
+    return out
+
+
+def data_benches(file: str | Path, video_root: str | Path | None = None) -> list[DataBench]:
+    """The benchmarks of a ``--data`` file; DataError when not one row loads."""
+    data = load_data(file, video_root)
+    if not data.benches:
+        shown = "\n".join(f"  {p}" for p in data.loaded.invalid[:5])
+        raise DataError(f"{file}: not one row could be loaded:\n{shown}")
+    return data.benches
+
+
+def recorded_data_spec(
+    config: dict[str, Any], name: str
+) -> tuple[BenchmarkSpec | None, bool, str] | None:
+    """For a run benchmark made from a ``--data`` file: the spec it ran under (None for
+    rows of no known benchmark), whether its aggregate is official, and the note saying
+    how its rows were matched. None when ``name`` is not a ``--data`` benchmark."""
+    extra = config.get("extra") or {}
+    info = (extra.get("data_benchmarks") or {}).get(name)
+    if info is None:
+        return None
+    raw = (extra.get("specs") or {}).get(name)
+    if not info.get("benchmark") or raw is None:
+        return None, False, str(info.get("note") or "")
+    return BenchmarkSpec.model_validate(raw), bool(info.get("official")), str(info.get("note"))
