@@ -168,6 +168,8 @@ def test_fetch_video_end_to_end_matches(
     ours = load_video(parity_clips[clip], spec)
     assert ours.meta.indices == list(meta["frames_indices"])
     assert ours.meta.source_fps == pytest.approx(meta["fps"])
+    # the processors derive the sampling rate from the window's frame count
+    assert ours.meta.to_vllm()["total_num_frames"] == meta["total_num_frames"]
     # fetch_video hands back float values that are whole numbers (it resized uint8)
     assert torch.equal(video, video.round())
     theirs = video.to(torch.uint8).permute(0, 2, 3, 1).numpy()

@@ -11,6 +11,7 @@ from evalkit.errors import VideoError
 from evalkit.sample import VideoRef
 from evalkit.video.decode import decode_video
 from evalkit.video.resize import resize_frames, video_size
+from evalkit.video.sampling import frame_range
 from evalkit.video.types import Frames, FrameSpec, VideoMeta
 
 
@@ -21,6 +22,14 @@ def _check_file(path: Path) -> None:
         raise VideoError(str(path), "not a regular file")
     if path.stat().st_size == 0:
         raise VideoError(str(path), "the file is empty (0 bytes)")
+
+
+def _window_frames(total: int, fps: float, spec: FrameSpec) -> int | None:
+    """Source frames in the spec's [start, end] window; None when it is the whole clip."""
+    if spec.start is None and spec.end is None:
+        return None
+    first, last = frame_range(total, fps, spec.start, spec.end)
+    return last - first + 1
 
 
 def load_video(ref: VideoRef | str | os.PathLike[str], spec: FrameSpec) -> Frames:
@@ -64,5 +73,6 @@ def load_video(ref: VideoRef | str | os.PathLike[str], spec: FrameSpec) -> Frame
         decoder=decoded.decoder,
         fallback_reason=decoded.fallback_reason,
         extra=extra,
+        window_frames=_window_frames(decoded.total_frames, decoded.source_fps, spec),
     )
     return Frames(array, meta)

@@ -94,6 +94,8 @@ class VideoMeta:
     decoder: str
     fallback_reason: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    window_frames: int | None = None
+    """Source frames inside the sampled [start, end] window (None: the whole clip)."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able form (stored in cache files and run records)."""
@@ -110,6 +112,7 @@ class VideoMeta:
             "decoder": self.decoder,
             "fallback_reason": self.fallback_reason,
             "extra": dict(self.extra),
+            "window_frames": self.window_frames,
         }
 
     @classmethod
@@ -118,10 +121,16 @@ class VideoMeta:
         return cls(**d)
 
     def to_vllm(self) -> dict[str, Any]:
-        """Metadata in the form vLLM's Qwen-VL processors expect (describes the SOURCE clip)."""
+        """Metadata in the form vLLM's Qwen-VL processors expect (describes the SOURCE clip).
+
+        ``total_num_frames`` is the frame count of the sampled window, as qwen-vl-utils'
+        readers report it: the processors derive the sampling rate from it (Qwen2.5-VL's
+        seconds per temporal patch, hence its M-RoPE positions), so a windowed clip given
+        the whole clip's count would be read as sampled more sparsely than it was.
+        """
         return {
             "fps": self.source_fps,
-            "total_num_frames": self.total_frames,
+            "total_num_frames": self.window_frames or self.total_frames,
             "frames_indices": list(self.indices),
             "duration": self.duration_s,
             "width": self.source_width,
