@@ -25,10 +25,15 @@ def rendered(spec: BenchmarkSpec, samples: list[Sample]) -> None:
     plan = PromptPlan.for_spec(spec)
     for s in samples:
         text, _ = plan.render(s)
+        if plan.variant_for(s.task_type) == "official":
+            # an official prompt may show the row's own text (LongVideo-Reason's raw problem
+            # with its options inside, OVO-Bench's probe) rather than the parsed question and
+            # options: the rules' tests pin each official wording
+            assert text.strip()
+            continue
         assert s.question.strip() in text
-        official = plan.variant_for(s.task_type) == "official"
         for letter, opt in zip(s.letters, s.options, strict=True):
-            assert (opt if official else f"{letter}. {opt}") in text
+            assert f"{letter}. {opt}" in text
 
 
 def run(

@@ -32,9 +32,10 @@ def prompted(spec: BenchmarkSpec, samples: list[Sample]) -> None:
     for s in samples:
         text, _ = plan.render(s)
         assert s.question.strip() in text
-        official = plan.variant_for(s.task_type) == "official"
+        if plan.variant_for(s.task_type) == "official":
+            continue  # official wording (e.g. MLVU's "(A) text") is pinned by the rules' tests
         assert all(
-            (opt if official else f"{letter}. {opt}").strip() in text
+            f"{letter}. {opt}".strip() in text
             for letter, opt in zip(s.letters, s.options, strict=True)
         )
 
@@ -85,7 +86,7 @@ def run_with(
     return samples, aggregate(spec, scored)
 
 
-def test_mvbench_is_the_mean_of_its_20_task_accuracies_not_the_pooled_mean(tmp_path: Path) -> None:
+def test_mvbench_is_pooled_over_all_questions_with_task_accuracies_beside(tmp_path: Path) -> None:
     root = official.mvbench(tmp_path)
     wrong = {"action_antonym_0.mp4", "action_sequence_1.mp4", "object_existence_3.mp4"}
     samples, res = run_with(
@@ -96,8 +97,8 @@ def test_mvbench_is_the_mean_of_its_20_task_accuracies_not_the_pooled_mean(tmp_p
     assert res.breakdowns["task"]["Action Antonym"] == 0.0
     assert res.breakdowns["task"]["Action Sequence"] == 50.0
     assert res.breakdowns["task"]["Object Existence"] == 75.0
-    assert res.overall == pytest.approx((17 * 100 + 0 + 50 + 75) / 20)  # 91.25
-    assert res.metrics["pooled"] == pytest.approx(100 * 21 / 24)  # 87.5: not the official number
+    # mvbench.ipynb's Avg = correct / total (87.5), not the mean of the tasks (91.25)
+    assert res.overall == pytest.approx(100 * 21 / 24)
     seq = sorted((s for s in samples if s.fields["task"] == "Action Sequence"), key=lambda s: s.id)
     assert [(m.start, m.end) for s in seq for m in s.media] == [(1.5, 4.0), (2.5, 5.0)]
     assert all(s.target == "B" for s in samples)  # answer text -> its letter
