@@ -60,9 +60,12 @@ _NO_PHRASE = re.compile(
     r"|not\s+(?:at\s+all|really|quite|likely|true|correct)\b|i\s+don'?t\s+think\s+so\b"
     r"|no\s+way\b|never\b"
 )
+# "Absolutely! The dog catches it." answers; "Certainly! Let me look at the video." is
+# politeness before an answer that may never come.
 _YES_PHRASE = re.compile(
-    r"(?:absolutely|definitely|certainly|of course|surely|clearly|indeed|obviously)"
-    r"(?:\s*[,!]?\s+yes\b|\s*,\s*it\s+(?:is|does|was|did|can|has)\b)|i\s+think\s+so\b"
+    r"(?:absolutely|definitely|certainly|of course|indeed|yes)"
+    r"(?:\s*[,!]?\s+yes\b|\s*,\s*it\s+(?:is|does|was|did|can|has)\b"
+    r"|\s*[.!]+\s+(?!let\b|let's|here|i'll|i\s+will|i\s+can|to\s+answer))|i\s+think\s+so\b"
 )
 
 
@@ -85,6 +88,8 @@ def yes_no(text: str) -> bool | None:
     found = set()
     for i, w in enumerate(words):
         if w in _YES_FREE or w in _NO_FREE:
+            if w == "no" and i + 1 < len(words) and words[i + 1] == "doubt":
+                continue  # "there is no doubt that ..." affirms
             negated = i > 0 and words[i - 1] == "not"  # "it is not true"
             found.add((w in _YES_FREE) != negated)
     return next(iter(found)) if len(found) == 1 else None

@@ -41,7 +41,7 @@ _WHOLE = re.compile(
 )
 _LINE_LABEL = re.compile(
     rf"[ \t]*(?P<label>(?i:{_LABEL})\s*|选项\s*)?[(\[]?(?P<l>[A-Za-z]|\d{{1,2}})"
-    r"(?:[)\]]\s*[.:]?|\s*[.:：]|\s+[-–—])[ \t]*\S"
+    r"(?:[)\]]\s*[.:]?|\s*[.:：]|\s+[-–—]|\s+\([^)\n]{1,60}\)\s*[.:：-])[ \t]*\S"
 )
 _MENTION = re.compile(
     rf"(?P<label>(?i:\b{_LABEL})\s*[:#]?\s*|选项\s*)?"
@@ -70,8 +70,10 @@ _NEG_PRE = re.compile(
     r"|n't\b|不是|排除|而非",
     re.I,
 )
+_ASIDE = r"\s*[)\]]?\s*(?:\([^)\n]{0,60}\)\s*)?"  # "Option A (sunny) is unlikely"
 _NEG_POST = re.compile(
-    r"\s*[)\]]?\s*(?:"
+    _ASIDE
+    + r"(?:"
     r"(?:is|are|was|seems|appears|would\s+be|can\s+be|could\s+be|must\s+be|should\s+be)?\s*"
     r"(?:also\s+|clearly\s+|definitely\s+|thus\s+|therefore\s+)?"
     r"(?:wrong|incorrect|inaccurate|false\b|unlikely|impossible|ruled\s+out|eliminated|excluded"
@@ -94,13 +96,15 @@ _POS_PRE = re.compile(
     r"|\b(?:therefore|thus|hence|so|consequently|accordingly|in\s+conclusion|in\s+summary"
     r"|to\s+conclude|overall|finally|ultimately)\s*[,:]?(?:\s*(?:it|this)(?:'s|\s+is"
     r"|\s+must\s+be|\s+should\s+be))?"
+    r"|\bi\.\s*e\.\s*,?|\bthat\s+is\s*,|\bnamely\s*,?"
     r"|\b(?:most\s+likely|likely|probably|presumably|definitely|clearly)\s*[,:]?"
     r"(?:\s*(?:it|this)(?:'s|\s+is))?"
     r"|答案(?:应该)?(?:是|为|选)?\s*[:：]?|应该?选(?:择)?|我选(?:择)?|选择)\s*(?:the\s+)?$",
     re.I,
 )
 _POS_POST = re.compile(
-    r"\s*[)\]]?\s*(?:"
+    _ASIDE
+    + r"(?:"
     r"(?:is|seems|appears|would\s+be|must\s+be|should\s+be|remains)\s+(?:to\s+be\s+)?"
     r"(?:the\s+|also\s+|clearly\s+|indeed\s+|definitely\s+)*"
     r"(?:correct|right\b|best|most\s+(?:accurate|appropriate|likely|plausible|reasonable"
