@@ -167,3 +167,55 @@ def test_boolean_reads_yes_no_variants(prediction: str, expected: str | None) ->
 def test_an_invented_continuation_cuts_the_reply() -> None:
     reply = "B\n\nHuman: What colour is the van?\nAssistant: The answer is D."
     assert _mc(reply, CARS) == "B"
+
+
+@pytest.mark.parametrize(
+    ("prediction", "text", "method"),
+    [
+        ("The answer is B. On reflection, the final answer is C.", "C", "answer_is"),
+        ("The answer is C.\n\nThe question asks which answer is correct.", "C", "answer_is"),
+        ("**Answer:**\n\nB", "B", "answer_is"),
+        ("答案是 C。因为车是绿色的", "C", "answer_is"),
+        ("Question: Is it red?\nAnswer: No", "No", "answer_is"),  # restated, not invented
+        ("No.\nQuestion: Is it red?\nAnswer: Yes", "No.", "raw"),
+        ("<answer>B</answer>\nHuman: and now?\n<answer>C</answer>", "B", "answer_tag"),
+        ("<think>Question: what is it?</think>A<|im_end|>\n<answer>C</answer>", "A", "after_think"),
+    ],
+)
+def test_final_span_last_marker_and_continuations(prediction: str, text: str, method: str) -> None:
+    span = final_span(prediction)
+    assert (span.text, span.method) == (text, method)
+
+
+def test_boxed_stays_linear_on_unclosed_braces() -> None:
+    assert boxed("\\boxed{" * 20_000) is None  # was quadratic: minutes, not milliseconds
+    assert boxed("\\boxed{1} then \\boxed{2") == "1"
+
+
+@pytest.mark.parametrize(
+    ("span", "expected", "rule"),
+    [
+        ("A man runs across the yard", None, ""),
+        ("I would say the car is parked", None, ""),
+        ("A is wrong and C is incorrect; B remains", "B", "lone_letter"),
+        ("Option A (a red car) is unlikely, so D", "D", "verdict"),
+        ("I cannot determine which car it is", None, "refusal"),
+        (
+            "A. a red car - incorrect\nB. a blue bus - incorrect\nC. a dog\nD. a cat - no",
+            "C",
+            "elimination",
+        ),
+        ("It could be A or B", None, "ambiguous"),
+        ("It is a blue bus, not a red car", "B", "option_text"),
+        ("（Ｃ）", "C", "letter"),
+        ("\\text{D}", "D", "letter"),
+    ],
+)
+def test_letter_readings(span: str, expected: str | None, rule: str) -> None:
+    assert letter(span, OPTIONS, LETTERS) == (expected, rule)
+
+
+def test_a_marked_span_opening_with_a_letter_names_it() -> None:
+    # "The answer is B because option A shows ..." -> span "B because option A shows ..."
+    span = "B because option A shows a red car"
+    assert letter(span, OPTIONS, LETTERS, marked=True) == ("B", "verdict")

@@ -50,30 +50,37 @@ _ANSWER_IS = re.compile(
     re.I,
 )
 # "which answer is correct" asks; it does not answer.
-_ASKING = re.compile(r"\b(?:which|what|whose|whether)\s+(?:\w+\s+)?$", re.I)
+_ASKING = re.compile(r"\b(?:which|what|whose|whether)(?:\s+\w+)?\s*$", re.I)
 # A model that keeps going after its answer invents the next turn ("Question: ...
-# Answer: Yes", "Human: ..."): that text is not its answer to this question.
-_CONTINUATION = re.compile(
-    r"(?:\n|(?<=[.!?。])[ \t]+)[ \t]*(?:#+[ \t]*)?\**(?i:question|human|user|q|instruction)\**"
-    r"[ \t]*[:：]|<\|(?:im_start|im_end|endoftext|eot_id)\|>"
+# Answer: Yes", "Human: ..."): that text is not its answer to this question. A turn
+# starts a line or follows a finished sentence.
+_TURN = re.compile(
+    r"(?i:question|human|user|q|instruction)\**[ \t]*[:：]"
+    r"|<\|(?:im_start|im_end|endoftext|eot_id)\|>"
 )
+_TURN_START = re.compile(r"(?:\n|[.!?。][ \t]+)[ \t]*(?:#+[ \t]*)?\**$")
+
+
+_BOXED = re.compile(r"\\boxed\s*\{")
+_BRACE = re.compile(r"[{}]")
 
 
 def boxed(text: str) -> str | None:
-    r"""Content of the last ``\boxed{...}`` (braces balanced), or None."""
-    start = text.rfind("\\boxed")
-    while start != -1:
-        i = text.find("{", start)
-        if i != -1 and text[start + 6 : i].strip() == "":
-            depth = 0
-            for j in range(i, len(text)):
-                if text[j] == "{":
-                    depth += 1
-                elif text[j] == "}":
-                    depth -= 1
-                    if depth == 0:
-                        return text[i + 1 : j]
-        start = text.rfind("\\boxed", 0, start)
+    r"""Content of the last ``\boxed{...}`` whose braces close (balanced), or None."""
+    opens = [m.end() - 1 for m in _BOXED.finditer(text)]
+    if not opens:
+        return None
+    # Match every brace once (a stack, one pass): linear even for "\boxed{" * 20000.
+    closing: dict[int, int] = {}
+    stack: list[int] = []
+    for m in _BRACE.finditer(text, opens[0]):
+        if m.group() == "{":
+            stack.append(m.start())
+        elif stack:
+            closing[stack.pop()] = m.start()
+    for i in reversed(opens):
+        if i in closing:
+            return text[i + 1 : closing[i]]
     return None
 
 
@@ -83,11 +90,10 @@ def reply_body(prediction: str) -> str:
     Empty for an unfinished ``<think>``: a thought cut short is not an answer.
     """
     text = prediction if isinstance(prediction, str) else str(prediction)
-    ends = list(_THINK_END.finditer(text))
-    if not ends and _THINK_OPEN.search(text):
+    cut, end = _body(text)
+    if not end and _THINK_OPEN.search(text):
         return ""
-    text = _cut(text)
-    return (text[ends[-1].end() :] if ends else text).strip()
+    return cut[end:].strip()
 
 
 def final_span(prediction: str) -> Span:
@@ -97,15 +103,16 @@ def final_span(prediction: str) -> Span:
     is" (a reply that changes its mind ends on its answer), then the reply itself.
     """
     text = prediction if isinstance(prediction, str) else str(prediction)
-    tags = _ANSWER_TAG.findall(_cut(text))
+    cut, end = _body(text)
+    tags = _ANSWER_TAG.findall(cut)
     if tags and tags[-1].strip():
         inner = tags[-1].strip()
         inside = boxed(inner)  # "<answer>\boxed{3}</answer>" is still the answer 3
         return Span(inside.strip() if inside is not None else inner, "answer_tag")
-    method = "after_think" if _THINK_END.search(text) else "raw"
-    if method == "raw" and _THINK_OPEN.search(text):
+    if not end and _THINK_OPEN.search(text):
         return Span("", "empty")  # an unfinished thought: nothing after it to take
-    text = reply_body(text)
+    method = "after_think" if end else "raw"
+    text = cut[end:].strip()
     box = boxed(text)
     if box is not None and box.strip():
         return Span(box.strip(), "boxed")
@@ -118,14 +125,20 @@ def final_span(prediction: str) -> Span:
     return Span(text, method if text else "empty")
 
 
-def _cut(text: str) -> str:
-    """``text`` up to an invented continuation after the reply (thinking kept)."""
-    ends = list(_THINK_END.finditer(text))
-    start = ends[-1].end() if ends else 0
-    for m in _CONTINUATION.finditer(text, start):
-        if text[start : m.start()].strip():
-            return text[: m.start()]
-    return text
+def _body(text: str) -> tuple[str, int]:
+    """``text`` up to an invented continuation, and where its thinking ends (0: none)."""
+    end = text.rfind("</think>") + 8
+    if end == 7:  # not found; "</THINK>" is rare, so the regex runs only then
+        last = None
+        for last in _THINK_END.finditer(text):  # noqa: B007
+            pass
+        end = last.end() if last else 0
+    for m in _TURN.finditer(text, end):
+        at = m.start()
+        turn = m.group().startswith("<|") or _TURN_START.search(text, max(end, at - 16), at)
+        if turn and text[end:at].strip():  # a question restated first is not a new turn
+            return text[:at], end
+    return text, end
 
 
 def _first_sentence(text: str) -> str:

@@ -72,8 +72,7 @@ _NEG_PRE = re.compile(
 )
 _ASIDE = r"\s*[)\]]?\s*(?:\([^)\n]{0,60}\)\s*)?"  # "Option A (sunny) is unlikely"
 _NEG_POST = re.compile(
-    _ASIDE
-    + r"(?:"
+    _ASIDE + r"(?:"
     r"(?:is|are|was|seems|appears|would\s+be|can\s+be|could\s+be|must\s+be|should\s+be)?\s*"
     r"(?:also\s+|clearly\s+|definitely\s+|thus\s+|therefore\s+)?"
     r"(?:wrong|incorrect|inaccurate|false\b|unlikely|impossible|ruled\s+out|eliminated|excluded"
@@ -103,8 +102,7 @@ _POS_PRE = re.compile(
     re.I,
 )
 _POS_POST = re.compile(
-    _ASIDE
-    + r"(?:"
+    _ASIDE + r"(?:"
     r"(?:is|seems|appears|would\s+be|must\s+be|should\s+be|remains)\s+(?:to\s+be\s+)?"
     r"(?:the\s+|also\s+|clearly\s+|indeed\s+|definitely\s+)*"
     r"(?:correct|right\b|best|most\s+(?:accurate|appropriate|likely|plausible|reasonable"
@@ -205,8 +203,12 @@ def _whole(s: str, letters: list[str]) -> tuple[str, str] | None:
     return got, "option_word" if m.group("label") else "letter"
 
 
+_NON_WORD = re.compile(r"[\s\W_]+")
+
+
+@lru_cache(maxsize=4096)
 def _norm(s: str) -> str:
-    return re.sub(r"[\s\W_]+", " ", s.lower()).strip()
+    return _NON_WORD.sub(" ", s.lower()).strip()
 
 
 def _exact_text(s: str, options: list[str], letters: list[str]) -> str | None:
@@ -295,7 +297,8 @@ def _line_answer(
 ) -> tuple[str, str] | None:
     """A line that is only a label ("B" then an explanation), or a first line "C. text"."""
     lines = [ln.strip() for ln in s.split("\n") if ln.strip()]
-    bare = {w[0] for w in map(lambda ln: _whole(ln, letters), lines) if w}
+    # a label alone is short: "B", "**Answer:** (C)", "Final answer: option 3"
+    bare = {w[0] for w in (_whole(ln, letters) for ln in lines if len(ln) <= 32) if w}
     if len(bare) == 1:
         return next(iter(bare)), "bare_line"
     if listing or not lines:
@@ -350,6 +353,8 @@ def _by_option_text(
         for m in pat.finditer(low) if pat else ():
             if s.rfind("\n", 0, m.start()) + 1 not in listing:
                 hits.append((m.start(), m.end(), i))
+        if len(hits) > 200:  # a reply that names options hundreds of times names none
+            return None
     kept = {
         i
         for a, b, i in hits
