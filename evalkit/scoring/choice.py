@@ -58,7 +58,7 @@ _WORD = re.compile(r"[a-z]+(?:'[a-z]+)?|[\u4e00-\u9fff]+")
 _NO_PHRASE = re.compile(
     r"(?:absolutely|definitely|certainly|of course|surely|clearly|obviously)\s+not\b"
     r"|not\s+(?:at\s+all|really|quite|likely|true|correct)\b|i\s+don'?t\s+think\s+so\b"
-    r"|no\s+way\b|never\b"
+    r"|no\s+way\b|never\b|(?:it\s+)?(?:doesn't|does\s+not)\s+(?:appear|seem|look)\s+(?:like\s+it\s+)?so\b"
 )
 # "Absolutely! The dog catches it." answers; "Certainly! Let me look at the video." is
 # politeness before an answer that may never come.
@@ -66,6 +66,16 @@ _YES_PHRASE = re.compile(
     r"(?:absolutely|definitely|certainly|of course|indeed|yes)"
     r"(?:\s*[,!]?\s+yes\b|\s*,\s*it\s+(?:is|does|was|did|can|has)\b"
     r"|\s*[.!]+\s+(?!let\b|let's|here|i'll|i\s+will|i\s+can|to\s+answer))|i\s+think\s+so\b"
+    r"|(?:it\s+)?(?:appears|seems|looks)\s+(?:like\s+it\s+|to\s+be\s+)?so\b"
+)
+# Not an answer either way: "No idea.", "Not sure", "There's no way to tell."
+_UNSURE = re.compile(
+    r"no\s+(?:idea|clue)\b|not\s+sure\b|unsure\b|hard\s+to\s+(?:say|tell)\b"
+    r"|i\s+(?:don't|do\s+not)\s+know\b"
+)
+_CANT_TELL = re.compile(
+    r"\b(?:no\s+way\s+to|cannot|can't|can\s+not|unable\s+to|impossible\s+to|not\s+possible\s+to)"
+    r"\s+(?:tell|determine|know|say|be\s+sure|confirm)\b"
 )
 
 
@@ -80,11 +90,15 @@ def yes_no(text: str) -> bool | None:
         return False
     if _YES_PHRASE.match(t):
         return True
+    if _UNSURE.match(t):
+        return None
     words = _WORD.findall(t[:2000])[:40]
     if words and words[0] in _YES_WORDS | _NO_WORDS:  # "Yes, because ..." decides on it
         if {"yes", "no"} <= set(words[:3]):  # "Yes and no", "yes or no?"
             return None
         return words[0] in _YES_WORDS
+    if _CANT_TELL.search(t):
+        return None
     found = set()
     for i, w in enumerate(words):
         if w in _YES_FREE or w in _NO_FREE:

@@ -105,13 +105,17 @@ _POS_POST = re.compile(
     _ASIDE + r"(?:"
     r"(?:is|seems|appears|would\s+be|must\s+be|should\s+be|remains)\s+(?:to\s+be\s+)?"
     r"(?:the\s+|also\s+|clearly\s+|indeed\s+|definitely\s+)*"
-    r"(?:correct|right\b|best|most\s+(?:accurate|appropriate|likely|plausible|reasonable"
+    r"(?:correct|right\b|best|(?:more|most)\s+(?:accurate|appropriate|likely|plausible|reasonable"
     r"|suitable|fitting|consistent)|answer\b|accurate|true\b|the\s+one\b|a\s+match|consistent)"
     r"|(?:best|correctly|accurately|perfectly|exactly)\s+(?:describes|matches|fits|captures"
     r"|reflects|answers|depicts)"
     r"|(?:matches|fits)\s+(?:the\s+)?(?:video|description|best|perfectly|exactly|what)"
     r"|是正确|正确|最符合|最准确|符合)",
     re.I,
+)
+# "A and C", "A or B", "A/B": a set of letters, not a choice of one.
+_JOINED = re.compile(
+    r"\s*[)\]]?\s*(?:,|and\b|or\b|&|/|和|或)\s*(?:(?i:option|choice)\s*)?[(\[]?[A-Z](?![A-Za-z])"
 )
 _LINE_NEG = re.compile(
     r"\b(?:incorrect|not|no|wrong|false|inaccurate|inconsistent|unlikely|contradicts)\b"
@@ -258,6 +262,8 @@ def _verdict(s: str, start: int, end: int, lead: bool) -> int:
     pre, post = s[max(0, start - 90) : start], s[end : end + 70]
     if _NEG_POST.match(post) or _NEG_PRE.search(_clause(pre)):
         return -1
+    if _JOINED.match(post):
+        return 0
     if lead or _POS_PRE.search(pre) or _POS_POST.match(post):
         return 1
     return 0
