@@ -210,14 +210,23 @@ def _whole(s: str, letters: list[str]) -> tuple[str, str] | None:
 _NON_WORD = re.compile(r"[\s\W_]+")
 
 
-@lru_cache(maxsize=4096)
 def _norm(s: str) -> str:
     return _NON_WORD.sub(" ", s.lower()).strip()
 
 
+@lru_cache(maxsize=4096)
+def _option_norm(option: str) -> str:
+    """An option's text cleaned as replies are ("m³" -> "m3", "$^\\circ$" -> "^\\circ")."""
+    return _norm(_clean(option))
+
+
 def _exact_text(s: str, options: list[str], letters: list[str]) -> str | None:
     norm = _norm(s)
-    hits = [letters[i] for i, o in enumerate(options[: len(letters)]) if norm and _norm(o) == norm]
+    hits = [
+        letters[i]
+        for i, o in enumerate(options[: len(letters)])
+        if norm and _option_norm(str(o)) == norm
+    ]
     return hits[0] if len(hits) == 1 else None
 
 
@@ -340,7 +349,7 @@ def _standing(
 
 @lru_cache(maxsize=4096)
 def _option_pattern(text: str) -> re.Pattern[str] | None:
-    words = re.findall(r"\w+", text.lower())
+    words = re.findall(r"\w+", _clean(text).lower())
     if not words:
         return None
     # "time-lapse" also matches "time lapse"; ASCII edges only, so CJK text still matches
