@@ -58,7 +58,7 @@ _WORD = re.compile(r"[a-z]+(?:'[a-z]+)?|[\u4e00-\u9fff]+")
 _NO_PHRASE = re.compile(
     r"(?:absolutely|definitely|certainly|of course|surely|clearly|obviously)\s+not\b"
     r"|not\s+(?:at\s+all|really|quite|likely|true|correct)\b|i\s+don'?t\s+think\s+so\b"
-    r"|no\s+way\b|never\b|(?:it\s+)?(?:doesn't|does\s+not)\s+(?:appear|seem|look)\s+(?:like\s+it\s+)?so\b"
+    r"|that'?s\s+(?:wrong|incorrect|not\s+(?:right|correct|true))\b|no\s+way\b|never\b|(?:it\s+)?(?:doesn't|does\s+not)\s+(?:appear|seem|look)\s+(?:like\s+it\s+)?so\b"
 )
 # "Absolutely! The dog catches it." answers; "Certainly! Let me look at the video." is
 # politeness before an answer that may never come.
@@ -66,7 +66,7 @@ _YES_PHRASE = re.compile(
     r"(?:absolutely|definitely|certainly|of course|indeed|yes)"
     r"(?:\s*[,!]?\s+yes\b|\s*,\s*it\s+(?:is|does|was|did|can|has)\b"
     r"|\s*[.!]+\s+(?!let\b|let's|here|i'll|i\s+will|i\s+can|to\s+answer))|i\s+think\s+so\b"
-    r"|(?:it\s+)?(?:appears|seems|looks)\s+(?:like\s+it\s+|to\s+be\s+)?so\b"
+    r"|(?:that'?s|that\s+is)\s+(?:right|correct|true)\b|(?:it\s+)?(?:appears|seems|looks)\s+(?:like\s+it\s+|to\s+be\s+)?so\b"
 )
 # Not an answer either way: "No idea.", "Not sure", "There's no way to tell."
 _UNSURE = re.compile(

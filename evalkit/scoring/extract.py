@@ -55,7 +55,7 @@ _ASKING = re.compile(r"\b(?:which|what|whose|whether)(?:\s+\w+)?\s*$", re.I)
 # Answer: Yes", "Human: ..."): that text is not its answer to this question. A turn
 # starts a line or follows a finished sentence.
 _TURN = re.compile(
-    r"(?i:question|human|user|q|instruction)\**[ \t]*[:：]"
+    r"(?i:question(?:[ \t]*\d+)?|human|user|q|instruction)\**[ \t]*[:：]"
     r"|<\|(?:im_start|im_end|endoftext|eot_id)\|>"
 )
 _TURN_START = re.compile(r"(?:\n|[.!?。][ \t]+)[ \t]*(?:#+[ \t]*)?\**$")

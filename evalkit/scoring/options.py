@@ -37,7 +37,7 @@ _MARKUP = re.compile(r"\*+|__+|`+|\$+|^[ \t]*(?:#{1,6}|>|[-•])[ \t]+", re.M)
 _WHOLE = re.compile(
     rf"(?P<label>(?i:(?:(?:the|my)\s+)?(?:final\s+|correct\s+|best\s+|right\s+)?{_LABEL}"
     r"\s*(?:is\s*)?[:#]?\s*)|选项\s*|答案\s*[:：是]?\s*)?"
-    r"[(\[]?\s*(?P<l>[A-Za-z]|\d{1,2})\s*[)\]]?\s*[.。!:]?"
+    r"[\"'“‘]?[(\[]?\s*(?P<l>[A-Za-z]|\d{1,2})\s*[)\]]?[\"'”’]?\s*[.。!:]?"
 )
 _LINE_LABEL = re.compile(
     rf"[ \t]*(?P<label>(?i:{_LABEL})\s*|选项\s*)?[(\[]?(?P<l>[A-Za-z]|\d{{1,2}})"
@@ -45,8 +45,9 @@ _LINE_LABEL = re.compile(
 )
 _MENTION = re.compile(
     rf"(?P<label>(?i:\b{_LABEL})\s*[:#]?\s*|选项\s*)?"
-    r"(?<![A-Za-z0-9'’])(?<![A-Za-z]\.)(?P<open>[(\[])?(?P<l>[A-Za-z]|\d{1,2})(?P<close>[)\]])?"
-    r"(?![A-Za-z0-9'’-]|\.[A-Za-z0-9])"
+    r"(?<![A-Za-z0-9’])(?<![A-Za-z]\.)(?P<open>[(\[])?(?P<l>[A-Za-z]|\d{1,2})(?P<close>[)\]])?"
+    # not "I'd", "B-roll", "U.S."; "'C'" and "option A's" are letters
+    r"(?![A-Za-z0-9’-]|'(?!s\b)[A-Za-z]|\.[A-Za-z0-9])"
 )
 # After "A"/"I", words that make it a letter ("A is wrong", "I matches") rather than
 # the article or the pronoun ("A dog", "I would").
@@ -129,7 +130,7 @@ _REFUSAL = re.compile(
     r"|infer|confirm|decide|select|choose)"
     r"|\bnone\s+of\s+the\s+(?:options|choices|above|given|provided|answers|captions)"
     r"|\bno\s+(?:option|choice|answer)\s+(?:is|fits|matches)"
-    r"|\b(?:i'm|i\s+am)\s+(?:sorry|not\s+sure|unsure)|\bi\s+apologi[sz]e"
+    r"|\b(?:i'm|i\s+am)\s+sorry|\bi\s+apologi[sz]e"
     r"|\bnot\s+enough\s+(?:information|context|detail)|\binsufficient\s+(?:information|evidence)"
     r"|\bdon't\s+have\s+(?:access|enough)|无法(?:确定|判断|回答)|不确定",
     re.I,
@@ -321,7 +322,8 @@ def _line_answer(
     m = _LINE_LABEL.match(lines[0])
     if m and (m.group("label") or m.group("l").isupper()):
         got = _to_letter(m.group("l"), bool(m.group("label")), letters)
-        if got and not _NEG_POST.match(lines[0], m.end() - 1):
+        joined = _JOINED.match(lines[0], m.end("l"))  # "(A) and (C)"
+        if got and not joined and not _NEG_POST.match(lines[0], m.end() - 1):
             return got, "letter"
     return None
 
