@@ -274,7 +274,8 @@ def _verdict(s: str, start: int, end: int, lead: bool) -> int:
         return -1
     if _JOINED.match(post):
         return 0
-    if lead or _POS_PRE.search(pre) or _POS_POST.match(post):
+    # the longest cue ("in conclusion, it must be") fits in 48 characters
+    if lead or _POS_POST.match(post) or _POS_PRE.search(pre, max(0, len(pre) - 48)):
         return 1
     return 0
 
