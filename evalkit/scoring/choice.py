@@ -21,12 +21,12 @@ def _target_letter(target: Any, sample: Sample) -> str:
     return got or t.upper()
 
 
-# Rule: exact match of the chosen option letter, as in Video-MME / MVBench / LVBench
-# official evaluation (answer letter compared with the ground-truth letter;
-# github.com/MME-Benchmarks/Video-MME eval_your_results.py extract_characters_regex).
+# Rule (evalkit's robust rule): the option the reply picks, read as a person would
+# (evalkit.scoring.options.letter), compared with the target letter. Each benchmark's own
+# extraction, quirks included, is a named rule in evalkit.scoring.rules.
 @scorer("multiple_choice", "multiple choice", "mc", "mcq", "choice")
 def multiple_choice(prediction: str, target: Any, sample: Sample) -> Score:
-    """1 if the extracted option letter equals the target letter (A-J), else 0."""
+    """1 if the option letter the reply picks equals the target letter, else 0."""
     span = final_span(prediction)
     got, how = letter(span.text, sample.options, sample.letters, marked=span.marked)
     if got is None and not how and span.method == "answer_is":

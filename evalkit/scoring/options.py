@@ -12,7 +12,8 @@ of how explicit it is, and stops at the first reading that decides:
 4. a line that is only a label ("B" and then "Explanation: ..."), or a first line
    "C. the dog" that the rest explains;
 5. a refusal ("I cannot determine ...") picks nothing;
-6. the one letter left standing, then the one option text named and not ruled out.
+6. the one letter named and never ruled out; in a list that walks through the options,
+   the one option not ruled out; then the one option text named and not ruled out.
 
 "A" and "I" count as letters when they stand as an answer ("is A.", "Caption A", "(I)"),
 not as English words ("A dog runs", "I think"). Options echoed back as a list ("A. red
