@@ -29,6 +29,18 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from evalkit.sample import OPTION_LETTERS
+from evalkit.scoring.cues import (
+    BREAK,
+    IT_IS,
+    JOINED,
+    LINE_NEG,
+    LINE_POS,
+    NEG_POST,
+    NEG_PRE,
+    POS_POST,
+    POS_PRE,
+    REFUSAL,
+)
 
 # Words that name an option slot: "option B", "Caption 2", "选项C".
 _LABEL = r"(?:option|choice|caption|sentence|answer|letter|candidate|statement|description)s?"
@@ -62,80 +74,6 @@ _A_VERBS |= {"must", "should", "might", "may", "since"}
 _I_VERBS = _LETTER_VERBS
 _NEXT_WORD = re.compile(r"[ \t]+([A-Za-z']+)")
 
-# A clause ends at sentence punctuation or a contrast ("..., but B").
-_BREAK = re.compile(
-    r"[.;!?。；,，](?:\s|$)|[\n;。；]|\b(?:but|however|whereas|while|although|though|yet)\b", re.I
-)
-_NEG_PRE = re.compile(
-    r"\b(?:not|never|neither|nor|no\s+longer|rules?\s+out|ruled\s+out|ruling\s+out|eliminat\w*"
-    r"|exclud\w*|rather\s+than|instead\s+of|unlike|incorrect|wrong|cannot|against|except)\b"
-    r"|n't\b|不是|排除|而非",
-    re.I,
-)
-_ASIDE = r"\s*[)\]]?\s*(?:\([^)\n]{0,60}\)\s*)?"  # "Option A (sunny) is unlikely"
-_NEG_POST = re.compile(
-    _ASIDE + r"(?:"
-    r"(?:is|are|was|seems|appears|would\s+be|can\s+be|could\s+be|must\s+be|should\s+be)?\s*"
-    r"(?:also\s+|clearly\s+|definitely\s+|thus\s+|therefore\s+)?"
-    r"(?:wrong|incorrect|inaccurate|false\b|unlikely|impossible|ruled\s+out|eliminated|excluded"
-    r"|invalid|out\s+of\s+the\s+question)"
-    r"|(?:is|was|seems)?\s*(?:not|n't)\s+(?:correct|right|accurate|true|possible|valid|likely"
-    r"|the\s+(?:correct|right|best|answer|case)|an?\s+(?:option|match)|supported|consistent|it\b)"
-    r"|(?:does\s+not|doesn't|did\s+not|didn't)\s+(?:match|fit|show|describe|happen|apply|align)"
-    r"|(?:cannot|can't|can\s+not)\s+be\b|fails\b|contradicts\b"
-    r"|是错|错误|不正确|不对|不符合|可以排除)",
-    re.I,
-)
-_POS_PRE = re.compile(
-    r"(?:\b(?:answer|option|choice|caption|sentence|pick|guess|selection|match|one)\s+"
-    r"(?:here\s+|then\s+|therefore\s+)?(?:is|would\s+be|should\s+be|will\s+be|must\s+be"
-    r"|seems\s+to\s+be|appears\s+to\s+be)\s*[:=]?"
-    r"|\banswer\s*[:=]"
-    r"|\b(?:i|we)(?:'d|'ll|\s+would|\s+will|\s+should|\s+must|\s+can)?\s+(?:choose|select|pick"
-    r"|go\s+with|opt\s+for|guess|say|answer|think|believe)(?:\s+(?:that|it(?:'s|\s+is)"
-    r"|the\s+answer\s+is))?"
-    r"|\b(?:therefore|thus|hence|so|consequently|accordingly|in\s+conclusion|in\s+summary"
-    r"|to\s+conclude|overall|finally|ultimately)\s*[,:]?(?:\s*(?:it|this)(?:'s|\s+is"
-    r"|\s+must\s+be|\s+should\s+be))?"
-    r"|\bi\.\s*e\.\s*,?|\bthat\s+is\s*,|\bnamely\s*,?"
-    r"|\b(?:most\s+likely|likely|probably|presumably|definitely|clearly)\s*[,:]?"
-    r"(?:\s*(?:it|this)(?:'s|\s+is))?"
-    r"|答案(?:应该)?(?:是|为|选)?\s*[:：]?|应该?选(?:择)?|我选(?:择)?|选择)\s*(?:the\s+)?$",
-    re.I,
-)
-_POS_POST = re.compile(
-    _ASIDE + r"(?:"
-    r"(?:is|seems|appears|would\s+be|must\s+be|should\s+be|remains)\s+(?:to\s+be\s+)?"
-    r"(?:the\s+|also\s+|clearly\s+|indeed\s+|definitely\s+)*"
-    r"(?:correct|right\b|best|(?:more|most)\s+(?:accurate|appropriate|likely|plausible|reasonable"
-    r"|suitable|fitting|consistent)|answer\b|accurate|true\b|the\s+one\b|a\s+match|consistent)"
-    r"|(?:best|correctly|accurately|perfectly|exactly)\s+(?:describes|matches|fits|captures"
-    r"|reflects|answers|depicts)"
-    r"|(?:matches|fits)\s+(?:the\s+)?(?:video|description|best|perfectly|exactly|what)"
-    r"|是正确|正确|最符合|最准确|符合)",
-    re.I,
-)
-# "A and C", "A or B", "A/B": a set of letters, not a choice of one.
-_JOINED = re.compile(
-    r"\s*[)\]]?\s*(?:,|and\b|or\b|&|/|和|或)\s*(?:(?i:option|choice)\s*)?[(\[]?[A-Z](?![A-Za-z])"
-)
-_LINE_NEG = re.compile(
-    r"\b(?:incorrect|not|no|wrong|false|inaccurate|inconsistent|unlikely|contradicts)\b"
-    r"|n't\b|✗|❌",
-    re.I,
-)
-_LINE_POS = re.compile(r"\b(?:correct|right|matches|true|accurate|consistent|best)\b|✓|✅", re.I)
-_REFUSAL = re.compile(
-    r"\b(?:cannot|can't|can\s+not|unable\s+to|not\s+able\s+to|impossible\s+to|not\s+possible\s+to)"
-    r"\s+(?:be\s+)?(?:determine|determined|tell|answer|say|know|identify|see|view|watch|access"
-    r"|infer|confirm|decide|select|choose)"
-    r"|\bnone\s+of\s+the\s+(?:options|choices|above|given|provided|answers|captions)"
-    r"|\bno\s+(?:option|choice|answer)\s+(?:is|fits|matches)"
-    r"|\b(?:i'm|i\s+am)\s+sorry|\bi\s+apologi[sz]e"
-    r"|\bnot\s+enough\s+(?:information|context|detail)|\binsufficient\s+(?:information|evidence)"
-    r"|\bdon't\s+have\s+(?:access|enough)|无法(?:确定|判断|回答)|不确定",
-    re.I,
-)
 # Far beyond any real reply; keeps hostile text cheap (the start and the end both matter).
 _MAX_CHARS = 20_000
 
@@ -176,7 +114,7 @@ def letter(
     lines = _line_answer(s, letters, listing)
     if lines:
         return lines
-    if _REFUSAL.search(s):
+    if REFUSAL.search(s):
         return None, "refusal"
     return _standing(s, options, letters, mentions, listing)
 
@@ -263,7 +201,7 @@ def _is_word(s: str, m: re.Match[str]) -> bool:
 
 def _clause(pre: str) -> str:
     end = 0
-    for br in _BREAK.finditer(pre):
+    for br in BREAK.finditer(pre):
         end = br.end()
     return pre[end:]
 
@@ -271,12 +209,12 @@ def _clause(pre: str) -> str:
 def _verdict(s: str, start: int, end: int, lead: bool) -> int:
     """+1 concluded on, -1 ruled out, 0 only named, for the text at s[start:end]."""
     pre, post = s[max(0, start - 90) : start], s[end : end + 70]
-    if _NEG_POST.match(post) or _NEG_PRE.search(_clause(pre)):
+    if NEG_POST.match(post) or NEG_PRE.search(_clause(pre)):
         return -1
-    if _JOINED.match(post):
+    if JOINED.match(post):
         return 0
     # the longest cue ("in conclusion, it must be") fits in 48 characters
-    if lead or _POS_POST.match(post) or _POS_PRE.search(pre, max(0, len(pre) - 48)):
+    if lead or POS_POST.match(post) or POS_PRE.search(pre, max(0, len(pre) - 48)):
         return 1
     return 0
 
@@ -300,7 +238,7 @@ def _mentions(
         is_label = entry is not None and entry[0] == got and not s[line_start:start].strip(" \t([")
         if is_label:
             rest = entry[1] if entry else ""
-            verdict = -1 if _LINE_NEG.search(rest) else (1 if _LINE_POS.search(rest) else 0)
+            verdict = -1 if LINE_NEG.search(rest) else (1 if LINE_POS.search(rest) else 0)
         else:
             lead = marked and not out and not s[:start].strip(" \t(:")
             verdict = _verdict(s, start, m.end(), lead)
@@ -324,8 +262,8 @@ def _line_answer(
     m = _LINE_LABEL.match(lines[0])
     if m and (m.group("label") or m.group("l").isupper()):
         got = _to_letter(m.group("l"), bool(m.group("label")), letters)
-        joined = _JOINED.match(lines[0], m.end("l"))  # "(A) and (C)"
-        if got and not joined and not _NEG_POST.match(lines[0], m.end() - 1):
+        joined = JOINED.match(lines[0], m.end("l"))  # "(A) and (C)"
+        if got and not joined and not NEG_POST.match(lines[0], m.end() - 1):
             return got, "letter"
     return None
 
@@ -351,11 +289,22 @@ def _standing(
     return None, "ambiguous" if len(named) > 1 else ""
 
 
+_NUMBER_WORDS = (  # noqa: SIM905 (a list of 21 words reads better as one string)
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+    "fifteen sixteen seventeen eighteen nineteen twenty"
+).split()
+
+
 @lru_cache(maxsize=4096)
 def _option_pattern(text: str) -> re.Pattern[str] | None:
     words = re.findall(r"\w+", _clean(text).lower())
     if not words:
         return None
+    if len(words) == 1 and words[0].isdigit() and int(words[0]) < len(_NUMBER_WORDS):
+        # a count written out: "There are two people" names option "2"
+        return re.compile(
+            rf"(?<![a-z0-9.])(?:{words[0]}|{_NUMBER_WORDS[int(words[0])]})(?![a-z0-9])"
+        )
     # "time-lapse" also matches "time lapse"; ASCII edges only, so CJK text still matches
     return re.compile(r"(?<![a-z0-9])" + r"[\W_]+".join(map(re.escape, words)) + r"(?![a-z0-9])")
 
@@ -374,12 +323,16 @@ def _by_option_text(
                 hits.append((m.start(), m.end(), i))
         if len(hits) > 200:  # a reply that names options hundreds of times names none
             return None
-    kept = {
-        i
-        for a, b, i in hits
-        if not any(a2 <= a and b <= b2 and (b2 - a2) > (b - a) for a2, b2, _ in hits)
-        and _verdict(s, a, b, False) >= 0
-    }
+    kept: dict[int, bool] = {}  # option index -> some mention concludes on it
+    for a, b, i in hits:
+        if any(a2 <= a and b <= b2 and (b2 - a2) > (b - a) for a2, b2, _ in hits):
+            continue  # "car" inside "red car"
+        verdict = _verdict(s, a, b, False)
+        if verdict >= 0:
+            said = verdict > 0 or bool(IT_IS.search(s, max(0, a - 24), a))
+            kept[i] = kept.get(i, False) or said
     if len(kept) == 1:
         return letters[next(iter(kept))]
-    return None
+    concluded = [i for i, said in kept.items() if said]
+    # "either morning or evening ... it is evening": the one concluded on
+    return letters[concluded[0]] if len(concluded) == 1 else None
