@@ -207,6 +207,8 @@ def test_boxed_stays_linear_on_unclosed_braces() -> None:
         ),
         ("It could be A or B", None, "ambiguous"),
         ("It is a blue bus, not a red car", "B", "option_text"),
+        ("It is a dog or a cat; it moves like a cat, so it is a cat", "D", "option_text"),
+        ("None of the options fits. If forced to choose, A", "A", "verdict"),
         ("（Ｃ）", "C", "letter"),
         ("\\text{D}", "D", "letter"),
     ],
@@ -219,3 +221,10 @@ def test_a_marked_span_opening_with_a_letter_names_it() -> None:
     # "The answer is B because option A shows ..." -> span "B because option A shows ..."
     span = "B because option A shows a red car"
     assert letter(span, OPTIONS, LETTERS, marked=True) == ("B", "verdict")
+
+
+def test_a_count_written_out_names_a_numeric_option() -> None:
+    assert letter("There are two people in the video.", ["1", "2", "3"], list("ABC")) == (
+        "B",
+        "option_text",
+    )

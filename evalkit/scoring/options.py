@@ -30,6 +30,7 @@ from functools import lru_cache
 
 from evalkit.sample import OPTION_LETTERS
 from evalkit.scoring.cues import (
+    ALTERNATIVE,
     BREAK,
     IT_IS,
     JOINED,
@@ -330,6 +331,7 @@ def _by_option_text(
         verdict = _verdict(s, a, b, False)
         if verdict >= 0:
             said = verdict > 0 or bool(IT_IS.search(s, max(0, a - 24), a))
+            said = said and not ALTERNATIVE.match(s, b)
             kept[i] = kept.get(i, False) or said
     if len(kept) == 1:
         return letters[next(iter(kept))]
