@@ -74,4 +74,4 @@ class _Engine:
 def test_pass_rate_filter_scores_with_the_evalkit_rule(no_official_rules: list[Any]) -> None:
     rates = pass_rates([_mc()], _Engine(), lambda s: Request(id=s.id, text=s.question), k=2)
     assert rates == [0.5]
-    assert no_official_rules == [None, None]
+    assert len(no_official_rules) == 2 and set(no_official_rules) <= {None, "evalkit"}

@@ -89,7 +89,5 @@ REFUSAL = re.compile(
 
 # "... a dog or a cat": an alternative named, not a conclusion
 ALTERNATIVE = re.compile(r"\s*(?:,\s*)?(?:or|nor|and)\b|\s*/")
-# "it is evening", "this is a time-lapse": the option text a sentence concludes on
-IT_IS = re.compile(
-    r"\b(?:it|this|that)(?:'s|\s+is|\s+was|\s+must\s+be)\s+(?:an?\s+|the\s+)?$", re.I
-)
+# "it is evening", "the last to leave is the green car": the option a sentence concludes on
+IT_IS = re.compile(r"\b(?:is|was|'s|must\s+be|would\s+be)\s+(?:an?\s+|the\s+)?$", re.I)
