@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from evalkit.scoring.options import letter
+
 # How sure we are that the span is the model's intended final answer. Explicit markers
 # (an <answer> tag, \boxed{}, "the answer is") count as a well-formed answer for the
 # format reward; a bare reply counts half.
@@ -43,123 +45,119 @@ _THINK_END = re.compile(r"</think>", re.I)
 _THINK_OPEN = re.compile(r"<think>", re.I)
 # "The final answer is: (B)", "the correct answer is B", "Answer: B", Chinese "答案是 B".
 _ANSWER_IS = re.compile(
-    r"(?:\b(?:the\s+)?(?:final|best|correct|right)?\s*answer\s*(?:is|:|would be|should be)"
-    r"|答案(?:是|为|：|:))\s*[:：]?\s*(.+)",
-    re.I | re.S,
+    r"(?:\b(?:the\s+)?(?:final|best|correct|right)?\s*answer\s*(?:is\b|:|would be|should be)"
+    r"|答案(?:是|为|：|:))\s*[:：]?",
+    re.I,
 )
+# "which answer is correct" asks; it does not answer.
+_ASKING = re.compile(r"\b(?:which|what|whose|whether)(?:\s+\w+)?\s*$", re.I)
+# A model that keeps going after its answer invents the next turn ("Question: ...
+# Answer: Yes", "Human: ..."): that text is not its answer to this question. A turn
+# starts a line or follows a finished sentence.
+_TURN = re.compile(
+    r"(?i:question(?:[ \t]*\d+)?|human|user|q|instruction)\**[ \t]*[:：]"
+    r"|<\|(?:im_start|im_end|endoftext|eot_id)\|>"
+)
+_TURN_START = re.compile(r"(?:\n|[.!?。][ \t]+)[ \t]*(?:#+[ \t]*)?\**$")
+
+
+_BOXED = re.compile(r"\\boxed\s*\{")
+_BRACE = re.compile(r"[{}]")
 
 
 def boxed(text: str) -> str | None:
-    r"""Content of the last ``\boxed{...}`` (braces balanced), or None."""
-    start = text.rfind("\\boxed")
-    while start != -1:
-        i = text.find("{", start)
-        if i != -1 and text[start + 6 : i].strip() == "":
-            depth = 0
-            for j in range(i, len(text)):
-                if text[j] == "{":
-                    depth += 1
-                elif text[j] == "}":
-                    depth -= 1
-                    if depth == 0:
-                        return text[i + 1 : j]
-        start = text.rfind("\\boxed", 0, start)
+    r"""Content of the last ``\boxed{...}`` whose braces close (balanced), or None."""
+    opens = [m.end() - 1 for m in _BOXED.finditer(text)]
+    if not opens:
+        return None
+    # Match every brace once (a stack, one pass): linear even for "\boxed{" * 20000.
+    closing: dict[int, int] = {}
+    stack: list[int] = []
+    for m in _BRACE.finditer(text, opens[0]):
+        if m.group() == "{":
+            stack.append(m.start())
+        elif stack:
+            closing[stack.pop()] = m.start()
+    for i in reversed(opens):
+        if i in closing:
+            return text[i + 1 : closing[i]]
     return None
 
 
-def final_span(prediction: str) -> Span:
-    """The final answer span of a prediction, trying explicit markers before fallbacks."""
+def reply_body(prediction: str) -> str:
+    """The reply after its thinking, up to an invented continuation ("Question: ...").
+
+    Empty for an unfinished ``<think>``: a thought cut short is not an answer.
+    """
     text = prediction if isinstance(prediction, str) else str(prediction)
-    tags = _ANSWER_TAG.findall(text)
+    cut, end = _body(text)
+    if not end and _THINK_OPEN.search(text):
+        return ""
+    return cut[end:].strip()
+
+
+def final_span(prediction: str) -> Span:
+    """The final answer span of a prediction, trying explicit markers before fallbacks.
+
+    The last ``<answer>`` tag wins, then the last ``\\boxed{}``, then the LAST "the answer
+    is" (a reply that changes its mind ends on its answer), then the reply itself.
+    """
+    text = prediction if isinstance(prediction, str) else str(prediction)
+    cut, end = _body(text)
+    tags = _ANSWER_TAG.findall(cut)
     if tags and tags[-1].strip():
         inner = tags[-1].strip()
         inside = boxed(inner)  # "<answer>\boxed{3}</answer>" is still the answer 3
         return Span(inside.strip() if inside is not None else inner, "answer_tag")
-    method = "raw"
-    ends = list(_THINK_END.finditer(text))
-    if ends:
-        text, method = text[ends[-1].end() :], "after_think"
-    elif _THINK_OPEN.search(text):
-        # An unfinished thought is not an answer: nothing after it to take.
-        return Span("", "empty")
+    if not end and _THINK_OPEN.search(text):
+        return Span("", "empty")  # an unfinished thought: nothing after it to take
+    method = "after_think" if end else "raw"
+    text = cut[end:].strip()
     box = boxed(text)
     if box is not None and box.strip():
         return Span(box.strip(), "boxed")
-    said = list(_ANSWER_IS.finditer(text))
-    if said:
-        tail = said[-1].group(1).strip()
+    for m in reversed(list(_ANSWER_IS.finditer(text))):
+        if _ASKING.search(text, max(0, m.start() - 24), m.start()):
+            continue
+        tail = _first_sentence(text[m.end() :].lstrip(" \t\n*_:：#>"))
         if tail:
-            return Span(_first_sentence(tail), "answer_is")
-    text = text.strip()
+            return Span(tail, "answer_is")
     return Span(text, method if text else "empty")
+
+
+def _body(text: str) -> tuple[str, int]:
+    """``text`` up to an invented continuation, and where its thinking ends (0: none)."""
+    end = text.rfind("</think>") + 8
+    if end == 7:  # not found; "</THINK>" is rare, so the regex runs only then
+        last = None
+        for last in _THINK_END.finditer(text):  # noqa: B007
+            pass
+        end = last.end() if last else 0
+    for m in _TURN.finditer(text, end):
+        at = m.start()
+        turn = m.group().startswith("<|") or _TURN_START.search(text, max(end, at - 16), at)
+        if turn and text[end:at].strip():  # a question restated first is not a new turn
+            return text[:at], end
+    return text, end
 
 
 def _first_sentence(text: str) -> str:
     # "The answer is B. Because ..." -> "B"; keep decimals like "3.5" intact.
-    m = re.match(r"(.+?)(?:\.(?:\s|$)|\n|$)", text, re.S)
+    m = re.match(r"(.+?)(?:\.(?:\s|$)|。|\n|$)", text, re.S)
     return (m.group(1) if m else text).strip()
 
 
-# --- letters ---------------------------------------------------------------------------
-
-_PAREN_LETTER = re.compile(r"^\(?\s*([A-J])\s*(?:\)|[.:\]](?!\d)|$)")
-_OPTION_WORD = re.compile(r"\b(?:option|choice)\s*\(?([A-J])\)?\b", re.I)
-_LONE_LETTER = re.compile(r"(?<![A-Za-z0-9'])\(?([A-J])\)?(?![A-Za-z0-9'])")
-
-
-def _norm_text(s: str) -> str:
-    return re.sub(r"[\s\W_]+", " ", s.lower()).strip()
-
-
-def letter(span: str, options: list[str], letters: list[str]) -> tuple[str | None, str]:
-    """The option letter a span names, and the rule that found it ("" if none/ambiguous).
-
-    Order: a span that is just a letter ("C", "(C)", "C."); a leading "C. text"; "option C";
-    the option text itself; a single lone capital letter within range. Several distinct
-    letters are ambiguous and give None.
-    """
-    s = span.strip()
-    if not s:
-        return None, ""
-    valid = set(letters) if letters else set("ABCDEFGHIJ")
-    m = _PAREN_LETTER.match(s)
-    bare = s.strip("().:] ")
-    if m and m.group(1) in valid:  # "C", "(C)", "C.", "C) the dog"
-        return m.group(1), "letter"
-    if len(bare) == 1 and bare.upper() in valid:  # a lone lowercase "c"
-        return bare.upper(), "letter"
-    m = _OPTION_WORD.search(s)
-    if m and m.group(1).upper() in valid:
-        return m.group(1).upper(), "option_word"
-    by_text = _by_option_text(s, options, letters)
-    if by_text:
-        return by_text, "option_text"
-    found = {x for x in _LONE_LETTER.findall(s) if x in valid}
-    # "I" and "A" are also English words; only trust them when nothing else is there.
-    if len(found) == 1:
-        only = next(iter(found))
-        if only not in "AI" or len(s) <= 3:
-            return only, "lone_letter"
-    return None, "ambiguous" if len(found) > 1 else ""
-
-
-def _by_option_text(s: str, options: list[str], letters: list[str]) -> str | None:
-    norm = _norm_text(s)
-    if not norm or not options:
-        return None
-    texts = [_norm_text(o) for o in options]
-    exact = [letters[i] for i, t in enumerate(texts) if t and t == norm]
-    if len(exact) == 1:
-        return exact[0]
-    contained = [letters[i] for i, t in enumerate(texts) if t and f" {t} " in f" {norm} "]
-    # Prefer the longest contained option ("red car" over "car"); ties are ambiguous.
-    if contained:
-        longest = max(len(texts[letters.index(c)]) for c in contained)
-        best = [c for c in contained if len(texts[letters.index(c)]) == longest]
-        if len(best) == 1:
-            return best[0]
-    return None
-
+__all__ = [
+    "MARKED",
+    "Span",
+    "boxed",
+    "code_block",
+    "final_span",
+    "format_level",
+    "json_object",
+    "letter",
+    "reply_body",
+]
 
 # --- JSON and code ---------------------------------------------------------------------
 
