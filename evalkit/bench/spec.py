@@ -356,10 +356,20 @@ class BenchmarkSpec(BaseModel):
 
     def official_rule(self, task_type: str) -> str | None:
         """The registered official rule for ``task_type``, or None if there is none."""
+        from evalkit.errors import ConfigError
+        from evalkit.scoring.router import canonical_task_type
         from evalkit.scoring.rules import has_rule
 
-        name = self.scoring.official.get(task_type, self.key)
-        return name if has_rule(name, task_type) else None
+        kind = canonical_task_type(task_type)
+        named = {canonical_task_type(k): v for k, v in self.scoring.official.items()}
+        if kind in named:  # named in the YAML: it must exist, never a silent fallback
+            if not has_rule(named[kind], kind):
+                raise ConfigError(
+                    f"{self.name}: scoring.official names rule {named[kind]!r} for {kind}, "
+                    "which is not registered (evalkit/scoring/rules/)"
+                )
+            return named[kind]
+        return self.key if has_rule(self.key, kind) else None
 
     def headline_rule(self, task_type: str) -> str:
         """The rule whose verdict is the headline number for samples of ``task_type``."""

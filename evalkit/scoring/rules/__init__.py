@@ -50,6 +50,7 @@ class Rule:
 
 
 _RULES: dict[str, dict[str, Rule]] = {}  # canonical task type -> rule name -> Rule
+_TABLES: dict[str, dict[str, Rule]] = {}  # rules_for's answers, cleared on registration
 _loaded = False
 
 
@@ -72,6 +73,7 @@ def rule(
             if name in table:
                 raise RegistryError(f"rule {name!r} is already registered for {kind!r}")
             table[name] = Rule(name, kind, fn, source, summary, gameable)
+        _TABLES.clear()
         return fn
 
     return deco
@@ -99,9 +101,13 @@ def rules_for(task_type: str) -> dict[str, Rule]:
     """Every rule for a task type (name or alias), ``evalkit`` first."""
     from evalkit.scoring.router import canonical_task_type
 
-    _load_all()
-    kind = canonical_task_type(task_type)
-    return {EVALKIT: _evalkit_rule(kind), **dict(sorted(_RULES.get(kind, {}).items()))}
+    table = _TABLES.get(task_type)
+    if table is None:  # scoring every sample under every rule asks this per sample
+        _load_all()
+        kind = canonical_task_type(task_type)
+        table = {EVALKIT: _evalkit_rule(kind), **dict(sorted(_RULES.get(kind, {}).items()))}
+        _TABLES[task_type] = table
+    return dict(table)
 
 
 def get_rule(name: str, task_type: str) -> Rule:
