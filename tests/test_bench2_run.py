@@ -56,8 +56,9 @@ def test_ovobench_run_shows_the_engine_only_the_past_and_aggregates(tmp_path: Pa
         ref = samples[sid].media[0]
         assert isinstance(ref, VideoRef) and ref.end is not None
         assert max(indices) <= math.floor(ref.end * official2.INDEX_FPS), sid
-    # yes/no and count probes are prompted with their own templates
-    assert "yes or no" in engine.prompts["7/0"] and "Options:" in engine.prompts["1"]
+    # yes/no and count probes are prompted with their own official templates
+    assert "Answer only with “Yes” or “No”." in engine.prompts["7/0"]
+    assert "Options:" in engine.prompts["1"]
     with RunDir(result.path).store("OVO-Bench") as store:
         records = store.records()
     scored, _ = scored_from_records(records)
