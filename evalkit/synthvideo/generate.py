@@ -55,7 +55,7 @@ def write_video(path: str | os.PathLike[str], frames: np.ndarray, fps: float) ->
     rate = Fraction(fps).limit_denominator(1001)
     with av.open(str(tmp), mode="w", format="mp4") as container:
         # CRF 18 keeps flat colours and sharp edges close to the drawn values. One encoder
-        # thread: x264's threaded rate control made same-seed clips differ under CPU load.
+        # thread keeps the bytes independent of the machine's core count.
         options = {"crf": "18", "preset": "fast", "threads": "1"}
         stream = container.add_stream("h264", rate=rate, options=options)
         stream.width, stream.height = frames.shape[2], frames.shape[1]
