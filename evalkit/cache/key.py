@@ -17,7 +17,8 @@ from evalkit.errors import CacheError, VideoError
 from evalkit.sample import VideoRef
 from evalkit.video.types import FrameSpec
 
-FORMAT_VERSION = 1
+# 2: crc32 per 1 MiB chunk of each tensor replaces the whole-data digest.
+FORMAT_VERSION = 2
 Identity = Literal["stat", "content"]
 Codec = Literal["raw", "jpeg"]
 
