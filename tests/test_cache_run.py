@@ -146,3 +146,16 @@ def test_default_cache_settings_leave_earlier_fingerprints_alone() -> None:
     cfg = RunConfig(model="m")
     assert "frame_cache" not in result_config(cfg, [])
     assert "frame_cache" in result_config(cfg.model_copy(update={"cache_identity": "content"}), [])
+
+
+def test_run_flags_set_the_cache_identity_and_codec() -> None:
+    import argparse
+
+    from evalkit.cli.run import add_arguments, config_from_args
+
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    argv = ["--model", "m", "--cache-identity", "content", "--cache-codec", "jpeg"]
+    cfg = config_from_args(p.parse_args([*argv, "--cache-jpeg-quality", "75"]))
+    assert (cfg.cache_identity, cfg.cache_codec, cfg.cache_jpeg_quality) == ("content", "jpeg", 75)
+    assert config_from_args(p.parse_args(["--model", "m"])).cache_identity == "stat"
