@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from evalkit.cache.key import fingerprint_settings
 from evalkit.decoding import describe as describe_sampling
 from evalkit.decoding import sampling_for
 from evalkit.engines.base import Completion, Engine, SamplingParams
@@ -111,6 +112,13 @@ class RunConfig(BaseModel):
     """Frame cache folder (default: $EVALKIT_CACHE or ~/.cache/evalkit/frames)."""
     cache_workers: int = 2
     """Processes that decode cache misses."""
+    cache_identity: Literal["stat", "content"] = "stat"
+    """Source identity in the cache key: path + size + mtime (stat), or a hash of the
+    video's bytes (content: catches a same-size rewrite with its mtime put back)."""
+    cache_codec: Literal["raw", "jpeg"] = "raw"
+    """Cached frames: raw uint8 (exact) or one JPEG per frame (smaller, lossy)."""
+    cache_jpeg_quality: int = Field(default=90, ge=1, le=100)
+    """JPEG quality of the jpeg cache codec."""
     runs_dir: str = "runs"
     """Where run directories are created."""
     run_id: str | None = None
@@ -286,6 +294,7 @@ def result_config(cfg: RunConfig, benches: list[BenchRun]) -> dict[str, Any]:
         "engine_options": _result_engine_options(cfg.engine_options),
         "variant": cfg.variant,
         "judge": cfg.judge.model_dump(mode="json") if cfg.judge else None,
+        **fingerprint_settings(cfg.cache_identity, cfg.cache_codec, cfg.cache_jpeg_quality),
         "benchmarks": {
             b.name: {
                 "spec_hash": hash_json(b.spec.model_dump(mode="json")),
@@ -382,7 +391,12 @@ async def aexecute(
     fingerprint = rundir.open(result_config(cfg, benches), extra, force=cfg.force)
     for b in benches:  # invalid rows, for the report (invalid/<benchmark>.jsonl)
         rundir.write_problems(b.name, b.problems)
-    cache = FrameCache(cfg.cache_root)
+    cache = FrameCache(
+        cfg.cache_root,
+        identity=cfg.cache_identity,
+        codec=cfg.cache_codec,
+        jpeg_quality=cfg.cache_jpeg_quality,
+    )
     own_engine = engine is None
     engine = engine or make_engine(cfg)
     stats: dict[str, PipelineStats] = {}

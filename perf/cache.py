@@ -6,8 +6,13 @@ into ``perf/out/`` (H.264 ultrafast, a scrolling smooth texture; a few minutes f
 
 Load times count everything until every frame byte is readable in memory in the form an
 engine receives (a numpy T x H x W x 3 uint8 array): open, header checks, mmap, and one
-read per page. Cold loads first evict the file's pages with posix_fadvise(DONTNEED)
-(no root needed, touches nothing but this file); ``load_cold_method`` says so.
+read per page. ``verify_overhead_ratio`` is a warm load as runs do it (data checksums
+checked on first touch; the entry already stamped as checked) over one without any
+check, each in a fresh FrameCache as a new process would be; ``verify_first_touch_ratio``
+is the same for the one load that reads every byte to check it (``--verify-only`` measures
+these alone, on synthetic frames of the long video's shape). Cold loads first evict the
+file's pages with posix_fadvise(DONTNEED) (no root needed, touches nothing but this file);
+``load_cold_method`` says so.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from evalkit.cache import FrameCache
+from evalkit.cache.integrity import FirstTouch
 from evalkit.sample import VideoRef
 from evalkit.video.types import Frames, FrameSpec
 
@@ -147,9 +153,65 @@ def measure_long(out: Path, seconds: float, repeats: int) -> dict[str, Any]:
     res["load_cold_speedup_ratio"] = round(decode_s * 1e3 / res["load_cold_ms"], 1)
     res["cache_bytes_goal_ok"] = res["cache_bytes"] <= 210e6
     res.update(measure_jpeg(out, ref, frames, repeats))
+    res.update(measure_verify(out, frames, max(repeats, 11)))
     res.update(measure_resize(ref, frames, decode_s, decode_cpu_s))
     res["_checksum"] = checksum_all
     return res
+
+
+def measure_verify(out: Path, frames: Frames, repeats: int) -> dict[str, Any]:
+    """Warm loads without the integrity check, stamped (the usual case) and first touch."""
+    root = out / "cache_verify"
+    shutil.rmtree(root, ignore_errors=True)
+    ref = VideoRef(path=str(out / "verify_source.bin"))
+    Path(ref.path).write_bytes(b"stands in for a video")
+    size = FrameCache(root).put(ref, SPEC, frames).stat().st_size
+    time.sleep(2.5)  # stamps are written only for files that have settled (integrity.py)
+    FrameCache(root).get(ref, SPEC, require=True)  # checks it in full and stamps it
+
+    def fresh(kind: str) -> Frames:
+        cache = FrameCache(root, verify=kind != "off")
+        if kind == "first_touch":
+            cache.verifier = FirstTouch(stamps=False)
+        return cache.get(ref, SPEC, require=True)
+
+    times: dict[str, list[float]] = {"off": [], "stamped": [], "first_touch": []}
+    for _ in range(repeats):  # interleaved, so load on a shared machine hits all alike
+        for kind, got in times.items():
+            got += timed_loads(lambda kind=kind: fresh(kind), 1)
+    ms = {kind: statistics.median(t) for kind, t in times.items()}
+    shutil.rmtree(root, ignore_errors=True)
+    return {
+        "verify_entry_bytes": size,
+        "load_noverify_ms": round(ms["off"], 3),
+        "load_verify_stamped_ms": round(ms["stamped"], 3),
+        "load_verify_first_touch_ms": round(ms["first_touch"], 3),
+        "verify_overhead_ratio": round(ms["stamped"] / ms["off"], 3),
+        "verify_first_touch_ratio": round(ms["first_touch"] / ms["off"], 3),
+        "verify_full_check_ms": round(ms["first_touch"] - ms["off"], 3),
+        "verify_method": "crc32 per 1 MiB chunk; stamp keyed by device, inode, size, mtime, ctime",
+    }
+
+
+def synthetic_frames(shape: tuple[int, int, int, int]) -> Frames:
+    """Random frames with a consistent VideoMeta (for --verify-only: no decoding)."""
+    from evalkit.video.types import VideoMeta
+
+    t, h, w, _ = shape
+    array = np.random.default_rng(0).integers(0, 256, shape, dtype=np.uint8)
+    meta = VideoMeta(
+        source_fps=30.0,
+        total_frames=t * 15,
+        duration_s=t / 2,
+        indices=[i * 15 for i in range(t)],
+        timestamps=[i / 2 for i in range(t)],
+        height=h,
+        width=w,
+        source_height=720,
+        source_width=1280,
+        decoder="synthetic",
+    )
+    return Frames(array, meta)
 
 
 def measure_resize(
@@ -259,8 +321,17 @@ def main() -> None:
     p.add_argument("--skip-build", action="store_true", help="skip the build throughput part")
     p.add_argument("--skip-long", action="store_true", help="skip the 10-minute video part")
     p.add_argument("--build-rounds", type=int, default=2, help="alternated 1w/2w build runs")
+    p.add_argument(
+        "--verify-only",
+        action="store_true",
+        help="only the integrity-check cost, on synthetic frames of the long video's shape",
+    )
     args = p.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.verify_only:
+        frames = synthetic_frames((256, 364, 672, 3))  # what the 720p video decodes to
+        print(json.dumps(measure_verify(args.out, frames, max(args.repeats, 11))))
+        return
     for stale in ("cache_raw", "cache_jpeg"):
         shutil.rmtree(args.out / stale, ignore_errors=True)
     res: dict[str, Any] = {"quick": args.quick, "cpus": os.cpu_count()}

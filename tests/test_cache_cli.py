@@ -131,3 +131,59 @@ def _spec():
     from evalkit.video.types import FrameSpec
 
     return FrameSpec(nframes=4, max_pixels=56 * 56, min_pixels=28 * 28)
+
+
+def _leftover_temp(root: Path) -> Path:
+    """What a writer killed half-way leaves: ``<key>.safetensors.tmp-<pid>-<hex>``."""
+    entry = next(iter(FrameCache(root).entries()))
+    tmp = entry.with_name(entry.name + ".tmp-4242-deadbeef")
+    tmp.write_bytes(b"\0" * 1_500_000)
+    return tmp
+
+
+def test_verify_fails_on_an_unfinished_write_unless_told_to_ignore_it(
+    tmp_path: Path, videos, capsys
+) -> None:
+    root = tmp_path / "c"
+    _build(root, str(videos[0]))
+    tmp = _leftover_temp(root)
+    capsys.readouterr()
+    assert main(["cache", "verify", "--root", str(root)]) == 1
+    out = capsys.readouterr().out
+    assert "0 damaged" in out and f"UNFINISHED {tmp}: 1.5 MB, abandoned" in out
+    assert main(["cache", "verify", "--root", str(root), "--ignore-tmp"]) == 0
+    assert main(["cache", "verify", "--root", str(root), "--json"]) == 1
+    assert list(_json(capsys)["unfinished"]) == [str(tmp)]
+
+
+def test_verify_says_when_an_unfinished_write_is_still_in_progress(
+    tmp_path: Path, videos, capsys
+) -> None:
+    from filelock import FileLock
+
+    from evalkit.cache.frame_cache import lock_path
+
+    root = tmp_path / "c"
+    _build(root, str(videos[0]))
+    tmp = _leftover_temp(root)
+    capsys.readouterr()
+    entry = tmp.with_name(tmp.name.split(".tmp-")[0])
+    with FileLock(lock_path(entry)):
+        assert main(["cache", "verify", "--root", str(root)]) == 1
+    assert f"UNFINISHED {tmp}: 1.5 MB, in progress" in capsys.readouterr().out
+
+
+def test_build_and_ls_with_bench_use_its_pinned_spec(tmp_path: Path, videos, capsys) -> None:
+    from evalkit.bench.registry import get_benchmark
+
+    pinned = get_benchmark("Video-MME").frames
+    root = tmp_path / "c"
+    args = ["--root", str(root), "--bench", "Video-MME", str(videos[0])]
+    assert main(["cache", "build", "--workers", "0", "--no-progress", *args]) == 0
+    assert FrameCache(root).path_for(videos[0], pinned).exists()
+    capsys.readouterr()
+    assert main(["cache", "ls", *args, "--json"]) == 0
+    out = _json(capsys)
+    assert out["videos"] == {"hit": 1, "miss": 0} and out["spec"] == pinned.model_dump(mode="json")
+    assert main(["cache", "ls", *args, "--max-pixels", "200704", "--json"]) == 0  # an override
+    assert _json(capsys)["videos"] == {"hit": 0, "miss": 1}

@@ -193,6 +193,17 @@ def test_content_identity_survives_a_touch_but_not_an_edit(tmp_path: Path, video
     assert cache.lookup(video, SPEC) is None
 
 
+def test_content_identity_sees_a_same_size_rewrite_with_its_mtime_put_back(
+    tmp_path: Path, video: Path
+) -> None:
+    cache = FrameCache(tmp_path / "c", decode=fake_decode, identity="content")
+    assert cache.get(video, SPEC).array[0, 0, 0, 0] == 0x10
+    st = video.stat()
+    video.write_bytes(b"\x20" + b"x" * 100)  # same size, same inode, in this process
+    os.utime(video, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert cache.get(video, SPEC).array[0, 0, 0, 0] == 0x20
+
+
 def test_require_raises_naming_the_video_and_lookup_returns_none(
     cache: FrameCache, video: Path
 ) -> None:

@@ -86,6 +86,7 @@ def cache_args(cache: FrameCache) -> dict[str, Any]:
         "jpeg_quality": cache.jpeg_quality,
         "identity": cache.identity,
         "decode": cache.decode,
+        "verify": cache.verify,
     }
 
 

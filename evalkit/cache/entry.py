@@ -3,8 +3,9 @@
 Every field a reader relies on is checked before anything is served: the format version,
 the key the file claims (it must be the one asked for), the codec, the tensor shape and
 dtype against the metadata and the VideoMeta, and the file length against its header.
-A full checksum of the data is stored too; ``verify`` reads it (the hot path does not,
-since reading every byte would cost more than the load itself).
+A crc32 per 1 MiB chunk of the data is stored too; a FrameCache checks it the first time
+it serves an entry (see ``integrity.py`` for why that is not every load), and ``verify``
+always reads it in full.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from typing import Any
 import numpy as np
 
 from evalkit.cache import codec as codecs
-from evalkit.cache.fileformat import DamagedFile, MappedFile, digest, open_mapped, write_atomic
+from evalkit.cache.fileformat import DamagedFile, MappedFile, open_mapped, write_atomic
+from evalkit.cache.integrity import CHUNK, FirstTouch, chunk_sums
 from evalkit.cache.key import FORMAT_VERSION, SourceIdentity, effective_spec
 from evalkit.sample import VideoRef
 from evalkit.video.types import Frames, FrameSpec, VideoMeta
@@ -38,7 +40,10 @@ class EntryInfo:
     spec: dict[str, Any]
     source: SourceIdentity
     meta: VideoMeta
-    digest: str
+    chunk_sums: dict[str, str]
+    """crc32 per chunk of each tensor (8 hex digits each)."""
+    chunk_bytes: int
+    header_digest: str
     size: int
 
 
@@ -64,7 +69,10 @@ def write_entry(
         _P + "spec": json.dumps(effective_spec(ref, spec).model_dump(mode="json"), sort_keys=True),
         _P + "source": source.to_json(),
         _P + "meta": json.dumps(frames.meta.to_dict(), sort_keys=True),
-        _P + "digest": digest([a for _, a in tensors]),
+        _P + "chunk_bytes": str(CHUNK),
+        _P + "chunk_crc32": json.dumps(
+            {name: chunk_sums(a.reshape(-1).data.cast("B")) for name, a in tensors}, sort_keys=True
+        ),
     }
     described = {name: (a.dtype, a.shape) for name, a in tensors}
     metadata[_P + "header_digest"] = _header_digest(metadata, described)
@@ -105,7 +113,9 @@ def read_info(mapped: MappedFile, expect_key: str | None = None) -> EntryInfo:
             spec=json.loads(md[_P + "spec"]),
             source=SourceIdentity.from_json(md[_P + "source"]),
             meta=meta,
-            digest=md[_P + "digest"],
+            chunk_sums=json.loads(md[_P + "chunk_crc32"]),
+            chunk_bytes=int(md[_P + "chunk_bytes"]),
+            header_digest=md[_P + "header_digest"],
             size=len(mapped.buffer),
         )
     except DamagedFile:
@@ -116,6 +126,13 @@ def read_info(mapped: MappedFile, expect_key: str | None = None) -> EntryInfo:
         raise DamagedFile(f"file claims key {key[:12]}..., expected {expect_key[:12]}...")
     if expect_key is None and mapped.path.name != key + SUFFIX:
         raise DamagedFile(f"file claims key {key[:12]}... but is named {mapped.path.name}")
+    sums = info.chunk_sums
+    if (
+        info.chunk_bytes <= 0
+        or not isinstance(sums, dict)
+        or not all(isinstance(v, str) for v in sums.values())
+    ):
+        raise DamagedFile("chunk checksums are malformed")
     if len(shape) != 4 or shape[3] != 3:
         raise DamagedFile(f"shape {list(shape)} is not T x H x W x 3")
     if (shape[0], shape[1], shape[2]) != (len(meta.indices), meta.height, meta.width):
@@ -127,17 +144,21 @@ def read_info(mapped: MappedFile, expect_key: str | None = None) -> EntryInfo:
 
 
 def read_entry(
-    path: Path, expect_key: str | None = None, *, check_data: bool = False
+    path: Path,
+    expect_key: str | None = None,
+    *,
+    verifier: FirstTouch | None = None,
 ) -> tuple[Frames, EntryInfo]:
     """Load an entry (zero-copy for raw frames); DamagedFile if anything is off.
 
-    ``check_data`` also recomputes the checksum of the data section (reads every byte).
-    Raises FileNotFoundError when there is no entry.
+    ``verifier`` checks the data's chunk checksums (reading every byte) unless it has
+    vouched for this file before; None skips them. Raises FileNotFoundError when there
+    is no entry.
     """
     mapped = open_mapped(path)
     info = read_info(mapped, expect_key)
-    if check_data and mapped.data_digest() != info.digest:
-        raise DamagedFile("data checksum mismatch (bytes changed on disk)")
+    if verifier is not None:
+        verifier.check(mapped, info.chunk_sums, info.chunk_bytes, info.header_digest)
     array = codecs.decode(mapped, info.codec, info.shape)
     try:
         return Frames(array, info.meta), info

@@ -10,7 +10,6 @@ writer streams from the array into a temporary file we fsync before renaming it.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import mmap
 import os
@@ -61,6 +60,8 @@ class MappedFile:
     tensors: dict[str, TensorInfo]
     data_start: int
     buffer: mmap.mmap
+    stat: os.stat_result
+    """The file's status when it was mapped (integrity stamps compare it)."""
 
     def array(self, name: str) -> np.ndarray:
         """A read-only numpy view of tensor ``name`` on the mapped file (no copy)."""
@@ -70,20 +71,6 @@ class MappedFile:
             self.buffer, dtype=t.dtype, count=count, offset=self.data_start + t.begin
         )
         return flat.reshape(t.shape)
-
-    def data_digest(self) -> str:
-        """Checksum of the whole data section (reads every byte)."""
-        h = hashlib.blake2b(digest_size=16)
-        h.update(memoryview(self.buffer)[self.data_start :])
-        return h.hexdigest()
-
-
-def digest(arrays: Sequence[np.ndarray]) -> str:
-    """Checksum of the data section that ``arrays`` will form, in order."""
-    h = hashlib.blake2b(digest_size=16)
-    for a in arrays:
-        h.update(np.ascontiguousarray(a).data.cast("B"))
-    return h.hexdigest()
 
 
 def _header_bytes(tensors: Sequence[tuple[str, np.ndarray]], metadata: dict[str, str]) -> bytes:
@@ -153,7 +140,8 @@ def open_mapped(path: Path) -> MappedFile:
     """
     fd = os.open(path, os.O_RDONLY)
     try:
-        size = os.fstat(fd).st_size
+        st = os.fstat(fd)
+        size = st.st_size
         if size < 8:
             raise DamagedFile(f"{size} bytes, too short for a safetensors header")
         buf = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
@@ -179,7 +167,7 @@ def open_mapped(path: Path) -> MappedFile:
         raise DamagedFile(
             f"file is {size} bytes but its header describes {8 + n + data_len} (truncated?)"
         )
-    return MappedFile(path, metadata, tensors, 8 + n, buf)
+    return MappedFile(path, metadata, tensors, 8 + n, buf, st)
 
 
 def _tensor_info(name: str, spec: Any) -> TensorInfo:

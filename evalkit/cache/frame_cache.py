@@ -1,6 +1,7 @@
 """The frame cache: decoded, resized frames per (video, FrameSpec), built once, mmap'd after.
 
-Layout: ``root/<key[:2]>/<key>.safetensors`` plus a ``<key>.lock`` beside it. There is no
+Layout: ``root/<key[:2]>/<key>.safetensors`` plus a ``<key>.lock`` beside it (and a
+``<key>.verified`` stamp once its data checksums were checked, see ``integrity.py``). There is no
 global index: a lookup is one stat of the source, one hash and one open, and writers of
 different keys never wait on each other. Writers of one key take its file lock, so only
 one decodes while the others wait and then read the finished file.
@@ -20,6 +21,7 @@ from filelock import FileLock
 from evalkit.cache.codec import CODECS
 from evalkit.cache.entry import SUFFIX, read_entry, write_entry
 from evalkit.cache.fileformat import DamagedFile
+from evalkit.cache.integrity import FirstTouch, stamp_path
 from evalkit.cache.key import Codec, Identity, SourceIdentity, as_ref, cache_key, source_identity
 from evalkit.errors import CacheError, VideoError
 from evalkit.sample import VideoRef
@@ -57,6 +59,8 @@ class FrameCache:
 
     ``decode`` turns (VideoRef, FrameSpec) into Frames (default: ``evalkit.video.load_video``);
     it must be a module-level function when :meth:`build` uses worker processes.
+    ``verify`` checks an entry's data checksums before this cache first serves it (a
+    damaged entry is a miss: removed with a warning, then rebuilt); False skips that.
     """
 
     def __init__(
@@ -67,6 +71,7 @@ class FrameCache:
         jpeg_quality: int = 90,
         identity: Identity = "stat",
         decode: Decoder | None = None,
+        verify: bool = True,
     ) -> None:
         if codec not in CODECS:
             raise CacheError(f"unknown cache codec {codec!r}; use one of {', '.join(CODECS)}")
@@ -79,6 +84,8 @@ class FrameCache:
         self.jpeg_quality = jpeg_quality
         self.identity: Identity = identity
         self.decode = decode
+        self.verify = verify
+        self.verifier = FirstTouch() if verify else None
 
     # -- keys and paths -------------------------------------------------------------
 
@@ -97,10 +104,12 @@ class FrameCache:
     def lookup(self, ref: Ref, spec: FrameSpec) -> Frames | None:
         """The cached frames, or None on a miss; never decodes. A damaged entry is removed."""
         _, _, key, path = self._locate(ref, spec)
-        frames, damage = _try_read(path, key)
+        frames, damage = self._try_read(path, key)
         if damage is not None:
             with FileLock(lock_path(path)):
-                frames, damage = _try_read(path, key)  # a writer may have replaced it meanwhile
+                frames, damage = self._try_read(
+                    path, key
+                )  # a writer may have replaced it meanwhile
                 if damage is not None:
                     _discard(path, damage)
         return frames
@@ -119,7 +128,7 @@ class FrameCache:
 
     def _ensure(self, ref: Ref, spec: FrameSpec, *, require: bool) -> tuple[Frames, str, Path]:
         vref, source, key, path = self._locate(ref, spec)
-        frames, damage = _try_read(path, key)
+        frames, damage = self._try_read(path, key)
         if frames is not None:
             return frames, "hit", path
         if require:
@@ -130,13 +139,13 @@ class FrameCache:
             )
         path.parent.mkdir(parents=True, exist_ok=True)
         with FileLock(lock_path(path)):
-            frames, damage = _try_read(path, key)  # another builder may have finished it
+            frames, damage = self._try_read(path, key)  # another builder may have finished it
             if frames is not None:
                 return frames, "hit", path
             if damage is not None:
                 _discard(path, damage)
             self._decode_and_write(vref, spec, source, key, path)
-        frames, damage = _try_read(path, key)
+        frames, damage = self._try_read(path, key)
         if frames is None:
             raise CacheError(f"{vref.path}: entry {path} unreadable right after writing: {damage}")
         return frames, "built", path
@@ -192,6 +201,16 @@ class FrameCache:
 
         return build(self, [as_ref(r) for r in refs], spec, workers=workers, progress=progress)
 
+    def _try_read(self, path: Path, key: str) -> tuple[Frames | None, str | None]:
+        """(frames, None) on a hit, (None, None) when absent, (None, reason) when damaged."""
+        try:
+            frames, _ = read_entry(path, key, verifier=self.verifier)
+        except FileNotFoundError:
+            return None, None
+        except DamagedFile as exc:
+            return None, str(exc) or "damaged"
+        return frames, None
+
     def entries(self) -> Iterator[Path]:
         """Every entry file under the root (complete files only, never temporaries)."""
         if not self.root.is_dir():
@@ -201,17 +220,7 @@ class FrameCache:
                 yield from sorted(sub.glob("*" + SUFFIX))
 
 
-def _try_read(path: Path, key: str) -> tuple[Frames | None, str | None]:
-    """(frames, None) on a hit, (None, None) when absent, (None, reason) when damaged."""
-    try:
-        frames, _ = read_entry(path, key)
-    except FileNotFoundError:
-        return None, None
-    except DamagedFile as exc:
-        return None, str(exc) or "damaged"
-    return frames, None
-
-
 def _discard(path: Path, reason: str) -> None:
-    log.warning("frame cache: removing damaged entry %s: %s", path, reason)
+    log.warning("frame cache: damaged entry %s (%s): removed, it will be rebuilt", path, reason)
     path.unlink(missing_ok=True)
+    stamp_path(path).unlink(missing_ok=True)

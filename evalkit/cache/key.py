@@ -17,13 +17,15 @@ from evalkit.errors import CacheError, VideoError
 from evalkit.sample import VideoRef
 from evalkit.video.types import FrameSpec
 
-FORMAT_VERSION = 1
+# 2: crc32 per 1 MiB chunk of each tensor replaces the whole-data digest.
+FORMAT_VERSION = 2
 Identity = Literal["stat", "content"]
 Codec = Literal["raw", "jpeg"]
 
-# (path, inode, size, mtime_ns) -> sha256 of the content, so content keys cost one read
-# of the file per process, not one per lookup.
-_CONTENT_HASHES: dict[tuple[str, int, int, int], str] = {}
+# (path, inode, size, mtime_ns, ctime_ns) -> sha256 of the content, so content keys cost
+# one read of the file per process, not one per lookup. The ctime is there because any
+# write moves it, even one that puts the mtime back (which is what content identity is for).
+_CONTENT_HASHES: dict[tuple[str, int, int, int, int], str] = {}
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,7 @@ def source_identity(path: str, identity: Identity = "stat") -> SourceIdentity:
         raise VideoError(path, "not a regular file")
     sha = None
     if identity == "content":
-        memo = (str(resolved), st.st_ino, st.st_size, st.st_mtime_ns)
+        memo = (str(resolved), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
         sha = _CONTENT_HASHES.get(memo)
         if sha is None:
             sha = _CONTENT_HASHES[memo] = _sha256_file(resolved)
@@ -117,3 +119,12 @@ def cache_key(
     }
     blob = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
     return hashlib.sha256(blob).hexdigest()
+
+
+def fingerprint_settings(identity: Identity, codec: Codec, jpeg_quality: int) -> dict[str, Any]:
+    """A run's cache settings for its fingerprint, named only when not the defaults, so
+    that runs made before they existed keep theirs (jpeg frames are lossy: results move)."""
+    if (identity, codec) == ("stat", "raw"):
+        return {}
+    quality = jpeg_quality if codec == "jpeg" else None
+    return {"frame_cache": {"identity": identity, "codec": codec, "jpeg_quality": quality}}

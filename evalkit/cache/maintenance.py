@@ -14,6 +14,7 @@ from filelock import FileLock, Timeout
 from evalkit.cache.entry import SUFFIX, EntryInfo, read_entry, read_info
 from evalkit.cache.fileformat import TEMP_MARK, DamagedFile, open_mapped
 from evalkit.cache.frame_cache import FrameCache, lock_path
+from evalkit.cache.integrity import STAMP_SUFFIX, FirstTouch, stamp_path
 from evalkit.cache.key import source_identity
 from evalkit.errors import VideoError
 
@@ -41,20 +42,44 @@ def _subdirs(root: Path) -> list[Path]:
 
 @dataclass
 class VerifyReport:
-    """Entries that read back intact, and the damaged ones with their reason."""
+    """Entries that read back intact, the damaged ones with their reason, and unfinished
+    writes (temporary files) with their size and whether a writer still holds their key."""
 
     good: int = 0
     damaged: dict[str, str] = field(default_factory=dict)
     removed: list[str] = field(default_factory=list)
     bytes: int = 0
+    unfinished: dict[str, str] = field(default_factory=dict)
+
+
+def _temp_entry(tmp: Path) -> Path:
+    """The entry a temporary file was going to become."""
+    return tmp.with_name(tmp.name.split(TEMP_MARK)[0])
+
+
+def unfinished_writes(cache: FrameCache) -> dict[str, str]:
+    """Temporary files under the root: path -> size and whether its writer is still at it."""
+    found: dict[str, str] = {}
+    for d in _subdirs(cache.root):
+        for tmp in sorted(d.glob(f"*{TEMP_MARK}*")):
+            try:
+                size = tmp.stat().st_size
+            except FileNotFoundError:
+                continue  # renamed into place while we looked
+            with _unless_busy(_temp_entry(tmp)) as free:
+                state = "abandoned (`evalkit cache prune` removes it)" if free else "in progress"
+            found[str(tmp)] = f"{size / 1e6:.1f} MB, {state}"
+    return found
 
 
 def verify(cache: FrameCache, *, remove: bool = False) -> VerifyReport:
-    """Read every entry in full (checksum included); optionally remove the damaged ones."""
+    """Read every entry in full (checksums included; the good ones get an integrity stamp),
+    optionally remove the damaged ones; list unfinished writes."""
     report = VerifyReport()
+    checker = FirstTouch(force=True)
     for path in cache.entries():
         try:
-            _, info = read_entry(path, check_data=True)
+            _, info = read_entry(path, verifier=checker)
         except FileNotFoundError:
             continue  # pruned or replaced while we walked
         except DamagedFile as exc:
@@ -63,10 +88,12 @@ def verify(cache: FrameCache, *, remove: bool = False) -> VerifyReport:
                 with _unless_busy(path) as free:
                     if free:
                         path.unlink(missing_ok=True)
+                        stamp_path(path).unlink(missing_ok=True)
                         report.removed.append(str(path))
             continue
         report.good += 1
         report.bytes += info.size
+    report.unfinished = unfinished_writes(cache)
     return report
 
 
@@ -155,13 +182,13 @@ def prune(cache: FrameCache, *, everything: bool = False, dry_run: bool = False)
     for d in _subdirs(cache.root):
         for tmp in d.glob(f"*{TEMP_MARK}*"):
             # A temp whose key lock is free belongs to a writer that died.
-            drop(tmp, "unfinished write", d / (tmp.name.split(TEMP_MARK)[0]))
-        for lock in d.glob("*.lock"):
-            entry = lock.with_name(lock.name[: -len(".lock")] + SUFFIX)
+            drop(tmp, "unfinished write", _temp_entry(tmp))
+        for side in [*d.glob("*.lock"), *d.glob("*" + STAMP_SUFFIX)]:
+            entry = side.with_name(side.name.rsplit(".", 1)[0] + SUFFIX)
             if not entry.exists() and not dry_run:
                 with _unless_busy(entry) as free:
                     if free:
-                        lock.unlink(missing_ok=True)
+                        side.unlink(missing_ok=True)
         if not dry_run and not any(d.iterdir()):
             d.rmdir()
     return report

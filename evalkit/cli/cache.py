@@ -30,6 +30,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     verify = sub.add_parser("verify", help="read every entry in full; report damaged ones")
     _store_args(verify)
     verify.add_argument("--remove", action="store_true", help="also remove damaged entries")
+    verify.add_argument(
+        "--ignore-tmp",
+        action="store_true",
+        help="exit 0 even when unfinished writes (temporary files) lie in the cache",
+    )
 
     ls = sub.add_parser(
         "ls", help="entries, bytes and count per spec; with videos, which are cached"
@@ -68,11 +73,44 @@ def _video_args(p: argparse.ArgumentParser, required: bool = True) -> None:
         default="stat",
         help="source identity in the key: path+size+mtime (stat) or a content hash",
     )
+    p.add_argument(
+        "--bench",
+        metavar="NAME",
+        help="use this benchmark's pinned FrameSpec (as `evalkit run --bench NAME` does; "
+        "FrameSpec flags override it) and, without VIDEO paths, its videos",
+    )
+    p.add_argument("--data-root", help="folder with one sub-folder per benchmark (with --bench)")
+    p.add_argument(
+        "--model",
+        help="checkpoint whose resize factor the run will use (as `evalkit run --model`)",
+    )
     add_model_args(p, FrameSpec)
     p.set_defaults(videos_required=required)
 
 
-def _videos(args: argparse.Namespace) -> list[str]:
+def _plan(args: argparse.Namespace) -> tuple[FrameSpec, list[Any]]:
+    """The FrameSpec and the videos (paths or windowed VideoRefs) a build or ls is about."""
+    videos: list[Any] = _videos(args, required=args.videos_required and not args.bench)
+    if not args.bench:
+        return model_from_args(args, FrameSpec), videos
+    from evalkit.bench.registry import get_benchmark
+    from evalkit.runner import RunConfig, model_factor, refs_of, resolve_benchmarks
+
+    base, _, variant = args.bench.partition(":")
+    cfg = RunConfig(model=args.model or "", bench=[args.bench], data_root=args.data_root)
+    factor = model_factor(cfg) if args.model else None
+    spec = get_benchmark(base).with_variant(variant or None)
+    if not videos and (args.data_root or spec.data.local_path or args.videos_required):
+        (bench,) = resolve_benchmarks(cfg, factor)  # names the folders it tried if none
+        pinned, videos = bench.frame_spec, list(dict.fromkeys(refs_of(bench.samples)))
+    else:
+        pinned = (
+            spec.frames if factor is None else spec.frames.model_copy(update={"factor": factor})
+        )
+    return model_from_args(args, FrameSpec, base=pinned), videos
+
+
+def _videos(args: argparse.Namespace, required: bool) -> list[str]:
     videos = list(args.videos)
     if args.list_file:
         path = Path(args.list_file)
@@ -84,8 +122,8 @@ def _videos(args: argparse.Namespace) -> list[str]:
             line = line.strip()
             if line and not line.startswith("#"):
                 videos.append(str(path.parent / line) if not os.path.isabs(line) else line)
-    if not videos and args.videos_required:
-        raise ConfigError("no videos given: pass VIDEO paths or --list FILE")
+    if not videos and required:
+        raise ConfigError("no videos given: pass VIDEO paths, --list FILE or --bench NAME")
     return videos
 
 
@@ -106,9 +144,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _build(args: argparse.Namespace) -> int:
-    spec = model_from_args(args, FrameSpec)
+    spec, videos = _plan(args)
     cache = _cache(args, with_codec=True)
-    report = cache.build(_videos(args), spec, workers=args.workers, progress=not args.no_progress)
+    report = cache.build(videos, spec, workers=args.workers, progress=not args.no_progress)
     if args.json:
         print(json.dumps({"root": str(cache.root), **report.to_dict()}))
     else:
@@ -131,7 +169,11 @@ def _verify(args: argparse.Namespace) -> int:
         )
         for path, why in report.damaged.items():
             print(f"  DAMAGED {path}: {why}")
-    return 1 if report.damaged else 0
+        if report.unfinished:
+            print(f"{len(report.unfinished)} unfinished writes (temporary files):")
+        for path, what in report.unfinished.items():
+            print(f"  UNFINISHED {path}: {what}")
+    return 1 if report.damaged or (report.unfinished and not args.ignore_tmp) else 0
 
 
 def _ls(args: argparse.Namespace) -> int:
@@ -139,10 +181,11 @@ def _ls(args: argparse.Namespace) -> int:
 
     cache = _cache(args, with_codec=True)
     result = listing(cache)
-    videos = _videos(args)
+    spec, videos = _plan(args)
+    if args.bench:
+        result["bench"], result["spec"] = args.bench, spec.model_dump(mode="json")
     if videos:
-        spec = model_from_args(args, FrameSpec)
-        missing = [v for v in videos if not _cached(cache, v, spec)]
+        missing = [_label(v) for v in videos if not _cached(cache, v, spec)]
         result["videos"] = {"hit": len(videos) - len(missing), "miss": len(missing)}
         result["missing"] = missing
     if args.json:
@@ -153,13 +196,12 @@ def _ls(args: argparse.Namespace) -> int:
         f"{result['damaged']} damaged, {result['temp_files']} unfinished writes"
     )
     for g in result["per_spec"]:
-        s = g["spec"]
-        rate = f"nframes={s['nframes']}" if s["nframes"] else f"fps={s['fps']}"
         print(
             f"  {g['entries']:>6} entries {g['bytes'] / 1e6:>10.1f} MB  codec={g['codec']} "
-            f"{rate} max_frames={s['max_frames']} max_pixels={s['max_pixels']} "
-            f"factor={s['factor']}"
+            + _describe(g["spec"])
         )
+    if args.bench:
+        print(f"{args.bench}'s spec: {_describe(result['spec'])}")
     if videos:
         print(f"videos under this spec: {result['videos']['hit']} hit, {len(missing)} miss")
         for v in missing:
@@ -167,7 +209,22 @@ def _ls(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cached(cache: Any, video: str, spec: FrameSpec) -> bool:
+def _describe(s: dict[str, Any]) -> str:
+    rate = f"nframes={s['nframes']}" if s["nframes"] else f"fps={s['fps']}"
+    return (
+        f"{rate} max_frames={s['max_frames']} max_pixels={s['max_pixels']} "
+        f"factor={s['factor']} resize={s['resize']}"
+    )
+
+
+def _label(video: Any) -> str:
+    from evalkit.cache.build import label
+    from evalkit.sample import VideoRef
+
+    return label(video) if isinstance(video, VideoRef) else str(video)
+
+
+def _cached(cache: Any, video: Any, spec: FrameSpec) -> bool:
     from evalkit.errors import VideoError
 
     try:

@@ -61,6 +61,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--cache-root", help="frame cache folder")
     p.add_argument("--cache-workers", type=int, help="processes decoding cache misses")
+    p.add_argument(
+        "--cache-identity",
+        choices=["stat", "content"],
+        help="source identity in the cache key: path+size+mtime (stat, default) or a content hash",
+    )
+    p.add_argument(
+        "--cache-codec", choices=["raw", "jpeg"], help="cached frames: raw (default) or jpeg"
+    )
+    p.add_argument("--cache-jpeg-quality", type=int, help="JPEG quality of --cache-codec jpeg")
     p.add_argument("--runs-dir", help="where run directories go (default runs/)")
     p.add_argument("--run-id", help="run directory name")
     p.add_argument("--resume", help="run directory to continue (skips finished sample ids)")
@@ -109,6 +118,9 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         "require_cache",
         "cache_root",
         "cache_workers",
+        "cache_identity",
+        "cache_codec",
+        "cache_jpeg_quality",
         "runs_dir",
         "run_id",
         "resume",
