@@ -173,3 +173,13 @@ def test_a_run_prefills_every_request_and_records_the_continuation(tmp_path: Pat
     assert {(r["rule"], r["score"]["answer"], r["score"]["value"]) for r in records} == {
         ("mlvu", "B", 1.0)
     }
+
+
+def test_the_prompt_hash_covers_the_prefix_and_is_unchanged_without_one() -> None:
+    from evalkit.pipeline import prompt_hash
+
+    plain = Request(id="a", text="Which?", system="sys")
+    prefixed = Request(id="a", text="Which?", system="sys", assistant_prefix="Answer:")
+    # sha256(b"sys\0Which?")[:16]: what records written before prefixes carry
+    assert prompt_hash(plain) == "67a7ec980902e023"
+    assert prompt_hash(prefixed) != prompt_hash(plain)
