@@ -77,8 +77,11 @@ class PipelineStats:
 
 
 def prompt_hash(request: Request) -> str:
-    """Short hash of what the model is asked (text + system), stored with each record."""
+    """Short hash of what the model is asked (text + system + any pre-filled answer start),
+    stored with each record."""
     h = hashlib.sha256((request.system or "").encode() + b"\0" + request.text.encode())
+    if request.assistant_prefix:  # only then, so hashes of other requests stay as they were
+        h.update(b"\0" + request.assistant_prefix.encode())
     return h.hexdigest()[:16]
 
 

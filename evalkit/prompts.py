@@ -5,8 +5,9 @@ Three variants. ``plain`` (answer directly) and ``thinking`` (reason inside
 ``prompts/<canonical task type>.jinja`` (or the benchmark's own template); ``plain`` says
 the benchmark's pinned ``prompt.instruction`` where it has one. ``official`` renders the
 benchmark's pinned official prompt string (``prompt.official``) as written, with its
-system prompt. Everything renders with StrictUndefined, so a template that names a
-variable the sample does not have is an error, never an empty string.
+system prompt and, where the official code pre-fills the assistant's turn, that prefix.
+Everything renders with StrictUndefined, so a template that names a variable the sample
+does not have is an error, never an empty string.
 
 :class:`PromptPlan` is the choice for one benchmark of a run (the pinned variant or the
 run's override) and renders its samples.
@@ -213,6 +214,11 @@ class PromptPlan:
             if prompt.thinking if prompt else self.variant_for(t) == "thinking":
                 return True
         return False
+
+    def assistant_prefix(self, task_type: str) -> str | None:
+        """The pre-filled start of the model's turn for ``task_type`` (official prompts only)."""
+        prompt = self.official_for(task_type)
+        return prompt.assistant_prefix if prompt is not None else None
 
     def render(self, sample: Sample) -> tuple[str, str | None]:
         """(user text, system prompt or None) for ``sample``."""

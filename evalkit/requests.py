@@ -69,6 +69,7 @@ class RequestBuilder:
             system=system or self.system,
             sampling=self.sampling,
             metadata=metadata,
+            assistant_prefix=self.prompt.assistant_prefix(sample.task_type),
         )
 
     def _video(self, sample: Sample, ref: VideoRef) -> tuple[Frames, bool]:

@@ -324,10 +324,15 @@ def _result_engine_options(options: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in sorted(options.items()) if k not in _THROUGHPUT_ONLY}
 
 
-def make_scorer(spec: Any = None) -> Callable[[Sample, Completion], Verdicts]:
+def make_scorer(
+    spec: Any = None, prompt: PromptPlan | None = None
+) -> Callable[[Sample, Completion], Verdicts]:
     """The pipeline's scorer: each sample under its benchmark's headline rule (``spec``;
-    None = evalkit's rule) and, for the extraction-sensitivity report, every other rule."""
+    None = evalkit's rule) and, for the extraction-sensitivity report, every other rule.
+    Where ``prompt`` pre-filled the assistant's turn, the sample is scored with that
+    prefix recorded (``evalkit.scoring.prefill``)."""
     from evalkit.scoring import canonical_task_type, score_all
+    from evalkit.scoring.prefill import with_prefix
 
     headline: dict[str, str] = {}  # task type as written -> rule (a spec lookup per type)
 
@@ -336,7 +341,8 @@ def make_scorer(spec: Any = None) -> Callable[[Sample, Completion], Verdicts]:
         if rule is None:
             kind = canonical_task_type(sample.task_type)
             rule = headline[sample.task_type] = spec.headline_rule(kind) if spec else "evalkit"
-        return score_all(sample, completion.text, rule)
+        prefix = prompt.assistant_prefix(sample.task_type) if prompt else None
+        return score_all(with_prefix(sample, prefix), completion.text, rule)
 
     return _score
 
@@ -419,7 +425,7 @@ async def aexecute(
                         pipe = Pipeline(
                             engine,
                             builder,
-                            make_scorer(bench.spec),
+                            make_scorer(bench.spec, bench.prompt),
                             store,
                             cfg.pipeline,
                             fingerprint,

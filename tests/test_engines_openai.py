@@ -261,3 +261,42 @@ def test_a_refused_processor_kwargs_error_says_how_to_start_the_server(
 
     with pytest.raises(EvalkitError, match="--trust-request-mm-kwargs"):
         _run(go())
+
+
+def test_an_assistant_prefix_is_sent_as_a_final_message_to_continue(
+    server: tuple[str, Script],
+) -> None:
+    url, script = server
+    req = Request(id="p", text="Which?", system="sys", assistant_prefix="Best Option: (")
+
+    async def go() -> Any:
+        eng = _engine(url, stream=False)
+        try:
+            return await eng.generate(req)
+        finally:
+            await eng.close()
+
+    done = _run(go())
+    body = script.bodies[0]
+    assert [m["role"] for m in body["messages"]] == ["system", "user", "assistant"]
+    assert body["messages"][-1]["content"] == "Best Option: ("
+    # vLLM's ChatCompletionRequest refuses continue_final_message with the (default True)
+    # add_generation_prompt, so both are sent
+    assert (body["continue_final_message"], body["add_generation_prompt"]) == (True, False)
+    assert done.text == "B"  # the server's continuation, not prefixed again
+
+
+def test_without_a_prefix_the_user_turn_ends_the_chat(server: tuple[str, Script]) -> None:
+    url, script = server
+
+    async def go() -> None:
+        eng = _engine(url)
+        try:
+            await eng.generate(Request(id="q", text="Which?"))
+        finally:
+            await eng.close()
+
+    _run(go())
+    body = script.bodies[0]
+    assert body["messages"][-1]["role"] == "user"
+    assert "continue_final_message" not in body and "add_generation_prompt" not in body

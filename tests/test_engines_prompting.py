@@ -11,7 +11,12 @@ import pytest
 from evalkit.engines import ENGINE_CONFIGS, ENGINES
 from evalkit.engines.base import Request
 from evalkit.engines.family import detect_family, family_from_config
-from evalkit.engines.prompting import chat_messages, check_frame_sizes, content_items
+from evalkit.engines.prompting import (
+    chat_messages,
+    check_frame_sizes,
+    content_items,
+    render_prompt,
+)
 from evalkit.errors import EvalkitError
 from evalkit.registry import RegistryError
 from tests._engine_env import make_frames
@@ -94,3 +99,35 @@ def test_frames_not_multiple_of_factor_are_refused() -> None:
     with pytest.raises(EvalkitError, match=r"s-3.*28x30.*28"):
         check_frame_sizes(req, 28)
     check_frame_sizes(Request(id="ok", text="Q", videos=[make_frames(2, 56, 28)]), 28)
+
+
+@pytest.fixture(scope="module")
+def tiny_tokenizer() -> object:
+    pytest.importorskip("transformers")
+    pytest.importorskip("tokenizers")
+    from evalkit.models.tiny import build_tokenizer
+
+    return build_tokenizer()
+
+
+def test_assistant_prefix_follows_the_generation_prompt(tiny_tokenizer: object) -> None:
+    plain = Request(id="a", text="Q?", videos=[make_frames(2, 28, 28)])
+    prefixed = Request(
+        id="a", text="Q?", videos=[make_frames(2, 28, 28)], assistant_prefix="Best Option: ("
+    )
+    base = render_prompt(tiny_tokenizer, plain)
+    assert base.endswith("Q?<|im_end|>\n<|im_start|>assistant\n")
+    assert render_prompt(tiny_tokenizer, prefixed) == base + "Best Option: ("
+
+
+def test_prefixed_prompt_is_what_a_server_renders_for_a_continued_assistant_message(
+    tiny_tokenizer: object,
+) -> None:
+    # vllm serve renders continue_final_message through the same HF chat template; both
+    # paths must give the model the same text (the openai engine sends the prefix so)
+    req = Request(id="a", text="Q?", system="sys", assistant_prefix="Answer:")
+    continued = [*chat_messages(req), {"role": "assistant", "content": "Answer:"}]
+    served = tiny_tokenizer.apply_chat_template(  # type: ignore[attr-defined]
+        continued, tokenize=False, continue_final_message=True
+    )
+    assert render_prompt(tiny_tokenizer, req) == served

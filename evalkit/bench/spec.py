@@ -141,7 +141,8 @@ class OfficialPrompt(BaseModel):
 
     ``template`` is a Jinja2 string rendered with ``question``, ``options`` (a list of
     (letter, text) pairs), ``letters`` ("A, B, C or D"), ``fields`` (the sample's fields)
-    and ``sample``; the official wording is kept as is, including its oddities.
+    and ``sample``; the official wording is kept as is, including its oddities, and so is
+    the start of the assistant's turn where the official code pre-fills it.
     """
 
     model_config = _STRICT
@@ -151,8 +152,13 @@ class OfficialPrompt(BaseModel):
     """The official system prompt, if the evaluation sends one."""
     thinking: bool = False
     """The official prompt asks for reasoning first (its token budget is the thinking one)."""
+    assistant_prefix: str | None = Field(default=None, min_length=1)
+    """Text the official code writes at the start of the assistant's turn for the model to
+    continue (MLVU's "Best Option: ("), verbatim. Engines send it after the generation
+    prompt; the reply is the continuation only, and the rules are given prefix +
+    continuation (``evalkit.scoring.prefill``). None: the model starts its turn itself."""
     source: str
-    """The file (repository and path) the wording comes from."""
+    """The file (repository and path) the wording comes from (and the prefix, if any)."""
 
 
 class PromptSpec(BaseModel):

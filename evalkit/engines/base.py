@@ -28,7 +28,9 @@ class Request:
     """A prompt (user text, with ``media`` referenced in order) ready for an engine.
 
     The engine applies the model's chat template and inserts the visual placeholders;
-    frames arrive already sampled and resized and must not be touched again.
+    frames arrive already sampled and resized and must not be touched again. With an
+    ``assistant_prefix`` the model's turn starts with that text and the model continues
+    it; the completion holds the continuation only.
     """
 
     id: str
@@ -38,6 +40,8 @@ class Request:
     system: str | None = None
     sampling: SamplingParams = field(default_factory=SamplingParams)
     metadata: dict[str, Any] = field(default_factory=dict)
+    assistant_prefix: str | None = None
+    """Start of the assistant's turn, pre-filled (an official prompt's, verbatim)."""
 
 
 @dataclass

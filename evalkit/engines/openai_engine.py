@@ -7,7 +7,9 @@ request-level ``media_io_kwargs.video`` = source fps, sampled ``frames_indices``
 ``total_num_frames``, ``duration`` and ``num_frames=-1`` (take every frame sent), and
 ``mm_processor_kwargs`` = no resampling, no resizing. ``vllm serve`` takes both per request
 only when started with ``--trust-request-mm-kwargs``; server-wide defaults cannot replace
-them (the metadata differs per video). Images go as ``image_url`` data URLs.
+them (the metadata differs per video). Images go as ``image_url`` data URLs. A request's
+assistant prefix goes as a final assistant message with ``continue_final_message: true``
+and ``add_generation_prompt: false`` (vLLM's chat-completions extra parameters).
 
 Concurrency is bounded by a semaphore; transient failures (connection errors, timeouts,
 HTTP 408/429/5xx) are retried with exponential backoff and jitter; other HTTP errors fail
@@ -104,6 +106,13 @@ def build_payload(request: Request, config: OpenAIConfig) -> dict[str, Any]:
         messages.append({"role": "system", "content": request.system})
     messages.append({"role": "user", "content": content})
     s = request.sampling
+    prefill: dict[str, Any] = {}
+    if request.assistant_prefix:
+        # vLLM's server continues a final assistant message when asked (ChatCompletionRequest
+        # continue_final_message, which excludes add_generation_prompt); the answer it sends
+        # back is the continuation alone, as the local engines return it
+        messages.append({"role": "assistant", "content": request.assistant_prefix})
+        prefill = {"continue_final_message": True, "add_generation_prompt": False}
     body: dict[str, Any] = {
         "model": config.model,
         "messages": messages,
@@ -112,6 +121,7 @@ def build_payload(request: Request, config: OpenAIConfig) -> dict[str, Any]:
         "top_p": s.top_p,
         "n": s.n,
         "stream": config.stream,
+        **prefill,
     }
     if s.top_k > 0:
         body["top_k"] = s.top_k

@@ -59,13 +59,20 @@ def chat_messages(request: Request) -> list[dict[str, Any]]:
 
 
 def render_prompt(tokenizer: Any, request: Request) -> str:
-    """The prompt text through the checkpoint's chat template (generation prompt added)."""
+    """The prompt text through the checkpoint's chat template (generation prompt added),
+    followed by the request's assistant prefix, which the model then continues.
+
+    The prefix goes after the generation prompt as it is, the way the official codes do
+    it (LiveCC: ``apply_chat_template(..., add_generation_prompt=True) + answer_prefix``);
+    a server given it as a final assistant message with ``continue_final_message``
+    renders the same text for templates that keep an assistant message as written.
+    """
     text = tokenizer.apply_chat_template(
         chat_messages(request), tokenize=False, add_generation_prompt=True
     )
     if not isinstance(text, str):
         raise EvalkitError(f"request {request.id}: chat template did not render to text")
-    return text
+    return text + (request.assistant_prefix or "")
 
 
 def check_frame_sizes(request: Request, factor: int) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 
 from evalkit.registry import Registry, RegistryError
 from evalkit.sample import Sample
+from evalkit.scoring.prefill import assistant_turn
 from evalkit.scoring.types import Score
 
 ScorerFn = Callable[[str, Any, Sample], Score]
@@ -80,6 +81,8 @@ def score(
     names its scorer explicitly). ``rule`` picks a registered extraction rule of that task
     type (``evalkit.scoring.rules``; None or ``"evalkit"`` = the task type's own scorer).
     ``extras=False`` skips the sample's extra metrics (scoring under secondary rules).
+    Where the sample records a pre-filled assistant prefix, ``prediction`` is the model's
+    continuation: an official rule reads it as is, evalkit's rule reads prefix + it.
 
     An unknown task type is a configuration error and raises; anything wrong with the
     prediction itself scores 0 with a reason. A bug inside a scorer is also turned into
@@ -89,14 +92,17 @@ def score(
     """
     kind = canonical_task_type(scorer_name or sample.task_type)
     if rule is None or rule == "evalkit":
-        fn = SCORERS.get(kind)
+        fn, robust = SCORERS.get(kind), True
     else:
         from evalkit.scoring.rules import get_rule
 
-        fn = get_rule(rule, kind).fn
+        fn, robust = get_rule(rule, kind).fn, False
     text = _text(prediction)
     try:
-        result = fn(text, sample.target, sample)
+        # a reply that continued a pre-filled turn: official rules read it as their code
+        # did (the continuation), evalkit's reads the whole turn (evalkit.scoring.prefill)
+        seen = assistant_turn(text, sample) if robust else text
+        result = fn(seen, sample.target, sample)
     except Exception as exc:  # never raise on model output
         return Score(
             0.0,

@@ -2,12 +2,15 @@
 evaluation/livesports3kqa/distributed_evaluate_livesports3kqa.py
 ``evaluate_livesports3kqa_results`` with evaluation/distributed_mcq_predictor.py).
 
-LiveCC does not parse a reply: after the prompt it opens the answer with ``Answer:`` and
-picks the option whose letter token (``: A``, ``: B``, ..) has the highest logit at that
-one position; a question is right when that option string's FIRST CHARACTER is the
-answer letter. The generative reading of that protocol: the reply's first non-space
-character is the chosen letter, compared case-sensitively with the answer. ``A``,
-``A: Squat`` and ``A.`` choose A; ``The answer is A`` chooses ``T`` and is wrong.
+LiveCC does not parse a reply: it renders the chat with the generation prompt, appends
+``Answer:`` (``MCQDataset.data_collator``: ``text + self.answer_prefix``; the spec's
+``assistant_prefix``) and picks the option whose letter token (the last token of ``: A``,
+``: B``, ..) has the highest logit at the next position; a question is right when that
+option string's FIRST CHARACTER is the answer letter. The generative reading of that
+protocol: the first non-space character the model writes after ``Answer:`` is the
+chosen letter, compared case-sensitively with the answer. The rule is given that
+continuation (``evalkit.scoring.prefill``). `` A``, ``A: Squat`` and ``A.`` choose A;
+``The answer is A`` chooses ``T`` and is wrong.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ SOURCE = (
 
 @rule("livesports3kqa", "multiple_choice", source=SOURCE)
 def livesports3kqa(prediction: str, target: Any, sample: Sample) -> Score:
-    """Right when the reply's first non-space character is the answer letter."""
+    """Right when the continuation's first non-space character is the answer letter."""
     gold = need_gold_letter(target, sample)
     first = prediction.lstrip()[:1]
     ok = first == gold

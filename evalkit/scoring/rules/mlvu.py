@@ -1,5 +1,11 @@
 """MLVU's official answer check (JUNJIE99/MLVU
-evaluation/multiple_choice_evaluation/choice_bench.py ``check_ans``)."""
+evaluation/multiple_choice_evaluation/choice_bench.py ``check_ans``).
+
+The official code opens the assistant turn with ``Best Option: (`` (the spec's
+``assistant_prefix``) and checks only what the model generated after it:
+evaluation_test/test_bench.py decodes ``output_ids[0, input_ids.shape[1]:]``. The rule
+is given exactly that continuation (``evalkit.scoring.prefill``), so "B) a dog" reads B.
+"""
 
 from __future__ import annotations
 
@@ -14,9 +20,9 @@ from evalkit.scoring.types import Score
 def before_paren(reply: str) -> str:
     """The character just before the first ")", else the whole reply unchanged.
 
-    The official prompt ends the assistant turn with "Best Option: (", so a reply reads
-    "B) ..."; nothing is stripped, so without a ")" only a reply that IS the letter
-    matches, and a ")" at the very start leaves "" (Python's ``s[-1:0]``).
+    After the official "Best Option: (" a continuation reads "B) ..."; nothing is
+    stripped, so without a ")" only a reply that IS the letter matches, and a ")" at the
+    very start leaves "" (Python's ``s[-1:0]``).
     """
     if ")" in reply:
         i = reply.index(")")
