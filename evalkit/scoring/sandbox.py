@@ -27,7 +27,7 @@ import contextlib
 import json
 import os
 import resource
-import secrets
+import selectors
 import shutil
 import signal
 import subprocess
@@ -41,6 +41,9 @@ from pathlib import Path
 from typing import Any
 
 _CHILD = Path(__file__).with_name("_sandbox_child.py")
+_LINK = Path(__file__).with_name("_sandbox_link.py")
+_KEEP = 4096  # bytes kept from the start and from the end of each output stream
+_VERDICT_MAX = 1 << 20
 SANDBOX_UIDS = range(0x60000, 0x60000 + 0x10000)  # no accounts live there
 _uid_lock = threading.Lock()
 _uid_next = [os.getpid() * 97]
@@ -63,7 +66,7 @@ class Limits:
     file_mb: int = 16
     processes: int = 16
     open_files: int = 64
-    output_bytes: int = 1 << 20
+    output_bytes: int = 1 << 20  # stdout + stderr; past this the run is killed
 
 
 @dataclass
@@ -76,6 +79,10 @@ class RunResult:
     wall_s: float
     stderr: str = ""
     isolation: list[str] = field(default_factory=list)
+    stdout: str = ""
+    output_total: int = 0  # bytes written to stdout + stderr (as far as they were read)
+    output_dropped: int = 0  # of those, bytes not kept (only the start and end are)
+    output_exceeded: bool = False  # killed for writing more than Limits.output_bytes
 
 
 @lru_cache(maxsize=1)
@@ -174,7 +181,12 @@ def _remove_jail(root: Path) -> None:
 
 
 def _command(
-    layers: tuple[str, ...], limits: Limits, workdir: Path, jail: Path | None, uid: int
+    layers: tuple[str, ...],
+    limits: Limits,
+    workdir: Path,
+    jail: Path | None,
+    uid: int,
+    args: list[str],
 ) -> list[str]:
     cmd: list[str] = []
     if "prlimit" in layers:
@@ -205,8 +217,8 @@ def _command(
             "--",
         ]
     if jail is not None:  # the harness was copied into the job directory, /sandbox inside
-        return [*cmd, sys.executable, "-I", "-B", "/sandbox/_child.py", "/sandbox"]
-    return [*cmd, sys.executable, "-I", "-B", str(_CHILD)]
+        return [*cmd, sys.executable, "-I", "-B", "/sandbox/_child.py", "/sandbox", *args]
+    return [*cmd, sys.executable, "-I", "-B", str(_CHILD), ".", *args]
 
 
 def _set_limits(limits: Limits) -> Any:
@@ -228,48 +240,134 @@ def run_job(job: dict[str, Any], limits: Limits | None = None) -> RunResult:
     layers = isolation()
     workdir = Path(tempfile.mkdtemp(prefix="evalkit-sandbox-"))
     jail = Path(tempfile.mkdtemp(prefix="evalkit-jail-")) if "filesystem_jail" in layers else None
-    nonce = secrets.token_hex(16)
+    # The verdict comes back on a pipe of its own that only the judge process holds (see
+    # _sandbox_child.py); stdout and stderr are the answer's, read through bounded buffers.
+    verdict_r, verdict_w = os.pipe()
     start = time.monotonic()
     try:
         (workdir / "job.json").write_text(json.dumps(job))
         if jail is not None:
             shutil.copyfile(_CHILD, workdir / "_child.py")
+            shutil.copyfile(_LINK, workdir / "_sandbox_link.py")
         uid = _sandbox_uid()
         if "drop_privileges" in layers:
             os.chown(workdir, uid, uid)
             for f in workdir.iterdir():
                 os.chown(f, uid, uid)
         os.chmod(workdir, 0o700)
+        args = [str(verdict_w)] + ([] if job.get("audit_hook", True) else ["no-audit-hook"])
         proc = subprocess.Popen(
-            _command(layers, limits, workdir, jail, uid),
+            _command(layers, limits, workdir, jail, uid, args),
             cwd=workdir,
             env={},
-            stdin=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
+            pass_fds=(verdict_w,),
             start_new_session=True,  # its own process group, killed as one
             preexec_fn=None if "prlimit" in layers else _set_limits(limits),
         )
-        timed_out = False
-        try:
-            out, err = proc.communicate(nonce.encode() + b"\n", timeout=limits.wall_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill(proc)
-            out, err = proc.communicate()
-        _kill_group(proc.pid)  # anything it left behind in its group
+        os.close(verdict_w)
+        verdict_w = -1
+        got = _collect(proc, verdict_r, limits, start)
         return RunResult(
-            result=_result(out[-limits.output_bytes :], nonce),
+            result=None if got.exceeded else _verdict(got.verdict),
             returncode=proc.returncode,
-            timed_out=timed_out,
+            timed_out=got.timed_out,
             wall_s=time.monotonic() - start,
-            stderr=err[-2000:].decode(errors="replace"),
+            stderr=got.err.text(),
             isolation=list(layers),
+            stdout=got.out.text(),
+            output_total=got.out.total + got.err.total,
+            output_dropped=got.out.dropped + got.err.dropped,
+            output_exceeded=got.exceeded,
         )
     finally:
+        for fd in (verdict_r, verdict_w):
+            if fd >= 0:
+                os.close(fd)
         shutil.rmtree(workdir, ignore_errors=True)
         if jail is not None:
             _remove_jail(jail)
+
+
+class _Capped:
+    """The first and last ``keep`` bytes of a stream, and a count of all of it."""
+
+    def __init__(self, keep: int) -> None:
+        self.keep, self.total = keep, 0
+        self.head, self.tail = bytearray(), bytearray()
+
+    def add(self, data: bytes) -> None:
+        self.total += len(data)
+        room = self.keep - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        self.tail += data[-self.keep :]
+        del self.tail[: -self.keep]
+
+    @property
+    def dropped(self) -> int:
+        return self.total - len(self.head) - len(self.tail)
+
+    def text(self) -> str:
+        gap = f"\n[... {self.dropped} bytes dropped ...]\n".encode() if self.dropped else b""
+        return bytes(self.head + gap + self.tail).decode(errors="replace")
+
+
+@dataclass
+class _Collected:
+    out: _Capped
+    err: _Capped
+    verdict: _Capped
+    timed_out: bool = False
+    exceeded: bool = False
+
+
+def _collect(
+    proc: subprocess.Popen[bytes], verdict_fd: int, limits: Limits, start: float
+) -> _Collected:
+    # Read stdout, stderr and the verdict as they come, keeping only bounded parts, until
+    # all three are closed, the wall clock runs out, or the output passes its limit; then
+    # kill whatever is left. Memory here stays O(_KEEP) whatever the child writes.
+    assert proc.stdout is not None and proc.stderr is not None
+    got = _Collected(_Capped(_KEEP), _Capped(_KEEP), _Capped(_VERDICT_MAX))
+    streams = {
+        proc.stdout.fileno(): got.out,
+        proc.stderr.fileno(): got.err,
+        verdict_fd: got.verdict,
+    }
+    deadline = start + limits.wall_s
+    with selectors.DefaultSelector() as sel:
+        for fd in streams:
+            sel.register(fd, selectors.EVENT_READ)
+        while sel.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                got.timed_out = verdict_fd in sel.get_map()
+                break
+            for key, _ in sel.select(min(left, 0.5)):
+                chunk = os.read(key.fd, 1 << 16)
+                if not chunk:
+                    sel.unregister(key.fd)
+                streams[key.fd].add(chunk)
+            if got.out.total + got.err.total > limits.output_bytes:
+                got.exceeded = True
+                break
+            if got.verdict.total > _VERDICT_MAX:
+                break
+            if verdict_fd not in sel.get_map() and proc.poll() is not None:
+                # The judge is done; what it left behind gets a moment to finish writing.
+                deadline = min(deadline, time.monotonic() + 1.0)
+    if proc.poll() is None:
+        _kill(proc)
+    _kill_group(proc.pid)  # anything it left behind in its group
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(5.0)
+    proc.stdout.close()
+    proc.stderr.close()
+    return got
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:
@@ -293,14 +391,13 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
-def _result(stdout: bytes, nonce: str) -> dict[str, Any] | None:
-    # Only a line with the nonce counts: the code under test cannot fake the verdict by
-    # printing, and exiting early leaves no verdict at all.
-    for line in reversed(stdout.decode(errors="replace").splitlines()):
-        if line.startswith(nonce + " "):
-            try:
-                got = json.loads(line[len(nonce) + 1 :])
-            except ValueError:
-                return None
-            return got if isinstance(got, dict) else None
-    return None
+def _verdict(got: _Capped) -> dict[str, Any] | None:
+    # Only the judge process writes here, once, at the end: a partial or oversized
+    # verdict (the judge was killed mid-write) is no verdict.
+    if got.dropped or got.total > _VERDICT_MAX:
+        return None
+    try:
+        verdict = json.loads(bytes(got.head + got.tail))
+    except ValueError:
+        return None
+    return verdict if isinstance(verdict, dict) else None

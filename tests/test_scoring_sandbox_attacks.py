@@ -1,0 +1,159 @@
+"""Attacks on the sandbox by the code it scores: forged verdicts score 0, floods stay bounded.
+
+Each answer below defines no working ``add``; every test of ``add`` must fail, whatever the
+answer does to the process it runs in.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from evalkit.scoring import score
+from evalkit.scoring.sandbox import Limits, run_job
+
+from ._scoring_helpers import sample
+
+TESTS = ["assert add(2, 3) == 5", "assert add(-1, 1) == 0"]
+
+# Walk up the interpreter's frames to the harness and write its verdict line for it, with
+# whatever secret (a nonce) and fd it holds; then spray a verdict on every other fd.
+_FORGE = """
+import json, os
+def forge(frame):
+    verdict = json.dumps({"passed": [True] * 2})
+    while frame is not None:
+        loc = dict(frame.f_locals)
+        if isinstance(loc.get("nonce"), str) and isinstance(loc.get("out"), int):
+            os.write(loc["out"], f"\\n{loc['nonce']} {verdict}\\n".encode())
+            os._exit(0)
+        frame = frame.f_back
+    for fd in range(3, 64):
+        try:
+            os.write(fd, (verdict + "\\n").encode())
+        except OSError:
+            pass
+    os._exit(0)
+"""
+FORGERIES = {
+    "frames_via_sys_getframe": _FORGE + "import sys\nforge(sys._getframe())",
+    "frames_via_a_traceback": _FORGE
+    + "try:\n    1 / 0\nexcept ZeroDivisionError as e:\n    forge(e.__traceback__.tb_frame)",
+    "patched_builtins": (
+        "import builtins\n"
+        "builtins.exec = lambda *a, **k: None\n"
+        "builtins.compile = lambda *a, **k: None"
+    ),
+    "always_equal_result": (
+        "class Anything:\n"
+        "    def __eq__(self, other):\n"
+        "        return True\n"
+        "    __hash__ = object.__hash__\n"
+        "def add(a, b):\n"
+        "    return Anything()"
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FORGERIES))
+def test_a_forged_verdict_scores_zero(name: str) -> None:
+    s = score(sample("code_python", TESTS), f"```python\n{FORGERIES[name]}\n```")
+    assert s.value == 0.0, s
+
+
+@pytest.mark.parametrize("name", sorted(FORGERIES))
+def test_a_forgery_fails_even_without_the_audit_hook(name: str) -> None:
+    job = {"kind": "python", "code": FORGERIES[name], "tests": TESTS, "audit_hook": False}
+    got = run_job(job)
+    assert got.result is None or not any(got.result["passed"]), got
+
+
+FLOODS = {
+    "sys_stdout_write": "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)",
+    "os_write_fd1": "import os\nb = b'x' * 65536\nwhile True:\n    os.write(1, b)",
+    "stderr_lines": "import sys\nwhile True:\n    print('y' * 100, file=sys.stderr)",
+}
+
+# A fresh process, so that its peak RSS is this run's alone; its address space is capped so
+# that a sandbox which keeps everything fails here with MemoryError, not the machine.
+_PROBE = """
+import json, resource, sys
+from evalkit.scoring.sandbox import Limits, run_job
+resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+job = {"kind": "python", "code": sys.argv[1], "tests": ["pass"]}
+try:
+    run = run_job(job, Limits(wall_s=5))
+    out = {"result": run.result, "exceeded": getattr(run, "output_exceeded", None),
+           "stdout": getattr(run, "stdout", "")[:10] + getattr(run, "stdout", "")[-10:],
+           "dropped": getattr(run, "output_dropped", None)}
+except MemoryError:
+    out = {"error": "MemoryError"}
+out["peak_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("name", sorted(FLOODS))
+def test_an_output_flood_is_stopped_with_the_scoring_process_memory_bounded(name: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", _PROBE, FLOODS[name]], capture_output=True, text=True, timeout=60
+    )
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert "error" not in got, got
+    assert got["peak_mib"] < 200, got
+    assert got["result"] is None and got["exceeded"] is True, got
+    assert got["dropped"] > 0 and got["stdout"] in ("", "x" * 20), got
+
+
+def test_a_flood_scores_zero_and_says_why() -> None:
+    s = score(sample("code_python", TESTS), f"```python\n{FLOODS['os_write_fd1']}\n```")
+    assert s.value == 0.0 and "output" in s.explanation, s
+
+
+def test_output_below_the_limit_is_kept_whole() -> None:
+    code = "print('hello')\ndef add(a, b):\n    return a + b"
+    got = run_job({"kind": "python", "code": code, "tests": TESTS}, Limits())
+    assert got.result == {"passed": [True, True]}
+    assert got.stdout == "hello\n" and got.output_dropped == 0 and not got.output_exceeded
+
+
+SOLUTIONS = {  # honest answers the judge must still score right through its proxies
+    "a_class": (
+        "class Stack:\n    def __init__(self):\n        self.items = []\n"
+        "    def push(self, x):\n        self.items.append(x)\n"
+        "    def pop(self):\n        return self.items.pop()\n"
+        "    def __len__(self):\n        return len(self.items)",
+        "s = Stack()\ns.push(1)\ns.push(2)\nassert s.pop() == 2 and len(s) == 1",
+    ),
+    "in_place": ("def srt(xs):\n    xs.sort()", "xs = [3, 1, 2]\nsrt(xs)\nassert xs == [1, 2, 3]"),
+    "humaneval_check": (
+        "def f(x):\n    return 2 * x",
+        "def check(candidate):\n    assert candidate(2) == 4\ncheck(f)",
+    ),
+    "numpy_scalars": (
+        "import numpy as np\ndef f(x):\n    return np.int64(x) + 1",
+        "assert f(1) == 2 and np.array([f(2)]).sum() == 3",
+    ),
+    "containers": (
+        "def f():\n    return (1, {2}, {'a': [b'x']}, 3j, None, 1.5)",
+        "assert f() == (1, {2}, {'a': [b'x']}, 3j, None, 1.5)",
+    ),
+    "expected_exception": (
+        "def f(x):\n    raise ValueError(x)",
+        "try:\n    f(1)\nexcept ValueError:\n    pass\nelse:\n    raise AssertionError",
+    ),
+    "module_of_the_answer": (
+        "import math\ndef f(x):\n    return math.sqrt(x)",
+        "assert math.isclose(f(2.0), 2 ** 0.5)",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SOLUTIONS))
+def test_honest_answers_pass_through_the_judge(name: str) -> None:
+    code, test = SOLUTIONS[name]
+    got = run_job({"kind": "python", "code": code, "tests": [test]})
+    assert got.result == {"passed": [True]}, got
