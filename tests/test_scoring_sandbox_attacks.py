@@ -6,9 +6,14 @@ answer does to the process it runs in.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -157,3 +162,66 @@ def test_honest_answers_pass_through_the_judge(name: str) -> None:
     code, test = SOLUTIONS[name]
     got = run_job({"kind": "python", "code": code, "tests": [test]})
     assert got.result == {"passed": [True]}, got
+
+
+_SCORER = """
+import sys
+from evalkit.scoring.sandbox import Limits, run_job
+print("started", flush=True)
+run_job({"kind": "python", "code": sys.argv[1], "tests": ["pass"]}, Limits(wall_s=60))
+"""
+
+
+def _descendants(pid: int) -> set[int]:
+    found, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        for task in Path(f"/proc/{p}/task").glob("*"):
+            with contextlib.suppress(OSError):
+                kids = {int(k) for k in (task / "children").read_text().split()}
+                todo += sorted(kids - found)
+                found |= kids
+    return found
+
+
+def test_the_sandbox_dies_with_the_scoring_process() -> None:
+    # An answer that sleeps uses no CPU time, so only the scorer's wall clock stops it;
+    # when the scorer itself is killed, the answer must not live on.
+    code = "import time\ntime.sleep(120)"
+    scorer = subprocess.Popen(
+        [sys.executable, "-c", _SCORER, code], stdout=subprocess.PIPE, text=True
+    )
+    assert scorer.stdout is not None and scorer.stdout.readline() == "started\n"
+    for _ in range(100):  # until the answer's python is running
+        sandbox = _descendants(scorer.pid)
+        if any(b"time.sleep" in _cmdline(p) or b"_child.py" in _cmdline(p) for p in sandbox):
+            break
+        time.sleep(0.1)
+    time.sleep(1.0)
+    sandbox = _descendants(scorer.pid)
+    assert sandbox
+    scorer.kill()
+    scorer.wait()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(_alive(p) for p in sandbox):
+        time.sleep(0.1)
+    left = [p for p in sandbox if _alive(p)]
+    for p in left:  # do not leave them behind for the other tests
+        with contextlib.suppress(OSError):
+            os.kill(p, signal.SIGKILL)
+    assert left == []
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"

@@ -97,11 +97,14 @@ def _hook(event, args):
         raise PermissionError(f"sandbox: {event} is not allowed")
 
 
-def _solver(requests, replies, audit_hook):
+def _solver(requests, replies, audit_hook, judge):
     # The child side of the fork: nothing of the job is in memory yet, the verdict fd is
     # already closed. The answer's code arrives on the request pipe.
     import ctypes  # noqa: F401  (its import opens libraries; later dlopen/calls are refused)
 
+    _prctl(1, 9, "PR_SET_PDEATHSIG, SIGKILL")  # it dies with the judge, even asleep
+    if os.getppid() != judge:  # the judge died before that took effect
+        os._exit(1)
     if audit_hook:
         sys.addaudithook(_hook)
     link.serve(os.fdopen(requests, "rb"), os.fdopen(replies, "wb"))
@@ -161,13 +164,29 @@ def _run_svg(job):
     return {"similarity": max(0.0, 1.0 - mae / base), "mae": mae}
 
 
+def _prctl(option, value, what):
+    import ctypes
+
+    if ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), f"prctl({what}) failed")
+
+
 def _not_dumpable():
     # PR_SET_DUMPABLE 0: only CAP_SYS_PTRACE may then attach to, or read the memory and fds
     # of, this process; the solver runs as the same uid without capabilities.
-    import ctypes
+    _prctl(4, 0, "PR_SET_DUMPABLE, 0")
 
-    if ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
+
+def _reap(pid, wait_s=1.0):
+    # On EOF the solver flushes what the answer printed and exits; give it a moment, as
+    # the judge's exit ends the PID namespace and with it the solver, unflushed or not.
+    import time
+
+    end = time.monotonic() + wait_s
+    while time.monotonic() < end:
+        if os.waitpid(pid, os.WNOHANG)[0]:
+            return
+        time.sleep(0.005)
 
 
 def main():
@@ -175,10 +194,12 @@ def main():
     to_solver, from_judge = os.pipe()
     from_solver, to_judge = os.pipe()
     audit_hook = "no-audit-hook" not in sys.argv[3:]  # tests prove the OS layers alone
-    if os.fork() == 0:
+    judge = os.getpid()
+    solver = os.fork()
+    if solver == 0:
         for fd in (verdict_fd, from_judge, from_solver):
             os.close(fd)
-        _solver(to_solver, to_judge, audit_hook)
+        _solver(to_solver, to_judge, audit_hook, judge)
     os.close(to_solver)
     os.close(to_judge)
     _not_dumpable()
@@ -197,6 +218,7 @@ def main():
     judge = link.Judge(os.fdopen(from_judge, "wb"), os.fdopen(from_solver, "rb"))
     result = _run_svg(job) if job["kind"] == "svg" else _run_python(job, judge)
     judge.close()
+    _reap(solver)
     sys.stdout.flush()
     with os.fdopen(verdict_fd, "w") as out:
         out.write(json.dumps(result))

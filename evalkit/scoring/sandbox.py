@@ -12,13 +12,26 @@ Layers, outermost first:
   enforced — the kernel does not apply it to root — and counts only this run's processes
   (with a shared uid such as ``nobody``, parallel runs would exhaust each other's limit);
 - rlimits: CPU seconds, address space, file size, process count, open files;
-- a wall-clock limit: the whole process group is killed with SIGKILL;
+- a wall-clock limit: the whole process group is killed with SIGKILL; and a parent-death
+  signal (``setpriv --pdeathsig``): if the scoring process dies, the sandbox dies too;
 - an empty environment and a fresh temporary working directory, removed afterwards;
-- inside, an audit hook (``_sandbox_child.py``) refusing files outside that directory,
-  sockets, subprocesses and ctypes.
+- output read through bounded buffers (``sandbox_io``): the first and last 4 KiB of
+  stdout and stderr are kept, the rest counted, and past ``Limits.output_bytes`` the run
+  is killed, so the scoring process's memory does not depend on what the answer prints;
+- inside, two processes (``_sandbox_child.py``): a solver that runs the answer's code
+  under an audit hook (refusing files outside the directory, sockets, subprocesses,
+  ctypes), and a judge that never runs it, evaluates the tests against the solver's
+  answers (plain data only) and alone holds the pipe the verdict comes back on.
 ``isolation()`` says which layers are available on this machine; without root (or
 without util-linux) only the rlimits, the wall clock, the empty environment, the temporary
-directory and the audit hook remain, and ``RunResult.isolation`` records that.
+directory, the judge/solver split and the audit hook remain, and ``RunResult.isolation``
+records that.
+
+Why not bubblewrap (``bwrap``): run as root it gives the same namespaces and read-only
+binds in one command, but not a per-run unprivileged uid outside a user namespace (its
+``--uid`` needs ``--unshare-user``, whose uid maps back to root for RLIMIT_NPROC), so
+``setpriv`` would stay; and the util-linux path must stay for machines without it. Using
+it would add a second way to build the same jail, not replace ours.
 """
 
 from __future__ import annotations
@@ -27,9 +40,7 @@ import contextlib
 import json
 import os
 import resource
-import selectors
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -40,10 +51,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from evalkit.scoring.sandbox_io import collect
+
 _CHILD = Path(__file__).with_name("_sandbox_child.py")
 _LINK = Path(__file__).with_name("_sandbox_link.py")
-_KEEP = 4096  # bytes kept from the start and from the end of each output stream
-_VERDICT_MAX = 1 << 20
 SANDBOX_UIDS = range(0x60000, 0x60000 + 0x10000)  # no accounts live there
 _uid_lock = threading.Lock()
 _uid_next = [os.getpid() * 97]
@@ -93,6 +104,8 @@ def isolation() -> tuple[str, ...]:
         return tuple(layers)
     if shutil.which("prlimit"):
         layers.append("prlimit")
+    if shutil.which("setpriv") and _works(["setpriv", "--pdeathsig", "KILL", "--", "true"]):
+        layers.append("parent_death_signal")
     if os.geteuid() == 0 and shutil.which("setpriv"):
         layers.append("drop_privileges")
     if os.geteuid() == 0 and shutil.which("unshare"):
@@ -136,6 +149,13 @@ mount --bind "$work" "$root/sandbox"
 mount -t proc proc "$root/proc"
 exec chroot "$root" "$@"
 """
+
+
+def _works(cmd: list[str]) -> bool:
+    try:
+        return subprocess.run(cmd, capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
 
 
 def _jail_paths() -> list[str]:
@@ -189,6 +209,11 @@ def _command(
     args: list[str],
 ) -> list[str]:
     cmd: list[str] = []
+    if "parent_death_signal" in layers:
+        # Killed with the scoring thread that started it: an answer that sleeps uses no
+        # CPU time, and the wall clock dies with the scorer. Kept across the execs below;
+        # unshare --kill-child passes it on to the namespace, which takes the rest with it.
+        cmd += ["setpriv", "--pdeathsig", "KILL", "--"]
     if "prlimit" in layers:
         # Set by util-linux prlimit before exec (preexec_fn is unsafe in threaded parents).
         mb = 1 << 20
@@ -214,6 +239,8 @@ def _command(
             f"--regid={uid}",
             "--clear-groups",
             "--no-new-privs",
+            # A new uid clears the parent-death signal unshare --kill-child had set.
+            *(["--pdeathsig", "KILL"] if "parent_death_signal" in layers else []),
             "--",
         ]
     if jail is not None:  # the harness was copied into the job directory, /sandbox inside
@@ -269,9 +296,9 @@ def run_job(job: dict[str, Any], limits: Limits | None = None) -> RunResult:
         )
         os.close(verdict_w)
         verdict_w = -1
-        got = _collect(proc, verdict_r, limits, start)
+        got = collect(proc, verdict_r, start + limits.wall_s, limits.output_bytes)
         return RunResult(
-            result=None if got.exceeded else _verdict(got.verdict),
+            result=None if got.exceeded else got.verdict_dict(),
             returncode=proc.returncode,
             timed_out=got.timed_out,
             wall_s=time.monotonic() - start,
@@ -289,115 +316,3 @@ def run_job(job: dict[str, Any], limits: Limits | None = None) -> RunResult:
         shutil.rmtree(workdir, ignore_errors=True)
         if jail is not None:
             _remove_jail(jail)
-
-
-class _Capped:
-    """The first and last ``keep`` bytes of a stream, and a count of all of it."""
-
-    def __init__(self, keep: int) -> None:
-        self.keep, self.total = keep, 0
-        self.head, self.tail = bytearray(), bytearray()
-
-    def add(self, data: bytes) -> None:
-        self.total += len(data)
-        room = self.keep - len(self.head)
-        if room > 0:
-            self.head += data[:room]
-            data = data[room:]
-        self.tail += data[-self.keep :]
-        del self.tail[: -self.keep]
-
-    @property
-    def dropped(self) -> int:
-        return self.total - len(self.head) - len(self.tail)
-
-    def text(self) -> str:
-        gap = f"\n[... {self.dropped} bytes dropped ...]\n".encode() if self.dropped else b""
-        return bytes(self.head + gap + self.tail).decode(errors="replace")
-
-
-@dataclass
-class _Collected:
-    out: _Capped
-    err: _Capped
-    verdict: _Capped
-    timed_out: bool = False
-    exceeded: bool = False
-
-
-def _collect(
-    proc: subprocess.Popen[bytes], verdict_fd: int, limits: Limits, start: float
-) -> _Collected:
-    # Read stdout, stderr and the verdict as they come, keeping only bounded parts, until
-    # all three are closed, the wall clock runs out, or the output passes its limit; then
-    # kill whatever is left. Memory here stays O(_KEEP) whatever the child writes.
-    assert proc.stdout is not None and proc.stderr is not None
-    got = _Collected(_Capped(_KEEP), _Capped(_KEEP), _Capped(_VERDICT_MAX))
-    streams = {
-        proc.stdout.fileno(): got.out,
-        proc.stderr.fileno(): got.err,
-        verdict_fd: got.verdict,
-    }
-    deadline = start + limits.wall_s
-    with selectors.DefaultSelector() as sel:
-        for fd in streams:
-            sel.register(fd, selectors.EVENT_READ)
-        while sel.get_map():
-            left = deadline - time.monotonic()
-            if left <= 0:
-                got.timed_out = verdict_fd in sel.get_map()
-                break
-            for key, _ in sel.select(min(left, 0.5)):
-                chunk = os.read(key.fd, 1 << 16)
-                if not chunk:
-                    sel.unregister(key.fd)
-                streams[key.fd].add(chunk)
-            if got.out.total + got.err.total > limits.output_bytes:
-                got.exceeded = True
-                break
-            if got.verdict.total > _VERDICT_MAX:
-                break
-            if verdict_fd not in sel.get_map() and proc.poll() is not None:
-                # The judge is done; what it left behind gets a moment to finish writing.
-                deadline = min(deadline, time.monotonic() + 1.0)
-    if proc.poll() is None:
-        _kill(proc)
-    _kill_group(proc.pid)  # anything it left behind in its group
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(5.0)
-    proc.stdout.close()
-    proc.stderr.close()
-    return got
-
-
-def _kill(proc: subprocess.Popen[bytes]) -> None:
-    # Kill unshare's child (the sandbox namespace's first process) before unshare itself,
-    # so that unshare reaps it and the kernel tears the namespace down with everything in
-    # it; killing both at once would leave a zombie for the machine's init to collect.
-    try:
-        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
-    except OSError:
-        children = []
-    for pid in children:
-        with contextlib.suppress(ProcessLookupError, PermissionError, ValueError):
-            os.kill(int(pid), signal.SIGKILL)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(2.0)
-    _kill_group(proc.pid)
-
-
-def _kill_group(pgid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
-
-
-def _verdict(got: _Capped) -> dict[str, Any] | None:
-    # Only the judge process writes here, once, at the end: a partial or oversized
-    # verdict (the judge was killed mid-write) is no verdict.
-    if got.dropped or got.total > _VERDICT_MAX:
-        return None
-    try:
-        verdict = json.loads(bytes(got.head + got.tail))
-    except ValueError:
-        return None
-    return verdict if isinstance(verdict, dict) else None
