@@ -63,6 +63,18 @@ FORGERIES = {
 }
 
 
+def test_an_answer_cannot_redefine_the_builtins_the_tests_use() -> None:
+    # With the tests run in the answer's namespace, its own `len` and `isinstance` would
+    # judge them.
+    tests = ["assert len(pair(1, 2)) == 2", "assert isinstance(pair(1, 2), tuple)"]
+    code = (
+        "def len(x):\n    return 2\n"
+        "def isinstance(x, t):\n    return True\n"
+        "def pair(a, b):\n    return None"
+    )
+    assert score(sample("code_python", tests), f"```python\n{code}\n```").value == 0.0
+
+
 @pytest.mark.parametrize("name", sorted(FORGERIES))
 def test_a_forged_verdict_scores_zero(name: str) -> None:
     s = score(sample("code_python", TESTS), f"```python\n{FORGERIES[name]}\n```")
@@ -149,6 +161,10 @@ SOLUTIONS = {  # honest answers the judge must still score right through its pro
     "expected_exception": (
         "def f(x):\n    raise ValueError(x)",
         "try:\n    f(1)\nexcept ValueError:\n    pass\nelse:\n    raise AssertionError",
+    ),
+    "big_integer": (
+        "import math\ndef f(n):\n    return math.factorial(n)",
+        "assert f(2000) % 10**9 == 0 and f(2000) == math.factorial(2000)",
     ),
     "module_of_the_answer": (
         "import math\ndef f(x):\n    return math.sqrt(x)",

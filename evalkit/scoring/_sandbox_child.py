@@ -191,6 +191,7 @@ def _reap(pid, wait_s=1.0):
 
 def main():
     verdict_fd = int(sys.argv[2])
+    sys.set_int_max_str_digits(0)  # answers' big integers cross the link as JSON digits
     to_solver, from_judge = os.pipe()
     from_solver, to_judge = os.pipe()
     audit_hook = "no-audit-hook" not in sys.argv[3:]  # tests prove the OS layers alone

@@ -179,8 +179,10 @@ class Judge:
     def load(self, code):
         """Run the answer's code in the solver; its top-level names as the tests see them."""
         values, modules = self.ask("load", code)
-        names = dict(values)
+        names = {k: v for k, v in values.items() if _visible(k)}
         for name, module in modules.items():
+            if not _visible(name) or not isinstance(module, str):
+                continue
             # The judge's own copy of what the answer imported (math, re, numpy); one that
             # does not import leaves the name undefined, failing the tests that use it.
             with contextlib.suppress(Exception):
@@ -243,6 +245,20 @@ class Judge:
 
     def _remote(self, n):
         return Remote(self, n)
+
+
+def _visible(name):
+    # The tests' builtins stay the builtins: an answer defining `len`, `sorted` or
+    # `isinstance` (or `__builtins__`) would otherwise judge the tests' checks itself.
+    return (
+        isinstance(name, str)
+        and name.isidentifier()
+        and not name.startswith("__")
+        and name not in _BUILTIN_NAMES
+    )
+
+
+_BUILTIN_NAMES = frozenset(dir(builtins))
 
 
 def _out(x):
