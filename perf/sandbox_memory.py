@@ -1,6 +1,6 @@
 """Peak memory of the scoring process while a sandboxed answer floods its stdout.
 
-Each variant runs in a fresh Python process (so ``ru_maxrss`` is that run's alone) whose
+Each variant runs in a fresh Python process (its VmHWM, the peak RSS, is that run's alone) whose
 address space is capped at ``--cap-gb`` so that a sandbox that buffers everything fails
 with MemoryError instead of taking the machine down. Prints ONE JSON object on stdout:
 per variant the scoring process's peak RSS before and after the job (MiB), the wall
@@ -22,9 +22,13 @@ FLOODS = {
 _PROBE = r"""
 import json, resource, sys, time
 from evalkit.scoring.sandbox import Limits, run_job
+def peak_mib():  # this process's own peak (ru_maxrss would include a forking parent's)
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
 cap = int(float(sys.argv[2]) * (1 << 30))
 resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+before = peak_mib() * 1024
 t = time.monotonic()
 out = {"before_mib": before / 1024}
 try:
@@ -36,7 +40,7 @@ try:
 except MemoryError:
     out["error"] = "MemoryError: the scoring process hit its address-space cap"
 out["wall_s"] = round(time.monotonic() - t, 2)
-out["peak_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+out["peak_mib"] = peak_mib()
 print(json.dumps(out))
 """
 

@@ -99,6 +99,10 @@ FLOODS = {
 _PROBE = """
 import json, resource, sys
 from evalkit.scoring.sandbox import Limits, run_job
+def peak_mib():  # this process's own peak (ru_maxrss would include a forking parent's)
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
 resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
 job = {"kind": "python", "code": sys.argv[1], "tests": ["pass"]}
 try:
@@ -108,7 +112,7 @@ try:
            "dropped": getattr(run, "output_dropped", None)}
 except MemoryError:
     out = {"error": "MemoryError"}
-out["peak_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+out["peak_mib"] = peak_mib()
 print(json.dumps(out))
 """
 

@@ -97,13 +97,13 @@ def _hook(event, args):
         raise PermissionError(f"sandbox: {event} is not allowed")
 
 
-def _solver(requests, replies, audit_hook, judge):
+def _solver(requests, replies, audit_hook, judge_pid):
     # The child side of the fork: nothing of the job is in memory yet, the verdict fd is
     # already closed. The answer's code arrives on the request pipe.
     import ctypes  # noqa: F401  (its import opens libraries; later dlopen/calls are refused)
 
     _prctl(1, 9, "PR_SET_PDEATHSIG, SIGKILL")  # it dies with the judge, even asleep
-    if os.getppid() != judge:  # the judge died before that took effect
+    if os.getppid() != judge_pid:  # the judge died before that took effect
         os._exit(1)
     if audit_hook:
         sys.addaudithook(_hook)
@@ -195,12 +195,12 @@ def main():
     to_solver, from_judge = os.pipe()
     from_solver, to_judge = os.pipe()
     audit_hook = "no-audit-hook" not in sys.argv[3:]  # tests prove the OS layers alone
-    judge = os.getpid()
+    judge_pid = os.getpid()
     solver = os.fork()
     if solver == 0:
         for fd in (verdict_fd, from_judge, from_solver):
             os.close(fd)
-        _solver(to_solver, to_judge, audit_hook, judge)
+        _solver(to_solver, to_judge, audit_hook, judge_pid)
     os.close(to_solver)
     os.close(to_judge)
     _not_dumpable()
