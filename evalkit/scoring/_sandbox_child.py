@@ -10,7 +10,7 @@ holding ``job.json``. Two processes, so that the code under test cannot forge a 
 - the solver closes VERDICT_FD, installs an audit hook (refusing files outside the
   working directory, sockets, subprocesses, forks, signals, ctypes), runs the answer's
   code and then serves the judge's calls. The tests see the answer's names through
-  proxies (``_sandbox_link.Remote``); what comes back is decoded into plain built-in
+  proxies (``_sandbox_judge.Remote``); what comes back is decoded into plain built-in
   values or opaque handles, so the solver decides what its functions return — which is
   what is tested — but not whether a test passed, and nothing in its memory (frames,
   gc, fds) can say otherwise. The OS layers (rlimits, a non-root uid, namespaces) are
@@ -25,7 +25,8 @@ import sys
 if len(sys.argv) > 1:  # inside the filesystem jail the job directory is /sandbox
     os.chdir(sys.argv[1])
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _sandbox_link as link  # beside this file; its folder leaves the path below
+import _sandbox_judge  # beside this file; its folder leaves the path below
+import _sandbox_link as link
 
 sys.path[:] = [p for p in sys.path[1:] if p and not p.endswith(("scoring", "sandbox"))]
 CWD = os.path.realpath(os.getcwd())
@@ -210,13 +211,14 @@ def main():
     if os.path.exists("_child.py"):  # the harness, copied in for the jail: already read
         os.unlink("_child.py")
         os.unlink("_sandbox_link.py")
+        os.unlink("_sandbox_judge.py")
     if job["kind"] == "svg":
         import cairosvg  # noqa: F401  (imported before the hook: it reads its own files)
         import numpy  # noqa: F401
         import PIL.Image  # noqa: F401
     if audit_hook:
         sys.addaudithook(_hook)
-    judge = link.Judge(os.fdopen(from_judge, "wb"), os.fdopen(from_solver, "rb"))
+    judge = _sandbox_judge.Judge(os.fdopen(from_judge, "wb"), os.fdopen(from_solver, "rb"))
     result = _run_svg(job) if job["kind"] == "svg" else _run_python(job, judge)
     judge.close()
     _reap(solver)

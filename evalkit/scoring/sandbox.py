@@ -54,7 +54,7 @@ from typing import Any
 from evalkit.scoring.sandbox_io import collect
 
 _CHILD = Path(__file__).with_name("_sandbox_child.py")
-_LINK = Path(__file__).with_name("_sandbox_link.py")
+_HARNESS = [Path(__file__).with_name(f"_sandbox_{m}.py") for m in ("link", "judge")]
 SANDBOX_UIDS = range(0x60000, 0x60000 + 0x10000)  # no accounts live there
 _uid_lock = threading.Lock()
 _uid_next = [os.getpid() * 97]
@@ -275,7 +275,8 @@ def run_job(job: dict[str, Any], limits: Limits | None = None) -> RunResult:
         (workdir / "job.json").write_text(json.dumps(job))
         if jail is not None:
             shutil.copyfile(_CHILD, workdir / "_child.py")
-            shutil.copyfile(_LINK, workdir / "_sandbox_link.py")
+            for f in _HARNESS:
+                shutil.copyfile(f, workdir / f.name)
         uid = _sandbox_uid()
         if "drop_privileges" in layers:
             os.chown(workdir, uid, uid)
