@@ -166,6 +166,15 @@ SOLUTIONS = {  # honest answers the judge must still score right through its pro
         "def f(x):\n    raise ValueError(x)",
         "try:\n    f(1)\nexcept ValueError:\n    pass\nelse:\n    raise AssertionError",
     ),
+    "callbacks": (
+        "def apply(f, x):\n    return f(x)\n"
+        "def double(x):\n    return 2 * x\n"
+        "def sort_by(xs, key):\n    return sorted(xs, key=key)",
+        "assert apply(lambda v: v + 1, 1) == 2\n"
+        "assert apply(lambda v: double(v), 3) == 6\n"  # calls back into the answer
+        "assert sort_by([3, 1, 2], key=lambda v: -v) == [3, 2, 1]\n"
+        "seen = []\napply(seen.append, 5)\nassert seen == [5]",
+    ),
     "big_integer": (
         "import math\ndef f(n):\n    return math.factorial(n)",
         "assert f(2000) % 10**9 == 0 and f(2000) == math.factorial(2000)",

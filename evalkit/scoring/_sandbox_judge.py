@@ -23,6 +23,7 @@ class Judge:
     def __init__(self, requests, replies):
         self._out, self._in = requests, replies
         self._gone = ""
+        self._functions = []  # the tests' functions passed to the answer, by number
 
     def close(self):
         """Close both pipes (the solver reads EOF and exits)."""
@@ -52,7 +53,7 @@ class Judge:
 
     def call(self, fn, args, kwargs):
         """``fn(*args, **kwargs)`` in the solver; mutated list/dict/set arguments follow."""
-        req = ["call", fn._n, _out(list(args)), _out(dict(kwargs))]
+        req = ["call", fn._n, self.out(list(args)), self.out(dict(kwargs))]
         tag, value, mutated = self._exchange(req)
         if tag == "err":
             raise link.exception(*value)
@@ -75,30 +76,62 @@ class Judge:
             raise link.exception(*value)
         return value
 
+    def out(self, x):
+        """``x`` encoded for the solver: plain data, its own objects, the tests' functions."""
+
+        def handle(v):
+            if isinstance(v, Remote):
+                return {"h": v._n}
+            if callable(v):
+                self._functions.append(v)
+                return {"j": len(self._functions) - 1}
+            raise TypeError(f"a {type(v).__name__} cannot be passed to the answer's code")
+
+        return encode(x, handle)
+
     def _exchange(self, req):
         if self._gone:
             raise SolverGone(self._gone)
-        try:
-            self._out.write(json.dumps(req).encode() + b"\n")
-            self._out.flush()
-            line = self._in.readline(MAX_LINE)
-        except (OSError, ValueError):
-            line = b""
-        try:
-            msg = json.loads(line) if line.endswith(b"\n") else None
-            if msg and msg[0] == "err":
-                return "err", (str(msg[1]), str(msg[2])), None
-            if msg and msg[0] == "ok":
-                value = decode(msg[1], self._remote)
-                mutated = [(int(i), decode(v, self._remote)) for i, v in msg[2]]
-                return "ok", value, mutated
-        except (ValueError, TypeError, IndexError, KeyError, RecursionError):
-            pass
-        self._gone = "the answer's process ended or broke the sandbox protocol"
+        self._send(req)
+        while not self._gone:
+            try:
+                line = self._in.readline(MAX_LINE)
+            except (OSError, ValueError):
+                line = b""
+            try:
+                msg = json.loads(line) if line.endswith(b"\n") else None
+                if msg and msg[0] == "back":  # the answer calls a function of the tests'
+                    self._send(self._run_function(msg))
+                    continue
+                if msg and msg[0] == "err":
+                    return "err", (str(msg[1]), str(msg[2])), None
+                if msg and msg[0] == "ok":
+                    value = decode(msg[1], self._resolve)
+                    mutated = [(int(i), decode(v, self._resolve)) for i, v in msg[2]]
+                    return "ok", value, mutated
+            except (ValueError, TypeError, IndexError, KeyError, RecursionError):
+                pass
+            self._gone = "the answer's process ended or broke the sandbox protocol"
         raise SolverGone(self._gone)
 
-    def _remote(self, n):
-        return Remote(self, n)
+    def _send(self, msg):
+        try:
+            self._out.write(json.dumps(msg).encode() + b"\n")
+            self._out.flush()
+        except (OSError, ValueError):
+            self._gone = "the answer's process ended"
+
+    def _run_function(self, msg):
+        try:
+            fn = self._functions[int(msg[1])]
+            value = fn(*decode(msg[2], self._resolve), **decode(msg[3], self._resolve))
+            return ["ok", self.out(value)]
+        except BaseException as exc:  # sent back: the answer's call raises it
+            return ["err", type(exc).__name__, str(exc)[:500]]
+
+    def _resolve(self, tag, n):
+        # A handle from the solver: one of its objects, or one of the tests' functions.
+        return Remote(self, n) if tag == "h" else self._functions[n]
 
 
 def _visible(name):
@@ -113,15 +146,6 @@ def _visible(name):
 
 
 _BUILTIN_NAMES = frozenset(dir(builtins))
-
-
-def _out(x):
-    def handle(v):
-        if isinstance(v, Remote):
-            return v._n
-        raise TypeError(f"a {type(v).__name__} cannot be passed to the answer's code")
-
-    return encode(x, handle)
 
 
 class Remote:
@@ -144,19 +168,17 @@ class Remote:
         return self._judge.call(self, args, kwargs)
 
     def __getitem__(self, key):
-        return self._judge.ask("op", "getitem", self._n, _out([key]))
+        return self._judge.ask("op", "getitem", self._n, self._judge.out([key]))
 
     def __setitem__(self, key, value):
-        self._judge.ask("op", "setitem", self._n, _out([key, value]))
+        self._judge.ask("op", "setitem", self._n, self._judge.out([key, value]))
 
     def __delitem__(self, key):
-        self._judge.ask("op", "delitem", self._n, _out([key]))
+        self._judge.ask("op", "delitem", self._n, self._judge.out([key]))
 
     def _unary(self, name, kind):
         mine = self._judge.plain(self)
-        got = (
-            OPS[name](mine) if mine is not _NO_PLAIN else self._judge.ask("op", name, self._n, [])
-        )
+        got = OPS[name](mine) if mine is not _NO_PLAIN else self._judge.ask("op", name, self._n, [])
         if not isinstance(got, kind):
             raise TypeError(f"{name}() of the answer's object gave a {type(got).__name__}")
         return got
@@ -204,14 +226,14 @@ class Remote:
         mine = self._judge.plain(self)
         if mine is not _NO_PLAIN:
             return item in mine
-        return self._judge.ask("op", "contains", self._n, _out([item])) is True
+        return self._judge.ask("op", "contains", self._n, self._judge.out([item])) is True
 
 
 def _binary(name, reflected):
     def method(self, other):
         if isinstance(other, Remote):
             a, b = (other, self) if reflected else (self, other)
-            return self._judge.ask("op", name, a._n, _out([b]))
+            return self._judge.ask("op", name, a._n, self._judge.out([b]))
         mine = self._judge.plain(self)
         if mine is _NO_PLAIN:
             return NotImplemented

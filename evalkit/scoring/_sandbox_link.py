@@ -2,12 +2,15 @@
 
 One JSON message a line. The judge sends ``["load", code]``, then ``["call", h, args,
 kwargs]``, ``["attr", h, name]``, ``["op", name, h, args]`` and ``["plain", h]``; the
-solver answers ``["ok", value, mutated]`` or ``["err", type name, message]``. Values are
-plain data — None, bool, int, float, str, list, and tagged ``{"t": tuple}``,
+solver answers ``["ok", value, mutated]`` or ``["err", type name, message]``; while a
+request is open it may ask ``["back", k, args, kwargs]`` (call the judge's k-th function,
+one the tests passed in) and the judge answers ``["ok", value]`` or ``["err", ...]``.
+Values are plain data — None, bool, int, float, str, list, and tagged ``{"t": tuple}``,
 ``{"s": set}``, ``{"f": frozenset}``, ``{"d": [[k, v], ...]}``, ``{"b": hex bytes}``,
-``{"a": hex bytearray}``, ``{"c": [re, im]}`` — or ``{"h": n}``, the solver's n-th
-object, which the judge sees as a ``Remote``. The solver is the untrusted side: whatever
-it sends decodes into built-in values or handles, never into code or trusted state.
+``{"a": hex bytearray}``, ``{"c": [re, im]}`` — or handles: ``{"h": n}``, the solver's
+n-th object (a ``Remote`` to the judge), ``{"j": k}``, the judge's k-th function. The
+solver is the untrusted side: whatever it sends decodes into built-in values or handles,
+never into code or trusted state.
 """
 
 import builtins
@@ -41,7 +44,7 @@ class NoPlainValue(Exception):
 
 
 def encode(x, handle, depth=0):
-    """``x`` as JSON-ready plain data; ``handle(x)`` names what is not plain."""
+    """``x`` as JSON-ready plain data; ``handle(x)`` tags what is not (``{"h": n}``)."""
     if depth > _DEPTH:
         raise ValueError("value nested too deeply to cross the sandbox boundary")
     if x is None or isinstance(x, bool):
@@ -64,11 +67,11 @@ def encode(x, handle, depth=0):
         return {"a" if isinstance(x, bytearray) else "b": bytes(x).hex()}
     if isinstance(x, complex):
         return {"c": [float(x.real), float(x.imag)]}
-    return {"h": handle(x)}
+    return handle(x)
 
 
 def decode(x, handle, depth=0):
-    """Plain data back into built-in values; ``handle(n)`` resolves ``{"h": n}``."""
+    """Plain data back into built-in values; ``handle(tag, n)`` resolves handles."""
     if depth > _DEPTH:
         raise ValueError("value nested too deeply")
     if x is None or isinstance(x, (bool, int, float, str)):
@@ -87,8 +90,8 @@ def decode(x, handle, depth=0):
         return (bytes if tag == "b" else bytearray)(bytes.fromhex(v))
     if tag == "c":
         return complex(float(v[0]), float(v[1]))
-    if tag == "h":
-        return handle(int(v))
+    if tag in ("h", "j"):
+        return handle(tag, int(v))
     raise ValueError(f"unknown value tag {tag!r} from the other side of the sandbox")
 
 
@@ -107,30 +110,75 @@ def _strict(x):
 
 def serve(requests, replies):
     """The solver's loop: load the answer's code, then answer calls until EOF."""
-    objects = []
-
-    def keep(x):
-        objects.append(x)
-        return len(objects) - 1
-
-    def obj(n):
-        return objects[n]
-
-    namespace = {"__name__": "__main__"}
+    solver = _Solver(requests, replies)
     for line in requests:
-        req = json.loads(line)
+        solver.send(solver.answer(json.loads(line)))
+
+
+class _Solver:
+    # The answer's namespace, the objects the judge holds handles to, and the pipes.
+    def __init__(self, requests, replies):
+        self.requests, self.replies = requests, replies
+        self.objects = []
+        self.namespace = {"__name__": "__main__"}
+
+    def send(self, msg):
+        self.replies.write(json.dumps(msg).encode() + b"\n")
+        self.replies.flush()
+
+    def handle(self, x):
+        if isinstance(x, _Callback):
+            return {"j": x.k}
+        self.objects.append(x)
+        return {"h": len(self.objects) - 1}
+
+    def resolve(self, tag, n):
+        return self.objects[n] if tag == "h" else _Callback(self, n)
+
+    def answer(self, req):
         try:
             if req[0] == "load":
-                exec(compile(req[1], "<solution>", "exec"), namespace)
-                value, mutated = _names(namespace), []
+                exec(compile(req[1], "<solution>", "exec"), self.namespace)
+                value, mutated = _names(self.namespace), []
             else:
-                value, mutated = _answer(req, obj)
-            name = _strict if req[0] == "plain" else keep
-            msg = ["ok", encode(value, name), [[i, encode(a, keep)] for i, a in mutated]]
+                value, mutated = self._answer(req)
+            tag = _strict if req[0] == "plain" else self.handle
+            return ["ok", encode(value, tag), [[i, encode(a, self.handle)] for i, a in mutated]]
         except BaseException as exc:  # SystemExit too: the answer may not end the run
-            msg = ["err", type(exc).__name__, str(exc)[:500]]
-        replies.write(json.dumps(msg).encode() + b"\n")
-        replies.flush()
+            return ["err", type(exc).__name__, str(exc)[:500]]
+
+    def _answer(self, req):
+        if req[0] in ("call", "op"):
+            args = [decode(a, self.resolve) for a in req[3 if req[0] == "op" else 2]]
+        if req[0] == "call":
+            value = self.objects[req[1]](*args, **decode(req[3], self.resolve))
+            return value, [(i, a) for i, a in enumerate(args) if isinstance(a, _MUTABLE)]
+        if req[0] == "attr":
+            return getattr(self.objects[req[1]], str(req[2])), []
+        if req[0] == "op":
+            return OPS[req[1]](self.objects[req[2]], *args), []
+        if req[0] == "plain":
+            return self.objects[req[1]], []
+        raise ValueError(f"unknown request {req[0]!r}")
+
+
+class _Callback:
+    # A function of the tests', passed to the answer: calling it asks the judge to run it,
+    # answering the judge's own requests (calls back into the answer) meanwhile.
+    def __init__(self, solver, k):
+        self.solver, self.k = solver, k
+
+    def __call__(self, *args, **kwargs):
+        s = self.solver
+        s.send(["back", self.k, encode(list(args), s.handle), encode(kwargs, s.handle)])
+        for line in s.requests:
+            msg = json.loads(line)
+            if msg[0] == "ok":
+                return decode(msg[1], s.resolve)
+            if msg[0] == "err":
+                raise exception(msg[1], msg[2])
+            s.send(s.answer(msg))
+        raise EOFError("the judge closed the sandbox link")
 
 
 def _names(namespace):
@@ -144,20 +192,6 @@ def _names(namespace):
         else:
             values[name] = value
     return [values, modules]
-
-
-def _answer(req, obj):
-    if req[0] == "call":
-        args = [decode(a, obj) for a in req[2]]
-        value = obj(req[1])(*args, **decode(req[3], obj))
-        return value, [(i, a) for i, a in enumerate(args) if isinstance(a, _MUTABLE)]
-    if req[0] == "attr":
-        return getattr(obj(req[1]), str(req[2])), []
-    if req[0] == "op":
-        return OPS[req[1]](obj(req[2]), *[decode(a, obj) for a in req[3]]), []
-    if req[0] == "plain":
-        return obj(req[1]), []
-    raise ValueError(f"unknown request {req[0]!r}")
 
 
 def exception(name, message):
