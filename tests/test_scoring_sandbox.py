@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.scoring import score
+from evalkit.scoring import sandbox, score
 from evalkit.scoring.sandbox import SANDBOX_UIDS, Limits, isolation, run_job
 
 from ._scoring_helpers import sample
@@ -34,12 +34,18 @@ HOSTILE = {
 }
 
 
+# The uids this test process's runs are given (sandbox._sandbox_uid hands them out in
+# order from here): sandboxes run at the same time by other processes use other uids.
+_FIRST = sandbox._uid_next[0] + 1
+
+
 def _leftovers() -> list[str]:
-    """Processes of sandbox users still present (a zombie gets a moment to be reaped)."""
+    """Processes of this test's sandbox uids still present (a zombie gets a moment)."""
+    mine = {SANDBOX_UIDS[k % len(SANDBOX_UIDS)] for k in range(_FIRST, sandbox._uid_next[0] + 1)}
     for _ in range(20):
         out = subprocess.run(["ps", "-eo", "uid,pid,stat,args"], capture_output=True, text=True)
         lines = out.stdout.splitlines()[1:]
-        left = [line for line in lines if int(line.split()[0]) in SANDBOX_UIDS]
+        left = [line for line in lines if int(line.split()[0]) in mine]
         if not left:
             return []
         time.sleep(0.1)

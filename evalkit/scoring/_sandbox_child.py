@@ -1,13 +1,20 @@
-"""Runs INSIDE the sandbox process (never imported by evalkit): executes one job.
+"""Runs INSIDE the sandbox (never imported by evalkit): executes one job.
 
-Started as ``python -I _sandbox_child.py`` in a temporary directory holding ``job.json``.
-Reads a nonce from stdin, loads the job, installs an audit hook that refuses file access
-outside the working directory (reads of the Python installation excepted), sockets,
-subprocesses, forks, signals to other processes and ctypes, then runs the job and
-prints ``<nonce> <json result>`` as its last line. The OS limits (rlimits, a non-root
-user, no network namespace) are set by the parent; this hook is a second wall, not the
-only one. It stops crude cheats (``os._exit(0)``, printing "passed"), not deliberate
-introspection of this harness.
+Started as ``python -I -B _sandbox_child.py WORKDIR VERDICT_FD`` in a temporary directory
+holding ``job.json``. Two processes, so that the code under test cannot forge a verdict:
+
+- the judge (this process) never runs a line of the answer's code. It forks the solver
+  before it reads the job, makes itself non-dumpable (a same-uid process can then
+  neither ptrace it nor open its /proc/<pid>/mem or /proc/<pid>/fd), runs the tests
+  itself and writes the verdict on VERDICT_FD, which only it holds;
+- the solver closes VERDICT_FD, installs an audit hook (refusing files outside the
+  working directory, sockets, subprocesses, forks, signals, ctypes), runs the answer's
+  code and then serves the judge's calls. The tests see the answer's names through
+  proxies (``_sandbox_judge.Remote``); what comes back is decoded into plain built-in
+  values or opaque handles, so the solver decides what its functions return — which is
+  what is tested — but not whether a test passed, and nothing in its memory (frames,
+  gc, fds) can say otherwise. The OS layers (rlimits, a non-root uid, namespaces) are
+  set by the parent; the hook is a second wall.
 """
 
 import json
@@ -17,7 +24,11 @@ import sys
 
 if len(sys.argv) > 1:  # inside the filesystem jail the job directory is /sandbox
     os.chdir(sys.argv[1])
-sys.path[:] = [p for p in sys.path if p and not p.endswith(("scoring", "sandbox"))]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _sandbox_judge  # beside this file; its folder leaves the path below
+import _sandbox_link as link
+
+sys.path[:] = [p for p in sys.path[1:] if p and not p.endswith(("scoring", "sandbox"))]
 CWD = os.path.realpath(os.getcwd())
 _READ_OK = tuple(
     {
@@ -87,20 +98,39 @@ def _hook(event, args):
         raise PermissionError(f"sandbox: {event} is not allowed")
 
 
-def _run_python(job):
-    namespace = {"__name__": "__main__"}
+def _solver(requests, replies, audit_hook, judge_pid):
+    # The child side of the fork: nothing of the job is in memory yet, the verdict fd is
+    # already closed. The answer's code arrives on the request pipe.
+    import ctypes  # noqa: F401  (its import opens libraries; later dlopen/calls are refused)
+
+    _prctl(1, 9, "PR_SET_PDEATHSIG, SIGKILL")  # it dies with the judge, even asleep
+    if os.getppid() != judge_pid:  # the judge died before that took effect
+        os._exit(1)
+    if audit_hook:
+        sys.addaudithook(_hook)
+    link.serve(os.fdopen(requests, "rb"), os.fdopen(replies, "wb"))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def _run_python(job, judge):
     try:
-        exec(compile(job["code"], "<solution>", "exec"), namespace)
-    except BaseException as exc:  # SystemExit too: the solution may not end the run
-        return {"passed": [False] * len(job["tests"]), "error": f"{type(exc).__name__}: {exc}"}
-    passed = []
+        names = judge.load(job["code"])
+    except BaseException as exc:  # the answer failed to load (or its process ended)
+        return {"passed": [False] * len(job["tests"]), "error": link.describe(exc)}
+    passed, errors = [], []
     for test in job["tests"]:
         try:
-            exec(compile(test, "<test>", "exec"), dict(namespace))
+            exec(compile(test, "<test>", "exec"), {"__name__": "__main__", **names})
             passed.append(True)
-        except BaseException:
+        except BaseException as exc:
             passed.append(False)
-    return {"passed": passed}
+            errors.append(link.describe(exc))
+    result = {"passed": passed}
+    if errors:
+        result["error"] = errors[0]
+    return result
 
 
 def _run_svg(job):
@@ -135,25 +165,66 @@ def _run_svg(job):
     return {"similarity": max(0.0, 1.0 - mae / base), "mae": mae}
 
 
+def _prctl(option, value, what):
+    import ctypes
+
+    if ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), f"prctl({what}) failed")
+
+
+def _not_dumpable():
+    # PR_SET_DUMPABLE 0: only CAP_SYS_PTRACE may then attach to, or read the memory and fds
+    # of, this process; the solver runs as the same uid without capabilities.
+    _prctl(4, 0, "PR_SET_DUMPABLE, 0")
+
+
+def _reap(pid, wait_s=1.0):
+    # On EOF the solver flushes what the answer printed and exits; give it a moment, as
+    # the judge's exit ends the PID namespace and with it the solver, unflushed or not.
+    import time
+
+    end = time.monotonic() + wait_s
+    while time.monotonic() < end:
+        if os.waitpid(pid, os.WNOHANG)[0]:
+            return
+        time.sleep(0.005)
+
+
 def main():
-    nonce = sys.stdin.readline().strip()
+    verdict_fd = int(sys.argv[2])
+    sys.set_int_max_str_digits(0)  # answers' big integers cross the link as JSON digits
+    to_solver, from_judge = os.pipe()
+    from_solver, to_judge = os.pipe()
+    audit_hook = "no-audit-hook" not in sys.argv[3:]  # tests prove the OS layers alone
+    judge_pid = os.getpid()
+    solver = os.fork()
+    if solver == 0:
+        for fd in (verdict_fd, from_judge, from_solver):
+            os.close(fd)
+        _solver(to_solver, to_judge, audit_hook, judge_pid)
+    os.close(to_solver)
+    os.close(to_judge)
+    _not_dumpable()
     with open("job.json") as f:
         job = json.load(f)
     os.unlink("job.json")
-    if os.path.exists("_child.py"):  # this file, copied in for the jail: already read
+    if os.path.exists("_child.py"):  # the harness, copied in for the jail: already read
         os.unlink("_child.py")
-    out = os.dup(1)
+        os.unlink("_sandbox_link.py")
+        os.unlink("_sandbox_judge.py")
     if job["kind"] == "svg":
         import cairosvg  # noqa: F401  (imported before the hook: it reads its own files)
         import numpy  # noqa: F401
         import PIL.Image  # noqa: F401
-    import ctypes  # noqa: F401  (its import opens libraries; later dlopen/calls are refused)
-
-    if job.get("audit_hook", True):  # tests turn it off to prove the OS layers alone
+    if audit_hook:
         sys.addaudithook(_hook)
-    result = _run_svg(job) if job["kind"] == "svg" else _run_python(job)
+    judge = _sandbox_judge.Judge(os.fdopen(from_judge, "wb"), os.fdopen(from_solver, "rb"))
+    result = _run_svg(job) if job["kind"] == "svg" else _run_python(job, judge)
+    judge.close()
+    _reap(solver)
     sys.stdout.flush()
-    os.write(out, f"\n{nonce} {json.dumps(result)}\n".encode())
+    with os.fdopen(verdict_fd, "w") as out:
+        out.write(json.dumps(result))
     os._exit(0)
 
 

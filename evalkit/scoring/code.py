@@ -18,7 +18,7 @@ from typing import Any
 from evalkit.sample import Sample
 from evalkit.scoring.extract import code_block, final_span
 from evalkit.scoring.router import scorer
-from evalkit.scoring.sandbox import Limits, run_job
+from evalkit.scoring.sandbox import Limits, RunResult, run_job
 from evalkit.scoring.types import Score
 
 MAX_CODE_CHARS = 100_000
@@ -52,16 +52,26 @@ def code_python(prediction: str, target: Any, sample: Sample) -> Score:
         return Score(0.0, None, "no code found", meta)
     if not tests:
         return Score(0.0, None, "sample has no tests", meta)
-    run = run_job({"kind": "python", "code": code, "tests": tests}, Limits())
+    limits = Limits()
+    run = run_job({"kind": "python", "code": code, "tests": tests}, limits)
     meta.update(timed_out=run.timed_out, returncode=run.returncode, wall_s=run.wall_s)
+    meta.update(output_exceeded=run.output_exceeded, output_bytes=run.output_total)
     if run.result is None:
-        why = "timed out" if run.timed_out else "crashed or exited before the tests ran"
-        return Score(0.0, None, f"code {why}", meta)
+        return Score(0.0, None, f"code {_no_verdict(run, limits)}", meta)
     passed = [bool(p) for p in run.result.get("passed", [])]
     meta.update(passed=passed, error=run.result.get("error"))
     value = sum(passed) / len(tests)
     why = f"{sum(passed)}/{len(tests)} tests passed in the sandbox (code via {meta['extraction']})"
     return Score(value, f"{sum(passed)}/{len(tests)} tests", why, meta)
+
+
+def _no_verdict(run: RunResult, limits: Limits) -> str:
+    """Why a sandboxed run gave no verdict, for the score's explanation."""
+    if run.output_exceeded:
+        return f"wrote more than {limits.output_bytes} bytes of output and was stopped"
+    if run.timed_out:
+        return f"timed out after {limits.wall_s:g} s"
+    return "crashed the sandbox before the tests ran"
 
 
 # Rule: rendering similarity, in the spirit of StarVector / VGBench SVG evaluation
@@ -77,10 +87,12 @@ def code_svg(prediction: str, target: Any, sample: Sample) -> Score:
         return Score(0.0, None, "no <svg> element found", meta)
     svg = code[start : end + 6]
     job = {"kind": "svg", "candidate": svg, "reference": str(target), "size": 128}
-    run = run_job(job, Limits(cpu_s=10, wall_s=20, memory_mb=2048))
+    limits = Limits(cpu_s=10, wall_s=20, memory_mb=2048)
+    run = run_job(job, limits)
     meta.update(timed_out=run.timed_out, wall_s=run.wall_s)
     if run.result is None:
-        return Score(0.0, None, f"rendering failed: {run.stderr[-300:]}", meta)
+        why = _no_verdict(run, limits)
+        return Score(0.0, None, f"rendering failed ({why}): {run.stderr[-300:]}", meta)
     value = float(run.result.get("similarity", 0.0))
     meta.update(mae=run.result.get("mae"), error=run.result.get("error"))
     why = f"pixel similarity {value:.3f} (svg via {meta['extraction']})"

@@ -12,13 +12,26 @@ Layers, outermost first:
   enforced — the kernel does not apply it to root — and counts only this run's processes
   (with a shared uid such as ``nobody``, parallel runs would exhaust each other's limit);
 - rlimits: CPU seconds, address space, file size, process count, open files;
-- a wall-clock limit: the whole process group is killed with SIGKILL;
+- a wall-clock limit: the whole process group is killed with SIGKILL; and a parent-death
+  signal (``setpriv --pdeathsig``): if the scoring process dies, the sandbox dies too;
 - an empty environment and a fresh temporary working directory, removed afterwards;
-- inside, an audit hook (``_sandbox_child.py``) refusing files outside that directory,
-  sockets, subprocesses and ctypes.
+- output read through bounded buffers (``sandbox_io``): the first and last 4 KiB of
+  stdout and stderr are kept, the rest counted, and past ``Limits.output_bytes`` the run
+  is killed, so the scoring process's memory does not depend on what the answer prints;
+- inside, two processes (``_sandbox_child.py``): a solver that runs the answer's code
+  under an audit hook (refusing files outside the directory, sockets, subprocesses,
+  ctypes), and a judge that never runs it, evaluates the tests against the solver's
+  answers (plain data only) and alone holds the pipe the verdict comes back on.
 ``isolation()`` says which layers are available on this machine; without root (or
 without util-linux) only the rlimits, the wall clock, the empty environment, the temporary
-directory and the audit hook remain, and ``RunResult.isolation`` records that.
+directory, the judge/solver split and the audit hook remain, and ``RunResult.isolation``
+records that.
+
+Why not bubblewrap (``bwrap``): run as root it gives the same namespaces and read-only
+binds in one command, but not a per-run unprivileged uid outside a user namespace (its
+``--uid`` needs ``--unshare-user``, whose uid maps back to root for RLIMIT_NPROC), so
+``setpriv`` would stay; and the util-linux path must stay for machines without it. Using
+it would add a second way to build the same jail, not replace ours.
 """
 
 from __future__ import annotations
@@ -27,9 +40,7 @@ import contextlib
 import json
 import os
 import resource
-import secrets
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -40,7 +51,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from evalkit.scoring.sandbox_io import collect
+
 _CHILD = Path(__file__).with_name("_sandbox_child.py")
+_HARNESS = [Path(__file__).with_name(f"_sandbox_{m}.py") for m in ("link", "judge")]
 SANDBOX_UIDS = range(0x60000, 0x60000 + 0x10000)  # no accounts live there
 _uid_lock = threading.Lock()
 _uid_next = [os.getpid() * 97]
@@ -63,7 +77,7 @@ class Limits:
     file_mb: int = 16
     processes: int = 16
     open_files: int = 64
-    output_bytes: int = 1 << 20
+    output_bytes: int = 1 << 20  # stdout + stderr; past this the run is killed
 
 
 @dataclass
@@ -76,6 +90,10 @@ class RunResult:
     wall_s: float
     stderr: str = ""
     isolation: list[str] = field(default_factory=list)
+    stdout: str = ""
+    output_total: int = 0  # bytes written to stdout + stderr (as far as they were read)
+    output_dropped: int = 0  # of those, bytes not kept (only the start and end are)
+    output_exceeded: bool = False  # killed for writing more than Limits.output_bytes
 
 
 @lru_cache(maxsize=1)
@@ -86,6 +104,8 @@ def isolation() -> tuple[str, ...]:
         return tuple(layers)
     if shutil.which("prlimit"):
         layers.append("prlimit")
+    if shutil.which("setpriv") and _works(["setpriv", "--pdeathsig", "KILL", "--", "true"]):
+        layers.append("parent_death_signal")
     if os.geteuid() == 0 and shutil.which("setpriv"):
         layers.append("drop_privileges")
     if os.geteuid() == 0 and shutil.which("unshare"):
@@ -131,6 +151,13 @@ exec chroot "$root" "$@"
 """
 
 
+def _works(cmd: list[str]) -> bool:
+    try:
+        return subprocess.run(cmd, capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
 def _jail_paths() -> list[str]:
     # System libraries, the Python installation(s) and what cairo/fontconfig read.
     wanted = ["/usr", "/bin", "/lib", "/lib32", "/lib64", "/sbin", "/etc/ld.so.cache",
@@ -174,9 +201,19 @@ def _remove_jail(root: Path) -> None:
 
 
 def _command(
-    layers: tuple[str, ...], limits: Limits, workdir: Path, jail: Path | None, uid: int
+    layers: tuple[str, ...],
+    limits: Limits,
+    workdir: Path,
+    jail: Path | None,
+    uid: int,
+    args: list[str],
 ) -> list[str]:
     cmd: list[str] = []
+    if "parent_death_signal" in layers:
+        # Killed with the scoring thread that started it: an answer that sleeps uses no
+        # CPU time, and the wall clock dies with the scorer. Kept across the execs below;
+        # unshare --kill-child passes it on to the namespace, which takes the rest with it.
+        cmd += ["setpriv", "--pdeathsig", "KILL", "--"]
     if "prlimit" in layers:
         # Set by util-linux prlimit before exec (preexec_fn is unsafe in threaded parents).
         mb = 1 << 20
@@ -202,11 +239,13 @@ def _command(
             f"--regid={uid}",
             "--clear-groups",
             "--no-new-privs",
+            # A new uid clears the parent-death signal unshare --kill-child had set.
+            *(["--pdeathsig", "KILL"] if "parent_death_signal" in layers else []),
             "--",
         ]
     if jail is not None:  # the harness was copied into the job directory, /sandbox inside
-        return [*cmd, sys.executable, "-I", "-B", "/sandbox/_child.py", "/sandbox"]
-    return [*cmd, sys.executable, "-I", "-B", str(_CHILD)]
+        return [*cmd, sys.executable, "-I", "-B", "/sandbox/_child.py", "/sandbox", *args]
+    return [*cmd, sys.executable, "-I", "-B", str(_CHILD), ".", *args]
 
 
 def _set_limits(limits: Limits) -> Any:
@@ -228,79 +267,53 @@ def run_job(job: dict[str, Any], limits: Limits | None = None) -> RunResult:
     layers = isolation()
     workdir = Path(tempfile.mkdtemp(prefix="evalkit-sandbox-"))
     jail = Path(tempfile.mkdtemp(prefix="evalkit-jail-")) if "filesystem_jail" in layers else None
-    nonce = secrets.token_hex(16)
+    # The verdict comes back on a pipe of its own that only the judge process holds (see
+    # _sandbox_child.py); stdout and stderr are the answer's, read through bounded buffers.
+    verdict_r, verdict_w = os.pipe()
     start = time.monotonic()
     try:
         (workdir / "job.json").write_text(json.dumps(job))
         if jail is not None:
             shutil.copyfile(_CHILD, workdir / "_child.py")
+            for f in _HARNESS:
+                shutil.copyfile(f, workdir / f.name)
         uid = _sandbox_uid()
         if "drop_privileges" in layers:
             os.chown(workdir, uid, uid)
             for f in workdir.iterdir():
                 os.chown(f, uid, uid)
         os.chmod(workdir, 0o700)
+        args = [str(verdict_w)] + ([] if job.get("audit_hook", True) else ["no-audit-hook"])
         proc = subprocess.Popen(
-            _command(layers, limits, workdir, jail, uid),
+            _command(layers, limits, workdir, jail, uid, args),
             cwd=workdir,
             env={},
-            stdin=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
+            pass_fds=(verdict_w,),
             start_new_session=True,  # its own process group, killed as one
             preexec_fn=None if "prlimit" in layers else _set_limits(limits),
         )
-        timed_out = False
-        try:
-            out, err = proc.communicate(nonce.encode() + b"\n", timeout=limits.wall_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill(proc)
-            out, err = proc.communicate()
-        _kill_group(proc.pid)  # anything it left behind in its group
+        os.close(verdict_w)
+        verdict_w = -1
+        got = collect(proc, verdict_r, start + limits.wall_s, limits.output_bytes)
         return RunResult(
-            result=_result(out[-limits.output_bytes :], nonce),
+            result=None if got.exceeded else got.verdict_dict(),
             returncode=proc.returncode,
-            timed_out=timed_out,
+            timed_out=got.timed_out,
             wall_s=time.monotonic() - start,
-            stderr=err[-2000:].decode(errors="replace"),
+            stderr=got.err.text(),
             isolation=list(layers),
+            stdout=got.out.text(),
+            output_total=got.out.total + got.err.total,
+            output_dropped=got.out.dropped + got.err.dropped,
+            output_exceeded=got.exceeded,
         )
     finally:
+        for fd in (verdict_r, verdict_w):
+            if fd >= 0:
+                os.close(fd)
         shutil.rmtree(workdir, ignore_errors=True)
         if jail is not None:
             _remove_jail(jail)
-
-
-def _kill(proc: subprocess.Popen[bytes]) -> None:
-    # Kill unshare's child (the sandbox namespace's first process) before unshare itself,
-    # so that unshare reaps it and the kernel tears the namespace down with everything in
-    # it; killing both at once would leave a zombie for the machine's init to collect.
-    try:
-        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
-    except OSError:
-        children = []
-    for pid in children:
-        with contextlib.suppress(ProcessLookupError, PermissionError, ValueError):
-            os.kill(int(pid), signal.SIGKILL)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(2.0)
-    _kill_group(proc.pid)
-
-
-def _kill_group(pgid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
-
-
-def _result(stdout: bytes, nonce: str) -> dict[str, Any] | None:
-    # Only a line with the nonce counts: the code under test cannot fake the verdict by
-    # printing, and exiting early leaves no verdict at all.
-    for line in reversed(stdout.decode(errors="replace").splitlines()):
-        if line.startswith(nonce + " "):
-            try:
-                got = json.loads(line[len(nonce) + 1 :])
-            except ValueError:
-                return None
-            return got if isinstance(got, dict) else None
-    return None
