@@ -20,14 +20,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from evalkit.decoding import describe as describe_sampling
 from evalkit.decoding import sampling_for
-from evalkit.engines.base import Completion, Engine, SamplingParams
+from evalkit.engines.base import Engine, SamplingParams
 from evalkit.errors import ConfigError
 from evalkit.pipeline import Pipeline, PipelineConfig, PipelineStats
 from evalkit.prompts import PromptPlan
 from evalkit.requests import RequestBuilder
 from evalkit.rundir import RunDir, hash_json, hash_path, new_run_id
 from evalkit.sample import Sample, VideoRef
-from evalkit.scoring.verdicts import Verdicts
+from evalkit.scoring.run_scorer import RunScorer
 from evalkit.video.types import FrameSpec
 
 
@@ -73,6 +73,16 @@ class JudgeConfig(BaseModel):
     """Backend settings of the judge engine."""
     graded: bool = False
     """Ask for a graded verdict in [0, 1] instead of 0/1."""
+    timeout_s: float = Field(60.0, gt=0)
+    """Longest wait for one judge request, in seconds (the judge engine's client timeout
+    is set from it unless engine_options name one)."""
+    retries: int = Field(1, ge=0)
+    """Retries of a judge request that timed out or failed transiently."""
+    concurrency: int = Field(8, ge=1)
+    """Judge requests in flight at once."""
+    max_failures: int = Field(5, ge=1)
+    """Consecutive failed judge requests after which the judge is marked down and the
+    remaining judged samples are recorded "not scored: judge unavailable"."""
 
 
 class RunConfig(BaseModel):
@@ -245,19 +255,22 @@ def build_engine(name: str, model: str, options: dict[str, Any]) -> Engine:
 async def judge_for(cfg: RunConfig, engine: Engine | None, cache_dir: Path) -> AsyncIterator[Any]:
     """Configure the LLM judge for the run (or none), and release it afterwards."""
     from evalkit.scoring import LLMJudge, configure_judge
+    from evalkit.scoring.judge_guard import JudgeGuard
 
     if cfg.judge is None:
         configure_judge(None)
         yield None
         return
+    jc = cfg.judge
     own = engine is None
-    engine = engine or build_engine(cfg.judge.engine, cfg.judge.model, cfg.judge.engine_options)
+    engine = engine or build_engine(jc.engine, jc.model, _judge_engine_options(jc))
     judge = LLMJudge(
         engine=engine,
-        model=cfg.judge.model,
+        model=jc.model,
         cache_dir=cache_dir,
-        graded=cfg.judge.graded,
-        loop=asyncio.get_running_loop(),  # the scoring thread submits to this loop
+        graded=jc.graded,
+        loop=asyncio.get_running_loop(),  # judged samples are awaited on this loop
+        guard=JudgeGuard(jc.timeout_s, jc.retries, jc.concurrency, jc.max_failures),
     )
     configure_judge(judge)
     try:
@@ -266,6 +279,16 @@ async def judge_for(cfg: RunConfig, engine: Engine | None, cache_dir: Path) -> A
         configure_judge(None)
         if own:
             await engine.close()
+
+
+def _judge_engine_options(jc: JudgeConfig) -> dict[str, Any]:
+    """The judge engine's options with its client timeout set from the judge's, and its
+    own retries off (the judge retries), where its config has such fields."""
+    from evalkit.engines import ENGINE_CONFIGS
+
+    fields = ENGINE_CONFIGS.get(jc.engine).model_fields
+    client = {"timeout_s": jc.timeout_s, "max_retries": 0}
+    return {**{k: v for k, v in client.items() if k in fields}, **jc.engine_options}
 
 
 def model_factor(cfg: RunConfig) -> int | None:
@@ -285,7 +308,7 @@ def result_config(cfg: RunConfig, benches: list[BenchRun]) -> dict[str, Any]:
         "engine": cfg.engine,
         "engine_options": _result_engine_options(cfg.engine_options),
         "variant": cfg.variant,
-        "judge": cfg.judge.model_dump(mode="json") if cfg.judge else None,
+        "judge": cfg.judge.model_dump(mode="json", exclude=_JUDGE_CALLING) if cfg.judge else None,
         "benchmarks": {
             b.name: {
                 "spec_hash": hash_json(b.spec.model_dump(mode="json")),
@@ -311,25 +334,17 @@ _THROUGHPUT_ONLY = {
 }
 
 
+# How the judge is called (not what it answers): kept out of the fingerprint.
+_JUDGE_CALLING = {"timeout_s", "retries", "concurrency", "max_failures"}
+
+
 def _result_engine_options(options: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in sorted(options.items()) if k not in _THROUGHPUT_ONLY}
 
 
-def make_scorer(spec: Any = None) -> Callable[[Sample, Completion], Verdicts]:
-    """The pipeline's scorer: each sample under its benchmark's headline rule (``spec``;
-    None = evalkit's rule) and, for the extraction-sensitivity report, every other rule."""
-    from evalkit.scoring import canonical_task_type, score_all
-
-    headline: dict[str, str] = {}  # task type as written -> rule (a spec lookup per type)
-
-    def _score(sample: Sample, completion: Completion) -> Verdicts:
-        rule = headline.get(sample.task_type)
-        if rule is None:
-            kind = canonical_task_type(sample.task_type)
-            rule = headline[sample.task_type] = spec.headline_rule(kind) if spec else "evalkit"
-        return score_all(sample, completion.text, rule)
-
-    return _score
+def make_scorer(spec: Any = None, judge: Any = None) -> RunScorer:
+    """The pipeline's scorer for a benchmark (``RunScorer``), judging with ``judge``."""
+    return RunScorer(spec, judge)
 
 
 @contextlib.contextmanager
@@ -405,7 +420,7 @@ async def aexecute(
                         pipe = Pipeline(
                             engine,
                             builder,
-                            make_scorer(bench.spec),
+                            make_scorer(bench.spec, judge),
                             store,
                             cfg.pipeline,
                             fingerprint,
