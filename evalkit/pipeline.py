@@ -4,6 +4,9 @@ Each sample moves on the moment its previous stage is done: a request is handed 
 engine as soon as its frames are loaded, never at a batch boundary, so the engine's
 scheduler can interleave the prefill of new requests with the decode of old ones. Memory
 stays bounded: at most ``lookahead + max_in_flight`` samples are alive at once.
+A sample whose score waits on an LLM judge (``AwaitingScorer``) leaves that count once
+generated (only its text is left) and is judged on the event loop, many at once under
+the judge's own bounds; the rest are scored on the sink thread, never behind the judge.
 
 ``run_sync`` is the vanilla baseline (load a batch, generate it, wait, repeat), kept only
 to measure what the pipeline gains.

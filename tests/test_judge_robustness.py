@@ -102,13 +102,17 @@ def guard(**kw: float) -> JudgeGuard:
 
 
 def run_pipeline(
-    tmp_path: Path, engine: SleepyJudge, samples: list[Sample], policy: JudgeGuard
+    tmp_path: Path,
+    engine: SleepyJudge,
+    samples: list[Sample],
+    policy: JudgeGuard,
+    cfg: PipelineConfig | None = None,
 ) -> tuple[list[dict], float]:
     """The samples through the real pipeline and the run's scorer; (records, seconds)."""
+    cfg = cfg or PipelineConfig(io_workers=2, max_in_flight=8, lookahead=4)
 
     async def main() -> float:
         judge = LLMJudge(engine, model="sleepy", loop=asyncio.get_running_loop(), guard=policy)
-        cfg = PipelineConfig(io_workers=2, max_in_flight=8, lookahead=4)
         with Store(tmp_path / "b.jsonl") as store:
             pipe = Pipeline(ModelEngine(), prepare, make_scorer(None, judge), store, cfg)
             start = time.monotonic()
@@ -233,7 +237,9 @@ def test_judged_samples_are_judged_concurrently_up_to_the_bound(tmp_path: Path) 
 def test_unjudged_samples_are_recorded_before_the_judged_ones_time_out(tmp_path: Path) -> None:
     engine = SleepyJudge(delay_s=None)
     samples = judged(4) + unjudged(6)  # the judged ones first, in input order
-    records, _ = run_pipeline(tmp_path, engine, samples, guard(max_failures=100))
+    # room for 2 samples at once: a sample waiting on the judge must not hold its place
+    cfg = PipelineConfig(io_workers=1, max_in_flight=1, lookahead=1)
+    records, _ = run_pipeline(tmp_path, engine, samples, guard(max_failures=100), cfg)
     order = [r["id"][0] for r in records]
     assert sorted(order) == ["j"] * 4 + ["u"] * 6
     assert order == ["u"] * 6 + ["j"] * 4, f"stored in this order: {order}"
