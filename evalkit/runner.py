@@ -73,14 +73,14 @@ class JudgeConfig(BaseModel):
     """Backend settings of the judge engine."""
     graded: bool = False
     """Ask for a graded verdict in [0, 1] instead of 0/1."""
-    timeout_s: float = Field(60.0, gt=0)
+    timeout_s: float = Field(default=60.0, gt=0)
     """Longest wait for one judge request, in seconds (the judge engine's client timeout
     is set from it unless engine_options name one)."""
-    retries: int = Field(1, ge=0)
+    retries: int = Field(default=1, ge=0)
     """Retries of a judge request that timed out or failed transiently."""
-    concurrency: int = Field(8, ge=1)
+    concurrency: int = Field(default=8, ge=1)
     """Judge requests in flight at once."""
-    max_failures: int = Field(5, ge=1)
+    max_failures: int = Field(default=5, ge=1)
     """Consecutive failed judge requests after which the judge is marked down and the
     remaining judged samples are recorded "not scored: judge unavailable"."""
 
