@@ -264,3 +264,19 @@ def test_a_run_with_a_dead_judge_reports_it_and_counts_the_unjudged(tmp_path: Pa
         "VCR-Bench: the judge was down: 5 sample(s) left unjudged "
         "(judge unavailable or failed; not scored, never 0)"
     ], notes
+
+
+def test_the_sync_baseline_awaits_the_judge_too(tmp_path: Path) -> None:
+    """``run_sync`` (mode: sync) judges on the loop, not through the refused sync path."""
+    engine = SleepyJudge(delay_s=0.05)
+
+    async def main() -> None:
+        judge = LLMJudge(engine, model="m", loop=asyncio.get_running_loop(), guard=guard())
+        with Store(tmp_path / "b.jsonl") as store:
+            pipe = Pipeline(ModelEngine(), prepare, make_scorer(None, judge), store)
+            await asyncio.wait_for(pipe.run_sync(judged(4) + unjudged(2)), timeout=60)
+
+    asyncio.run(main())
+    with Store(tmp_path / "b.jsonl") as store:
+        assert [r["score"]["value"] for r in store.records()] == [1.0] * 6
+    assert engine.max_active == 4  # the batch's judged samples at once
