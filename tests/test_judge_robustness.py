@@ -227,7 +227,7 @@ def test_the_judge_engine_client_timeout_and_retries_come_from_the_judge_config(
 
 
 def test_judged_samples_are_judged_concurrently_up_to_the_bound(tmp_path: Path) -> None:
-    engine = SleepyJudge(delay_s=0.2)
+    engine = SleepyJudge(delay_s=0.4)
     records, _ = run_pipeline(tmp_path, engine, judged(12), guard(concurrency=4, timeout_s=30))
     assert [r["score"]["value"] for r in records] == [1.0] * 12
     # 12 judgements, 4 at a time: about 3 delays, not 12
@@ -239,7 +239,8 @@ def test_unjudged_samples_are_recorded_before_the_judged_ones_time_out(tmp_path:
     samples = judged(4) + unjudged(6)  # the judged ones first, in input order
     # room for 2 samples at once: a sample waiting on the judge must not hold its place
     cfg = PipelineConfig(io_workers=1, max_in_flight=1, lookahead=1)
-    records, _ = run_pipeline(tmp_path, engine, samples, guard(max_failures=100), cfg)
+    policy = guard(timeout_s=3.0, max_failures=100)  # seconds of room for the others
+    records, _ = run_pipeline(tmp_path, engine, samples, policy, cfg)
     order = [r["id"][0] for r in records]
     assert sorted(order) == ["j"] * 4 + ["u"] * 6
     assert order == ["u"] * 6 + ["j"] * 4, f"stored in this order: {order}"
