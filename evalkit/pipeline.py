@@ -4,6 +4,9 @@ Each sample moves on the moment its previous stage is done: a request is handed 
 engine as soon as its frames are loaded, never at a batch boundary, so the engine's
 scheduler can interleave the prefill of new requests with the decode of old ones. Memory
 stays bounded: at most ``lookahead + max_in_flight`` samples are alive at once.
+A sample whose score waits on an LLM judge (``AwaitingScorer``) leaves that count once
+generated (only its text is left) and is judged on the event loop, many at once under
+the judge's own bounds; the rest are scored on the sink thread, never behind the judge.
 
 ``run_sync`` is the vanilla baseline (load a batch, generate it, wait, repeat), kept only
 to measure what the pipeline gains.
@@ -17,7 +20,7 @@ import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
@@ -31,6 +34,20 @@ from evalkit.store import Store
 Prepare = Callable[[Sample], Request]
 ScoreFn = Callable[[Sample, Completion], Score | Verdicts]
 """A plain ``Score``, or ``Verdicts`` (headline rule + every other rule) for a real run."""
+
+
+@runtime_checkable
+class AwaitingScorer(Protocol):
+    """A ``ScoreFn`` some of whose samples wait on I/O (an LLM judge): those (``awaits``)
+    are scored by ``ascore`` on the event loop, many at once, instead of one by one on
+    the sink thread, so they never hold up the samples behind them."""
+
+    def __call__(self, sample: Sample, completion: Completion) -> Score | Verdicts: ...
+
+    def awaits(self, sample: Sample) -> bool: ...
+
+    async def ascore(self, sample: Sample, completion: Completion) -> Score | Verdicts: ...
+
 
 _TRANSIENT: tuple[type[BaseException], ...] = (TransientError, ConnectionError, TimeoutError)
 
@@ -128,8 +145,9 @@ class Pipeline:
                     stats.skipped += 1
                     continue
                 await alive.acquire()
-                task = asyncio.create_task(self._one(sample, slots, io_pool, sink_pool))
-                task.add_done_callback(lambda t: alive.release())
+                free = _Once(alive.release)  # early for a sample that waits on the judge
+                task = asyncio.create_task(self._one(sample, slots, io_pool, sink_pool, free))
+                task.add_done_callback(free.on_done)
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
             if tasks:
@@ -149,6 +167,7 @@ class Pipeline:
         slots: asyncio.Semaphore,
         io_pool: ThreadPoolExecutor,
         sink_pool: ThreadPoolExecutor,
+        free: Callable[[], None] = lambda: None,
     ) -> None:
         loop = asyncio.get_running_loop()
         stats = self.stats
@@ -176,7 +195,10 @@ class Pipeline:
             finally:
                 stats.in_flight -= 1
         del request  # frames can go before scoring; only the text is needed now
-        await loop.run_in_executor(sink_pool, self._finish, sample, completion, timings, phash)
+        result = await self._judged(sample, completion, free)
+        await loop.run_in_executor(
+            sink_pool, self._finish, sample, completion, timings, phash, result
+        )
 
     async def _generate(self, request: Request) -> Completion:
         delay = self.config.retry_backoff_s
@@ -203,12 +225,21 @@ class Pipeline:
     # -- the sink: scoring and storing, off the event loop -----------------------------
 
     def _finish(
-        self, sample: Sample, completion: Completion, timings: dict[str, Any], phash: str
+        self,
+        sample: Sample,
+        completion: Completion,
+        timings: dict[str, Any],
+        phash: str,
+        result: Score | Verdicts | Exception | None = None,
     ) -> None:
         # Scorers never raise on model output by contract; a bug in one still must not
         # lose the prediction, so it is recorded as a failed sample with the traceback text.
+        # ``result`` is given when the sample was already scored on the loop (the judge).
+        if isinstance(result, Exception):
+            self._fail(sample, "score", result, timings, completion)
+            return
         try:
-            result = self.score(sample, completion)
+            result = self.score(sample, completion) if result is None else result
         except Exception as exc:
             self._fail(sample, "score", exc, timings, completion)
             return
@@ -277,10 +308,42 @@ class Pipeline:
                 completions = await generate_batch(requests)
             else:
                 completions = await asyncio.gather(*(self.engine.generate(r) for r in requests))
-            rows = zip(batch, requests, completions, timings, strict=True)
-            for sample, request, completion, t in rows:
-                self._finish(sample, completion, t, prompt_hash(request))
+            pairs = zip(batch, completions, strict=True)
+            judged = await asyncio.gather(*(self._judged(s, c) for s, c in pairs))
+            rows = zip(batch, requests, completions, timings, judged, strict=True)
+            for sample, request, completion, t, result in rows:
+                self._finish(sample, completion, t, prompt_hash(request), result)
         return stats
+
+    async def _judged(
+        self, sample: Sample, completion: Completion, free: Callable[[], None] | None = None
+    ) -> Score | Verdicts | Exception | None:
+        """A sample that waits on the judge, scored on the loop (or what it raised); None
+        for the others, which the sink scores. ``free`` lets the next sample in first."""
+        if not (isinstance(self.score, AwaitingScorer) and self.score.awaits(sample)):
+            return None
+        if free is not None:
+            free()  # only the text is left: no reason to hold a place while the judge answers
+        try:
+            return await self.score.ascore(sample, completion)
+        except Exception as exc:
+            return exc
+
+
+class _Once:
+    """Calls ``fn`` the first time it is called, never again."""
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self._fn: Callable[[], Any] | None = fn
+
+    def __call__(self) -> None:
+        fn, self._fn = self._fn, None
+        if fn is not None:
+            fn()
+
+    def on_done(self, _: Any) -> None:
+        """The same, as a task's done callback."""
+        self()
 
 
 # -- the run record: the one writer of a sample's line in the results store -------------

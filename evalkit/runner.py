@@ -21,14 +21,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from evalkit.cache.key import fingerprint_settings
 from evalkit.decoding import describe as describe_sampling
 from evalkit.decoding import sampling_for
-from evalkit.engines.base import Completion, Engine, SamplingParams
+from evalkit.engines.base import Engine, SamplingParams
 from evalkit.errors import ConfigError
 from evalkit.pipeline import Pipeline, PipelineConfig, PipelineStats
 from evalkit.prompts import PromptPlan
 from evalkit.requests import RequestBuilder
 from evalkit.rundir import RunDir, hash_json, hash_path, new_run_id
 from evalkit.sample import Sample, VideoRef
-from evalkit.scoring.verdicts import Verdicts
+from evalkit.scoring.run_scorer import RunScorer
 from evalkit.video.types import FrameSpec
 
 
@@ -74,6 +74,16 @@ class JudgeConfig(BaseModel):
     """Backend settings of the judge engine."""
     graded: bool = False
     """Ask for a graded verdict in [0, 1] instead of 0/1."""
+    timeout_s: float = Field(default=60.0, gt=0)
+    """Longest wait for one judge request, in seconds (the judge engine's client timeout
+    is set from it unless engine_options name one)."""
+    retries: int = Field(default=1, ge=0)
+    """Retries of a judge request that timed out or failed transiently."""
+    concurrency: int = Field(default=8, ge=1)
+    """Judge requests in flight at once."""
+    max_failures: int = Field(default=5, ge=1)
+    """Consecutive failed judge requests after which the judge is marked down and the
+    remaining judged samples are recorded "not scored: judge unavailable"."""
 
 
 class RunConfig(BaseModel):
@@ -253,19 +263,22 @@ def build_engine(name: str, model: str, options: dict[str, Any]) -> Engine:
 async def judge_for(cfg: RunConfig, engine: Engine | None, cache_dir: Path) -> AsyncIterator[Any]:
     """Configure the LLM judge for the run (or none), and release it afterwards."""
     from evalkit.scoring import LLMJudge, configure_judge
+    from evalkit.scoring.judge_guard import JudgeGuard
 
     if cfg.judge is None:
         configure_judge(None)
         yield None
         return
+    jc = cfg.judge
     own = engine is None
-    engine = engine or build_engine(cfg.judge.engine, cfg.judge.model, cfg.judge.engine_options)
+    engine = engine or build_engine(jc.engine, jc.model, _judge_engine_options(jc))
     judge = LLMJudge(
         engine=engine,
-        model=cfg.judge.model,
+        model=jc.model,
         cache_dir=cache_dir,
-        graded=cfg.judge.graded,
-        loop=asyncio.get_running_loop(),  # the scoring thread submits to this loop
+        graded=jc.graded,
+        loop=asyncio.get_running_loop(),  # judged samples are awaited on this loop
+        guard=JudgeGuard(jc.timeout_s, jc.retries, jc.concurrency, jc.max_failures),
     )
     configure_judge(judge)
     try:
@@ -274,6 +287,16 @@ async def judge_for(cfg: RunConfig, engine: Engine | None, cache_dir: Path) -> A
         configure_judge(None)
         if own:
             await engine.close()
+
+
+def _judge_engine_options(jc: JudgeConfig) -> dict[str, Any]:
+    """The judge engine's options with its client timeout set from the judge's, and its
+    own retries off (the judge retries), where its config has such fields."""
+    from evalkit.engines import ENGINE_CONFIGS
+
+    fields = ENGINE_CONFIGS.get(jc.engine).model_fields
+    client = {"timeout_s": jc.timeout_s, "max_retries": 0}
+    return {**{k: v for k, v in client.items() if k in fields}, **jc.engine_options}
 
 
 def model_factor(cfg: RunConfig) -> int | None:
@@ -293,7 +316,7 @@ def result_config(cfg: RunConfig, benches: list[BenchRun]) -> dict[str, Any]:
         "engine": cfg.engine,
         "engine_options": _result_engine_options(cfg.engine_options),
         "variant": cfg.variant,
-        "judge": cfg.judge.model_dump(mode="json") if cfg.judge else None,
+        "judge": cfg.judge.model_dump(mode="json", exclude=_JUDGE_CALLING) if cfg.judge else None,
         **fingerprint_settings(cfg.cache_identity, cfg.cache_codec, cfg.cache_jpeg_quality),
         "benchmarks": {
             b.name: {
@@ -320,31 +343,20 @@ _THROUGHPUT_ONLY = {
 }
 
 
+# How the judge is called (not what it answers): kept out of the fingerprint.
+_JUDGE_CALLING = {"timeout_s", "retries", "concurrency", "max_failures"}
+
+
 def _result_engine_options(options: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in sorted(options.items()) if k not in _THROUGHPUT_ONLY}
 
 
 def make_scorer(
-    spec: Any = None, prompt: PromptPlan | None = None
-) -> Callable[[Sample, Completion], Verdicts]:
-    """The pipeline's scorer: each sample under its benchmark's headline rule (``spec``;
-    None = evalkit's rule) and, for the extraction-sensitivity report, every other rule.
-    Where ``prompt`` pre-filled the assistant's turn, the sample is scored with that
-    prefix recorded (``evalkit.scoring.prefill``)."""
-    from evalkit.scoring import canonical_task_type, score_all
-    from evalkit.scoring.prefill import with_prefix
-
-    headline: dict[str, str] = {}  # task type as written -> rule (a spec lookup per type)
-
-    def _score(sample: Sample, completion: Completion) -> Verdicts:
-        rule = headline.get(sample.task_type)
-        if rule is None:
-            kind = canonical_task_type(sample.task_type)
-            rule = headline[sample.task_type] = spec.headline_rule(kind) if spec else "evalkit"
-        prefix = prompt.assistant_prefix(sample.task_type) if prompt else None
-        return score_all(with_prefix(sample, prefix), completion.text, rule)
-
-    return _score
+    spec: Any = None, judge: Any = None, prompt: PromptPlan | None = None
+) -> RunScorer:
+    """The pipeline's scorer for a benchmark (``RunScorer``), judging with ``judge``; where
+    ``prompt`` pre-filled the assistant's turn, samples are scored with that prefix."""
+    return RunScorer(spec, judge, prompt)
 
 
 @contextlib.contextmanager
@@ -425,7 +437,7 @@ async def aexecute(
                         pipe = Pipeline(
                             engine,
                             builder,
-                            make_scorer(bench.spec, bench.prompt),
+                            make_scorer(bench.spec, judge, bench.prompt),
                             store,
                             cfg.pipeline,
                             fingerprint,

@@ -20,6 +20,7 @@ from evalkit.bench.unified_known import recorded_data_spec
 from evalkit.errors import DataError
 from evalkit.rundir import RunDir, hash_json
 from evalkit.sample import Sample
+from reports.judging import judge_notes
 from reports.sensitivity import Sensitivity, sensitivity
 
 FailedPolicy = Literal["zero", "exclude"]
@@ -128,6 +129,7 @@ def load_benchmark(
     data = recorded_data_spec(config, name)  # a --data file's rows: the spec they ran under
     spec, variant, notes = (data[0], None, [data[2]]) if data else resolve_spec(name, config, entry)
     notes += problem_notes(RunDir(path.parent).problems(name), counts)
+    notes += judge_notes(records)
     result = aggregate_scored(spec, scored, path)
     if spec is None:
         official, label = False, ADHOC_AGGREGATION

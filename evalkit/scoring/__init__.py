@@ -8,18 +8,19 @@ rule and every other extraction rule of its task type (``Verdicts``). Heavy libr
 first runs.
 """
 
-import asyncio
 from typing import Any
 
 from evalkit.sample import Sample
 
-# Built-in scorer modules register themselves on import; the order does not matter.
-from evalkit.scoring import choice, code, grounding, judge, mathverify, numeric, text  # noqa: F401
-from evalkit.scoring.judge import LLMJudge, configure_judge, current_judge
+# Built-in scorer modules register themselves on import (the judge's with the import
+# below); the order does not matter.
+from evalkit.scoring import choice, code, grounding, mathverify, numeric, text  # noqa: F401
+from evalkit.scoring.judge import JUDGED_EXTRAS, LLMJudge, configure_judge, current_judge
 from evalkit.scoring.reward import format_score, reward
 from evalkit.scoring.router import (
     SCORERS,
     ScorerFn,
+    _text,
     canonical_task_type,
     score,
     score_rules,
@@ -31,38 +32,51 @@ from evalkit.scoring.types import Score
 from evalkit.scoring.verdicts import JUDGED, Verdicts, score_all
 
 
+def needs_judge(sample: Sample, scorer_name: str | None = None) -> bool:
+    """Whether scoring ``sample`` asks an LLM judge (a judged task type or a judged extra)."""
+    if canonical_task_type(scorer_name or sample.task_type) in JUDGED:
+        return True
+    return any(str(n) in JUDGED_EXTRAS for n in sample.fields.get("extra_metrics") or ())
+
+
 async def ascore(
-    sample: Sample, prediction: Any, scorer_name: str | None = None, rule: str | None = None
+    sample: Sample,
+    prediction: Any,
+    scorer_name: str | None = None,
+    rule: str | None = None,
+    judge: LLMJudge | None = None,
 ) -> Score:
-    """``score`` for async callers: awaits the configured judge instead of blocking.
+    """``score`` for async callers: awaits the judge (``judge``, else the configured one).
 
     ``rule`` picks the extraction rule (None = evalkit's); a judged task type always goes
-    to its judge.
+    to its judge. Judge requests run on the caller's loop under the judge's guard (bounded,
+    timed, breaker), so many samples can await one judge at once.
     """
-    current = current_judge()
-    kind = canonical_task_type(scorer_name or sample.task_type)
-    judged = kind in JUDGED
-    if sample.fields.get("extra_metrics"):
-        # extra metrics (VCR-Bench's CoT judge) are sync; from a thread they submit to the
-        # judge's loop and wait, where on the loop itself they would be refused
-        return await asyncio.to_thread(
-            score, sample, prediction, scorer_name, None if judged else rule
-        )
-    if current is not None and judged:
-        text = prediction if isinstance(prediction, str) else getattr(prediction, "text", "")
-        return await current.ajudge(sample, str(text))
-    return score(sample, prediction, scorer_name, None if judged else rule)
+    judge = judge or current_judge()
+    judged = canonical_task_type(scorer_name or sample.task_type) in JUDGED
+    if judge is None or not needs_judge(sample, scorer_name):
+        return score(sample, prediction, scorer_name, None if judged else rule)
+    reply = _text(prediction)
+    if judged:
+        primary = await judge.ascore(sample, reply)
+    else:  # an extraction rule, then the judged extras (VCR-Bench's CoT figures)
+        primary = score(sample, prediction, scorer_name, rule, extras=False)
+    return await judge.aextras(sample, reply, primary)
 
 
 async def ascore_all(
-    sample: Sample, prediction: Any, rule: str | None = None, scorer_name: str | None = None
+    sample: Sample,
+    prediction: Any,
+    rule: str | None = None,
+    scorer_name: str | None = None,
+    judge: LLMJudge | None = None,
 ) -> Verdicts:
     """``score_all`` for async callers: the headline through ``ascore``, then other rules."""
     kind = canonical_task_type(scorer_name or sample.task_type)
     if kind in JUDGED:
-        return Verdicts(await ascore(sample, prediction, scorer_name), EVALKIT)
+        return Verdicts(await ascore(sample, prediction, scorer_name, judge=judge), EVALKIT)
     headline = rule or EVALKIT
-    main = await ascore(sample, prediction, scorer_name, headline)
+    main = await ascore(sample, prediction, scorer_name, headline, judge)
     return Verdicts(main, headline, score_rules(sample, prediction, scorer_name, skip=headline))
 
 
@@ -78,6 +92,7 @@ __all__ = [
     "configure_judge",
     "current_judge",
     "format_score",
+    "needs_judge",
     "reward",
     "score",
     "score_all",

@@ -1,0 +1,62 @@
+"""The scorer a run's pipeline uses: headline rule + every other rule, judge awaited.
+
+Extraction rules are cheap and synchronous: the pipeline calls the scorer on its sink
+thread. A sample that asks an LLM judge (``awaits``) is instead scored by ``ascore`` on
+the pipeline's event loop, many at once under the judge's guard, so it never holds up the
+samples behind it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evalkit.engines.base import Completion
+from evalkit.sample import Sample
+from evalkit.scoring.judge import LLMJudge, current_judge
+from evalkit.scoring.prefill import with_prefix
+from evalkit.scoring.router import canonical_task_type
+from evalkit.scoring.verdicts import Verdicts, score_all
+
+
+class RunScorer:
+    """Each sample under its benchmark's headline rule (``spec``; None = evalkit's rule)
+    and, for the extraction-sensitivity report, every other rule of its task type."""
+
+    def __init__(
+        self, spec: Any = None, judge: LLMJudge | None = None, prompt: Any = None
+    ) -> None:
+        self.spec = spec
+        self.judge = judge  # None = the configured one (configure_judge), if any
+        self.prompt = prompt  # the PromptPlan: which samples had the assistant turn pre-filled
+        self._headline: dict[str, str] = {}  # task type as written -> rule
+
+    def _prefilled(self, sample: Sample) -> Sample:
+        """The sample with its pre-filled assistant text recorded (``scoring.prefill``)."""
+        prefix = self.prompt.assistant_prefix(sample.task_type) if self.prompt else None
+        return with_prefix(sample, prefix)
+
+    def rule(self, sample: Sample) -> str:
+        """The headline rule of the sample's task type (looked up once per type)."""
+        rule = self._headline.get(sample.task_type)
+        if rule is None:
+            kind = canonical_task_type(sample.task_type)
+            rule = self.spec.headline_rule(kind) if self.spec else "evalkit"
+            self._headline[sample.task_type] = rule
+        return rule
+
+    def __call__(self, sample: Sample, completion: Completion) -> Verdicts:
+        """The sample's verdicts, synchronously (the pipeline's sink thread)."""
+        return score_all(self._prefilled(sample), completion.text, self.rule(sample))
+
+    def awaits(self, sample: Sample) -> bool:
+        """Whether the sample's score waits on the judge (then ``ascore`` it on the loop)."""
+        from evalkit.scoring import needs_judge
+
+        return (self.judge or current_judge()) is not None and needs_judge(sample)
+
+    async def ascore(self, sample: Sample, completion: Completion) -> Verdicts:
+        """The sample's verdicts with the judge awaited on the running loop."""
+        from evalkit.scoring import ascore_all
+
+        scored = self._prefilled(sample)
+        return await ascore_all(scored, completion.text, self.rule(sample), judge=self.judge)
