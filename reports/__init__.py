@@ -7,10 +7,10 @@ errors and sample counts); ``verdicts`` checks them against published reference 
 Importing this package does not import matplotlib (plots import it when drawn).
 """
 
-from reports.load import BenchmarkReport, Counts, RunReport, load_run
-from reports.reference import ReferenceCheck, Verdict, verdicts
-from reports.report import FORMATS, Report, build_report, write_report
-from reports.stats import Comparison, compare
+from .load import BenchmarkReport, Counts, RunReport, load_run
+from .reference import ReferenceCheck, Verdict, verdicts
+from .report import FORMATS, Report, build_report, write_report
+from .stats import Comparison, compare
 
 __all__ = [
     "FORMATS",

@@ -17,8 +17,8 @@ import pytest
 from PIL import Image
 
 from evalkit.cli.main import main
-from reports import build_report, load_run, write_report
-from reports.synthetic import Rec, write_run
+from evalkit.reports import build_report, load_run, write_report
+from evalkit.reports.synthetic import Rec, write_run
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
