@@ -23,6 +23,7 @@ from evalkit.sample import Sample, VideoRef
 
 REPO = Path(__file__).resolve().parents[1]
 # what the build reads: pyproject's packages live in these (README is the long description)
+PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
 BUILD_INPUTS = (
     *("pyproject.toml", "README.md"),
     *("evalkit", "benchmarks", "prompts", "reports", "trainer"),
@@ -113,8 +114,10 @@ _CHILD = textwrap.dedent(
 
 
 def _build_wheel(tmp: Path) -> Path:
+    """sdist, then a wheel from it: the way tox and a release build evalkit."""
     src = tmp / "src"
     src.mkdir()
+    # a copy, so that setuptools' build/ and egg-info never land in (or come from) the checkout
     for name in BUILD_INPUTS:
         path = REPO / name
         if path.is_dir():
@@ -122,12 +125,17 @@ def _build_wheel(tmp: Path) -> Path:
             shutil.copytree(path, src / name, ignore=ignore)
         else:
             shutil.copy2(path, src / name)
-    # a copy, so that setuptools' build/ and egg-info never land in (or come from) the checkout
-    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
-    wheels = tmp / "wheels"
+    sdist = "from setuptools import build_meta; print(build_meta.build_sdist(sys.argv[1]))"
     subprocess.run(
-        [*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", wheels, src], check=True
+        [sys.executable, "-c", f"import sys; {sdist}", tmp / "sdist"],
+        cwd=src,
+        check=True,
+        capture_output=True,
     )
+    (archive,) = (tmp / "sdist").glob("evalkit-*.tar.gz")
+    wheels = tmp / "wheels"
+    build = [*PIP, "wheel", "--no-deps", "--no-build-isolation", "-w", wheels, archive]
+    subprocess.run(build, check=True)
     (wheel,) = wheels.glob("evalkit-*.whl")
     return wheel
 
@@ -138,8 +146,7 @@ def installed_wheel(tmp_path_factory: pytest.TempPathFactory) -> dict:
     tmp = tmp_path_factory.mktemp("wheel")
     wheel = _build_wheel(tmp)
     target = tmp / "target"
-    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
-    subprocess.run([*pip, "install", "--no-deps", "--target", target, wheel], check=True)
+    subprocess.run([*PIP, "install", "--no-deps", "--target", target, wheel], check=True)
     # -I: no PYTHONPATH, no cwd, no user site; site-packages stays for the dependencies
     proc = subprocess.run(
         [sys.executable, "-I", "-c", _CHILD, str(target), _sample().model_dump_json()],
