@@ -16,14 +16,18 @@ from pathlib import Path
 import pytest
 import tomllib
 
+import evalkit
+import evalkit.reports
+import evalkit.trainer
+from evalkit._layout import SUBPACKAGES, package_folder
 from evalkit.bench.registry import benchmarks_dir, registry
 from evalkit.cli.main import main
 from evalkit.prompts import PROMPTS_DIR, render
 from evalkit.sample import Sample, VideoRef
 
 REPO = Path(__file__).resolve().parents[1]
-# what the build reads: pyproject's packages live in these (README is the long description)
 PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+# what the build reads: pyproject's packages live in these (README is the long description)
 BUILD_INPUTS = (
     *("pyproject.toml", "README.md"),
     *("evalkit", "benchmarks", "prompts", "reports", "trainer"),
@@ -62,14 +66,18 @@ def test_pyproject_lists_every_package_of_the_tree() -> None:
     assert not sorted(listed - _source_tree_packages()), "pyproject lists a package not in the tree"
 
 
-def test_checkout_finds_the_data_through_the_package() -> None:
-    assert benchmarks_dir() == REPO / "benchmarks"
-    assert PROMPTS_DIR == REPO / "prompts"
-    import evalkit.reports
-    import evalkit.trainer
-
-    assert Path(evalkit.reports.__file__).parent == REPO / "reports"
-    assert Path(evalkit.trainer.__file__).parent == REPO / "trainer"
+def test_data_and_subpackages_come_from_the_tree_evalkit_came_from() -> None:
+    # a checkout (python -m pytest) maps them onto the top-level folders; an installed
+    # evalkit (tox: pytest --import-mode=append) holds them inside its own folder
+    here = Path(evalkit.__file__).parent
+    checkout = here == REPO / "evalkit"
+    for name, folder in SUBPACKAGES.items():
+        expected = REPO / folder if checkout else here / name
+        assert package_folder(f"evalkit.{name}") == expected
+    assert benchmarks_dir() == package_folder("evalkit.benchmarks")
+    assert package_folder("evalkit.prompt_templates") == PROMPTS_DIR
+    assert Path(evalkit.reports.__file__).parent == package_folder("evalkit.reports")
+    assert Path(evalkit.trainer.__file__).parent == package_folder("evalkit.trainer")
 
 
 def test_bench_list_without_specs_is_an_error_naming_the_folder(
