@@ -21,3 +21,11 @@ Map (each module one thing; variants chosen by name from registries):
 
 ``evalkit`` never imports ``trainer``.
 """
+
+if __name__ != "evalkit.trainer":
+    # a checkout's root on sys.path makes the folder importable as `trainer` too: a second
+    # copy of every module, and a name that does not exist once installed
+    raise ImportError(
+        f"import evalkit.trainer, not {__name__} (trainer/ installs under evalkit; "
+        "run python -m evalkit.trainer)"
+    )

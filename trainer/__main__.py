@@ -1,7 +1,4 @@
-"""``python -m evalkit.trainer train --config X.yaml key=value ...`` and ``... filter``.
-
-From a checkout, ``python -m trainer ...`` runs the same code (its imports are relative).
-"""
+"""``python -m evalkit.trainer train --config X.yaml key=value ...`` and ``... filter``."""
 
 from __future__ import annotations
 
