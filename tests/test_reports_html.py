@@ -135,7 +135,7 @@ def test_unknown_format_is_an_error(two_runs: tuple[Path, Path]) -> None:
 
 
 def test_importing_reports_does_not_import_matplotlib() -> None:
-    code = "import reports, evalkit.cli.report, sys; print('matplotlib' in sys.modules)"
+    code = "import evalkit.reports, evalkit.cli.report, sys; print('matplotlib' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
