@@ -58,9 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     from evalkit.cache import FrameCache
     from evalkit.engines.family import detect_family
     from evalkit.models.tiny import build_tiny_model
+    from evalkit.reports import build_report, write_report
     from evalkit.runner import RunConfig, execute, refs_of, resolve_benchmarks
     from evalkit.synthvideo import generate
-    from reports import build_report, write_report
 
     t = step("1/5 tiny random model (evalkit model tiny --family qwen2_5_vl)")
     model = build_tiny_model(work / "model", "qwen2_5_vl", seed=args.seed)

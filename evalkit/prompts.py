@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import jinja2
 
+from evalkit._layout import package_folder
 from evalkit.errors import ConfigError
 from evalkit.sample import Sample
 
@@ -34,10 +35,9 @@ VARIANTS = ("plain", "thinking")
 """Variants rendered by evalkit's own templates."""
 PROMPT_VARIANTS = ("official", *VARIANTS)
 """Every variant a run can ask for."""
-# prompts/ sits at the repository root (editable installs); EVALKIT_PROMPTS overrides it.
-PROMPTS_DIR = Path(
-    os.environ.get("EVALKIT_PROMPTS", Path(__file__).resolve().parent.parent / "prompts")
-)
+# The package data evalkit.prompt_templates (the repository's prompts/ in a checkout,
+# evalkit/prompt_templates/ in a wheel; see evalkit/_layout.py); EVALKIT_PROMPTS overrides it.
+PROMPTS_DIR = Path(os.environ.get("EVALKIT_PROMPTS") or package_folder("evalkit.prompt_templates"))
 _JINJA = {
     "undefined": jinja2.StrictUndefined,
     "autoescape": False,

@@ -63,7 +63,7 @@ def tagged_share(texts: list[str]) -> float:
 
 def train(name: str, model: Path, data: Path, out: Path, args: argparse.Namespace) -> list[dict]:
     """One run of the recipe; returns its per-step metrics."""
-    from trainer.config import load_config
+    from evalkit.trainer.config import load_config
 
     overrides = [
         f"model={model}",
@@ -97,7 +97,7 @@ def train(name: str, model: Path, data: Path, out: Path, args: argparse.Namespac
 
 
 def _recipe_class() -> Any:
-    from trainer.recipe import GRPORecipe
+    from evalkit.trainer.recipe import GRPORecipe
 
     class TaggedRecipe(GRPORecipe):
         """The recipe, plus the strict-format share of each step's online responses."""

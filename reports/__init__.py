@@ -7,10 +7,15 @@ errors and sample counts); ``verdicts`` checks them against published reference 
 Importing this package does not import matplotlib (plots import it when drawn).
 """
 
-from reports.load import BenchmarkReport, Counts, RunReport, load_run
-from reports.reference import ReferenceCheck, Verdict, verdicts
-from reports.report import FORMATS, Report, build_report, write_report
-from reports.stats import Comparison, compare
+if __name__ != "evalkit.reports":
+    # a checkout's root on sys.path makes the folder importable as `reports` too: a second
+    # copy of every module, and a name that does not exist once installed
+    raise ImportError(f"import evalkit.reports, not {__name__} (reports/ installs under evalkit)")
+
+from .load import BenchmarkReport, Counts, RunReport, load_run
+from .reference import ReferenceCheck, Verdict, verdicts
+from .report import FORMATS, Report, build_report, write_report
+from .stats import Comparison, compare
 
 __all__ = [
     "FORMATS",

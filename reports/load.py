@@ -20,8 +20,9 @@ from evalkit.bench.unified_known import recorded_data_spec
 from evalkit.errors import DataError
 from evalkit.rundir import RunDir, hash_json
 from evalkit.sample import Sample
-from reports.judging import judge_notes
-from reports.sensitivity import Sensitivity, sensitivity
+
+from .judging import judge_notes
+from .sensitivity import Sensitivity, sensitivity
 
 FailedPolicy = Literal["zero", "exclude"]
 ADHOC_AGGREGATION = "pooled mean by task_type (ad-hoc data: no official spec)"
@@ -100,7 +101,7 @@ def load_run(
     path: str | Path, *, failed: FailedPolicy = "zero", bootstrap: int = 1000, seed: int = 0
 ) -> RunReport:
     """Read a run directory and compute every benchmark's official aggregate and error."""
-    from reports.stats import standard_error
+    from .stats import standard_error
 
     rundir = RunDir(path)
     if not rundir.config_path.is_file():

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from reports.timeline import in_engine, occupancy, spans, utilisation
+from .timeline import in_engine, occupancy, spans, utilisation
 
 if TYPE_CHECKING:
-    from reports.load import RunReport
-    from reports.stats import Comparison
+    from .load import RunReport
+    from .stats import Comparison
 
 _STAGES = (  # (label, start stamp, end stamp, colour)
     ("IO", "io_start", "io_end", "#4c72b0"),

@@ -7,14 +7,14 @@ import html
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from reports.sections import Section
+from .sections import Section
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from reports.load import RunReport
-    from reports.stats import Comparison
-    from reports.timeline import Utilisation
+    from .load import RunReport
+    from .stats import Comparison
+    from .timeline import Utilisation
 
 
 def to_terminal(sections: list[Section], console: Console) -> None:

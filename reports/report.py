@@ -8,12 +8,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from reports import sections as S
-from reports.load import FailedPolicy, RunReport, load_run
-from reports.reference import verdicts
-from reports.render import comparison_dict, run_dict, to_html, to_markdown, to_terminal
-from reports.stats import Comparison, compare
-from reports.timeline import spans
+from . import sections as S
+from .load import FailedPolicy, RunReport, load_run
+from .reference import verdicts
+from .render import comparison_dict, run_dict, to_html, to_markdown, to_terminal
+from .stats import Comparison, compare
+from .timeline import spans
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -109,7 +109,7 @@ def write_report(
 
 def make_plots(report: Report, folder: Path) -> list[tuple[str, Path]]:
     """Draw every figure, attach each to its section; returns (caption, PNG path) pairs."""
-    from reports.plots import plot_compare, plot_scores, plot_timeline
+    from .plots import plot_compare, plot_scores, plot_timeline
 
     figures: list[tuple[str, str, Path]] = []  # (anchor, caption, path)
     for i, run in enumerate(report.runs):

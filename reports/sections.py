@@ -11,12 +11,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from evalkit.rundir import config_diff
-from reports.reference import MATCH_RULE
-from reports.timeline import Utilisation, spans, utilisation
+
+from .reference import MATCH_RULE
+from .timeline import Utilisation, spans, utilisation
 
 if TYPE_CHECKING:
-    from reports.load import BenchmarkReport, RunReport
-    from reports.stats import Comparison
+    from .load import BenchmarkReport, RunReport
+    from .stats import Comparison
 
 
 @dataclass

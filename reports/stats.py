@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from evalkit.bench.aggregate import Scored, aggregate
-from reports.vectorised import bootstrap_counts, cluster_key, linear_form
+
+from .vectorised import bootstrap_counts, cluster_key, linear_form
 
 if TYPE_CHECKING:
-    from reports.load import BenchmarkReport
+    from .load import BenchmarkReport
 
 AggFn = Callable[[Sequence[Scored]], "float | None"]
 

@@ -11,11 +11,11 @@ from evalkit.bench.aggregate import aggregate
 from evalkit.bench.loader import load
 from evalkit.bench.registry import get_benchmark
 from evalkit.engines.base import Completion, Request, Timings
+from evalkit.reports.load import scored_from_records
 from evalkit.rundir import RunDir
 from evalkit.runner import RunConfig, execute
 from evalkit.sample import VideoRef
 from evalkit.video.synth import read_indices
-from reports.load import scored_from_records
 from tests.fixtures.bench import official2
 
 

@@ -52,7 +52,7 @@ def test_an_unknown_aggregation_suggests_close_names() -> None:
 
 
 def test_records_from_the_results_store_aggregate_without_the_dataset() -> None:
-    from reports.load import scored_from_records
+    from evalkit.reports.load import scored_from_records
 
     records = [
         {

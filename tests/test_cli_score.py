@@ -18,8 +18,8 @@ import pytest
 
 from evalkit.bench.registry import get_benchmark
 from evalkit.cli.main import main
-from reports import load_run
-from reports.load import read_records
+from evalkit.reports import load_run
+from evalkit.reports.load import read_records
 from tests._sensitivity_rules import LAST_LETTER
 from tests.fixtures.bench import official
 

@@ -295,8 +295,8 @@ def test_decoding_settings_must_agree_with_greedy(
 
 
 def test_a_run_in_the_pinned_variant_shows_no_settings_difference_in_reports(root: Path) -> None:
-    from reports.load import load_run
-    from reports.reference import settings_diff
+    from evalkit.reports.load import load_run
+    from evalkit.reports.reference import settings_diff
 
     toy(root, "Thinks", prompt={"variant": "thinking"})
     run(root, ["Thinks"], "as-pinned")

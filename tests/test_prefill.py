@@ -43,7 +43,7 @@ def _mc(target: str = "B") -> Sample:
 
 def _scored(bench: str, reply: str, target: str = "B", variant: str | None = None) -> Any:
     spec = get_benchmark(bench)
-    scorer = make_scorer(spec, PromptPlan.for_spec(spec, variant))
+    scorer = make_scorer(spec, prompt=PromptPlan.for_spec(spec, variant))
     return scorer(_mc(target), Completion(request_id="q1", texts=[reply]))
 
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from reports import compare, load_run
-from reports.synthetic import Rec, write_run
-from reports.timeline import Span, in_engine, occupancy, utilisation
+from evalkit.reports import compare, load_run
+from evalkit.reports.synthetic import Rec, write_run
+from evalkit.reports.timeline import Span, in_engine, occupancy, utilisation
 
 
 def _vmme(values: list[float]) -> list[Rec]:
@@ -98,7 +98,7 @@ def test_a_run_without_timings_has_no_utilisation() -> None:
 
 
 def test_only_benchmarks_both_runs_hold_are_compared(tmp_path: Path) -> None:
-    from reports import build_report
+    from evalkit.reports import build_report
 
     mv = [Rec(f"m{i}", float(i % 2), {"task": "A"}) for i in range(10)]
     a = write_run(tmp_path / "a", "m", {"Video-MME": _vmme([1.0, 0.0] * 5), "MVBench": mv})

@@ -17,8 +17,8 @@ import pytest
 from PIL import Image
 
 from evalkit.cli.main import main
-from reports import build_report, load_run, write_report
-from reports.synthetic import Rec, write_run
+from evalkit.reports import build_report, load_run, write_report
+from evalkit.reports.synthetic import Rec, write_run
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -135,7 +135,7 @@ def test_unknown_format_is_an_error(two_runs: tuple[Path, Path]) -> None:
 
 
 def test_importing_reports_does_not_import_matplotlib() -> None:
-    code = "import reports, evalkit.cli.report, sys; print('matplotlib' in sys.modules)"
+    code = "import evalkit.reports, evalkit.cli.report, sys; print('matplotlib' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

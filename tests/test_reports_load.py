@@ -10,9 +10,9 @@ import pytest
 from evalkit.bench.aggregate import aggregate
 from evalkit.bench.registry import get_benchmark
 from evalkit.errors import DataError
-from reports import load_run
-from reports.load import ADHOC_AGGREGATION, read_records, scored_from_records
-from reports.synthetic import Rec, write_run
+from evalkit.reports import load_run
+from evalkit.reports.load import ADHOC_AGGREGATION, read_records, scored_from_records
+from evalkit.reports.synthetic import Rec, write_run
 
 
 def _vmme(id_: str, duration: str, domain: str, task: str, value: float | None = 1.0,

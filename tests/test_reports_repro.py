@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from evalkit.cli.main import main
-from reports import load_run, verdicts
-from reports.reference import model_names
-from reports.synthetic import Rec, write_run
+from evalkit.reports import load_run, verdicts
+from evalkit.reports.reference import model_names
+from evalkit.reports.synthetic import Rec, write_run
 
 QWEN25 = "/ckpt/Qwen2.5-VL-7B-Instruct"  # Video-MME reference (base spec): 65.1
 

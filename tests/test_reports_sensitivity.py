@@ -32,10 +32,10 @@ from evalkit.bench.registry import get_benchmark
 from evalkit.bench.spec import ScoringSpec
 from evalkit.engines.base import Request
 from evalkit.pipeline import Pipeline, PipelineConfig
+from evalkit.reports import build_report, load_run, write_report
+from evalkit.reports.synthetic import Rec, open_run, write_run
 from evalkit.runner import make_scorer
 from evalkit.sample import Sample
-from reports import build_report, load_run, write_report
-from reports.synthetic import Rec, open_run, write_run
 from tests._sensitivity_rules import LAST_LETTER
 from tests.scripted_engine import ScriptedEngine
 

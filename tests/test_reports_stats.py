@@ -9,10 +9,10 @@ import pytest
 
 from evalkit.bench.aggregate import Scored
 from evalkit.bench.registry import get_benchmark
+from evalkit.reports.reference import metric_value
+from evalkit.reports.stats import Clusters
+from evalkit.reports.vectorised import cluster_key, linear_form
 from evalkit.sample import Sample
-from reports.reference import metric_value
-from reports.stats import Clusters
-from reports.vectorised import cluster_key, linear_form
 
 
 def _scored(i: int, value: float | None, **fields: object) -> Scored:

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from evalkit.engines.base import Completion, Request, Timings
+from evalkit.reports.load import load_run
 from evalkit.rundir import RunDir
 from evalkit.runner import RunConfig, execute
-from reports.load import load_run
 from tests.fixtures.bench.media import tiny_video
 
 
@@ -84,7 +84,7 @@ def test_the_report_aggregates_known_rows_officially_and_counts_invalid_ones(run
 
 
 def test_rows_of_no_known_benchmark_keep_the_pooled_mean_labelled_as_such(tmp_path: Path) -> None:
-    from reports.load import ADHOC_AGGREGATION
+    from evalkit.reports.load import ADHOC_AGGREGATION
 
     tiny_video(tmp_path / "data" / "scannet" / "scene0001_00.mp4", n_frames=8)
     rows = [_row(i, "", "A" if i < 2 else "B", data_source="MyOwnSet") for i in range(3)]

@@ -17,7 +17,7 @@ import evalkit.scoring.rules as rules
 from evalkit.engines.base import Completion, Request
 from evalkit.sample import Sample
 from evalkit.scoring import reward
-from trainer.filter import pass_rates
+from evalkit.trainer.filter import pass_rates
 
 # the package re-exports the function reward(), which hides the module of that name
 reward_module = importlib.import_module("evalkit.scoring.reward")

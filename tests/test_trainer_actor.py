@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from evalkit.engines.base import Request
+from evalkit.trainer.actor import ActorPolicy, PlaceholderMismatch, check_placeholders
+from evalkit.trainer.batch import Group, Response, collate
 from evalkit.video.types import Frames, VideoMeta
-from trainer.actor import ActorPolicy, PlaceholderMismatch, check_placeholders
-from trainer.batch import Group, Response, collate
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -103,7 +103,7 @@ def test_video_batch_forward_is_finite_and_reaches_the_vision_tower(actor: Actor
 
 
 def test_single_process_means_no_fsdp(actor: ActorPolicy) -> None:
-    from trainer.actor import maybe_fsdp
+    from evalkit.trainer.actor import maybe_fsdp
 
     assert maybe_fsdp(actor.model) is actor.model
     assert type(actor.model).__name__.startswith("Qwen2_5_VL")

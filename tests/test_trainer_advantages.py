@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from evalkit.registry import RegistryError
-from trainer.algorithms.advantages import (
+from evalkit.trainer.algorithms.advantages import (
     ADVANTAGES,
     AdvantageInputs,
     AdvantageOptions,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from trainer.algorithms.aggregation import AGGREGATIONS, AggNorm, aggregate
+from evalkit.trainer.algorithms.aggregation import AGGREGATIONS, AggNorm, aggregate
 
 LOSS = torch.tensor([[1.0, 2.0, 3.0], [4.0, 99.0, 99.0]])
 MASK = torch.tensor([[1, 1, 1], [1, 0, 0]])

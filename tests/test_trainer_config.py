@@ -8,7 +8,7 @@ import pytest
 from pydantic import BaseModel
 
 from evalkit.errors import ConfigError
-from trainer.config import TrainerConfig, load_config
+from evalkit.trainer.config import TrainerConfig, load_config
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "trainer" / "configs"
 SHIPPED = sorted(CONFIG_DIR.glob("*.yaml"))
@@ -147,7 +147,7 @@ def test_kl_in_reward_is_only_for_reinforce_pp():
             "algorithm.kl.coef=0.01",
         ],
     )
-    from trainer.algorithms.advantages import AdvantageOptions
+    from evalkit.trainer.algorithms.advantages import AdvantageOptions
 
     assert AdvantageOptions.from_config(cfg.algorithm).kl_coef == 0.01
 

@@ -10,8 +10,8 @@ import pytest
 from evalkit.cache import FrameCache
 from evalkit.errors import DataError
 from evalkit.sample import VideoRef
-from trainer.config import DataConfig
-from trainer.data import TrainData, frame_spec, image_spec, load_items
+from evalkit.trainer.config import DataConfig
+from evalkit.trainer.data import TrainData, frame_spec, image_spec, load_items
 
 
 def _row(i: int, **extra: object) -> dict:

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from trainer.algorithms.dynamic_sampling import collect_groups, has_signal
+from evalkit.trainer.algorithms.dynamic_sampling import collect_groups, has_signal
 
 
 class Script:

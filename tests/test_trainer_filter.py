@@ -8,7 +8,7 @@ from pathlib import Path
 
 from evalkit.engines.base import Completion, Request, SamplingParams
 from evalkit.sample import Sample
-from trainer.filter import histogram, keep, pass_rates, write_outputs
+from evalkit.trainer.filter import histogram, keep, pass_rates, write_outputs
 
 
 @dataclass

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from trainer.checkpoint import list_checkpoints
-from trainer.config import load_config
-from trainer.metrics import read_metrics
-from trainer.recipe import GRPORecipe
+from evalkit.trainer.checkpoint import list_checkpoints
+from evalkit.trainer.config import load_config
+from evalkit.trainer.metrics import read_metrics
+from evalkit.trainer.recipe import GRPORecipe
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -58,7 +58,7 @@ def _params(recipe: GRPORecipe) -> dict[str, torch.Tensor]:
 
 
 def test_cli_trains_a_few_video_steps(setup_dir: dict[str, Path]) -> None:
-    from trainer.__main__ import main
+    from evalkit.trainer.__main__ import main
 
     run = setup_dir["root"] / "cli"
     # no weight decay: a parameter may only move through a policy gradient; mix-policy's

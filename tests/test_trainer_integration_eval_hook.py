@@ -6,9 +6,9 @@ import os
 import threading
 from pathlib import Path
 
-from trainer.config import load_config
-from trainer.eval_hook import EvalHook
-from trainer.metrics import MetricsLog, read_metrics
+from evalkit.trainer.config import load_config
+from evalkit.trainer.eval_hook import EvalHook
+from evalkit.trainer.metrics import MetricsLog, read_metrics
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -49,7 +49,7 @@ def test_evaluation_runs_in_background_and_logs_next_to_training(tmp_path: Path)
 def test_real_pipeline_scores_the_snapshot(tmp_path: Path) -> None:
     from evalkit.models.tiny import build_tiny_model
     from evalkit.synthvideo import generate
-    from trainer.actor import ActorPolicy
+    from evalkit.trainer.actor import ActorPolicy
 
     model = build_tiny_model(tmp_path / "tiny", "qwen2_5_vl", seed=0)
     generate(tmp_path / "SynthVideo", 1, split="test", seed=0, families=["yes_no"])

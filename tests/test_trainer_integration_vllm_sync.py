@@ -30,7 +30,7 @@ def env() -> Iterator[None]:
 
 
 def _greedy(engine: object, loop: object, prompt: str) -> list[int]:
-    from trainer.rollout import sample_responses
+    from evalkit.trainer.rollout import sample_responses
 
     req = Request(id="p", text=prompt)
     (group,) = sample_responses(
@@ -46,8 +46,13 @@ def _greedy(engine: object, loop: object, prompt: str) -> list[int]:
 
 def test_synced_vllm_engine_matches_the_updated_actor(env: None, tmp_path: Path) -> None:
     from evalkit.models.tiny import build_tiny_model
-    from trainer.actor import ActorPolicy
-    from trainer.rollout import EngineLoop, SharedHFEngine, make_rollout_engine, sync_weights
+    from evalkit.trainer.actor import ActorPolicy
+    from evalkit.trainer.rollout import (
+        EngineLoop,
+        SharedHFEngine,
+        make_rollout_engine,
+        sync_weights,
+    )
 
     model = build_tiny_model(tmp_path / "tiny", "qwen2_5_vl", seed=0)
     actor = ActorPolicy.from_pretrained(model)
@@ -79,8 +84,8 @@ def test_recipe_trains_on_video_with_vllm_rollouts(env: None, tmp_path: Path) ->
 
     from evalkit.models.tiny import build_tiny_model
     from evalkit.synthvideo import generate, read_rows, to_unified
-    from trainer.config import load_config
-    from trainer.recipe import GRPORecipe
+    from evalkit.trainer.config import load_config
+    from evalkit.trainer.recipe import GRPORecipe
 
     model = build_tiny_model(tmp_path / "tiny", "qwen2_5_vl", seed=0)
     ann = generate(tmp_path / "sv", 1, split="train", seed=0, families=["moving_shape", "yes_no"])

@@ -7,9 +7,9 @@ import math
 import pytest
 import torch
 
-from trainer.algorithms.aggregation import AggNorm, aggregate
-from trainer.algorithms.kl import KL_ESTIMATORS, token_kl
-from trainer.algorithms.losses import POLICY_LOSSES, LossOptions
+from evalkit.trainer.algorithms.aggregation import AggNorm, aggregate
+from evalkit.trainer.algorithms.kl import KL_ESTIMATORS, token_kl
+from evalkit.trainer.algorithms.losses import POLICY_LOSSES, LossOptions
 
 DAPO = LossOptions(clip_eps_low=0.2, clip_eps_high=0.28)
 RATIOS = [0.5, 1.0, 1.5]

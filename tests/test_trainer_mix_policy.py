@@ -8,9 +8,9 @@ from dataclasses import fields
 import pytest
 import torch
 
-from trainer.batch import Group, Response, collate
-from trainer.config import MixPolicyConfig
-from trainer.mix_policy import build_group, offline_response, online_count
+from evalkit.trainer.batch import Group, Response, collate
+from evalkit.trainer.config import MixPolicyConfig
+from evalkit.trainer.mix_policy import build_group, offline_response, online_count
 
 EOS, PAD = 1, 0
 ON = MixPolicyConfig(enable_mix_policy=True)

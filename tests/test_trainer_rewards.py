@@ -7,8 +7,8 @@ import torch
 
 import evalkit.scoring
 from evalkit.sample import Sample
-from trainer.config import RewardsConfig
-from trainer.rewards import compute_rewards, overlong_penalty
+from evalkit.trainer.config import RewardsConfig
+from evalkit.trainer.rewards import compute_rewards, overlong_penalty
 
 
 def stand_in_reward(sample, prediction, w_acc=0.9, w_fmt=0.1):

@@ -7,11 +7,11 @@ import copy
 import pytest
 import torch
 
-from trainer.algorithms.aggregation import AggNorm
-from trainer.algorithms.losses import LossOptions
-from trainer.batch import Group, Response, collate, response_logprobs
-from trainer.config import MixPolicyConfig, TrainerConfig, load_config
-from trainer.step import (
+from evalkit.trainer.algorithms.aggregation import AggNorm
+from evalkit.trainer.algorithms.losses import LossOptions
+from evalkit.trainer.batch import Group, Response, collate, response_logprobs
+from evalkit.trainer.config import MixPolicyConfig, TrainerConfig, load_config
+from evalkit.trainer.step import (
     StepInputs,
     StepSettings,
     accumulate_loss,
@@ -19,7 +19,7 @@ from trainer.step import (
     compute_logprobs,
     policy_step,
 )
-from trainer.toy import BOS, EOS, PAD, ToyPolicy, ToyRun, sample_responses, toy_reward
+from evalkit.trainer.toy import BOS, EOS, PAD, ToyPolicy, ToyRun, sample_responses, toy_reward
 
 
 @pytest.fixture(autouse=True)

@@ -14,10 +14,18 @@ Map (each module one thing; variants chosen by name from registries):
 - ``data``: unified-schema rows as evalkit Samples, frame-cache paths, a resumable order.
 - ``actor``: the HF Qwen-VL policy (dummy visual input, strict placeholder check, FSDP).
 - ``rollout``: n responses per prompt through an evalkit Engine; weight sync.
-- ``recipe``: setup / run / cleanup of one training run (``python -m trainer train``).
+- ``recipe``: setup / run / cleanup of one training run (``python -m evalkit.trainer train``).
 - ``metrics``: ``metrics.jsonl`` (+ TensorBoard if installed) and the progress line.
 - ``eval_hook``: the evalkit pipeline on a weight snapshot every N steps, in the background.
-- ``filter``: pass-rate filtering (``python -m trainer filter``).
+- ``filter``: pass-rate filtering (``python -m evalkit.trainer filter``).
 
 ``evalkit`` never imports ``trainer``.
 """
+
+if __name__ != "evalkit.trainer":
+    # a checkout's root on sys.path makes the folder importable as `trainer` too: a second
+    # copy of every module, and a name that does not exist once installed
+    raise ImportError(
+        f"import evalkit.trainer, not {__name__} (trainer/ installs under evalkit; "
+        "run python -m evalkit.trainer)"
+    )

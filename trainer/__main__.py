@@ -1,4 +1,4 @@
-"""``python -m trainer train --config X.yaml key=value ...`` and ``python -m trainer filter``."""
+"""``python -m evalkit.trainer train --config X.yaml key=value ...`` and ``... filter``."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import sys
 
 
 def _train(args: argparse.Namespace) -> int:
-    from trainer.config import load_config
-    from trainer.recipe import GRPORecipe
+    from .config import load_config
+    from .recipe import GRPORecipe
 
     cfg = load_config(args.config, args.overrides)
     recipe = GRPORecipe(cfg)
@@ -23,7 +23,7 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _filter(args: argparse.Namespace) -> int:
-    from trainer.filter import run_filter
+    from .filter import run_filter
 
     run_filter(
         args.data,
@@ -42,7 +42,7 @@ def _filter(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The trainer's command line."""
-    parser = argparse.ArgumentParser(prog="python -m trainer", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m evalkit.trainer", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     train = sub.add_parser("train", help="RL post-training (GRPO family)")
     train.add_argument("--config", default=None, help="YAML config (trainer/configs/*.yaml)")

@@ -20,7 +20,8 @@ from torch import Tensor, nn
 from evalkit.engines.base import Request
 from evalkit.engines.family import ModelFamily, detect_family
 from evalkit.errors import EvalkitError
-from trainer.batch import TrainBatch
+
+from .batch import TrainBatch
 
 VISUAL_KEYS = {
     "video": ("pixel_values_videos", "video_grid_thw"),

@@ -119,7 +119,7 @@ class AlgorithmConfig(_Section):
 
     @model_validator(mode="after")
     def _check(self) -> AlgorithmConfig:
-        from trainer.algorithms import ADVANTAGES, POLICY_LOSSES
+        from .algorithms import ADVANTAGES, POLICY_LOSSES
 
         for name, reg in ((self.advantage, ADVANTAGES), (self.policy_loss, POLICY_LOSSES)):
             if name not in reg:

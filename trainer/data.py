@@ -30,7 +30,8 @@ from evalkit.prompts import PromptPlan
 from evalkit.requests import RequestBuilder
 from evalkit.sample import Sample, VideoRef
 from evalkit.video.types import FrameSpec, ImageSpec
-from trainer.config import DataConfig
+
+from .config import DataConfig
 
 if TYPE_CHECKING:
     from evalkit.cache import FrameCache

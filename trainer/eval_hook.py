@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from trainer.config import TrainerConfig
+from .config import TrainerConfig
 
 log = logging.getLogger(__name__)
 

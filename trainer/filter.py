@@ -136,13 +136,14 @@ def run_filter(
     cache_root: str | None = None,
     concurrency: int = 8,
 ) -> FilterReport:
-    """``python -m trainer filter``: load items, sample k each, keep 0 < rate < 1."""
+    """``python -m evalkit.trainer filter``: load items, sample k each, keep 0 < rate < 1."""
     from evalkit.bench.unified import read_rows
     from evalkit.cache import FrameCache
     from evalkit.engines import ENGINE_CONFIGS, ENGINES
     from evalkit.engines.family import detect_family
-    from trainer.config import DataConfig
-    from trainer.data import TrainData, load_items
+
+    from .config import DataConfig
+    from .data import TrainData, load_items
 
     items = load_items(data, video_root)
     rows = [row for _, row in read_rows(Path(data))]

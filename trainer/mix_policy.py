@@ -22,8 +22,8 @@ import logging
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from trainer.batch import Group, Response
-from trainer.config import MixPolicyConfig
+from .batch import Group, Response
+from .config import MixPolicyConfig
 
 log = logging.getLogger(__name__)
 

@@ -18,18 +18,19 @@ import torch
 
 from evalkit.engines.base import SamplingParams
 from evalkit.errors import ConfigError, DataError
-from trainer.actor import ActorPolicy, maybe_fsdp
-from trainer.algorithms import AdvantageInputs, AdvantageOptions, compute_advantages, token_kl
-from trainer.algorithms.dynamic_sampling import collect_groups
-from trainer.batch import Group, collate
-from trainer.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
-from trainer.config import TrainerConfig
-from trainer.data import TrainData, TrainItem, load_items
-from trainer.eval_hook import EvalHook
-from trainer.metrics import MetricsLog
-from trainer.mix_policy import build_group, online_count
-from trainer.rewards import RewardFn, compute_rewards
-from trainer.rollout import (
+
+from .actor import ActorPolicy, maybe_fsdp
+from .algorithms import AdvantageInputs, AdvantageOptions, compute_advantages, token_kl
+from .algorithms.dynamic_sampling import collect_groups
+from .batch import Group, collate
+from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from .config import TrainerConfig
+from .data import TrainData, TrainItem, load_items
+from .eval_hook import EvalHook
+from .metrics import MetricsLog
+from .mix_policy import build_group, online_count
+from .rewards import RewardFn, compute_rewards
+from .rollout import (
     EngineLoop,
     cut_at_visual_tokens,
     make_rollout_engine,
@@ -37,7 +38,7 @@ from trainer.rollout import (
     sync_weights,
     visual_token_ids,
 )
-from trainer.step import StepInputs, StepSettings, build_optimizer, compute_logprobs, policy_step
+from .step import StepInputs, StepSettings, build_optimizer, compute_logprobs, policy_step
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,8 @@ import torch
 from torch import Tensor
 
 from evalkit.sample import Sample
-from trainer.config import RewardsConfig
+
+from .config import RewardsConfig
 
 RewardFn = Callable[..., Mapping[str, float | None]]
 """``(sample, prediction, w_acc=..., w_fmt=...) -> {"accuracy", "format", "overall"}``;

@@ -32,7 +32,8 @@ from evalkit.engines.base import Completion, Engine, Request, SamplingParams
 from evalkit.engines.family import VISION_END, VISION_START
 from evalkit.engines.hf_engine import HFConfig, HFEngine
 from evalkit.errors import EvalkitError
-from trainer.batch import Response
+
+from .batch import Response
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

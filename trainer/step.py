@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor, nn
 
-from trainer.algorithms.aggregation import AggNorm, aggregate
-from trainer.algorithms.kl import token_kl
-from trainer.algorithms.losses import POLICY_LOSSES, LossOptions
-from trainer.batch import PolicyFn, TrainBatch, response_logprobs
+from .algorithms.aggregation import AggNorm, aggregate
+from .algorithms.kl import token_kl
+from .algorithms.losses import POLICY_LOSSES, LossOptions
+from .batch import PolicyFn, TrainBatch, response_logprobs
 
 if TYPE_CHECKING:
-    from trainer.config import OptimizerConfig, TrainerConfig
+    from .config import OptimizerConfig, TrainerConfig
 
 
 @dataclass

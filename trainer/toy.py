@@ -18,11 +18,11 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from trainer.algorithms.advantages import AdvantageInputs, compute_advantages
-from trainer.batch import Response, TrainBatch, collate, response_logprobs
-from trainer.config import MixPolicyConfig
-from trainer.mix_policy import build_group, online_count
-from trainer.step import StepInputs, StepResult, StepSettings, policy_step
+from .algorithms.advantages import AdvantageInputs, compute_advantages
+from .batch import Response, TrainBatch, collate, response_logprobs
+from .config import MixPolicyConfig
+from .mix_policy import build_group, online_count
+from .step import StepInputs, StepResult, StepSettings, policy_step
 
 PAD, EOS, BOS = 0, 1, 2
 

@@ -12,6 +12,7 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
+from evalkit._layout import package_folder
 from evalkit.bench.spec import BenchmarkSpec, normalize_name
 from evalkit.config import load_yaml_model
 from evalkit.errors import ConfigError
@@ -19,9 +20,10 @@ from evalkit.registry import RegistryError
 
 
 def benchmarks_dir() -> Path:
-    """Folder of the shipped specs: ``$EVALKIT_BENCHMARKS`` or ``<repo>/benchmarks``."""
+    """Folder of the specs: ``$EVALKIT_BENCHMARKS``, else package data ``evalkit.benchmarks``."""
     env = os.environ.get("EVALKIT_BENCHMARKS")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "benchmarks"
+    # the repository's benchmarks/ in a checkout, evalkit/benchmarks/ in a wheel (_layout.py)
+    return Path(env) if env else package_folder("evalkit.benchmarks")
 
 
 def load_spec(path: str | Path) -> BenchmarkSpec:
@@ -65,9 +67,8 @@ class BenchmarkRegistry:
             hint = (
                 f"; did you mean {', '.join(repr(self._keys[c]) for c in close)}?" if close else ""
             )
-            raise RegistryError(
-                f"unknown benchmark {base!r}{hint} (known: {', '.join(self.names()) or 'none'})"
-            )
+            known = ", ".join(self.names()) or f"none: no *.yaml spec in {self.folder}"
+            raise RegistryError(f"unknown benchmark {base!r}{hint} (known: {known})")
         spec = self._specs[self._keys[key]]
         try:
             return spec.with_variant(variant or None)

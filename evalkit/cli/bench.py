@@ -10,6 +10,7 @@ from typing import Any
 
 from evalkit.bench.registry import registry
 from evalkit.bench.spec import BenchmarkSpec
+from evalkit.errors import ConfigError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -58,7 +59,14 @@ def _list(args: argparse.Namespace) -> int:
         "variants",
     ):
         table.add_column(col)
-    for spec in registry().specs():
+    reg = registry()
+    if not len(reg):
+        # an empty table would read as "evalkit ships no benchmarks"; it is a broken install
+        raise ConfigError(
+            f"no benchmark specs (*.yaml) in {reg.folder}; reinstall evalkit, or point "
+            "EVALKIT_BENCHMARKS at a folder of specs"
+        )
+    for spec in reg.specs():
         f = spec.frames
         table.add_row(
             spec.name,

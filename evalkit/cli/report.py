@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from evalkit.errors import ConfigError
-    from reports import FORMATS, build_report, write_report
+    from evalkit.reports import FORMATS, build_report, write_report
 
     formats = [f.strip() for f in args.format.split(",") if f.strip()]
     bad = [f for f in formats if f not in FORMATS]

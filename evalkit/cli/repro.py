@@ -38,8 +38,8 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from evalkit.errors import ConfigError
-    from reports.load import load_run
-    from reports.reference import MATCH_RULE, verdicts
+    from evalkit.reports.load import load_run
+    from evalkit.reports.reference import MATCH_RULE, verdicts
 
     path = args.run or args.run_opt
     if not path:

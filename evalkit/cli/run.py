@@ -248,9 +248,9 @@ def print_summary(path: Path) -> None:
     """Per-benchmark official scores of a run (the full report is `evalkit report`)."""
     from rich.console import Console
 
-    from reports import load_run, verdicts
-    from reports.render import to_terminal
-    from reports.sections import summary
+    from evalkit.reports import load_run, verdicts
+    from evalkit.reports.render import to_terminal
+    from evalkit.reports.sections import summary
 
     run = load_run(path, bootstrap=200)
     verdicts(run, 1.0, None)

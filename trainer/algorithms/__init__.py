@@ -1,14 +1,14 @@
 """RL algorithm pieces, each chosen by name from a registry: advantages, losses, aggregation, KL."""
 
-from trainer.algorithms.advantages import (
+from .advantages import (
     ADVANTAGES,
     AdvantageInputs,
     AdvantageOptions,
     compute_advantages,
 )
-from trainer.algorithms.aggregation import AGGREGATIONS, AggNorm, aggregate
-from trainer.algorithms.kl import KL_ESTIMATORS, token_kl
-from trainer.algorithms.losses import POLICY_LOSSES, LossOptions, LossOutput
+from .aggregation import AGGREGATIONS, AggNorm, aggregate
+from .kl import KL_ESTIMATORS, token_kl
+from .losses import POLICY_LOSSES, LossOptions, LossOutput
 
 __all__ = [
     "ADVANTAGES",

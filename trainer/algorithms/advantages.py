@@ -18,7 +18,7 @@ from torch import Tensor
 from evalkit.registry import Registry
 
 if TYPE_CHECKING:
-    from trainer.config import AlgorithmConfig
+    from ..config import AlgorithmConfig
 
 
 @dataclass

@@ -20,7 +20,7 @@ from torch import Tensor
 from evalkit.registry import Registry
 
 if TYPE_CHECKING:
-    from trainer.config import AlgorithmConfig
+    from ..config import AlgorithmConfig
 
 # exp() of a log-ratio beyond this overflows float32 or is meaningless; clamping also zeroes
 # the gradient there, which is what a clipped objective would do anyway.
