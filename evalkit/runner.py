@@ -351,9 +351,7 @@ def _result_engine_options(options: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in sorted(options.items()) if k not in _THROUGHPUT_ONLY}
 
 
-def make_scorer(
-    spec: Any = None, judge: Any = None, prompt: PromptPlan | None = None
-) -> RunScorer:
+def make_scorer(spec: Any = None, judge: Any = None, prompt: PromptPlan | None = None) -> RunScorer:
     """The pipeline's scorer for a benchmark (``RunScorer``), judging with ``judge``; where
     ``prompt`` pre-filled the assistant's turn, samples are scored with that prefix."""
     return RunScorer(spec, judge, prompt)

@@ -17,13 +17,13 @@ import pytest
 
 from evalkit.engines.base import Completion, Request, Timings
 from evalkit.pipeline import Pipeline, PipelineConfig
+from evalkit.reports import load_run
+from evalkit.reports.sections import summary
 from evalkit.runner import JudgeConfig, _judge_engine_options, build_engine, make_scorer
 from evalkit.sample import Sample
 from evalkit.scoring import LLMJudge, ascore, configure_judge
 from evalkit.scoring.judge_guard import JUDGE_UNAVAILABLE, JudgeGuard, JudgeUnavailable
 from evalkit.store import Store
-from evalkit.reports import load_run
-from evalkit.reports.sections import summary
 from tests.test_run_judge import run as run_vcrbench
 
 TIMEOUT = 0.25  # a judge attempt's timeout in these tests, seconds

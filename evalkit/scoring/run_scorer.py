@@ -22,9 +22,7 @@ class RunScorer:
     """Each sample under its benchmark's headline rule (``spec``; None = evalkit's rule)
     and, for the extraction-sensitivity report, every other rule of its task type."""
 
-    def __init__(
-        self, spec: Any = None, judge: LLMJudge | None = None, prompt: Any = None
-    ) -> None:
+    def __init__(self, spec: Any = None, judge: LLMJudge | None = None, prompt: Any = None) -> None:
         self.spec = spec
         self.judge = judge  # None = the configured one (configure_judge), if any
         self.prompt = prompt  # the PromptPlan: which samples had the assistant turn pre-filled
