@@ -30,3 +30,16 @@ class DataError(EvalkitError):
 
 class TransientError(EvalkitError):
     """A failure worth retrying (a dropped connection, an overloaded server)."""
+
+
+class Terminated(KeyboardInterrupt):
+    """The process got SIGTERM: unwinds like Ctrl-C (asyncio cancels tasks, ``finally``
+    blocks close engines), and the command exits 143."""
+
+
+def not_utf8(exc: UnicodeDecodeError) -> str:
+    """Why a text file could not be read, for an error that names the file."""
+    return (
+        f"not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}); "
+        "save it as UTF-8"
+    )

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from evalkit.decoding import describe as describe_sampling
 from evalkit.decoding import sampling_for
@@ -56,8 +56,9 @@ class FrameOverrides(BaseModel):
             return spec
         try:
             return FrameSpec.model_validate({**spec.model_dump(), **update})
-        except ValueError as exc:
-            raise ConfigError(f"frame settings {update}: {exc}") from None
+        except ValidationError as exc:  # one line: pydantic's own text spans several
+            why = "; ".join(e["msg"] for e in exc.errors())
+            raise ConfigError(f"frame settings {update}: {why}") from None
 
 
 class JudgeConfig(BaseModel):
@@ -97,11 +98,11 @@ class RunConfig(BaseModel):
     variant: Literal["official", "plain", "thinking"] | None = None
     """Prompt variant for every benchmark: its official prompt, a direct answer, or
     reasoning then a marked answer (None: each benchmark's pinned variant)."""
-    max_tokens: int | None = None
+    max_tokens: int | None = Field(default=None, gt=0)
     """Generation cap override (default: the benchmark's pinned value for the variant)."""
     frames: FrameOverrides = Field(default_factory=FrameOverrides)
     """Frame sampling overrides (default: each benchmark's pinned settings)."""
-    limit: int | None = None
+    limit: int | None = Field(default=None, gt=0)
     """Run only the first N samples of each benchmark."""
     mode: Literal["async", "sync"] = "async"
     """async = the pipeline; sync = vanilla batches (baseline for measurements only)."""
@@ -109,7 +110,7 @@ class RunConfig(BaseModel):
     """Fail samples whose frames are not cached instead of decoding them on the fly."""
     cache_root: str | None = None
     """Frame cache folder (default: $EVALKIT_CACHE or ~/.cache/evalkit/frames)."""
-    cache_workers: int = 2
+    cache_workers: int = Field(default=2, gt=0)
     """Processes that decode cache misses."""
     runs_dir: str = "runs"
     """Where run directories are created."""
@@ -150,8 +151,7 @@ def resolve_benchmarks(cfg: RunConfig, factor: int | None) -> list[BenchRun]:
 
     runs: list[BenchRun] = []
     for name in cfg.bench:
-        base, _, variant = name.partition(":")
-        spec = get_benchmark(base).with_variant(variant or None)
+        spec = get_benchmark(name)  # NAME:VARIANT; an unknown variant is a RegistryError
         root = _bench_root(cfg, spec)
         loaded = load(spec, root)
         runs.append(_bench_run(cfg, spec, loaded, factor, problems=loaded.problems))
@@ -202,7 +202,8 @@ def _bench_root(cfg: RunConfig, spec: Any) -> Path:
     tried = ", ".join(str(c) for c in candidates) or "nothing (no --data-root given)"
     raise ConfigError(
         f"{spec.name}: no local copy found (tried {tried}); download the official release "
-        f"and pass --data-root DIR holding a '{spec.name}' folder. Expected layout:\n{spec.layout}"
+        f"and pass --data-root DIR holding a '{spec.name}' folder (`evalkit bench show "
+        f"{spec.name}` prints the expected layout)"
     )
 
 
@@ -370,7 +371,9 @@ async def aexecute(
 ) -> RunResult:
     """:func:`execute` inside a running event loop (one loop for the engine's whole life)."""
     from evalkit.cache import FrameCache
+    from evalkit.preflight import check_run
 
+    check_run(cfg, engine_given=engine is not None)  # before any run directory exists
     factor = model_factor(cfg) if cfg.engine != "openai" else None
     benches = resolve_benchmarks(cfg, factor)
     path = Path(cfg.resume) if cfg.resume else Path(cfg.runs_dir) / (cfg.run_id or new_run_id())
