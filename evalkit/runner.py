@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from evalkit.decoding import describe as describe_sampling
 from evalkit.decoding import sampling_for
 from evalkit.engines.base import Completion, Engine, SamplingParams
+from evalkit.engines.lifecycle import close_engine
 from evalkit.errors import ConfigError
 from evalkit.pipeline import Pipeline, PipelineConfig, PipelineStats
 from evalkit.prompts import PromptPlan
@@ -266,7 +267,7 @@ async def judge_for(cfg: RunConfig, engine: Engine | None, cache_dir: Path) -> A
     finally:
         configure_judge(None)
         if own:
-            await engine.close()
+            await close_engine(engine)
 
 
 def model_factor(cfg: RunConfig) -> int | None:
@@ -423,8 +424,9 @@ async def aexecute(
                             )
     finally:
         if own_engine:
-            await engine.close()
+            await close_engine(engine)
     return RunResult(path=path, stats=stats)
+
 
 
 def refs_of(samples: list[Sample]) -> list[VideoRef]:
