@@ -28,6 +28,10 @@ class DataError(EvalkitError):
     """A benchmark file, row or field is missing or malformed."""
 
 
+class PromptTooLong(DataError):
+    """A sample's prompt cannot fit the model's context (found before decoding its video)."""
+
+
 class TransientError(EvalkitError):
     """A failure worth retrying (a dropped connection, an overloaded server)."""
 

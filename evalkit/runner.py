@@ -29,6 +29,7 @@ from evalkit.requests import RequestBuilder
 from evalkit.rundir import RunDir, hash_json, hash_path, new_run_id
 from evalkit.sample import Sample, VideoRef
 from evalkit.scoring.verdicts import Verdicts
+from evalkit.video.budget import FrameLog
 from evalkit.video.types import FrameSpec
 
 
@@ -404,6 +405,8 @@ async def aexecute(
                         sampling=bench.sampling,
                         require_cache=cfg.require_cache,
                         miss_pool=pool,
+                        max_prompt_tokens=getattr(engine, "max_model_len", None),
+                        frame_log=FrameLog(),
                     )
                     with rundir.store(bench.name) as store:
                         pipe = Pipeline(
@@ -422,11 +425,12 @@ async def aexecute(
                             stats[bench.name] = await pipe.run(
                                 bench.samples, retry_failed=cfg.retry_failed
                             )
+                    if builder.frame_log is not None:  # for the summary and the report
+                        builder.frame_log.write(path, bench.name)
     finally:
         if own_engine:
             await close_engine(engine)
     return RunResult(path=path, stats=stats)
-
 
 
 def refs_of(samples: list[Sample]) -> list[VideoRef]:

@@ -182,3 +182,13 @@ def test_sigterm_closes_the_engine_and_exits_143(world: Path) -> None:
     assert proc.returncode == 143, err
     assert (world / "closed").exists(), "the engine was not closed on SIGTERM"
     assert "terminated" in err and "Traceback" not in err
+
+
+def test_the_summary_says_which_budget_set_the_frame_size(
+    world: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    flags = ("--frames-total-pixels", "50000", "--frames-min-pixels", "3136")
+    assert _fake_run(monkeypatch, *flags) == 0
+    out = " ".join(capsys.readouterr().out.split())  # the table wraps long notes
+    assert "SynthVideo: frames as run: 1 videos:" in out
+    assert "size set by total_pixels (1)" in out

@@ -222,6 +222,11 @@ class VLLMEngine:
         self._tokenizer = self._engine.get_tokenizer()
         self._ids = itertools.count()
 
+    @property
+    def max_model_len(self) -> int | None:
+        """The model's context in tokens as vLLM runs it (prompts must be shorter)."""
+        return _max_model_len(self._engine)
+
     def prompt(self, request: Request) -> str:
         """The chat prompt this engine sends for ``request``."""
         return render_prompt(self._tokenizer, request)
@@ -296,6 +301,11 @@ class VLLMBatchEngine:
         self._tokenizer = self._llm.get_tokenizer()
         self._lock = threading.Lock()  # LLM is not re-entrant
 
+    @property
+    def max_model_len(self) -> int | None:
+        """The model's context in tokens as vLLM runs it (prompts must be shorter)."""
+        return _max_model_len(self._llm.llm_engine if self._llm is not None else None)
+
     def generate_batch_sync(self, requests: list[Request]) -> list[Completion]:
         """Generate a batch in one ``LLM.generate`` call (all finish together)."""
         if self._llm is None:
@@ -331,6 +341,11 @@ class VLLMBatchEngine:
         llm, self._llm = self._llm, None
         if llm is not None:
             await _shutdown(llm.llm_engine.engine_core.shutdown, self._reaper)
+
+
+def _max_model_len(engine: Any) -> int | None:
+    value = getattr(getattr(engine, "model_config", None), "max_model_len", None)
+    return int(value) if isinstance(value, int) else None
 
 
 async def _shutdown(shutdown: Any, reaper: Reaper) -> None:
