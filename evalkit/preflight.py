@@ -47,8 +47,7 @@ def check_model(model: str, engine: str) -> None:
         return
     if path.exists():
         raise ConfigError(
-            f"--model {model}: is a file; give the checkpoint folder (the one holding "
-            "config.json)"
+            f"--model {model}: is a file; give the checkpoint folder (the one holding config.json)"
         )
     if _looks_like_path(model) or not _in_hub_cache(model):
         raise ConfigError(
@@ -85,12 +84,9 @@ def check_engine_options(name: str, cfg: Any) -> None:
     try:
         config_type.model_validate({"model": cfg.model, **cfg.engine_options})
     except ValidationError as exc:
-        bad = "; ".join(
-            f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors()
-        )
+        bad = "; ".join(f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors())
         raise ConfigError(
-            f"--engine-opt for engine {name!r}: {bad} (see the fields of "
-            f"{config_type.__name__})"
+            f"--engine-opt for engine {name!r}: {bad} (see the fields of {config_type.__name__})"
         ) from None
 
 
