@@ -397,6 +397,7 @@ async def aexecute(
                 for bench in benches:
                     if judge is not None:  # each benchmark may prescribe its judge prompt
                         judge.template = _judge_template(bench.spec)
+                    frames_seen = FrameLog()
                     builder = RequestBuilder(
                         cache=cache,
                         frame_spec=bench.frame_spec,
@@ -406,7 +407,7 @@ async def aexecute(
                         require_cache=cfg.require_cache,
                         miss_pool=pool,
                         max_prompt_tokens=getattr(engine, "max_model_len", None),
-                        frame_log=FrameLog(),
+                        frame_log=frames_seen,
                     )
                     with rundir.store(bench.name) as store:
                         pipe = Pipeline(
@@ -425,8 +426,7 @@ async def aexecute(
                             stats[bench.name] = await pipe.run(
                                 bench.samples, retry_failed=cfg.retry_failed
                             )
-                    if builder.frame_log is not None:  # for the summary and the report
-                        builder.frame_log.write(path, bench.name)
+                    frames_seen.write(path, bench.name)  # for the summary and the report
     finally:
         if own_engine:
             await close_engine(engine)
