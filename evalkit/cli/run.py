@@ -61,7 +61,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="fail samples whose frames are not cached",
     )
     p.add_argument("--cache-root", help="frame cache folder")
-    p.add_argument("--cache-workers", type=positive_int, help="processes decoding cache misses")
+    p.add_argument("--cache-workers", type=int, help="processes decoding cache misses")
     p.add_argument("--runs-dir", help="where run directories go (default runs/)")
     p.add_argument("--run-id", help="run directory name")
     p.add_argument("--resume", help="run directory to continue (skips finished sample ids)")
