@@ -28,5 +28,22 @@ class DataError(EvalkitError):
     """A benchmark file, row or field is missing or malformed."""
 
 
+class PromptTooLong(DataError):
+    """A sample's prompt cannot fit the model's context (found before decoding its video)."""
+
+
 class TransientError(EvalkitError):
     """A failure worth retrying (a dropped connection, an overloaded server)."""
+
+
+class Terminated(KeyboardInterrupt):
+    """The process got SIGTERM: unwinds like Ctrl-C (asyncio cancels tasks, ``finally``
+    blocks close engines), and the command exits 143."""
+
+
+def not_utf8(exc: UnicodeDecodeError) -> str:
+    """Why a text file could not be read, for an error that names the file."""
+    return (
+        f"not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}); "
+        "save it as UTF-8"
+    )

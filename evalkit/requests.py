@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from evalkit.engines.base import Request, SamplingParams
-from evalkit.errors import CacheError, VideoError
+from evalkit.errors import CacheError, PromptTooLong, VideoError
 from evalkit.prompts import PromptPlan
 from evalkit.sample import ImageRef, Sample, VideoRef
+from evalkit.video.budget import FrameLog, FramePlan, frames_plan, plan_from_header
 from evalkit.video.types import Frames, FrameSpec, ImageSpec
 
 if TYPE_CHECKING:
@@ -37,6 +38,11 @@ class RequestBuilder:
     """System prompt for requests whose prompt brings none (an official one wins)."""
     miss_pool: Executor | None = None
     """Worker processes that decode misses (None: decode in the calling IO thread)."""
+    max_prompt_tokens: int | None = None
+    """The model's context (max_model_len): a video whose tokens cannot fit fails the
+    sample before it is decoded (None: the engine says nothing, no check)."""
+    frame_log: FrameLog | None = None
+    """Where the frame count, size and binding budget of every loaded video go."""
 
     def __call__(self, sample: Sample) -> Request:
         from evalkit.video import load_image
@@ -78,7 +84,15 @@ class RequestBuilder:
             spec = spec.window(ref.start, ref.end)
         frames = self.cache.lookup(ref, spec)
         if frames is not None:
+            self._account(sample, spec, frames_plan(frames, spec))
             return frames, True
+        if self.max_prompt_tokens is not None:  # from the header: before any decoding
+            try:
+                header_plan = plan_from_header(ref.path, spec)
+            except (VideoError, ValueError):
+                header_plan = None  # a header that says too little: decoding will tell
+            if header_plan is not None:
+                self._account(sample, spec, header_plan, log=False)
         if self.require_cache:
             raise CacheError(
                 f"sample {sample.id}: {ref.path} is not in the frame cache for this spec "
@@ -92,4 +106,23 @@ class RequestBuilder:
             ).result()
             if status == "failed":
                 raise VideoError(ref.path, f"sample {sample.id}: {why}")
-        return self.cache.get(ref, spec), False
+        frames = self.cache.get(ref, spec)
+        if self.frame_log is not None:
+            self.frame_log.add(frames_plan(frames, spec))
+        return frames, False
+
+    def _account(self, sample: Sample, spec: FrameSpec, plan: FramePlan, log: bool = True) -> None:
+        if log and self.frame_log is not None:
+            self.frame_log.add(plan)
+        if self.max_prompt_tokens is None:
+            return
+        # a lower bound: the video's tokens plus one per word of the question
+        need = plan.tokens(spec) + len(sample.question.split())
+        if need >= self.max_prompt_tokens:
+            raise PromptTooLong(
+                f"sample {sample.id}: the prompt needs at least {need} tokens (video: "
+                f"{plan.nframes} frames of {plan.height}x{plan.width} = {plan.tokens(spec)} "
+                f"tokens) but the model's context is {self.max_prompt_tokens} "
+                "(max_model_len); lower --frames-max-frames, --frames-max-pixels or "
+                "--frames-total-pixels, or raise --max-model-len"
+            )

@@ -16,12 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from evalkit.cache.key import fingerprint_settings
 from evalkit.decoding import describe as describe_sampling
 from evalkit.decoding import sampling_for
 from evalkit.engines.base import Engine, SamplingParams
+from evalkit.engines.lifecycle import close_engine
 from evalkit.errors import ConfigError
 from evalkit.pipeline import Pipeline, PipelineConfig, PipelineStats
 from evalkit.prompts import PromptPlan
@@ -29,6 +30,7 @@ from evalkit.requests import RequestBuilder
 from evalkit.rundir import RunDir, hash_json, hash_path, new_run_id
 from evalkit.sample import Sample, VideoRef
 from evalkit.scoring.run_scorer import RunScorer
+from evalkit.video.budget import FrameLog
 from evalkit.video.types import FrameSpec
 
 
@@ -57,8 +59,9 @@ class FrameOverrides(BaseModel):
             return spec
         try:
             return FrameSpec.model_validate({**spec.model_dump(), **update})
-        except ValueError as exc:
-            raise ConfigError(f"frame settings {update}: {exc}") from None
+        except ValidationError as exc:  # one line: pydantic's own text spans several
+            why = "; ".join(e["msg"] for e in exc.errors())
+            raise ConfigError(f"frame settings {update}: {why}") from None
 
 
 class JudgeConfig(BaseModel):
@@ -108,11 +111,11 @@ class RunConfig(BaseModel):
     variant: Literal["official", "plain", "thinking"] | None = None
     """Prompt variant for every benchmark: its official prompt, a direct answer, or
     reasoning then a marked answer (None: each benchmark's pinned variant)."""
-    max_tokens: int | None = None
+    max_tokens: int | None = Field(default=None, gt=0)
     """Generation cap override (default: the benchmark's pinned value for the variant)."""
     frames: FrameOverrides = Field(default_factory=FrameOverrides)
     """Frame sampling overrides (default: each benchmark's pinned settings)."""
-    limit: int | None = None
+    limit: int | None = Field(default=None, gt=0)
     """Run only the first N samples of each benchmark."""
     mode: Literal["async", "sync"] = "async"
     """async = the pipeline; sync = vanilla batches (baseline for measurements only)."""
@@ -120,7 +123,7 @@ class RunConfig(BaseModel):
     """Fail samples whose frames are not cached instead of decoding them on the fly."""
     cache_root: str | None = None
     """Frame cache folder (default: $EVALKIT_CACHE or ~/.cache/evalkit/frames)."""
-    cache_workers: int = 2
+    cache_workers: int = Field(default=2, gt=0)
     """Processes that decode cache misses."""
     cache_identity: Literal["stat", "content"] = "stat"
     """Source identity in the cache key: path + size + mtime (stat), or a hash of the
@@ -168,8 +171,7 @@ def resolve_benchmarks(cfg: RunConfig, factor: int | None) -> list[BenchRun]:
 
     runs: list[BenchRun] = []
     for name in cfg.bench:
-        base, _, variant = name.partition(":")
-        spec = get_benchmark(base).with_variant(variant or None)
+        spec = get_benchmark(name)  # NAME:VARIANT; an unknown variant is a RegistryError
         root = _bench_root(cfg, spec)
         loaded = load(spec, root)
         runs.append(_bench_run(cfg, spec, loaded, factor, problems=loaded.problems))
@@ -220,7 +222,8 @@ def _bench_root(cfg: RunConfig, spec: Any) -> Path:
     tried = ", ".join(str(c) for c in candidates) or "nothing (no --data-root given)"
     raise ConfigError(
         f"{spec.name}: no local copy found (tried {tried}); download the official release "
-        f"and pass --data-root DIR holding a '{spec.name}' folder. Expected layout:\n{spec.layout}"
+        f"and pass --data-root DIR holding a '{spec.name}' folder (`evalkit bench show "
+        f"{spec.name}` prints the expected layout)"
     )
 
 
@@ -286,7 +289,7 @@ async def judge_for(cfg: RunConfig, engine: Engine | None, cache_dir: Path) -> A
     finally:
         configure_judge(None)
         if own:
-            await engine.close()
+            await close_engine(engine)
 
 
 def _judge_engine_options(jc: JudgeConfig) -> dict[str, Any]:
@@ -395,7 +398,9 @@ async def aexecute(
 ) -> RunResult:
     """:func:`execute` inside a running event loop (one loop for the engine's whole life)."""
     from evalkit.cache import FrameCache
+    from evalkit.preflight import check_run
 
+    check_run(cfg, engine_given=engine is not None)  # before any run directory exists
     factor = model_factor(cfg) if cfg.engine != "openai" else None
     benches = resolve_benchmarks(cfg, factor)
     path = Path(cfg.resume) if cfg.resume else Path(cfg.runs_dir) / (cfg.run_id or new_run_id())
@@ -422,6 +427,7 @@ async def aexecute(
                 for bench in benches:
                     if judge is not None:  # each benchmark may prescribe its judge prompt
                         judge.template = _judge_template(bench.spec)
+                    frames_seen = FrameLog()
                     builder = RequestBuilder(
                         cache=cache,
                         frame_spec=bench.frame_spec,
@@ -430,6 +436,8 @@ async def aexecute(
                         sampling=bench.sampling,
                         require_cache=cfg.require_cache,
                         miss_pool=pool,
+                        max_prompt_tokens=getattr(engine, "max_model_len", None),
+                        frame_log=frames_seen,
                     )
                     with rundir.store(bench.name) as store:
                         pipe = Pipeline(
@@ -448,9 +456,10 @@ async def aexecute(
                             stats[bench.name] = await pipe.run(
                                 bench.samples, retry_failed=cfg.retry_failed
                             )
+                    frames_seen.write(path, bench.name)  # for the summary and the report
     finally:
         if own_engine:
-            await engine.close()
+            await close_engine(engine)
     return RunResult(path=path, stats=stats)
 
 

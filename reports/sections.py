@@ -78,6 +78,7 @@ def summary(run: RunReport) -> Section:
         for b in run.benchmarks.values()
         if b.sensitivity is not None
     ]
+    notes += frame_notes(run)
     notes.append(
         "score = official aggregate in percent ± standard error (points); failed samples "
         + ("count as wrong (0)" if run.failed_policy == "zero" else "are left out")
@@ -223,6 +224,17 @@ def references(run: RunReport) -> Section:
         "source",
     ]
     return Section("Reference scores", headers, rows)
+
+
+def frame_notes(run: RunReport) -> list[str]:
+    """Per benchmark: the frames the model saw (count, size) and the budget that set the
+    size, which can be far below ``max_pixels`` when the total-pixel budget caps it."""
+    from evalkit.video.budget import describe, read_frames
+
+    seen = read_frames(run.path)
+    return [
+        f"{name}: frames as run: {describe(seen[name])}" for name in run.benchmarks if name in seen
+    ]
 
 
 def settings(run: RunReport) -> Section:

@@ -215,8 +215,15 @@ def test_evalkit_run_from_the_command_line_uses_each_pinned_variant(
     monkeypatch.setattr("evalkit.runner.make_engine", lambda cfg: engine)
     p = argparse.ArgumentParser()
     add_arguments(p)
-    argv = ["--model", "recorder", "--bench", "Thinks,Official", "--no-progress"]
-    argv += ["--data-root", str(root / "data"), "--cache-root", str(root / "cache")]
+    # a served model's name (openai engine): `run` checks a checkpoint folder exists
+    argv = ["--model", "recorder", "--engine", "openai", "--bench", "Thinks,Official"]
+    argv += [
+        "--no-progress",
+        "--data-root",
+        str(root / "data"),
+        "--cache-root",
+        str(root / "cache"),
+    ]
     argv += ["--runs-dir", str(root / "runs"), "--run-id", "cli", "--cache-workers", "1"]
     assert cli_run(p.parse_args(argv)) == 0
     assert "<think> </think>" in engine.seen["Thinks/q1"].text

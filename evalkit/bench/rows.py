@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from evalkit.bench.spec import FileSpec
+from evalkit.errors import not_utf8
 from evalkit.sample import Sample
 
 
@@ -204,6 +205,8 @@ def _read(spec: FileSpec, path: Path) -> Iterator[tuple[str, Any]]:
                 yield f"row {i}", plain(rec)
     except OSError as exc:
         raise RowsError(Problem(str(path), None, None, f"cannot read: {exc}")) from exc
+    except UnicodeDecodeError as exc:
+        raise RowsError(Problem(str(path), None, None, not_utf8(exc))) from exc
 
 
 def iter_rows(spec: FileSpec, root: Path) -> Iterator[Row | Problem]:

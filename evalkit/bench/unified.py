@@ -25,7 +25,7 @@ from typing import Any
 from evalkit.bench import parse
 from evalkit.bench.rows import Loaded, Problem, RowError, unique_id
 from evalkit.bench.spec import BenchmarkSpec
-from evalkit.errors import DataError
+from evalkit.errors import DataError, not_utf8
 from evalkit.sample import ImageRef, Sample, VideoRef
 
 # problem_type values whose meaning is specific to these files and must win over the
@@ -59,6 +59,8 @@ def iter_file_rows(file: Path) -> Iterator[tuple[str, Any]]:
         text = file.read_text(encoding="utf-8")
     except OSError as exc:
         raise DataError(f"{file}: cannot read: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{file}: {not_utf8(exc)}") from None
     if file.suffix == ".jsonl":
         for n, line in enumerate(text.splitlines(), 1):
             if line.strip():

@@ -10,6 +10,7 @@ from typing import Any
 
 from evalkit.bench.registry import registry
 from evalkit.bench.spec import BenchmarkSpec
+from evalkit.cli.checks import existing_dir, existing_file, non_negative_int
 from evalkit.errors import ConfigError
 
 
@@ -29,7 +30,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     val.add_argument("--video-root", help="where --data's media paths live (default: its folder)")
     val.add_argument("--decode", action="store_true", help="also decode every video")
     val.add_argument("--json", action="store_true", help="print the counts and reasons as JSON")
-    val.add_argument("--max-problems", type=int, default=50, help="problems printed (all counted)")
+    val.add_argument(
+        "--max-problems", type=non_negative_int, default=50, help="problems printed (all counted)"
+    )
 
 
 def _count(spec: BenchmarkSpec, root: str | None) -> str:
@@ -94,15 +97,15 @@ def _show(args: argparse.Namespace) -> int:
 def _validate(args: argparse.Namespace) -> int:
     if args.data:
         if args.name or args.root:
-            raise SystemExit(
-                "evalkit bench validate: give NAME --root DIR or --data FILE, not both"
-            )
+            raise ConfigError("give NAME --root DIR or --data FILE, not both")
+        existing_file(args.data, "--data")
         return _validate_data(args)
     if not (args.name and args.root):
-        raise SystemExit("evalkit bench validate: give NAME --root DIR, or --data FILE")
+        raise ConfigError("give NAME --root DIR, or --data FILE")
     from evalkit.bench.loader import validate
 
     spec = registry().get(args.name)
+    existing_dir(args.root, "--root")
     report = validate(spec, args.root, decode=args.decode)
     invalid = [p for p in report.problems if p.level == "error"]
     counts = {

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from evalkit.cli.checks import non_negative_int, output_dir
 from evalkit.config import add_model_args, model_from_args
 from evalkit.errors import ConfigError
 from evalkit.video.types import FrameSpec
@@ -21,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _video_args(build)
     build.add_argument(
         "--workers",
-        type=int,
+        type=non_negative_int,
         default=min(2, os.cpu_count() or 1),
         help="decoding processes (0 = in this process; default: %(default)s)",
     )
@@ -130,6 +131,10 @@ def _videos(args: argparse.Namespace, required: bool) -> list[str]:
 def _cache(args: argparse.Namespace, with_codec: bool = False) -> Any:
     from evalkit.cache import FrameCache
 
+    if args.root:  # a mistyped --root must not read as "an empty, healthy cache"
+        output_dir(args.root, "--root")
+        if args.action != "build" and not os.path.isdir(args.root):
+            raise ConfigError(f"--root {args.root}: no such folder, so no cache there")
     if not with_codec:
         return FrameCache(args.root)
     return FrameCache(

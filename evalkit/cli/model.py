@@ -24,8 +24,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Build the requested model."""
+    from evalkit.cli.checks import output_dir
     from evalkit.models.tiny import build_tiny_model
 
+    output_dir(args.out, "OUT")
     t0 = time.time()
     out = build_tiny_model(args.out, family=args.family, seed=args.seed)
     print(f"built tiny {args.family} (seed {args.seed}) in {out} in {time.time() - t0:.1f}s")

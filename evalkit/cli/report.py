@@ -9,6 +9,8 @@ from pathlib import Path
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Runs to report, outputs, and the knobs of the statistics."""
+    from evalkit.cli.checks import non_negative_float, non_negative_int
+
     parser.add_argument(
         "runs",
         nargs="+",
@@ -24,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="comma-separated subset of table,md,html,json (default: %(default)s)",
     )
     parser.add_argument(
-        "--tolerance", type=float, default=1.0, help="points a reference may differ by"
+        "--tolerance", type=non_negative_float, default=1.0, help="points a reference may differ by"
     )
     parser.add_argument(
         "--model-name", help="name matched against reference entries (default: from --model)"
@@ -35,7 +37,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="leave failed samples out of the aggregate (default: they count as wrong)",
     )
     parser.add_argument(
-        "--bootstrap", type=int, default=1000, help="bootstrap resamples (default: %(default)s)"
+        "--bootstrap",
+        type=non_negative_int,
+        default=1000,
+        help="bootstrap resamples (default: %(default)s)",
     )
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed")
 
@@ -44,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
     """Build the report, print/write the requested formats, list the files written."""
     from rich.console import Console
 
+    from evalkit.cli.checks import output_dir
     from evalkit.errors import ConfigError
     from evalkit.reports import FORMATS, build_report, write_report
 
@@ -51,6 +57,8 @@ def run(args: argparse.Namespace) -> int:
     bad = [f for f in formats if f not in FORMATS]
     if bad:
         raise ConfigError(f"--format: unknown {', '.join(bad)}; choose from {', '.join(FORMATS)}")
+    if args.out:
+        output_dir(args.out, "--out")
     report = build_report(
         args.runs,
         tolerance=args.tolerance,

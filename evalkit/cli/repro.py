@@ -13,10 +13,15 @@ import sys
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The run, the tolerance, and how to name the model."""
+    from evalkit.cli.checks import non_negative_float
+
     parser.add_argument("run", nargs="?", metavar="RUN", help="run directory (runs/<id>)")
     parser.add_argument("--run", dest="run_opt", metavar="RUN", help="same as RUN")
     parser.add_argument(
-        "--tolerance", type=float, default=1.0, help="points a score may differ by (default 1.0)"
+        "--tolerance",
+        type=non_negative_float,
+        default=1.0,
+        help="points a score may differ by (default 1.0)",
     )
     parser.add_argument(
         "--model-name", help="name matched against reference entries (default: from --model)"
@@ -37,6 +42,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
+    from evalkit.cli.checks import writable_file
     from evalkit.errors import ConfigError
     from evalkit.reports.load import load_run
     from evalkit.reports.reference import MATCH_RULE, verdicts
@@ -44,6 +50,8 @@ def run(args: argparse.Namespace) -> int:
     path = args.run or args.run_opt
     if not path:
         raise ConfigError("give the run directory: evalkit repro runs/<id> --tolerance 1.0")
+    if args.json:  # checked before the work, not after it
+        writable_file(args.json, "--json")
     run_ = load_run(path, failed="exclude" if args.exclude_failed else "zero")
     results = verdicts(run_, args.tolerance, args.model_name)
     table = Table(title=f"reproduction check: {run_.run_id} ({run_.model})", title_justify="left")

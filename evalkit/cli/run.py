@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from evalkit.cli.checks import positive_int, validate_model
 from evalkit.config import add_model_args, load_yaml_model
 from evalkit.errors import ConfigError
 from evalkit.pipeline import Pipeline, PipelineConfig
@@ -50,8 +51,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="prompt variant for every benchmark (default: each benchmark's pinned one; "
         "official falls back to the pinned evalkit variant where a benchmark has none)",
     )
-    p.add_argument("--max-tokens", type=int, help="generation cap override")
-    p.add_argument("--limit", type=int, help="first N samples of each benchmark")
+    p.add_argument("--max-tokens", type=positive_int, help="generation cap override")
+    p.add_argument("--limit", type=positive_int, help="first N samples of each benchmark")
     p.add_argument("--mode", choices=["async", "sync"], help="sync = vanilla batches (baseline)")
     p.add_argument(
         "--require-cache",
@@ -96,6 +97,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="judge engine setting (YAML value), repeatable",
     )
     p.add_argument("--no-progress", action="store_true", help="no live progress display")
+    p.add_argument(
+        "--verbose", action="store_true", help="let vLLM and transformers log at INFO level"
+    )
     add_model_args(p, FrameOverrides, prefix="frames_")
     add_model_args(p, PipelineConfig, prefix="pipeline_")
 
@@ -158,7 +162,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         data[prefix[:-1]] = sub
     if "model" not in data:
         raise ConfigError("--model is required (or `model:` in --config)")
-    return RunConfig.model_validate(data)
+    cfg: RunConfig = validate_model(RunConfig, data)
+    return cfg
 
 
 def _key_values(items: list[str], flag: str) -> dict[str, Any]:
@@ -226,9 +231,12 @@ class Progress:
 
 def run(args: argparse.Namespace) -> int:
     """Run, then print the official score of each benchmark."""
+    from evalkit.engines.logs import quiet_engine_logs
     from evalkit.runner import execute
 
     cfg = config_from_args(args)
+    if not args.verbose:
+        quiet_engine_logs()
     progress = Progress(enabled=not args.no_progress)
     try:
         result = execute(cfg, on_start=progress.start)

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from evalkit.errors import ConfigError, DataError
+from evalkit.errors import ConfigError, DataError, not_utf8
 from evalkit.sample import Sample
 
 ENGINE = "external"
@@ -188,8 +188,7 @@ def _benchmark(cfg: Any) -> Any:
         spec = unified_spec(cfg.data, cfg.video_root)
         samples = load_unified(cfg.data, cfg.video_root)
     else:
-        base, _, variant = cfg.bench[0].partition(":")
-        spec = get_benchmark(base).with_variant(variant or None)
+        spec = get_benchmark(cfg.bench[0])  # NAME:VARIANT; an unknown one: RegistryError
         samples = load(spec, _bench_root(cfg, spec), check_media=False)
     return BenchRun(spec.name, spec, spec.frames, SamplingParams(), samples)
 
@@ -222,24 +221,27 @@ def read_predictions(file: Path) -> dict[str, str | None]:
     """Sample id -> prediction (None for ``null``); DataError names the file and line."""
     if not file.is_file():
         raise DataError(f"{file}: no such predictions file")
+    try:
+        lines = file.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{file}: {not_utf8(exc)}") from None
     out: dict[str, str | None] = {}
     where: dict[str, int] = {}
-    with file.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except ValueError as exc:
-                raise DataError(
-                    f"{file}:{lineno}: not valid JSON ({exc}); each line must be one object "
-                    '{"id": ..., "prediction": "..."}'
-                ) from None
-            sid, text = _row(file, lineno, row)
-            if sid in where:
-                raise DataError(f"{file}:{lineno}: id {sid!r} again (first on line {where[sid]})")
-            where[sid] = lineno
-            out[sid] = text
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as exc:
+            raise DataError(
+                f"{file}:{lineno}: not valid JSON ({exc}); each line must be one object "
+                '{"id": ..., "prediction": "..."}'
+            ) from None
+        sid, text = _row(file, lineno, row)
+        if sid in where:
+            raise DataError(f"{file}:{lineno}: id {sid!r} again (first on line {where[sid]})")
+        where[sid] = lineno
+        out[sid] = text
     return out
 
 

@@ -4,20 +4,23 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 
 DEFAULT_OUT = "~/.cache/evalkit/synthvideo"  # benchmarks/synthvideo.yaml's local_path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Output folder, split, size, seed and frame geometry."""
+    from evalkit.cli.checks import positive_int
+
     parser.add_argument(
         "--out", default=DEFAULT_OUT, help=f"output folder (default: {DEFAULT_OUT})"
     )
     parser.add_argument(
         "--split", choices=["train", "test", "both"], default="test", help="split to write"
     )
-    parser.add_argument("--n", type=int, default=8, help="questions per family (default: 8)")
+    parser.add_argument(
+        "--n", type=positive_int, default=8, help="questions per family (default: 8)"
+    )
     parser.add_argument("--seed", type=int, default=0, help="generation seed (default: 0)")
     parser.add_argument("--width", type=int, default=224, help="frame width in px (default 224)")
     parser.add_argument("--height", type=int, default=168, help="frame height in px (default 168)")
@@ -34,11 +37,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Write the requested split(s); print where the annotation files went."""
+    from evalkit.cli.checks import output_dir
     from evalkit.errors import ConfigError
     from evalkit.registry import RegistryError
     from evalkit.synthvideo import FAMILIES, generate, read_rows, write_unified
 
-    out = Path(args.out).expanduser()
+    out = output_dir(args.out, "--out")
     families = [f.strip() for f in args.families.split(",")] if args.families else list(FAMILIES)
     splits = ["train", "test"] if args.split == "both" else [args.split]
     for split in splits:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import os
 import threading
 import time
@@ -20,8 +21,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from evalkit.engines.base import Completion, Request, SamplingParams, Timings
 from evalkit.engines.family import detect_family
+from evalkit.engines.lifecycle import Reaper
 from evalkit.engines.prompting import NO_RESAMPLE, check_frame_sizes, render_prompt
 from evalkit.errors import EvalkitError
+
+log = logging.getLogger(__name__)
 
 
 class VLLMConfig(BaseModel):
@@ -207,10 +211,21 @@ class VLLMEngine:
         loggers: Any = [_StepRecorder(self.steps)] if config.record_steps else None
         args = AsyncEngineArgs(**config.engine_args(), disable_log_stats=True)
         t0 = time.time()
-        self._engine: Any = AsyncLLM.from_engine_args(args, stat_loggers=loggers)
+        # before vLLM starts its engine processes, so that the watchdog sees them start
+        self._reaper = Reaper().start()
+        try:
+            self._engine: Any = AsyncLLM.from_engine_args(args, stat_loggers=loggers)
+        except BaseException:
+            self._reaper.stop()
+            raise
         self.start_s = time.time() - t0
         self._tokenizer = self._engine.get_tokenizer()
         self._ids = itertools.count()
+
+    @property
+    def max_model_len(self) -> int | None:
+        """The model's context in tokens as vLLM runs it (prompts must be shorter)."""
+        return _max_model_len(self._engine)
 
     def prompt(self, request: Request) -> str:
         """The chat prompt this engine sends for ``request``."""
@@ -264,7 +279,7 @@ class VLLMEngine:
         if handler is not None and not handler.done():
             handler.cancel()
             await asyncio.gather(handler, return_exceptions=True)
-        await asyncio.to_thread(engine.shutdown)
+        await _shutdown(engine.shutdown, self._reaper)
 
 
 class VLLMBatchEngine:
@@ -276,10 +291,20 @@ class VLLMBatchEngine:
         self.config = config
         self.family = detect_family(config.model) if os.path.isdir(config.model) else None
         t0 = time.time()
-        self._llm: Any = LLM(**config.engine_args(), disable_log_stats=True)
+        self._reaper = Reaper().start()
+        try:
+            self._llm: Any = LLM(**config.engine_args(), disable_log_stats=True)
+        except BaseException:
+            self._reaper.stop()
+            raise
         self.start_s = time.time() - t0
         self._tokenizer = self._llm.get_tokenizer()
         self._lock = threading.Lock()  # LLM is not re-entrant
+
+    @property
+    def max_model_len(self) -> int | None:
+        """The model's context in tokens as vLLM runs it (prompts must be shorter)."""
+        return _max_model_len(self._llm.llm_engine if self._llm is not None else None)
 
     def generate_batch_sync(self, requests: list[Request]) -> list[Completion]:
         """Generate a batch in one ``LLM.generate`` call (all finish together)."""
@@ -315,4 +340,25 @@ class VLLMBatchEngine:
         """Shut the engine processes down (idempotent)."""
         llm, self._llm = self._llm, None
         if llm is not None:
-            await asyncio.to_thread(llm.llm_engine.engine_core.shutdown)
+            await _shutdown(llm.llm_engine.engine_core.shutdown, self._reaper)
+
+
+def _max_model_len(engine: Any) -> int | None:
+    value = getattr(getattr(engine, "model_config", None), "max_model_len", None)
+    return int(value) if isinstance(value, int) else None
+
+
+async def _shutdown(shutdown: Any, reaper: Reaper) -> None:
+    """Run vLLM's shutdown off the event loop. By now every record is durable, so an error
+    in it (a worker already gone: psutil.NoSuchProcess) is a warning, not a failed run."""
+    try:
+        await asyncio.to_thread(shutdown)
+    except Exception as exc:
+        log.warning(
+            "vLLM failed while shutting down (%s: %s); leftover engine processes are "
+            "left to the watchdog",
+            type(exc).__name__,
+            exc,
+        )
+        return  # the watchdog stays until this process exits, then reaps what is left
+    reaper.stop()

@@ -55,6 +55,27 @@ def smart_resize(
     return h_bar, w_bar
 
 
+# The budgets that can set a video frame's size, as run summaries name them.
+MAX_PIXELS = "max_pixels"
+TOTAL_PIXELS = "total_pixels"
+TOKEN_CAP = f"{VIDEO_MAX_TOKEN_NUM}-token cap"
+MIN_PIXELS = "min_pixels"
+
+
+def pixel_cap(spec: FrameSpec, nframes: int) -> tuple[float, str]:
+    """(per-frame pixel cap, the budget that set it): see :func:`video_max_pixels`."""
+    f2 = spec.factor * spec.factor
+    total = spec.total_pixels if spec.total_pixels is not None else MODEL_SEQ_LEN * f2 * 0.9
+    tokens, shared = VIDEO_MAX_TOKEN_NUM * f2, total / nframes * spec.temporal_patch
+    cap, why = (tokens, TOKEN_CAP) if tokens <= shared else (shared, TOTAL_PIXELS)
+    floor = int(spec.min_pixels * 1.05)
+    if floor > cap:
+        cap, why = floor, MIN_PIXELS
+    if spec.max_pixels <= cap:
+        return spec.max_pixels, MAX_PIXELS
+    return cap, why
+
+
 def video_max_pixels(spec: FrameSpec, nframes: int) -> float:
     """Per-frame pixel cap of a video of ``nframes`` sampled frames (qwen's fetch_video).
 
@@ -62,13 +83,7 @@ def video_max_pixels(spec: FrameSpec, nframes: int) -> float:
     1.05 x min_pixels, then no more than ``spec.max_pixels``. ``total_pixels=None`` means
     qwen-vl-utils' default budget (0.9 x 128000 tokens).
     """
-    f2 = spec.factor * spec.factor
-    total = spec.total_pixels if spec.total_pixels is not None else MODEL_SEQ_LEN * f2 * 0.9
-    cap = max(
-        min(VIDEO_MAX_TOKEN_NUM * f2, total / nframes * spec.temporal_patch),
-        int(spec.min_pixels * 1.05),
-    )
-    return min(spec.max_pixels, cap)
+    return pixel_cap(spec, nframes)[0]
 
 
 def video_size(height: int, width: int, spec: FrameSpec, nframes: int) -> tuple[int, int]:

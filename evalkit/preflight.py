@@ -1,0 +1,106 @@
+"""What a run needs that can be checked before anything is created: the model, the
+engine and its options, the data files and folders.
+
+``evalkit run`` calls :func:`check_run` before it makes a run directory, so a typo costs
+one line of error, never a traceback after a half-made ``runs/run-*/``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from evalkit.errors import ConfigError
+
+
+def check_run(cfg: Any, engine_given: bool = False) -> None:
+    """ConfigError naming the first bad setting of ``cfg`` (a RunConfig) and what to do.
+
+    ``engine_given``: the caller brings its own engine, so the model and engine settings
+    are the caller's business (tests, the trainer's scripted engines).
+    """
+    if not engine_given:
+        check_model(cfg.model, cfg.engine)
+        check_engine_options("vllm_batch" if cfg.mode == "sync" else cfg.engine, cfg)
+    if cfg.data:
+        _file(cfg.data, "--data")
+    for value, flag in ((cfg.data_root, "--data-root"), (cfg.video_root, "--video-root")):
+        if value:
+            _dir(value, flag)
+    if cfg.cache_root and Path(cfg.cache_root).expanduser().is_file():
+        raise ConfigError(f"--cache-root {cfg.cache_root}: is a file; give a folder for the cache")
+
+
+def check_model(model: str, engine: str) -> None:
+    """A local checkpoint folder (with config.json) or a hub id already in the local
+    Hugging Face cache; the openai engine takes a served model name, unchecked."""
+    if engine == "openai":
+        return
+    path = Path(model).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise ConfigError(
+                f"--model {model}: no config.json in this folder; give the checkpoint folder "
+                "(the one holding config.json and the weights)"
+            )
+        return
+    if path.exists():
+        raise ConfigError(
+            f"--model {model}: is a file; give the checkpoint folder (the one holding config.json)"
+        )
+    if _looks_like_path(model) or not _in_hub_cache(model):
+        raise ConfigError(
+            f"--model {model}: no such checkpoint folder (and not a model in the local "
+            "Hugging Face cache); check the path, or download the model first "
+            f"(`huggingface-cli download {model} --local-dir DIR`) and pass --model DIR"
+        )
+
+
+def _looks_like_path(model: str) -> bool:
+    # a hub id is "name" or "org/name"; anything else can only be meant as a folder
+    return model.startswith((".", "/", "~")) or model.count("/") > 1 or os.sep + os.sep in model
+
+
+def _in_hub_cache(repo_id: str) -> bool:
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return False
+    try:
+        found = try_to_load_from_cache(repo_id, "config.json")
+    except ValueError:  # not a valid repo id
+        return False
+    return isinstance(found, str)
+
+
+def check_engine_options(name: str, cfg: Any) -> None:
+    """The engine exists and its options validate (typed config), before it is built."""
+    from pydantic import ValidationError
+
+    from evalkit.engines import ENGINE_CONFIGS
+
+    config_type = ENGINE_CONFIGS.get(name)  # RegistryError: unknown engine, with a hint
+    try:
+        config_type.model_validate({"model": cfg.model, **cfg.engine_options})
+    except ValidationError as exc:
+        bad = "; ".join(f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors())
+        raise ConfigError(
+            f"--engine-opt for engine {name!r}: {bad} (see the fields of {config_type.__name__})"
+        ) from None
+
+
+def _file(path: str, flag: str) -> None:
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise ConfigError(f"{flag} {path}: no such file; check the path")
+    if p.is_dir():
+        raise ConfigError(f"{flag} {path}: is a folder; give the JSON/JSONL file")
+
+
+def _dir(path: str, flag: str) -> None:
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise ConfigError(f"{flag} {path}: no such folder; check the path")
+    if not p.is_dir():
+        raise ConfigError(f"{flag} {path}: is a file; give a folder")

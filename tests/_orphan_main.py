@@ -1,0 +1,60 @@
+"""The "main process" of the orphan tests (run as a script, then killed with SIGKILL).
+
+    python tests/_orphan_main.py vllm MODEL_DIR   # a real vLLM engine on the tiny model
+    python tests/_orphan_main.py fake SHM_NAME    # a Reaper and a spawned child holding SHM
+
+Prints one line ``READY`` once its engine processes run, then waits to be killed.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import sys
+import time
+
+
+def _hold(name: str) -> None:
+    """A stand-in engine process: holds a /dev/shm entry open and never exits."""
+    f = open(f"/dev/shm/{name}", "w")  # noqa: SIM115 (held open until killed)
+    f.write("x")
+    f.flush()
+    time.sleep(600)
+
+
+def _fake(name: str) -> None:
+    from evalkit.engines.lifecycle import Reaper
+
+    Reaper().start()
+    child = multiprocessing.get_context("spawn").Process(target=_hold, args=(name,))
+    child.start()
+    while not _exists(name):
+        time.sleep(0.05)
+    time.sleep(1.5)  # the watchdog polls every 0.5 s
+
+
+def _exists(name: str) -> bool:
+    import os
+
+    return os.path.exists(f"/dev/shm/{name}")
+
+
+def _vllm(model: str) -> None:
+    from evalkit.engines.vllm_engine import VLLMConfig, VLLMEngine
+
+    VLLMEngine(
+        VLLMConfig(
+            model=model,
+            dtype="float32",
+            enforce_eager=True,
+            max_num_batched_tokens=256,
+            max_num_seqs=2,
+            max_model_len=1024,
+        )
+    )
+    time.sleep(1.5)  # the watchdog polls every 0.5 s
+
+
+if __name__ == "__main__":
+    {"fake": _fake, "vllm": _vllm}[sys.argv[1]](sys.argv[2])
+    print("READY", flush=True)
+    time.sleep(600)
