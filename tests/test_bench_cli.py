@@ -38,6 +38,15 @@ def test_show_prints_the_resolved_variant(capsys: pytest.CaptureFixture[str]) ->
     assert '"variant": "mbin"' in out and '"name": "mbin"' in out
 
 
+def test_show_names_the_headline_rule_and_its_source(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "show", "Video-MME"]) == 0
+    out = capsys.readouterr().out
+    assert "headline rule (multiple_choice): videomme - " in out
+    assert "eval_your_results.py" in out  # the official file the rule reproduces
+    assert main(["bench", "show", "MINERVA"]) == 0  # no official rule published
+    assert "headline rule (multiple_choice): evalkit - evalkit" in capsys.readouterr().out
+
+
 def test_validate_exits_1_and_lists_each_problem(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

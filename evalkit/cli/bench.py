@@ -91,7 +91,18 @@ def _show(args: argparse.Namespace) -> int:
     print(json.dumps(spec.model_dump(mode="json", exclude={"variants"}), indent=2))
     if spec.variants:
         print(f"variants: {', '.join(sorted(spec.variants))}")
+    for kind, rule in headline_rules(spec).items():
+        print(f"headline rule ({kind}): {rule.name} - {rule.source}")
     return 0
+
+
+def headline_rules(spec: BenchmarkSpec) -> dict[str, Any]:
+    """Task type -> the registered rule whose verdicts make the headline number."""
+    from evalkit.scoring.router import canonical_task_type
+    from evalkit.scoring.rules import get_rule
+
+    kinds = [canonical_task_type(t) for t in spec.task_types]
+    return {k: get_rule(spec.headline_rule(k), k) for k in kinds}
 
 
 def _validate(args: argparse.Namespace) -> int:
