@@ -144,6 +144,10 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
             if getattr(args, prefix + name, None) is not None:
                 sub[name] = getattr(args, prefix + name)
         data[prefix[:-1]] = sub
+    if data.get("resume"):  # the run's recorded settings, these flags as overrides
+        from evalkit.resume import with_recorded
+
+        data = with_recorded(data)
     if "model" not in data:
         raise ConfigError("--model is required (or `model:` in --config)")
     return RunConfig.model_validate(data)
@@ -214,14 +218,21 @@ class Progress:
 
 def run(args: argparse.Namespace) -> int:
     """Run, then print the official score of each benchmark."""
+    from evalkit.resume import overrides
     from evalkit.runner import execute
 
     cfg = config_from_args(args)
+    changed = overrides(cfg)
+    if changed:  # result settings among them are refused unless --force (by fingerprint)
+        print(f"resuming {cfg.resume} with overrides: " + "; ".join(changed))
     progress = Progress(enabled=not args.no_progress)
     try:
         result = execute(cfg, on_start=progress.start)
     finally:
         progress.stop()
+    if result.nothing_to_run:
+        again = "" if cfg.retry_failed else " (--retry-failed reruns the failed ones)"
+        print(f"nothing to run: every sample is already recorded in {result.path}{again}")
     for name, st in result.stats.items():
         print(
             f"{name}: {st.completed} done, {st.failed} failed, {st.skipped} resumed "
