@@ -4,6 +4,7 @@ engine starts, and never rewrites the recorded configuration."""
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 import pytest
@@ -92,7 +93,7 @@ def test_a_result_override_without_force_is_refused_before_any_engine(
     run = finished_run(root, limit=4)
     cut_store(run, 2)
     before = (run / "config.json").read_bytes()
-    cfg = config_from_args(parse("--resume", str(run), "--frames-fps", "1"))
+    cfg = run_config(root, limit=4, resume=str(run), frames={"fps": 1.0})
     with pytest.raises(ConfigError, match=r"another configuration.*frames\.fps: 2\.0 -> 1\.0"):
         execute(cfg)
     assert (run / "config.json").read_bytes() == before and RunDir(run).amendments() == []
@@ -102,8 +103,8 @@ def test_force_keeps_config_json_byte_identical_and_records_an_amendment(root: P
     run = finished_run(root, limit=4)
     cut_store(run, 2)
     before = (run / "config.json").read_bytes()
-    first_fp = RunDir(run).original()["fingerprint"]
-    cfg = config_from_args(parse("--resume", str(run), "--frames-fps", "1", "--force"))
+    first_fp = json.loads(before)["fingerprint"]
+    cfg = run_config(root, limit=4, resume=str(run), frames={"fps": 1.0}, force=True)
     execute(cfg, engine=Counting())
     assert (run / "config.json").read_bytes() == before
     (amendment,) = RunDir(run).amendments()
@@ -114,6 +115,13 @@ def test_force_keeps_config_json_byte_identical_and_records_an_amendment(root: P
     assert made and f"2 under config.json ({first_fp})" in made[0]
     assert f"2 under amendment 1 of {amendment['at']} ({amendment['fingerprint']}" in made[0]
     assert "frames.fps: 2.0 -> 1.0" in made[0]
+
+
+def test_the_cli_refuses_a_result_override_unless_forced(root: Path, no_engine: None) -> None:
+    run = finished_run(root, limit=4)
+    cut_store(run, 2)
+    with pytest.raises(ConfigError, match=r"frames\.fps: 2\.0 -> 1\.0.*--force"):
+        execute(config_from_args(parse("--resume", str(run), "--frames-fps", "1")))
 
 
 def test_an_operational_override_runs_and_is_recorded_under_the_same_fingerprint(
