@@ -63,12 +63,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cache-workers", type=int, help="processes decoding cache misses")
     p.add_argument("--runs-dir", help="where run directories go (default runs/)")
     p.add_argument("--run-id", help="run directory name")
-    p.add_argument("--resume", help="run directory to continue (skips finished sample ids)")
+    p.add_argument(
+        "--resume",
+        help="run directory to continue with its recorded settings (skips finished sample "
+        "ids); other flags given are overrides",
+    )
     p.add_argument(
         "--force",
         action="store_true",
         default=None,
-        help="resume even if the configuration changed",
+        help="resume under changed result settings (recorded as an amendment; config.json "
+        "is kept as it was)",
     )
     p.add_argument(
         "--retry-failed", action="store_true", default=None, help="on resume, rerun failed samples"
