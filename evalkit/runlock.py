@@ -122,7 +122,7 @@ class RunLock:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                owner = _read_owner(fd)
+                owner = _holder(fd)
                 os.close(fd)
                 raise RunLockedError(
                     f"{self.run_path} is being written by {describe(owner)}; two writers would "
@@ -173,6 +173,15 @@ class RunLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def _holder(fd: int, wait_s: float = 2.0) -> dict[str, Any]:
+    """The owner line of a held lock; its holder writes it just after locking, so an
+    empty line is read again for a moment before giving up."""
+    deadline = time.monotonic() + wait_s
+    while not (owner := _read_owner(fd)) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return owner or {"pid": "?", "host": "?", "command": "a process that has not named itself"}
 
 
 def _read_owner(fd: int) -> dict[str, Any]:

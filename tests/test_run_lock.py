@@ -3,6 +3,7 @@ holder; a dead holder's lock is taken over; every sample is recorded exactly onc
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -11,6 +12,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -39,6 +41,20 @@ def test_a_second_writer_is_refused_naming_the_holder(tmp_path: Path) -> None:
         RunLock(tmp_path / "r").acquire()
     with RunLock(tmp_path / "r"):  # released on exit: free again
         pass
+
+
+def test_a_holder_that_has_not_written_its_name_yet_is_waited_for(tmp_path: Path) -> None:
+    # both resumers reach the lock at once: the loser reads the line the winner is writing
+    (tmp_path / "r").mkdir()
+    fd = os.open(tmp_path / "r" / LOCK_NAME, os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        line = b'{"pid": 4242, "host": "h", "since": "now"}\n'
+        threading.Timer(0.3, os.pwrite, (fd, line, 0)).start()
+        with pytest.raises(RunLockedError, match=r"pid 4242 on host h \(evalkit, since now\)"):
+            RunLock(tmp_path / "r").acquire()
+    finally:
+        os.close(fd)
 
 
 def test_the_lock_of_a_dead_process_is_taken_over_with_a_warning(
@@ -122,7 +138,7 @@ def test_two_concurrent_resumers_one_refused_every_sample_exactly_once(tmp_path:
     gate.touch()  # let the one that got in finish (both, if neither was refused)
     outs = [p.communicate(timeout=120) for p in procs]
     recorded = ids(run)
-    assert len(recorded) == 40 and sorted(recorded) == expected_ids(40)
+    assert len(recorded) == 40 and sorted(recorded) == expected_ids(40), outs
     assert sorted(p.returncode for p in procs) == [0, 2], outs
     winner, loser = sorted(range(2), key=lambda i: procs[i].returncode)
     assert f"is being written by pid {procs[winner].pid}" in outs[loser][1]
