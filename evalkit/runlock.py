@@ -124,16 +124,26 @@ class RunLock:
             except BlockingIOError:
                 owner = _holder(fd)
                 os.close(fd)
-                raise RunLockedError(
-                    f"{self.run_path} is being written by {describe(owner)}; two writers would "
-                    "record samples twice. Wait for that run to finish (or stop it), then resume"
-                ) from None
+                raise RunLockedError(self._busy(owner)) from None
             try:  # the file we locked is still the one at the path (not one just removed)
                 if os.fstat(fd).st_ino == os.stat(self.path).st_ino:
                     return fd
             except FileNotFoundError:
                 pass
             os.close(fd)
+
+    def _busy(self, owner: dict[str, Any]) -> str:
+        here = owner.get("host") == socket.gethostname() and str(owner.get("pid")).isdigit()
+        if here and not _alive_here(owner):  # a forked child (an engine process) kept it
+            return (
+                f"{self.run_path} is locked: its writer, {describe(owner)}, is no longer "
+                "running, but a process it started still holds the lock (an orphaned "
+                f"engine process? `fuser {self.path}` names it); stop it, then resume"
+            )
+        return (
+            f"{self.run_path} is being written by {describe(owner)}; two writers would "
+            "record samples twice. Wait for that run to finish (or stop it), then resume"
+        )
 
     def _check_owner_line(self, owner: dict[str, Any]) -> None:
         if not owner:

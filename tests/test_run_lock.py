@@ -57,6 +57,20 @@ def test_a_holder_that_has_not_written_its_name_yet_is_waited_for(tmp_path: Path
         os.close(fd)
 
 
+def test_a_lock_kept_by_an_orphan_of_a_dead_writer_says_so(tmp_path: Path) -> None:
+    # the writer was killed; a child it forked (an engine process) still holds the lock
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    _owner_line(tmp_path / "r", pid=dead.pid, host=socket.gethostname())
+    fd = os.open(tmp_path / "r" / LOCK_NAME, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        with pytest.raises(RunLockedError, match=r"no longer running.*orphaned engine"):
+            RunLock(tmp_path / "r").acquire()
+    finally:
+        os.close(fd)
+
+
 def test_the_lock_of_a_dead_process_is_taken_over_with_a_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
