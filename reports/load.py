@@ -19,8 +19,9 @@ from evalkit.bench.unified_known import recorded_data_spec
 from evalkit.errors import DataError
 from evalkit.rundir import RunDir, hash_json
 from evalkit.sample import Sample
-from reports.provenance import check_records, provenance_note, rejected_notes, split_foreign
 from reports.sensitivity import Sensitivity, sensitivity
+
+from .provenance import check_records, provenance_note, rejected_notes, split_foreign
 
 FailedPolicy = Literal["zero", "exclude"]
 ADHOC_AGGREGATION = "pooled mean by task_type (ad-hoc data: no official spec)"
