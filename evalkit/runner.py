@@ -378,6 +378,8 @@ class RunResult:
 
     path: Path
     stats: dict[str, PipelineStats]
+    nothing_to_run: bool = False
+    """Every sample was already recorded: no engine was started."""
 
 
 def execute(
@@ -390,21 +392,8 @@ def execute(
     return asyncio.run(aexecute(cfg, engine, on_start, judge_engine))
 
 
-async def aexecute(
-    cfg: RunConfig,
-    engine: Engine | None = None,
-    on_start: Callable[[str, Pipeline], None] | None = None,
-    judge_engine: Engine | None = None,
-) -> RunResult:
-    """:func:`execute` inside a running event loop (one loop for the engine's whole life)."""
-    from evalkit.cache import FrameCache
-    from evalkit.preflight import check_run
-
-    check_run(cfg, engine_given=engine is not None)  # before any run directory exists
-    factor = model_factor(cfg) if cfg.engine != "openai" else None
-    benches = resolve_benchmarks(cfg, factor)
-    path = Path(cfg.resume) if cfg.resume else Path(cfg.runs_dir) / (cfg.run_id or new_run_id())
-    rundir = RunDir(path)
+def _open_run(cfg: RunConfig, rundir: RunDir, benches: list[BenchRun]) -> str:
+    """Record (or check) the run's configuration and its invalid rows; the fingerprint."""
     extra = cfg.model_dump(mode="json", exclude={"resume", "force", "retry_failed"})
     # the specs as run, so reports aggregate by the rules in force (ad-hoc sets included)
     extra["specs"] = {b.name: b.spec.model_dump(mode="json") for b in benches}
@@ -412,6 +401,44 @@ async def aexecute(
     fingerprint = rundir.open(result_config(cfg, benches), extra, force=cfg.force)
     for b in benches:  # invalid rows, for the report (invalid/<benchmark>.jsonl)
         rundir.write_problems(b.name, b.problems)
+    return fingerprint
+
+
+async def aexecute(
+    cfg: RunConfig,
+    engine: Engine | None = None,
+    on_start: Callable[[str, Pipeline], None] | None = None,
+    judge_engine: Engine | None = None,
+) -> RunResult:
+    """:func:`execute` inside a running event loop (one loop for the engine's whole life)."""
+    from evalkit.preflight import check_run
+
+    check_run(cfg, engine_given=engine is not None)  # before any run directory exists
+    path = Path(cfg.resume) if cfg.resume else Path(cfg.runs_dir) / (cfg.run_id or new_run_id())
+    with RunDir(path).lock():  # before anything else: one writer per run directory
+        return await _aexecute_locked(cfg, path, engine, on_start, judge_engine)
+
+
+async def _aexecute_locked(
+    cfg: RunConfig,
+    path: Path,
+    engine: Engine | None,
+    on_start: Callable[[str, Pipeline], None] | None,
+    judge_engine: Engine | None,
+) -> RunResult:
+    from evalkit.cache import FrameCache
+    from evalkit.resume import pending
+
+    factor = model_factor(cfg) if cfg.engine != "openai" else None
+    benches = resolve_benchmarks(cfg, factor)
+    rundir = RunDir(path)
+    fingerprint = _open_run(cfg, rundir, benches)
+    # the stores are checked (a damaged one is reported) before any engine starts
+    failed_done = cfg.mode == "sync" or not cfg.retry_failed
+    if not any(pending(rundir, benches, include_failed=failed_done).values()):
+        n = {b.name: len(b.samples) for b in benches}
+        done = {name: PipelineStats(total=k, skipped=k) for name, k in n.items()}
+        return RunResult(path=path, stats=done, nothing_to_run=True)
     cache = FrameCache(
         cfg.cache_root,
         identity=cfg.cache_identity,

@@ -48,7 +48,8 @@ class Store:
             except (ValueError, KeyError, TypeError) as exc:
                 raise DataError(
                     f"{self.path}:{lineno}: not a valid result record ({exc}); "
-                    "the file was edited by hand or written by another tool"
+                    "the file was edited by hand or written by another tool; fix or delete "
+                    "that line (its sample is then rerun) and resume"
                 ) from None
             self._records[sid] = rec  # a later record (a retry) supersedes an earlier one
 

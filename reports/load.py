@@ -10,7 +10,6 @@ task type, labelled as such.
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -22,6 +21,7 @@ from evalkit.rundir import RunDir, hash_json
 from evalkit.sample import Sample
 
 from .judging import judge_notes
+from .provenance import check_records, provenance_note, rejected_notes, split_foreign
 from .sensitivity import Sensitivity, sensitivity
 
 FailedPolicy = Literal["zero", "exclude"]
@@ -43,6 +43,10 @@ class Counts:
     failed_by_stage: dict[str, int] = field(default_factory=dict)
     invalid: int = 0
     """Rows of the data that did not load (recorded in the run's invalid/<benchmark>.jsonl)."""
+    malformed: int = 0
+    """Lines of the store that are not valid records (left out of every number)."""
+    foreign: int = 0
+    """Records whose fingerprint no recorded configuration has (left out)."""
 
 
 @dataclass
@@ -107,12 +111,14 @@ def load_run(
     if not rundir.config_path.is_file():
         raise DataError(f"{rundir.path}: not a run directory (no config.json)")
     config = rundir.config()
+    configurations = rundir.configurations()
     benches = dict((config.get("result_config") or {}).get("benchmarks") or {})
     by_file = {_safe(name): name for name in benches}
     out: dict[str, BenchmarkReport] = {}
     for stem in rundir.benchmarks():
         name = by_file.get(stem, stem)
-        bench = load_benchmark(rundir.path / f"{stem}.jsonl", name, config, failed=failed)
+        path = rundir.path / f"{stem}.jsonl"
+        bench = load_benchmark(path, name, config, failed=failed, configurations=configurations)
         bench.stderr, bench.stderr_method = standard_error(bench, n_boot=bootstrap, seed=seed)
         out[name] = bench
     if not out:
@@ -121,15 +127,28 @@ def load_run(
 
 
 def load_benchmark(
-    path: Path, name: str, config: dict[str, Any], *, failed: FailedPolicy = "zero"
+    path: Path,
+    name: str,
+    config: dict[str, Any],
+    *,
+    failed: FailedPolicy = "zero",
+    configurations: list[dict[str, Any]] | None = None,
 ) -> BenchmarkReport:
-    """One benchmark's store, aggregated by its spec's official rule."""
-    records = read_records(path)
+    """One benchmark's store, aggregated by its spec's official rule.
+
+    Only valid records made under one of ``configurations`` (config.json and its
+    amendments; default: the run's) count; the others are named in the notes.
+    """
+    configurations = configurations or RunDir(path.parent).configurations()
+    records, problems = check_records(path)
+    records, foreign = split_foreign(records, configurations)
     scored, counts = scored_from_records(records, failed=failed)
+    counts.malformed, counts.foreign = len(problems), len(foreign)
     entry = ((config.get("result_config") or {}).get("benchmarks") or {}).get(name) or {}
     data = recorded_data_spec(config, name)  # a --data file's rows: the spec they ran under
     spec, variant, notes = (data[0], None, [data[2]]) if data else resolve_spec(name, config, entry)
     notes += problem_notes(RunDir(path.parent).problems(name), counts)
+    notes += rejected_notes(problems, foreign) + provenance_note(name, records, configurations)
     notes += judge_notes(records)
     result = aggregate_scored(spec, scored, path)
     if spec is None:
@@ -197,21 +216,12 @@ def problem_notes(problems: list[dict[str, Any]], counts: Counts) -> list[str]:
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:
-    """The latest record per sample id, read-only (a run may still be writing the file).
+    """The latest valid record per sample id, read-only (a run may still be writing the file).
 
     Unlike opening a ``Store``, this never truncates a torn last line: it only skips it.
+    Lines that are not valid records are skipped too (``check_records`` names them).
     """
-    data = path.read_bytes()
-    latest: dict[str, dict[str, Any]] = {}
-    for lineno, line in enumerate(data[: data.rfind(b"\n") + 1].splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-            latest[str(rec["id"])] = rec
-        except (ValueError, KeyError, TypeError) as exc:
-            raise DataError(f"{path}:{lineno}: not a valid result record ({exc})") from None
-    return list(latest.values())
+    return check_records(path)[0]
 
 
 def scored_from_records(

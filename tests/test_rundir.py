@@ -15,6 +15,47 @@ def test_reopening_with_the_same_config_keeps_the_fingerprint(tmp_path: Path) ->
     fp1 = run.open({"model": "m", "fps": 2.0}, {"limit": 5}, force=False)
     fp2 = run.open({"model": "m", "fps": 2.0}, {"limit": 50}, force=False)
     assert fp1 == fp2 and run.config()["extra"] == {"limit": 50}
+    assert run.original()["extra"] == {"limit": 5}  # config.json is never rewritten
+    (amendment,) = run.amendments()
+    assert amendment["changes"] == ["extra.limit: 5 -> 50"] and amendment["fingerprint"] == fp1
+
+
+def test_reopening_unchanged_adds_no_amendment(tmp_path: Path) -> None:
+    run = RunDir(tmp_path / "r1")
+    run.open({"model": "m"}, {"limit": 5}, force=False)
+    before = run.config_path.read_bytes()
+    run.open({"model": "m"}, {"limit": 5}, force=False)
+    assert run.config_path.read_bytes() == before and run.amendments() == []
+
+
+def test_a_forced_change_is_an_amendment_and_config_json_stays_byte_identical(
+    tmp_path: Path,
+) -> None:
+    run = RunDir(tmp_path / "r1")
+    fp1 = run.open({"model": "m", "spec": {"fps": 2.0}}, {}, force=False)
+    before = run.config_path.read_bytes()
+    fp2 = run.open({"model": "m", "spec": {"fps": 1.0}}, {}, force=True)
+    assert run.config_path.read_bytes() == before
+    (amendment,) = run.amendments()
+    assert amendment["changes"] == ["spec.fps: 2.0 -> 1.0"] and amendment["at"]
+    assert (amendment["previous_fingerprint"], amendment["fingerprint"]) == (fp1, fp2)
+    assert [c["label"] for c in run.configurations()] == [
+        "config.json",
+        f"amendment 1 of {amendment['at']}",
+    ]
+    # the amended settings are the run's now: reopening under them needs no --force
+    assert run.open({"model": "m", "spec": {"fps": 1.0}}, {}, force=False) == fp2
+    assert len(run.amendments()) == 1
+
+
+def test_benchmarks_of_earlier_configurations_stay_in_the_report_view(tmp_path: Path) -> None:
+    run = RunDir(tmp_path / "r1")
+    run.open({"benchmarks": {"A": {"fps": 1}}}, {"specs": {"A": 1}}, force=False)
+    run.open({"benchmarks": {"B": {"fps": 2}}}, {"specs": {"B": 2}}, force=True)
+    cfg = run.config()
+    assert cfg["result_config"]["benchmarks"] == {"A": {"fps": 1}, "B": {"fps": 2}}
+    assert cfg["extra"]["specs"] == {"A": 1, "B": 2}
+    assert run.latest()["result_config"] == {"benchmarks": {"B": {"fps": 2}}}
 
 
 def test_resuming_under_another_config_is_refused_naming_the_difference(tmp_path: Path) -> None:

@@ -73,12 +73,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cache-jpeg-quality", type=int, help="JPEG quality of --cache-codec jpeg")
     p.add_argument("--runs-dir", help="where run directories go (default runs/)")
     p.add_argument("--run-id", help="run directory name")
-    p.add_argument("--resume", help="run directory to continue (skips finished sample ids)")
+    p.add_argument(
+        "--resume",
+        help="run directory to continue with its recorded settings (skips finished sample "
+        "ids); other flags given are overrides",
+    )
     p.add_argument(
         "--force",
         action="store_true",
         default=None,
-        help="resume even if the configuration changed",
+        help="resume under changed result settings (recorded as an amendment; config.json "
+        "is kept as it was)",
     )
     p.add_argument(
         "--retry-failed", action="store_true", default=None, help="on resume, rerun failed samples"
@@ -160,6 +165,10 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
             if getattr(args, prefix + name, None) is not None:
                 sub[name] = getattr(args, prefix + name)
         data[prefix[:-1]] = sub
+    if data.get("resume"):  # the run's recorded settings, these flags as overrides
+        from evalkit.resume import with_recorded
+
+        data = with_recorded(data)
     if "model" not in data:
         raise ConfigError("--model is required (or `model:` in --config)")
     cfg: RunConfig = validate_model(RunConfig, data)
@@ -232,16 +241,23 @@ class Progress:
 def run(args: argparse.Namespace) -> int:
     """Run, then print the official score of each benchmark."""
     from evalkit.engines.logs import quiet_engine_logs
+    from evalkit.resume import overrides
     from evalkit.runner import execute
 
     cfg = config_from_args(args)
     if not args.verbose:
         quiet_engine_logs()
+    changed = overrides(cfg)
+    if changed:  # result settings among them are refused unless --force (by fingerprint)
+        print(f"resuming {cfg.resume} with overrides: " + "; ".join(changed))
     progress = Progress(enabled=not args.no_progress)
     try:
         result = execute(cfg, on_start=progress.start)
     finally:
         progress.stop()
+    if result.nothing_to_run:
+        again = "" if cfg.retry_failed else " (--retry-failed reruns the failed ones)"
+        print(f"nothing to run: every sample is already recorded in {result.path}{again}")
     for name, st in result.stats.items():
         print(
             f"{name}: {st.completed} done, {st.failed} failed, {st.skipped} resumed "

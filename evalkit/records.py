@@ -1,0 +1,157 @@
+"""The run record: one typed model for a sample's line in a results store.
+
+The pipeline's writers (``evalkit.pipeline.ok_record`` / ``failed_record``) build a
+:class:`SampleRecord` and dump it; the report validates every line it reads against the
+same model (:func:`check_line`), so the contract lives in one place. A line that does not
+fit is named (file, line, field) and left out, never turned into a crash or a score
+outside [0, 1].
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+_STRICT = ConfigDict(extra="forbid", strict=True, use_attribute_docstrings=True)
+
+
+class ScoreRecord(BaseModel):
+    """The headline verdict of a sample (``Score.to_dict()``)."""
+
+    model_config = _STRICT
+
+    value: float | None = Field(default=None, ge=0.0, le=1.0)
+    """In [0, 1]; None = could not be scored (e.g. judged with no judge), never a 0."""
+    answer: Any = None
+    """What the rule extracted from the prediction."""
+    explanation: str = ""
+    """Why the value is what it is."""
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    """Rule-specific numbers an aggregation may read (an IoU, a format credit)."""
+
+
+class RuleVerdict(BaseModel):
+    """Another rule's compact verdict (``evalkit.scoring.verdicts.compact_verdict``)."""
+
+    model_config = _STRICT
+
+    value: float | None = Field(default=None, ge=0.0, le=1.0)
+    """In [0, 1], or None (not scored)."""
+    answer: Any = None
+    """The answer this rule extracted (shortened)."""
+    metadata: dict[str, float] = Field(default_factory=dict)
+    """Numeric metadata only."""
+    error: str | None = None
+    """The rule raised: its explanation (shown as an error, not taken for a 0)."""
+
+
+class Tokens(BaseModel):
+    """Token counts of the generation."""
+
+    model_config = _STRICT
+
+    prompt: int | None = None
+    """Prompt tokens, as the engine counted them."""
+    output: int | None = None
+    """Generated tokens."""
+
+
+class SampleRecord(BaseModel):
+    """One sample's line in ``runs/<id>/<benchmark>.jsonl``, ``ok`` or ``failed``.
+
+    Fields are declared in the order the line is written; fields a writer leaves out
+    (``rule``/``rules`` without other rules, ``predictions`` with one completion, the
+    generation fields of a failed sample) stay out of the line (``dump``).
+    """
+
+    model_config = _STRICT
+
+    id: str
+    """The sample id (resume skips ids already recorded)."""
+    status: Literal["ok", "failed"]
+    """ok = generated and scored; failed = IO, engine, scorer or prediction failure."""
+    stage: str | None = None
+    """Failed only: where it failed (io, engine, score, predictions)."""
+    error: str | None = None
+    """Failed only: ``ExceptionType: message``."""
+    prediction: str | None = None
+    """The (first) completion text; None when a failure came before generation."""
+    score: ScoreRecord | None = None
+    """The headline verdict (ok), None (failed)."""
+    rule: str | None = None
+    """The headline extraction rule."""
+    rules: dict[str, RuleVerdict] | None = None
+    """Every other registered rule's verdict, by rule name."""
+    prompt_hash: str | None = None
+    """Hash of what the model was asked; None for predictions made elsewhere."""
+    benchmark: str
+    """The benchmark the sample belongs to."""
+    task_type: str
+    """The sample's task type (picks the scorer and the aggregation)."""
+    target: Any = None
+    """The reference answer."""
+    fields: dict[str, Any] = Field(default_factory=dict)
+    """The sample's breakdown fields (duration, domain, ...)."""
+    tokens: Tokens | None = None
+    """Prompt/output token counts (ok records of a run)."""
+    timings: dict[str, float | None] = Field(default_factory=dict)
+    """Wall-clock stamps of each stage (io_start, io_end, submitted, ..., scored)."""
+    fingerprint: str
+    """Fingerprint of the configuration that produced the record (config.json or an
+    amendment of it)."""
+    predictions: list[str] | None = None
+    """Every completion when more than one was sampled."""
+
+    @model_validator(mode="after")
+    def _by_status(self) -> SampleRecord:
+        if self.status == "ok" and self.score is None:
+            raise ValueError("an ok record needs a score")
+        if self.status == "failed" and (self.stage is None or self.error is None):
+            raise ValueError("a failed record needs its stage and error")
+        if self.status == "failed" and self.score is not None:
+            raise ValueError("a failed record has no score")
+        return self
+
+    def dump(self) -> dict[str, Any]:
+        """The line as written: only the fields the writer set, in declaration order."""
+        return self.model_dump(exclude_unset=True)
+
+
+@dataclass(frozen=True)
+class RecordProblem:
+    """A line of a results store that is not a valid record (left out of the report)."""
+
+    file: str
+    line: int
+    field: str
+    reason: str
+
+    def __str__(self) -> str:
+        where = f" field {self.field}" if self.field else ""
+        return f"{self.file}:{self.line}:{where}: {self.reason}"
+
+
+def check_line(raw: bytes | str, file: str, line: int) -> SampleRecord | RecordProblem:
+    """One store line as a record, or what is wrong with it (file, line, field)."""
+    try:
+        obj = json.loads(raw)
+    except ValueError as exc:
+        return RecordProblem(file, line, "", f"not JSON ({exc})")
+    if not isinstance(obj, dict):
+        return RecordProblem(file, line, "", f"not a JSON object ({type(obj).__name__})")
+    try:
+        return SampleRecord.model_validate(obj)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        got = f", got {_short(err['input'])}" if where and "input" in err else ""
+        return RecordProblem(file, line, where, f"{err['msg']}{got}{more}")
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
