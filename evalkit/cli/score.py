@@ -57,9 +57,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--variant",
-        choices=["plain", "thinking"],
-        default="plain",
-        help="prompt variant the predictions were made with (recorded; default plain)",
+        choices=["official", "plain", "thinking"],
+        default=None,
+        help="prompt variant the predictions were made with (recorded; default: each "
+        "benchmark's pinned one, as evalkit run; under an official prompt that pre-fills "
+        "the answer, the predictions are the model's continuation)",
     )
     p.add_argument("--runs-dir", default="runs", help="where run directories go (default runs/)")
     p.add_argument("--run-id", help="run directory name (default: a new time-stamped id)")
@@ -118,15 +120,14 @@ def score_predictions(
     data_root: str | None = None,
     video_root: str | None = None,
     model: str | None = None,
-    variant: Literal["plain", "thinking"] = "plain",
+    variant: Literal["official", "plain", "thinking"] | None = None,
     runs_dir: str = "runs",
     run_id: str | None = None,
     force: bool = False,
 ) -> ScoreResult:
     """Score a predictions file for one benchmark into a run directory (see the module)."""
-    from evalkit.pipeline import failed_record, ok_record
     from evalkit.rundir import RunDir, new_run_id
-    from evalkit.runner import RunConfig, make_scorer
+    from evalkit.runner import RunConfig
 
     if bool(bench) == bool(data):
         raise ConfigError("give exactly one of --bench NAME or --data FILE")
@@ -146,8 +147,20 @@ def score_predictions(
     texts = read_predictions(file)
     _check_ids(file, texts, bench_run.name, [s.id for s in bench_run.samples])
     rundir = RunDir(Path(cfg.runs_dir) / (cfg.run_id or new_run_id("score")))
-    fingerprint = rundir.open(*_configs(cfg, bench_run, file), force=force)
-    scorer = make_scorer(bench_run.spec)
+    with rundir.lock():  # one writer per run directory, as for evalkit run
+        fingerprint = rundir.open(*_configs(cfg, bench_run, file), force=force)
+        return _score_into(rundir, fingerprint, bench_run, texts, file)
+
+
+def _score_into(
+    rundir: Any, fingerprint: str, bench_run: Any, texts: dict[str, str | None], file: Path
+) -> ScoreResult:
+    """Append one record per sample not yet scored in ``rundir`` (the store's writer)."""
+    from evalkit.pipeline import failed_record, ok_record
+    from evalkit.runner import make_scorer
+
+    # the prompt plan tells which samples had the assistant's turn pre-filled
+    scorer = make_scorer(bench_run.spec, prompt=bench_run.prompt)
     out = ScoreResult(rundir.path, bench_run.name)
     with rundir.store(bench_run.name) as store:
         done = store.done_ids(include_failed=False)
