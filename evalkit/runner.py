@@ -14,9 +14,9 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
 from evalkit.cache.key import fingerprint_settings
 from evalkit.decoding import describe as describe_sampling
@@ -24,128 +24,19 @@ from evalkit.decoding import sampling_for
 from evalkit.engines.base import Engine, SamplingParams
 from evalkit.engines.lifecycle import close_engine
 from evalkit.errors import ConfigError
-from evalkit.pipeline import Pipeline, PipelineConfig, PipelineStats
+from evalkit.pipeline import Pipeline, PipelineStats
 from evalkit.prompts import PromptPlan
 from evalkit.requests import RequestBuilder
+
+# the settings live in evalkit.runconfig; re-exported for the callers that import them here
+from evalkit.runconfig import FrameOverrides as FrameOverrides
+from evalkit.runconfig import JudgeConfig as JudgeConfig
+from evalkit.runconfig import RunConfig as RunConfig
 from evalkit.rundir import RunDir, hash_json, hash_path, new_run_id
 from evalkit.sample import Sample, VideoRef
 from evalkit.scoring.run_scorer import RunScorer
 from evalkit.video.budget import FrameLog
 from evalkit.video.types import FrameSpec
-
-
-class FrameOverrides(BaseModel):
-    """Settings that replace every benchmark's pinned FrameSpec values (None = pinned)."""
-
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
-
-    fps: float | None = None
-    """Sampling rate override."""
-    max_frames: int | None = None
-    """Frame cap override."""
-    min_pixels: int | None = None
-    """Per-frame pixel floor override."""
-    max_pixels: int | None = None
-    """Per-frame pixel cap override."""
-    total_pixels: int | None = None
-    """Per-video pixel budget override."""
-    resize: Literal["torchvision", "pil"] | None = None
-    """Frame resampling override: torchvision (qwen-vl-utils' exact pixels) or pil (fast)."""
-
-    def apply(self, spec: FrameSpec) -> FrameSpec:
-        """``spec`` with the overridden fields replaced."""
-        update = {k: v for k, v in self.model_dump().items() if v is not None}
-        if not update:
-            return spec
-        try:
-            return FrameSpec.model_validate({**spec.model_dump(), **update})
-        except ValidationError as exc:  # one line: pydantic's own text spans several
-            why = "; ".join(e["msg"] for e in exc.errors())
-            raise ConfigError(f"frame settings {update}: {why}") from None
-
-
-class JudgeConfig(BaseModel):
-    """The LLM judge for judged benchmarks (without one they are reported "not scored")."""
-
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
-
-    model: str
-    """Judge checkpoint directory, or the served model name for the openai engine."""
-    engine: str = "openai"
-    """Backend the judge runs on: openai (a served model), vllm or hf."""
-    engine_options: dict[str, Any] = Field(default_factory=dict)
-    """Backend settings of the judge engine."""
-    graded: bool = False
-    """Ask for a graded verdict in [0, 1] instead of 0/1."""
-    timeout_s: float = Field(default=60.0, gt=0)
-    """Longest wait for one judge request, in seconds (the judge engine's client timeout
-    is set from it unless engine_options name one)."""
-    retries: int = Field(default=1, ge=0)
-    """Retries of a judge request that timed out or failed transiently."""
-    concurrency: int = Field(default=8, ge=1)
-    """Judge requests in flight at once."""
-    max_failures: int = Field(default=5, ge=1)
-    """Consecutive failed judge requests after which the judge is marked down and the
-    remaining judged samples are recorded "not scored: judge unavailable"."""
-
-
-class RunConfig(BaseModel):
-    """Everything ``evalkit run`` needs; YAML (``--config``) maps onto it, flags override."""
-
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
-
-    model: str
-    """Checkpoint directory (or served model name for the openai engine)."""
-    bench: list[str] = Field(default_factory=list)
-    """Benchmark names or aliases (NAME or NAME:VARIANT)."""
-    data: str | None = None
-    """A unified JSON/JSONL file run as an ad-hoc benchmark."""
-    video_root: str | None = None
-    """Where the ad-hoc file's relative media paths live (default: its folder)."""
-    data_root: str | None = None
-    """Folder holding one sub-folder per benchmark, each in its official layout."""
-    engine: str = "vllm"
-    """Inference backend: vllm, hf or openai."""
-    engine_options: dict[str, Any] = Field(default_factory=dict)
-    """Backend settings (see each engine's config model), e.g. max_num_batched_tokens."""
-    variant: Literal["official", "plain", "thinking"] | None = None
-    """Prompt variant for every benchmark: its official prompt, a direct answer, or
-    reasoning then a marked answer (None: each benchmark's pinned variant)."""
-    max_tokens: int | None = Field(default=None, gt=0)
-    """Generation cap override (default: the benchmark's pinned value for the variant)."""
-    frames: FrameOverrides = Field(default_factory=FrameOverrides)
-    """Frame sampling overrides (default: each benchmark's pinned settings)."""
-    limit: int | None = Field(default=None, gt=0)
-    """Run only the first N samples of each benchmark."""
-    mode: Literal["async", "sync"] = "async"
-    """async = the pipeline; sync = vanilla batches (baseline for measurements only)."""
-    require_cache: bool = False
-    """Fail samples whose frames are not cached instead of decoding them on the fly."""
-    cache_root: str | None = None
-    """Frame cache folder (default: $EVALKIT_CACHE or ~/.cache/evalkit/frames)."""
-    cache_workers: int = Field(default=2, gt=0)
-    """Processes that decode cache misses."""
-    cache_identity: Literal["stat", "content"] = "stat"
-    """Source identity in the cache key: path + size + mtime (stat), or a hash of the
-    video's bytes (content: catches a same-size rewrite with its mtime put back)."""
-    cache_codec: Literal["raw", "jpeg"] = "raw"
-    """Cached frames: raw uint8 (exact) or one JPEG per frame (smaller, lossy)."""
-    cache_jpeg_quality: int = Field(default=90, ge=1, le=100)
-    """JPEG quality of the jpeg cache codec."""
-    runs_dir: str = "runs"
-    """Where run directories are created."""
-    run_id: str | None = None
-    """Name of the run directory (default: a new time-stamped id)."""
-    resume: str | None = None
-    """An existing run directory to continue (skips sample ids already recorded)."""
-    force: bool = False
-    """Allow resuming under a configuration that differs from the recorded one."""
-    retry_failed: bool = False
-    """On resume, also rerun samples recorded as failed."""
-    pipeline: PipelineConfig = Field(default_factory=PipelineConfig)
-    """Concurrency bounds."""
-    judge: JudgeConfig | None = None
-    """LLM judge for llm_judge samples; None leaves them unscored (never 0)."""
 
 
 @dataclass
@@ -250,7 +141,6 @@ def make_engine(cfg: RunConfig) -> Engine:
 
 def build_engine(name: str, model: str, options: dict[str, Any]) -> Engine:
     """An engine of the registered backend ``name`` on ``model`` with typed ``options``."""
-    from pydantic import ValidationError
 
     from evalkit.engines import ENGINE_CONFIGS, ENGINES
 
