@@ -201,6 +201,13 @@ class ScheduleConfig(_Section):
     """Prompts (groups) per step."""
     micro_batch_size: int = Field(default=4, ge=1)
     """Sequences per forward/backward pass; gradients accumulate over micro-batches."""
+    # -- PPO-style update (verl's actor.ppo_mini_batch_size / actor.ppo_epochs) --
+    ppo_mini_batch_size: int | None = Field(default=None, ge=1)
+    """Prompts (whole groups) per optimizer step, as verl counts it before multiplying by n;
+    the rollout batch is cut into batch_size / ppo_mini_batch_size mini-batches (None: one
+    optimizer step on the whole batch)."""
+    ppo_epochs: int = Field(default=1, ge=1)
+    """Passes over the rollout batch; old log-probs are computed once, before the first."""
     eval_every: int = Field(default=0, ge=0)
     """Evaluate every N steps (0 = never)."""
     eval_benchmarks: list[str] = Field(default_factory=list)
@@ -211,6 +218,16 @@ class ScheduleConfig(_Section):
     """Samples per benchmark in each periodic evaluation (None: all)."""
     eval_engine: str = "hf"
     """evalkit engine of the periodic evaluation (hf on CPU, vllm on GPU)."""
+
+    @model_validator(mode="after")
+    def _check_ppo(self) -> ScheduleConfig:
+        mini = self.ppo_mini_batch_size
+        if mini is not None and (mini > self.batch_size or self.batch_size % mini):
+            raise ValueError(
+                f"schedule.ppo_mini_batch_size={mini} must divide schedule.batch_size="
+                f"{self.batch_size} (verl's rule: equal mini-batches of whole groups)"
+            )
+        return self
 
 
 class CheckpointConfig(_Section):
