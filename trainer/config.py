@@ -169,12 +169,16 @@ class RewardsConfig(_Section):
 
 
 class MixPolicyConfig(_Section):
-    """Mixed groups: n-1 online responses plus the sample's offline trajectory."""
+    """Mixed groups: online responses plus the sample's offline trajectory in the last slot."""
 
     enable_mix_policy: bool = False
     """Put the offline trajectory (offline_output) in the n-th slot of its group."""
+    mode: Literal["append", "replace_last"] = "append"
+    """append (evalkit): generate n-1, append the offline slot (a closed gate leaves n-1);
+    replace_last (EasyVideoR1): generate n, score them, replace the last one (always n)."""
     accuracy_gate: float | None = None
-    """Insert the offline slot only if the online group's mean accuracy <= this (None: always)."""
+    """Gate on the online group's mean accuracy (None: always mix). append inserts when the
+    mean <= this; replace_last replaces when the mean < this (EasyVideoR1's strict test)."""
 
 
 class OptimizerConfig(_Section):

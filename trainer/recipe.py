@@ -28,7 +28,7 @@ from .config import TrainerConfig
 from .data import TrainData, TrainItem, load_items
 from .eval_hook import EvalHook
 from .metrics import MetricsLog
-from .mix_policy import build_group, online_count
+from .mix_policy import build_group, merge_offline_rewards, online_count
 from .rewards import RewardFn, compute_rewards
 from .rollout import (
     EngineLoop,
@@ -194,9 +194,9 @@ class GRPORecipe:
                 sample=it.sample,
             )
             if group.meta.get("offline_inserted"):
-                off = group.responses[-1]
+                off = group.responses[-1]  # scored on its own (truncated) text
                 extra = self._rewards(it, [off.text], [len(off.token_ids)])
-                rewards = {k: torch.cat([v, extra[k]]) for k, v in rewards.items()}
+                rewards = merge_offline_rewards(group, rewards, extra)
             group.meta |= {"rewards": rewards, "encoded": enc}
             groups.append(group)
         return groups

@@ -78,6 +78,11 @@ class ToyTokenizer:
         """``"7 8"`` -> ``[7, 8]``."""
         return [int(w) for w in text.split()]
 
+    def decode(self, token_ids: list[int], skip_special_tokens: bool = False) -> str:
+        """``[7, 8]`` -> ``"7 8"`` (EOS dropped with ``skip_special_tokens``)."""
+        kept = [t for t in token_ids if not (skip_special_tokens and t in (PAD, EOS, BOS))]
+        return " ".join(map(str, kept))
+
 
 @dataclass
 class ToyRun:
