@@ -29,8 +29,9 @@ def setup_dir(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     ann = generate(root / "sv", 2, split="train", seed=0, families=["moving_shape", "yes_no"])
     rows = [to_unified(r) for r in read_rows(ann)]
     for row in rows:  # offline trajectories for the mix-policy runs
-        answer = row["solution"]
-        row["offline_output"] = f"<think>I looked.</think>{answer}"
+        # the bare answer fits rollout.max_response_tokens=12 (a longer trajectory would be
+        # truncated, and a truncated one is scored as such: no accuracy, no reward spread)
+        row["offline_output"] = row["solution"]
     data = ann.with_name("train.jsonl")
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return {"root": root, "model": model, "data": data}
