@@ -142,3 +142,21 @@ def test_dapo_dynamic_sampling_and_kl_run_on_video(setup_dir: dict[str, Path]) -
         assert 1 <= h["dynamic_sampling/tries"] <= 2
         assert h["dynamic_sampling/kept"] == 2 and "reward/overlong" in h
         assert math.isfinite(h["loss"]) and h["kl"] >= 0.0
+
+
+def test_ppo_mini_batches_epochs_and_replace_last_run_on_video(setup_dir: dict[str, Path]) -> None:
+    history = _run(
+        setup_dir,
+        "ppo",
+        1,
+        False,
+        "schedule.ppo_mini_batch_size=1",
+        "schedule.ppo_epochs=2",
+        "mix_policy.enable_mix_policy=true",
+        "mix_policy.mode=replace_last",
+    )
+    (h,) = history
+    assert h["ppo/updates"] == 4.0  # 2 groups of 3 -> 2 mini-batches, 2 epochs
+    assert h["offline_slots"] == 2.0  # no gate: every group's 3rd response replaced
+    assert math.isfinite(h["loss"]) and h["grad_norm"] > 0
+    assert h["ppo/last_ratio_abs_dev"] > 0  # old log-probs fixed while the weights moved
