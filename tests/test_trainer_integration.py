@@ -29,8 +29,9 @@ def setup_dir(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     ann = generate(root / "sv", 2, split="train", seed=0, families=["moving_shape", "yes_no"])
     rows = [to_unified(r) for r in read_rows(ann)]
     for row in rows:  # offline trajectories for the mix-policy runs
-        answer = row["solution"]
-        row["offline_output"] = f"<think>I looked.</think>{answer}"
+        # the bare answer fits rollout.max_response_tokens=12 (a longer trajectory would be
+        # truncated, and a truncated one is scored as such: no accuracy, no reward spread)
+        row["offline_output"] = row["solution"]
     data = ann.with_name("train.jsonl")
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return {"root": root, "model": model, "data": data}
@@ -141,3 +142,21 @@ def test_dapo_dynamic_sampling_and_kl_run_on_video(setup_dir: dict[str, Path]) -
         assert 1 <= h["dynamic_sampling/tries"] <= 2
         assert h["dynamic_sampling/kept"] == 2 and "reward/overlong" in h
         assert math.isfinite(h["loss"]) and h["kl"] >= 0.0
+
+
+def test_ppo_mini_batches_epochs_and_replace_last_run_on_video(setup_dir: dict[str, Path]) -> None:
+    history = _run(
+        setup_dir,
+        "ppo",
+        1,
+        False,
+        "schedule.ppo_mini_batch_size=1",
+        "schedule.ppo_epochs=2",
+        "mix_policy.enable_mix_policy=true",
+        "mix_policy.mode=replace_last",
+    )
+    (h,) = history
+    assert h["ppo/updates"] == 4.0  # 2 groups of 3 -> 2 mini-batches, 2 epochs
+    assert h["offline_slots"] == 2.0  # no gate: every group's 3rd response replaced
+    assert math.isfinite(h["loss"]) and h["grad_norm"] > 0
+    assert h["ppo/last_ratio_abs_dev"] > 0  # old log-probs fixed while the weights moved

@@ -7,8 +7,8 @@ Map (each module one thing; variants chosen by name from registries):
   DAPO dynamic sampling.
 - ``rewards``: evalkit scorers as rewards (w_acc * accuracy + w_fmt * format) + overlong penalty.
 - ``batch``: rollout groups as token-id lists and their padded training tensors.
-- ``mix_policy``: n-1 online responses + the offline trajectory in one group.
-- ``step``: one micro-batched policy update (loss, KL, clipping, AdamW step).
+- ``mix_policy``: the offline trajectory in the last slot of a group (append or replace_last).
+- ``step``: micro-batched policy updates, mini-batches x PPO epochs (loss, KL, clipping, AdamW).
 - ``checkpoint``: atomic save / exact resume (model, optimizer, RNG, step, data position).
 - ``toy``: a tiny MLP policy and task that exercise the whole loop in tests.
 - ``data``: unified-schema rows as evalkit Samples, frame-cache paths, a resumable order.

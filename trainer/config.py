@@ -169,12 +169,16 @@ class RewardsConfig(_Section):
 
 
 class MixPolicyConfig(_Section):
-    """Mixed groups: n-1 online responses plus the sample's offline trajectory."""
+    """Mixed groups: online responses plus the sample's offline trajectory in the last slot."""
 
     enable_mix_policy: bool = False
     """Put the offline trajectory (offline_output) in the n-th slot of its group."""
+    mode: Literal["append", "replace_last"] = "append"
+    """append (evalkit): generate n-1, append the offline slot (a closed gate leaves n-1);
+    replace_last (EasyVideoR1): generate n, score them, replace the last one (always n)."""
     accuracy_gate: float | None = None
-    """Insert the offline slot only if the online group's mean accuracy <= this (None: always)."""
+    """Gate on the online group's mean accuracy (None: always mix). append inserts when the
+    mean <= this; replace_last replaces when the mean < this (EasyVideoR1's strict test)."""
 
 
 class OptimizerConfig(_Section):
@@ -201,6 +205,13 @@ class ScheduleConfig(_Section):
     """Prompts (groups) per step."""
     micro_batch_size: int = Field(default=4, ge=1)
     """Sequences per forward/backward pass; gradients accumulate over micro-batches."""
+    # -- PPO-style update (verl's actor.ppo_mini_batch_size / actor.ppo_epochs) --
+    ppo_mini_batch_size: int | None = Field(default=None, ge=1)
+    """Prompts (whole groups) per optimizer step, as verl counts it before multiplying by n;
+    the rollout batch is cut into batch_size / ppo_mini_batch_size mini-batches (None: one
+    optimizer step on the whole batch)."""
+    ppo_epochs: int = Field(default=1, ge=1)
+    """Passes over the rollout batch; old log-probs are computed once, before the first."""
     eval_every: int = Field(default=0, ge=0)
     """Evaluate every N steps (0 = never)."""
     eval_benchmarks: list[str] = Field(default_factory=list)
@@ -211,6 +222,16 @@ class ScheduleConfig(_Section):
     """Samples per benchmark in each periodic evaluation (None: all)."""
     eval_engine: str = "hf"
     """evalkit engine of the periodic evaluation (hf on CPU, vllm on GPU)."""
+
+    @model_validator(mode="after")
+    def _check_ppo(self) -> ScheduleConfig:
+        mini = self.ppo_mini_batch_size
+        if mini is not None and (mini > self.batch_size or self.batch_size % mini):
+            raise ValueError(
+                f"schedule.ppo_mini_batch_size={mini} must divide schedule.batch_size="
+                f"{self.batch_size} (verl's rule: equal mini-batches of whole groups)"
+            )
+        return self
 
 
 class CheckpointConfig(_Section):

@@ -28,7 +28,7 @@ from .config import TrainerConfig
 from .data import TrainData, TrainItem, load_items
 from .eval_hook import EvalHook
 from .metrics import MetricsLog
-from .mix_policy import build_group, online_count
+from .mix_policy import build_group, merge_offline_rewards, online_count
 from .rewards import RewardFn, compute_rewards
 from .rollout import (
     EngineLoop,
@@ -38,7 +38,14 @@ from .rollout import (
     sync_weights,
     visual_token_ids,
 )
-from .step import StepInputs, StepSettings, build_optimizer, compute_logprobs, policy_step
+from .step import (
+    StepInputs,
+    StepSettings,
+    build_optimizer,
+    compute_logprobs,
+    ppo_update,
+    summarize_updates,
+)
 
 log = logging.getLogger(__name__)
 
@@ -187,9 +194,9 @@ class GRPORecipe:
                 sample=it.sample,
             )
             if group.meta.get("offline_inserted"):
-                off = group.responses[-1]
+                off = group.responses[-1]  # scored on its own (truncated) text
                 extra = self._rewards(it, [off.text], [len(off.token_ids)])
-                rewards = {k: torch.cat([v, extra[k]]) for k, v in rewards.items()}
+                rewards = merge_offline_rewards(group, rewards, extra)
             group.meta |= {"rewards": rewards, "encoded": enc}
             groups.append(group)
         return groups
@@ -228,7 +235,8 @@ class GRPORecipe:
             AdvantageInputs(rewards, batch.group_ids, batch.response_mask, token_kl=kl),
             AdvantageOptions.from_config(algo),
         )
-        result = policy_step(
+        # old log-probs above come from the rollout's weights, once; every update reuses them
+        results = ppo_update(
             self.actor, self.optimizer, StepInputs(batch, old_logp, adv, ref_logp), self.settings
         )
         self.last_texts = {
@@ -239,7 +247,7 @@ class GRPORecipe:
         }
         online = ~batch.is_offline
         lengths = batch.response_mask.sum(1).float()
-        out: dict[str, Any] = {"loss": result.loss, **result.metrics}
+        out: dict[str, Any] = dict(summarize_updates(results))
         out |= {f"reward/{k}": float(v.mean()) for k, v in rewards.items()}
         out |= {f"online/{k}": float(v[online].mean()) for k, v in rewards.items() if online.any()}
         out["response_length"] = float(lengths[online].mean()) if online.any() else 0.0

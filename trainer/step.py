@@ -47,6 +47,10 @@ class StepSettings:
     micro_batch_size: int = 4
     grad_clip: float | None = 1.0
     temperature: float = 1.0
+    ppo_epochs: int = 1
+    """Passes over the rollout batch (see :func:`ppo_update`)."""
+    ppo_mini_batch_size: int | None = None
+    """Groups (prompts) per optimizer step; None: the whole batch in one step."""
 
     @classmethod
     def from_config(cls, cfg: TrainerConfig) -> StepSettings:
@@ -63,6 +67,8 @@ class StepSettings:
             micro_batch_size=cfg.schedule.micro_batch_size,
             grad_clip=cfg.optimizer.grad_clip,
             temperature=cfg.rollout.temperature or 1.0,
+            ppo_epochs=cfg.schedule.ppo_epochs,
+            ppo_mini_batch_size=cfg.schedule.ppo_mini_batch_size,
         )
 
 
@@ -99,6 +105,16 @@ def compute_logprobs(
     return torch.cat(parts)
 
 
+def _ratio_metrics(logp: Tensor, old_logp: Tensor, mask: Tensor) -> dict[str, Tensor]:
+    """Token means of the importance ratio pi/pi_old and of |ratio - 1| (1 and 0 on-policy)."""
+    ratio = torch.exp(logp - old_logp)
+    count = mask.sum().clamp(min=1)
+    return {
+        "ratio_mean": (ratio * mask).sum() / count,
+        "ratio_abs_dev": ((ratio - 1).abs() * mask).sum() / count,
+    }
+
+
 def accumulate_loss(
     policy: PolicyFn,
     inputs: StepInputs,
@@ -131,6 +147,7 @@ def accumulate_loss(
             kl = token_kl(settings.kl_estimator, logp, mb.ref_logp)
             per_token = per_token + settings.kl_coef * kl * mb_mask
             out.metrics["kl"] = (kl.detach() * mb_mask).sum() / mb_mask.sum().clamp(min=1)
+        out.metrics |= _ratio_metrics(logp.detach(), mb.old_logp, mb_mask)
         loss = aggregate(settings.loss_agg_mode, per_token, mb_mask, norm)
         if backward:
             loss.backward()
@@ -162,3 +179,64 @@ def policy_step(
         result.metrics["skipped_nonfinite_grad"] = 1.0
     optimizer.zero_grad(set_to_none=True)
     return result
+
+
+def mini_batches(inputs: StepInputs, groups_per_mini_batch: int | None) -> list[StepInputs]:
+    """Split the rollout batch into consecutive mini-batches of whole groups (verl's split).
+
+    ``None`` (or a size covering every group) returns ``[inputs]`` itself, untouched. Groups
+    are never cut, so group-relative quantities stay within one mini-batch; the last
+    mini-batch may hold fewer groups (dynamic sampling can deliver a partial batch).
+    """
+    gids = inputs.batch.group_ids
+    order = list(dict.fromkeys(gids.tolist()))  # group ids in order of first appearance
+    if groups_per_mini_batch is None or groups_per_mini_batch >= len(order):
+        return [inputs]
+    parts = []
+    for start in range(0, len(order), groups_per_mini_batch):
+        chosen = torch.tensor(order[start : start + groups_per_mini_batch], dtype=gids.dtype)
+        rows = torch.isin(gids, chosen).nonzero().squeeze(1)
+        ref = inputs.ref_logp[rows] if inputs.ref_logp is not None else None
+        parts.append(
+            StepInputs(
+                inputs.batch.select(rows), inputs.old_logp[rows], inputs.advantages[rows], ref
+            )
+        )
+    return parts
+
+
+def ppo_update(
+    policy: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    inputs: StepInputs,
+    settings: StepSettings,
+) -> list[StepResult]:
+    """verl's actor update: ``ppo_epochs`` passes x mini-batches, one optimizer step each.
+
+    ``inputs.old_logp`` must be computed once, before this call, by the weights that
+    produced the rollout (as verl's ``compute_log_prob``); it stays fixed through every
+    update, so from the second optimizer step on the ratio departs from 1 and clipping acts.
+    Mini-batches run in a fixed order (no shuffling, no RNG drawn), so resuming from a
+    checkpoint taken between steps repeats the same updates. With one epoch and one
+    mini-batch this is exactly one :func:`policy_step` on the whole batch.
+    """
+    parts = mini_batches(inputs, settings.ppo_mini_batch_size)
+    return [
+        policy_step(policy, optimizer, part, settings)
+        for _ in range(settings.ppo_epochs)
+        for part in parts
+    ]
+
+
+def summarize_updates(results: list[StepResult]) -> dict[str, float]:
+    """Step metrics: the mean of each update's loss and metrics, and ``ppo/updates``."""
+    keys = dict.fromkeys(k for r in results for k in r.metrics)
+    out = {"loss": sum(r.loss for r in results) / len(results)}
+    for key in keys:
+        values = [r.metrics[key] for r in results if key in r.metrics]
+        # a skip flag counts the skipped updates; everything else is a mean over updates
+        out[key] = sum(values) if key.startswith("skipped") else sum(values) / len(values)
+    if results[-1].metrics.get("ratio_abs_dev") is not None:
+        out["ppo/last_ratio_abs_dev"] = results[-1].metrics["ratio_abs_dev"]
+    out["ppo/updates"] = float(len(results))
+    return out

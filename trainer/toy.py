@@ -11,7 +11,7 @@ so checkpoint/resume can be tested for exact continuation.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -22,7 +22,7 @@ from .algorithms.advantages import AdvantageInputs, compute_advantages
 from .batch import Response, TrainBatch, collate, response_logprobs
 from .config import MixPolicyConfig
 from .mix_policy import build_group, online_count
-from .step import StepInputs, StepResult, StepSettings, policy_step
+from .step import StepInputs, StepResult, StepSettings, ppo_update
 
 PAD, EOS, BOS = 0, 1, 2
 
@@ -78,6 +78,11 @@ class ToyTokenizer:
         """``"7 8"`` -> ``[7, 8]``."""
         return [int(w) for w in text.split()]
 
+    def decode(self, token_ids: list[int], skip_special_tokens: bool = False) -> str:
+        """``[7, 8]`` -> ``"7 8"`` (EOS dropped with ``skip_special_tokens``)."""
+        kept = [t for t in token_ids if not (skip_special_tokens and t in (PAD, EOS, BOS))]
+        return " ".join(map(str, kept))
+
 
 @dataclass
 class ToyRun:
@@ -91,6 +96,8 @@ class ToyRun:
     prompts_per_step: int = 2
     max_tokens: int = 4
     updates_per_batch: int = 2
+    """PPO epochs over each rollout batch (replaces ``settings.ppo_epochs``); mini-batches
+    come from ``settings.ppo_mini_batch_size``."""
     lr: float = 0.02
     mix: MixPolicyConfig = field(default_factory=MixPolicyConfig)
     """Mix-policy: the offline trajectory is the answer token followed by EOS."""
@@ -147,7 +154,7 @@ class ToyRun:
         return collate(groups, PAD), torch.tensor(rewards)
 
     def step(self) -> list[StepResult]:
-        """Rollout, GRPO advantages, then ``updates_per_batch`` policy updates."""
+        """Rollout, old log-probs once, GRPO advantages, then :func:`ppo_update`'s steps."""
         batch, rewards = self.rollout()
         with torch.no_grad():
             old_logp = response_logprobs(self.policy, batch, self.settings.temperature)
@@ -155,7 +162,5 @@ class ToyRun:
             "grpo", AdvantageInputs(rewards, batch.group_ids, batch.response_mask)
         )
         inputs = StepInputs(batch, old_logp, adv, ref_logp=old_logp.clone())
-        return [
-            policy_step(self.policy, self.optimizer, inputs, self.settings)
-            for _ in range(self.updates_per_batch)
-        ]
+        settings = replace(self.settings, ppo_epochs=self.updates_per_batch)
+        return ppo_update(self.policy, self.optimizer, inputs, settings)
