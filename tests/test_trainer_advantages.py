@@ -52,9 +52,9 @@ def test_grpo_without_std_is_dr_grpo():
     torch.testing.assert_close(adv[:, 0], torch.tensor([0.5, -0.5, -0.5, 0.5, -1.0, 1.0]))
 
 
-def test_grpo_is_zero_on_padding_and_for_a_group_of_one():
+def test_grpo_is_zero_on_padding_and_for_a_group_of_one_with_singleton_zero():
     inputs = _inputs([1.0, 0.0, 5.0], [0, 0, 1], mask=[[1, 0], [1, 1], [1, 1]])
-    adv = compute_advantages("grpo", inputs, EPS)
+    adv = compute_advantages("grpo", inputs, AdvantageOptions(eps=1e-12, singleton="zero"))
     s = 0.5 / math.sqrt(0.5)  # std of {1, 0} is sqrt(1/2)
     torch.testing.assert_close(adv, torch.tensor([[s, 0.0], [-s, -s], [0.0, 0.0]]))
 
@@ -108,7 +108,7 @@ def test_gdpo_normalises_each_key_then_sums():
         "format": [1.0, 1, 0, 0],
         "overall": [1.0, 0.1, 0, 0],  # skipped: it is the weighted sum of the others
     }
-    opts = AdvantageOptions(eps=1e-12, batch_norm=False)
+    opts = AdvantageOptions(eps=1e-12, gdpo_whiten="off")
     adv = compute_advantages("gdpo", _inputs(rewards, [0, 0, 0, 0]), opts)
     # accuracy: mean 0.25, std 0.5 -> [1.5, -0.5, -0.5, -0.5]; format: +-sqrt(3)/2
     expected = torch.tensor([1.5 + S3, -0.5 + S3, -0.5 - S3, -0.5 - S3])
@@ -117,16 +117,17 @@ def test_gdpo_normalises_each_key_then_sums():
     assert not torch.allclose(adv, grpo)  # decoupling changes the ranking weights
 
 
-def test_gdpo_batch_norm_gives_zero_mean_unit_std():
+def test_gdpo_sequence_whitening_gives_zero_mean_unit_std():
     rewards = {"accuracy": [1.0, 0, 0, 1, 1, 0], "format": [1.0, 1, 0, 0, 1, 1]}
-    adv = compute_advantages("gdpo", _inputs(rewards, [0, 0, 0, 1, 1, 1]), EPS)[:, 0]
+    opts = AdvantageOptions(eps=1e-12, gdpo_whiten="sequences")
+    adv = compute_advantages("gdpo", _inputs(rewards, [0, 0, 0, 1, 1, 1]), opts)[:, 0]
     torch.testing.assert_close(adv.mean(), torch.tensor(0.0), atol=1e-6, rtol=0)
     torch.testing.assert_close(adv.std(), torch.tensor(1.0))
 
 
 def test_gdpo_key_weights_scale_each_key():
     rewards = {"accuracy": [1.0, 0.0], "format": [0.0, 1.0]}
-    opts = AdvantageOptions(eps=1e-12, batch_norm=False, key_weights={"format": 0.0})
+    opts = AdvantageOptions(eps=1e-12, gdpo_whiten="off", key_weights={"format": 0.0})
     adv = compute_advantages("gdpo", _inputs(rewards, [0, 0]), opts)
     s = 0.5 / math.sqrt(0.5)
     torch.testing.assert_close(adv[:, 0], torch.tensor([s, -s]))

@@ -9,10 +9,15 @@ from evalkit.trainer.algorithms.aggregation import AGGREGATIONS, AggNorm, aggreg
 
 LOSS = torch.tensor([[1.0, 2.0, 3.0], [4.0, 99.0, 99.0]])
 MASK = torch.tensor([[1, 1, 1], [1, 0, 0]])
-MODES = ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"]
+MODES = [
+    "token-mean",
+    "seq-mean-token-mean",
+    "seq-mean-token-sum-norm",
+    "seq-mean-token-sum-norm-mean",
+]
 
 
-def test_registry_holds_the_three_modes():
+def test_registry_holds_the_modes():
     assert set(MODES) <= set(AGGREGATIONS)
 
 
@@ -26,7 +31,9 @@ def test_seq_mean_token_mean_weighs_every_sequence_the_same():
 
 def test_seq_mean_token_sum_norm_divides_by_a_constant_length():
     norm = AggNorm.of(MASK, max_len=4)
-    assert aggregate("seq-mean-token-sum-norm", LOSS, MASK, norm).item() == 1.25
+    # verl: (6 + 4) / 4, not divided by the 2 sequences; the -mean variant divides
+    assert aggregate("seq-mean-token-sum-norm", LOSS, MASK, norm).item() == 2.5
+    assert aggregate("seq-mean-token-sum-norm-mean", LOSS, MASK, norm).item() == 1.25
 
 
 @pytest.mark.parametrize("mode", MODES)

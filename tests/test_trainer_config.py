@@ -32,6 +32,19 @@ def test_dapo_config_uses_clip_higher_and_dynamic_sampling():
     assert cfg.rewards.overlong.enable
 
 
+def test_7b_config_matches_the_report_recipe():
+    cfg = load_config(CONFIG_DIR / "dapo_qwen25vl_7b.yaml")
+    algo, data = cfg.algorithm, cfg.data
+    assert (algo.clip_eps_low, algo.clip_eps_high, algo.kl.estimator) == (0.2, 0.28, "off")
+    assert (cfg.rollout.n, cfg.schedule.batch_size, cfg.rollout.max_response_tokens) == (
+        8,
+        256,
+        4096,
+    )
+    assert (data.fps, data.video_max_frames, data.video_max_pixels) == (2.0, 128, 262144)
+    assert data.image_max_pixels == 1048576
+
+
 def test_mix_policy_config_enables_mixing():
     assert load_config(CONFIG_DIR / "mix_policy_synthvideo.yaml").mix_policy.enable_mix_policy
 
@@ -135,9 +148,19 @@ def test_defaults_follow_the_issue():
     assert cfg.agg_max_len == cfg.rollout.max_response_tokens
 
 
-def test_kl_in_reward_is_only_for_reinforce_pp():
-    with pytest.raises(ConfigError, match=r"kl\.in_reward needs advantage reinforce_pp"):
-        load_config(None, ["algorithm.kl.estimator=k1", "algorithm.kl.in_reward=true"])
+def test_kl_in_reward_is_refused_only_for_gdpo():
+    # verl applies the in-reward KL for any estimator; GDPO's per-key scores never see it
+    with pytest.raises(ConfigError, match=r"kl\.in_reward does not reach gdpo"):
+        load_config(
+            None,
+            [
+                "algorithm.advantage=gdpo",
+                "algorithm.kl.estimator=k1",
+                "algorithm.kl.in_reward=true",
+            ],
+        )
+    grpo = load_config(None, ["algorithm.kl.estimator=k1", "algorithm.kl.in_reward=true"])
+    assert grpo.algorithm.kl.in_reward
     cfg = load_config(
         None,
         [

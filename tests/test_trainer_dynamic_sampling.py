@@ -32,7 +32,8 @@ def test_signal_means_not_all_accuracies_equal():
     assert has_signal([0.0, 1.0, 1.0])
     assert not has_signal([1.0, 1.0, 1.0])
     assert not has_signal([0.0, 0.0])
-    assert not has_signal([1.0])
+    assert has_signal([1.0])  # verl keeps a group of one
+    assert not has_signal([1.0], keep_singletons=False)
 
 
 def test_groups_without_signal_are_dropped_and_refilled():
@@ -56,7 +57,7 @@ def test_no_further_generation_once_the_target_is_reached():
 def test_max_tries_bounds_generation_and_reports_the_shortfall(caplog):
     gen = Script([("a", FLAT1)], [("b", SIG)], [("c", FLAT0)], [("unused", SIG)])
     with caplog.at_level(logging.WARNING):
-        result = collect_groups(gen, acc, target=3, max_tries=3)
+        result = collect_groups(gen, acc, target=3, max_tries=3, on_shortfall="partial")
     assert gen.calls == 3
     assert [g[0] for g in result.groups] == ["b"]
     assert not result.reached_target
@@ -64,11 +65,13 @@ def test_max_tries_bounds_generation_and_reports_the_shortfall(caplog):
     assert result.metrics()["dynamic_sampling/reached_target"] == 0.0
 
 
-def test_all_flat_batches_give_an_empty_result_not_an_error():
-    result = collect_groups(Script([("a", FLAT0)]), acc, target=1, max_tries=1)
+def test_all_flat_batches_give_an_empty_result_when_partial_is_chosen():
+    result = collect_groups(
+        Script([("a", FLAT0)]), acc, target=1, max_tries=1, on_shortfall="partial"
+    )
     assert result.groups == [] and result.dropped == 1
 
 
 def test_bad_arguments_are_rejected():
-    with pytest.raises(ValueError, match="max_tries"):
-        collect_groups(Script(), acc, target=1, max_tries=0)
+    with pytest.raises(ValueError, match="target"):
+        collect_groups(Script(), acc, target=0, max_tries=1)

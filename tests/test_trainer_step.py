@@ -150,7 +150,7 @@ def test_settings_and_optimizer_from_config():
         ],
     )
     s = StepSettings.from_config(cfg)
-    assert s.loss_options == LossOptions(0.2, 0.28, None)
+    assert s.loss_options == LossOptions(0.2, 0.28, 3.0)  # dual-clip on by default (verl)
     assert (s.kl_estimator, s.kl_coef, s.micro_batch_size) == ("k3", 0.01, 3)
     in_reward = StepSettings.from_config(
         load_config(

@@ -18,7 +18,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from evalkit.config import _explain
 from evalkit.errors import ConfigError
 
-LossAggMode = Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"]
+LossAggMode = Literal[
+    "token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm", "seq-mean-token-sum-norm-mean"
+]
 
 
 class _Section(BaseModel):
@@ -70,21 +72,30 @@ class RolloutConfig(_Section):
 class KLConfig(_Section):
     """Optional KL regularisation against the frozen reference model."""
 
-    estimator: Literal["off", "k1", "k3"] = "off"
-    """KL estimator per token: off, k1 (log-ratio) or k3 (unbiased, low variance, >= 0)."""
+    estimator: Literal["off", "k1", "k3", "k3_unclamped"] = "off"
+    """KL estimator per token: off, k1 (log-ratio), k3 (low variance, >= 0, clamped to
+    [-10, 10] as verl's low_var_kl) or k3_unclamped (only the log-ratio clamped to +-20)."""
     coef: float = Field(default=0.0, ge=0)
     """Weight of the KL term."""
     in_reward: bool = False
-    """Put -coef*KL into the token rewards (REINFORCE++ style) instead of the loss."""
+    """Put -coef*KL into the rewards instead of the loss (verl use_kl_in_reward): per token for
+    REINFORCE++, as -coef*sum_t KL_t on the sequence reward for GRPO, RLOO and ReMax."""
 
 
 class DynamicSamplingConfig(_Section):
-    """DAPO dynamic sampling: drop groups whose accuracies are all equal, refill."""
+    """DAPO dynamic sampling: drop groups whose filter metric is all equal, refill (verl)."""
 
     enable: bool = False
     """Turn dynamic sampling on."""
-    max_tries: int = Field(default=4, ge=1)
-    """Most generation batches drawn per step before training on what there is."""
+    metric: Literal["acc", "score", "seq_reward"] = "acc"
+    """Filter metric (verl filter_groups.metric): acc = accuracy, score = reward before the
+    overlong penalty, seq_reward = overall reward."""
+    keep_singletons: bool = True
+    """Keep groups of one response (verl keeps them; False drops them)."""
+    max_tries: int = Field(default=4, ge=0)
+    """Most generation batches per step (verl max_num_gen_batches; 0 = no limit)."""
+    on_shortfall: Literal["raise", "partial"] = "raise"
+    """When tries run out: raise (verl) or train on the groups there are, with a warning."""
 
 
 class AlgorithmConfig(_Section):
@@ -98,18 +109,27 @@ class AlgorithmConfig(_Section):
     """Added to standard deviations before dividing."""
     gamma: float = Field(default=1.0, ge=0, le=1)
     """REINFORCE++ discount of token rewards."""
-    gdpo_batch_norm: bool = True
-    """GDPO: normalise the summed advantages over the whole batch."""
+    singleton_groups: Literal["verl", "zero"] = "verl"
+    """Groups of one response: verl = mean 0 / std 1 (GRPO r/(1+eps), RLOO r); zero = 0."""
+    gdpo_whiten: Literal["tokens", "sequences", "off"] = "tokens"
+    """GDPO: whiten the summed advantages over the batch's valid tokens (EasyVideoR1,
+    rsqrt(var+1e-8)), over its sequences ((A-mean)/(std+adv_eps)), or not at all."""
+    gdpo_reward_keys: list[str] | None = Field(default_factory=lambda: ["accuracy", "format"])
+    """GDPO: reward keys normalised one by one then summed (None: every key but overall)."""
+    gdpo_key_weights: dict[str, float] = Field(default_factory=dict)
+    """GDPO: weight of each reward key in the sum (default 1)."""
     policy_loss: str = "ppo_clip"
     """Policy loss name (ppo_clip, gspo, cispo)."""
     clip_eps_low: float = Field(default=0.2, ge=0)
     """Lower clip range: the ratio is clipped below at 1 - clip_eps_low."""
     clip_eps_high: float = Field(default=0.2, ge=0)
     """Upper clip range: the ratio is clipped above at 1 + clip_eps_high (DAPO: 0.28)."""
-    dual_clip_c: float | None = None
-    """Dual-clip bound c > 1 for negative advantages (None = off)."""
+    dual_clip_c: float | None = 3.0
+    """Dual-clip bound c > 1 for negative advantages, ppo_clip only (verl: 3; None = off)."""
     loss_agg_mode: LossAggMode = "token-mean"
     """How per-token losses become one number (token-mean is global over micro-batches)."""
+    gspo_force_seq_mean: bool = True
+    """GSPO aggregates with seq-mean-token-mean whatever loss_agg_mode says (as verl)."""
     loss_agg_max_len: int | None = None
     """Constant divisor of seq-mean-token-sum-norm (default: rollout.max_response_tokens)."""
     kl: KLConfig = Field(default_factory=KLConfig)
@@ -126,19 +146,14 @@ class AlgorithmConfig(_Section):
                 raise ValueError(reg._unknown(name))
         if self.dual_clip_c is not None and self.dual_clip_c <= 1.0:
             raise ValueError(f"dual_clip_c must be > 1, got {self.dual_clip_c}")
-        if (
-            self.kl.in_reward
-            and self.kl.estimator != "off"
-            and self.advantage
-            not in (
-                "reinforce_pp",
-                "reinforce++",
-            )
-        ):
-            # only REINFORCE++ consumes token-level rewards; elsewhere the KL would vanish
-            raise ValueError(f"kl.in_reward needs advantage reinforce_pp, not {self.advantage!r}")
-        if self.dual_clip_c is not None and self.policy_loss not in ("ppo_clip", "vanilla"):
+        if self.kl.in_reward and self.kl.estimator != "off" and self.advantage == "gdpo":
+            # GDPO normalises the per-key scores; the KL penalty never reaches them
+            raise ValueError("kl.in_reward does not reach gdpo's per-key rewards; use the loss")
+        explicit_dual = "dual_clip_c" in self.model_fields_set and self.dual_clip_c is not None
+        if explicit_dual and self.policy_loss not in ("ppo_clip", "vanilla"):
             raise ValueError(f"dual_clip_c applies to ppo_clip only, not {self.policy_loss!r}")
+        if self.policy_loss == "gspo" and self.gspo_force_seq_mean:
+            self.loss_agg_mode = "seq-mean-token-mean"
         if self.clip_eps_low > 1.0:
             raise ValueError(f"clip_eps_low must be <= 1 (ratio >= 0), got {self.clip_eps_low}")
         return self

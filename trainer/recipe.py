@@ -21,7 +21,7 @@ from evalkit.errors import ConfigError, DataError
 
 from .actor import ActorPolicy, maybe_fsdp
 from .algorithms import AdvantageInputs, AdvantageOptions, compute_advantages, token_kl
-from .algorithms.dynamic_sampling import collect_groups
+from .algorithms.dynamic_sampling import collect_groups, metric_values
 from .batch import Group, collate
 from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from .config import TrainerConfig
@@ -140,9 +140,11 @@ class GRPORecipe:
         if ds.enable:
             result = collect_groups(
                 lambda: self._groups(self.data.next_batch(bs), step, next(tries)),
-                lambda g: g.meta["rewards"]["accuracy"].tolist(),
+                lambda g: metric_values(g.meta["rewards"], ds.metric).tolist(),
                 bs,
                 ds.max_tries,
+                ds.keep_singletons,
+                ds.on_shortfall,
             )
             groups = result.groups
             metrics |= result.metrics()

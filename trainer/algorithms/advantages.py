@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import torch
 from torch import Tensor
@@ -34,7 +34,9 @@ class AdvantageInputs:
     baseline: Tensor | None = None
     """(B,) ReMax: reward of the greedy rollout of each sequence's prompt."""
     token_kl: Tensor | None = None
-    """(B, T) REINFORCE++: per-token KL to the reference, folded into the rewards."""
+    """(B, T) per-token KL to the reference, folded into the rewards with ``kl_coef``:
+    per token by REINFORCE++, as -kl_coef * sum_t kl_t on the sequence reward by GRPO, RLOO
+    and ReMax (verl's ``apply_kl_penalty`` then the estimator's sum over tokens)."""
 
 
 @dataclass(frozen=True)
@@ -45,19 +47,28 @@ class AdvantageOptions:
     norm_by_std: bool = True
     gamma: float = 1.0
     kl_coef: float = 0.0
-    batch_norm: bool = True
+    singleton: Literal["verl", "zero"] = "verl"
+    """Groups of one: "verl" = mean 0 / std 1 (GRPO r/(1+eps), RLOO r); "zero" = advantage 0."""
+    gdpo_whiten: Literal["tokens", "sequences", "off"] = "tokens"
+    """GDPO's final normalisation of the summed advantages (see :func:`gdpo`)."""
+    gdpo_reward_keys: tuple[str, ...] | None = ("accuracy", "format")
+    """GDPO's reward keys (EasyVideoR1 ``gdpo_reward_keys``); None = every key but overall."""
     key_weights: Mapping[str, float] = field(default_factory=dict)
 
     @classmethod
     def from_config(cls, algo: AlgorithmConfig) -> AdvantageOptions:
         """Build from an :class:`trainer.config.AlgorithmConfig`."""
         kl_in_reward = algo.kl.estimator != "off" and algo.kl.in_reward
+        keys = algo.gdpo_reward_keys
         return cls(
             eps=algo.adv_eps,
             norm_by_std=algo.norm_by_std,
             gamma=algo.gamma,
             kl_coef=algo.kl.coef if kl_in_reward else 0.0,
-            batch_norm=algo.gdpo_batch_norm,
+            singleton=algo.singleton_groups,
+            gdpo_whiten=algo.gdpo_whiten,
+            gdpo_reward_keys=tuple(keys) if keys is not None else None,
+            key_weights=dict(algo.gdpo_key_weights),
         )
 
 
@@ -86,6 +97,16 @@ def _overall(inputs: AdvantageInputs, who: str) -> Tensor:
     return rewards.float()
 
 
+def _overall_with_kl(inputs: AdvantageInputs, opts: AdvantageOptions, who: str) -> Tensor:
+    """The overall reward minus kl_coef * sum_t kl_t (verl: the KL enters the token rewards,
+    which summed-score estimators add up over the response)."""
+    rewards = _overall(inputs, who)
+    if inputs.token_kl is not None and opts.kl_coef:
+        mask = inputs.response_mask.to(rewards.dtype)
+        rewards = rewards - opts.kl_coef * (inputs.token_kl.float() * mask).sum(-1)
+    return rewards
+
+
 def group_stats(values: Tensor, group_ids: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """Per-element (mean, unbiased std, size) of the element's group; std is 0 for size 1."""
     _, inv = torch.unique(group_ids, return_inverse=True)
@@ -100,10 +121,17 @@ def group_stats(values: Tensor, group_ids: Tensor) -> tuple[Tensor, Tensor, Tens
 
 def _group_normalise(values: Tensor, group_ids: Tensor, opts: AdvantageOptions) -> Tensor:
     mean, std, count = group_stats(values, group_ids)
-    adv = values - mean
-    if opts.norm_by_std:
-        adv = adv / (std + opts.eps)
-    return torch.where(count > 1, adv, torch.zeros_like(adv))
+    single = count < 2
+    if opts.singleton == "zero":
+        return torch.where(single, torch.zeros_like(values), _scale(values - mean, std, opts))
+    # verl: a group of one has mean 0 and std 1
+    mean = torch.where(single, torch.zeros_like(mean), mean)
+    std = torch.where(single, torch.ones_like(std), std)
+    return _scale(values - mean, std, opts)
+
+
+def _scale(centred: Tensor, std: Tensor, opts: AdvantageOptions) -> Tensor:
+    return centred / (std + opts.eps) if opts.norm_by_std else centred
 
 
 def _to_tokens(adv: Tensor, mask: Tensor) -> Tensor:
@@ -117,17 +145,21 @@ def grpo(inputs: AdvantageInputs, opts: AdvantageOptions) -> Tensor:
     With ``norm_by_std=False`` (Dr. GRPO): A_i = r_i - mean_g(r). mean_g and std_g run over
     the responses sharing i's group id.
     """
-    rewards = _overall(inputs, "grpo")
+    rewards = _overall_with_kl(inputs, opts, "grpo")
     return _to_tokens(_group_normalise(rewards, inputs.group_ids, opts), inputs.response_mask)
 
 
 @ADVANTAGES("rloo")
 def rloo(inputs: AdvantageInputs, opts: AdvantageOptions) -> Tensor:
-    """RLOO: A_i = r_i - (sum_{j in g, j != i} r_j) / (n_g - 1), the leave-one-out baseline."""
-    rewards = _overall(inputs, "rloo")
+    """RLOO: A_i = r_i - (sum_{j in g, j != i} r_j) / (n_g - 1), the leave-one-out baseline.
+
+    A group of one: A = r (verl, baseline 0) or 0 (``singleton="zero"``).
+    """
+    rewards = _overall_with_kl(inputs, opts, "rloo")
     mean, _, count = group_stats(rewards, inputs.group_ids)
     others = (mean * count - rewards) / (count - 1).clamp(min=1)
-    adv = torch.where(count > 1, rewards - others, torch.zeros_like(rewards))
+    alone = rewards if opts.singleton == "verl" else torch.zeros_like(rewards)
+    adv = torch.where(count > 1, rewards - others, alone)
     return _to_tokens(adv, inputs.response_mask)
 
 
@@ -169,7 +201,7 @@ def _masked_whiten(values: Tensor, mask: Tensor, eps: float) -> Tensor:
 @ADVANTAGES("remax")
 def remax(inputs: AdvantageInputs, opts: AdvantageOptions) -> Tensor:
     """ReMax: A_i = r_i - b_i, b_i = reward of the greedy rollout for i's prompt (``baseline``)."""
-    rewards = _overall(inputs, "remax")
+    rewards = _overall_with_kl(inputs, opts, "remax")
     if inputs.baseline is None:
         raise ValueError("remax needs AdvantageInputs.baseline: the greedy rollout's reward")
     return _to_tokens(rewards - inputs.baseline.float(), inputs.response_mask)
@@ -177,21 +209,45 @@ def remax(inputs: AdvantageInputs, opts: AdvantageOptions) -> Tensor:
 
 @ADVANTAGES("gdpo")
 def gdpo(inputs: AdvantageInputs, opts: AdvantageOptions) -> Tensor:
-    """GDPO: normalise each reward key within its group, sum, optionally batch-normalise.
+    """GDPO: normalise each reward key within its group, sum, then whiten.
 
-    A_i = sum_k w_k * (r_k,i - mean_g(r_k)) / (std_g(r_k) + eps)   (w_k from ``key_weights``,
-    default 1; k runs over the component rewards, e.g. accuracy and format; a key named
-    ``overall`` is their weighted sum and is skipped);
-    with ``batch_norm``: A_i <- (A_i - mean_B(A)) / (std_B(A) + eps) over the B sequences.
+    A_i = sum_k w_k * (r_k,i - mean_g(r_k)) / (std_g(r_k) + eps), k over ``gdpo_reward_keys``
+    (default accuracy and format, as EasyVideoR1's ``AlgorithmConfig.gdpo_reward_keys``; None:
+    every key but ``overall``), w_k from ``key_weights`` (default 1). Then ``gdpo_whiten``:
+    "tokens" (EasyVideoR1 ``compute_advantage`` in verl/trainer/ray_trainer.py: the token-level
+    advantages whitened over the valid tokens of the batch, token-weighted mean and unbiased
+    variance, (A - mean) * rsqrt(var + 1e-8)); "sequences": (A - mean_B) / (std_B + eps) over
+    the B sequences; "off": no batch normalisation.
     """
     if not isinstance(inputs.rewards, dict) or not inputs.rewards:
         raise ValueError("gdpo needs per-key rewards: a dict like {'accuracy': ..., 'format': ...}")
-    total = torch.zeros(inputs.response_mask.shape[0], device=inputs.response_mask.device)
-    for key, values in inputs.rewards.items():
-        if key == "overall":
-            continue
+    keys = opts.gdpo_reward_keys
+    if keys is None:
+        keys = tuple(k for k in inputs.rewards if k != "overall")
+    missing = [k for k in keys if k not in inputs.rewards]
+    if missing:
+        raise ValueError(
+            f"gdpo: reward keys {missing} not among the rewards {sorted(inputs.rewards)}; "
+            "set algorithm.gdpo_reward_keys to keys the reward function returns"
+        )
+    mask = inputs.response_mask.float()
+    total = torch.zeros(mask.shape[0], device=mask.device)
+    for key in keys:
         weight = opts.key_weights.get(key, 1.0)
-        total = total + weight * _group_normalise(values.float(), inputs.group_ids, opts)
-    if opts.batch_norm and total.numel() > 1:
+        values = inputs.rewards[key].float()
+        total = total + weight * _group_normalise(values, inputs.group_ids, opts)
+    if opts.gdpo_whiten == "tokens":
+        return _token_whiten(_to_tokens(total, mask), mask)
+    if opts.gdpo_whiten == "sequences" and total.numel() > 1:
         total = (total - total.mean()) / (total.std() + opts.eps)
-    return _to_tokens(total, inputs.response_mask)
+    return _to_tokens(total, mask)
+
+
+def _token_whiten(values: Tensor, mask: Tensor, eps: float = 1e-8) -> Tensor:
+    """EasyVideoR1 ``masked_whiten`` (verl/utils/torch_functional.py), then masked."""
+    n = mask.sum()
+    mean = (values * mask).sum() / (n + eps)
+    var = (((values - mean) ** 2) * mask).sum() / (n + eps)
+    if n > 1:  # Bessel's correction, skipped (as there) when there is one token or none
+        var = var * n / (n - 1)
+    return (values - mean) * torch.rsqrt(var + eps) * mask

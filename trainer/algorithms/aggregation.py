@@ -5,6 +5,12 @@ each micro-batch would weight tokens unequally (a micro-batch of short responses
 as much as one of long responses). So the denominators come from the WHOLE mini-batch, in
 :class:`AggNorm`: the sum over micro-batches of ``aggregate(...)`` equals the aggregate of
 the full mini-batch, exactly.
+
+The modes follow verl's ``agg_loss`` (verl/trainer/ppo/core_algos.py): sequences with no
+valid token are left out of the sequence count, ``seq-mean-token-sum-norm`` sums over the
+sequences without dividing by their number, and ``dp_size`` multiplies the token-mean and
+seq-mean-token-mean results because FSDP averages gradients over the data-parallel ranks
+(each rank's denominators are global counts).
 """
 
 from __future__ import annotations
@@ -24,14 +30,17 @@ class AggNorm:
     total_tokens: float
     """Valid (mask = 1) response tokens in the mini-batch."""
     total_seqs: float
-    """Sequences in the mini-batch."""
+    """Sequences in the mini-batch with at least one valid token (verl leaves empty ones out)."""
     max_len: float = 1.0
     """Constant length divisor of seq-mean-token-sum-norm (the response budget)."""
+    dp_size: float = 1.0
+    """Data-parallel ranks whose gradients are averaged (verl multiplies by it); 1 here."""
 
     @classmethod
-    def of(cls, mask: Tensor, max_len: float = 1.0) -> AggNorm:
+    def of(cls, mask: Tensor, max_len: float = 1.0, dp_size: float = 1.0) -> AggNorm:
         """Denominators of the mini-batch whose full response mask is ``mask``."""
-        return cls(float(mask.sum()), float(mask.shape[0]), float(max_len))
+        seqs = float((mask.sum(-1) > 0).sum())
+        return cls(float(mask.sum()), seqs, float(max_len), float(dp_size))
 
 
 AggregationFn = Callable[[Tensor, Tensor, AggNorm], Tensor]
@@ -45,19 +54,32 @@ def aggregate(mode: str, loss: Tensor, mask: Tensor, norm: AggNorm) -> Tensor:
 
 @AGGREGATIONS("token-mean")
 def token_mean(loss: Tensor, mask: Tensor, norm: AggNorm) -> Tensor:
-    """sum_{i,t} m_it L_it / N_tokens, N_tokens counted over the whole mini-batch."""
-    return (loss * mask).sum() / max(norm.total_tokens, 1.0)
+    """dp * sum_{i,t} m_it L_it / N_tokens, N_tokens counted over the whole mini-batch."""
+    return (loss * mask).sum() / max(norm.total_tokens, 1.0) * norm.dp_size
 
 
 @AGGREGATIONS("seq-mean-token-mean")
 def seq_mean_token_mean(loss: Tensor, mask: Tensor, norm: AggNorm) -> Tensor:
-    """(1/N_seqs) sum_i [ sum_t m_it L_it / sum_t m_it ]: each sequence weighs the same."""
+    """dp * (1/N_seqs) sum_i [ sum_t m_it L_it / sum_t m_it ]: each sequence weighs the same.
+
+    N_seqs counts only sequences with a valid token (an empty response, e.g. cut at its first
+    visual token, adds nothing and is not counted), as verl does.
+    """
     per_seq = (loss * mask).sum(-1) / mask.sum(-1).clamp(min=1)
-    return per_seq.sum() / max(norm.total_seqs, 1.0)
+    return per_seq.sum() / max(norm.total_seqs, 1.0) * norm.dp_size
 
 
 @AGGREGATIONS("seq-mean-token-sum-norm")
 def seq_mean_token_sum_norm(loss: Tensor, mask: Tensor, norm: AggNorm) -> Tensor:
-    """(1/N_seqs) sum_i [ sum_t m_it L_it / L_max ] with a constant L_max (Dr. GRPO)."""
-    per_seq = (loss * mask).sum(-1) / norm.max_len
-    return per_seq.sum() / max(norm.total_seqs, 1.0)
+    """sum_i [ sum_t m_it L_it ] / L_max with a constant L_max, NOT divided by N_seqs (verl).
+
+    verl applies no dp_size factor to this mode either, so neither do we.
+    """
+    return (loss * mask).sum() / norm.max_len
+
+
+@AGGREGATIONS("seq-mean-token-sum-norm-mean")
+def seq_mean_token_sum_norm_mean(loss: Tensor, mask: Tensor, norm: AggNorm) -> Tensor:
+    """(1/N_seqs) sum_i [ sum_t m_it L_it / L_max ]: seq-mean-token-sum-norm averaged over the
+    sequences (evalkit's earlier definition; N_seqs times smaller than verl's)."""
+    return (loss * mask).sum() / norm.max_len / max(norm.total_seqs, 1.0)

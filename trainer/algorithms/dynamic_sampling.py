@@ -1,10 +1,15 @@
 """DAPO dynamic sampling: keep only groups that carry a learning signal, refill, bounded tries.
 
-A group whose responses all have the same accuracy (all right or all wrong) gets zero
-group-relative advantage and only dilutes the batch. :func:`collect_groups` drops such groups
-and draws further generation batches through a ``generate_groups()`` callable until the target
-number of groups is reached or ``max_tries`` batches were drawn; then training proceeds with
-what there is, and the result says so.
+A group whose responses all have the same value of the filter metric (all right or all wrong)
+gets zero group-relative advantage and only dilutes the batch. :func:`collect_groups` drops
+such groups and draws further generation batches through a ``generate_groups()`` callable
+until the target number of groups is reached or ``max_tries`` batches were drawn.
+
+Defaults follow verl's DAPO recipe (verl-recipe dapo/dapo_ray_trainer.py, ``fit``, the
+``filter_groups`` branch): a group is kept when the population std of its metric is > 0 or
+when it has one response; the metric is ``acc``, ``score`` or ``seq_reward``
+(:func:`metric_values`); ``max_tries`` <= 0 means no limit; running out of tries raises
+(``on_shortfall="raise"``). ``on_shortfall="partial"`` trains on what there is with a warning.
 """
 
 from __future__ import annotations
@@ -12,7 +17,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Generic, Literal, TypeVar
+
+from torch import Tensor
 
 log = logging.getLogger(__name__)
 
@@ -47,33 +54,57 @@ class DynamicSamplingResult(Generic[G]):
         }
 
 
-def has_signal(accuracies: Sequence[float], tol: float = 1e-9) -> bool:
-    """True when the group's accuracies are not all equal (so advantages are not all zero)."""
-    return len(accuracies) > 1 and max(accuracies) - min(accuracies) > tol
+FilterMetric = Literal["acc", "score", "seq_reward"]
+
+
+def metric_values(rewards: dict[str, Tensor], metric: FilterMetric) -> Tensor:
+    """Per-response values of verl's filter ``metric`` from evalkit's per-key rewards.
+
+    acc: the accuracy reward; score: the reward function's overall value before the overlong
+    penalty (verl's ``score`` from the reward manager); seq_reward: the overall reward with
+    the penalty (verl's summed ``token_level_scores``).
+    """
+    if metric == "acc":
+        return rewards["accuracy"]
+    if metric == "seq_reward":
+        return rewards["overall"]
+    if metric == "score":
+        penalty = rewards.get("overlong")
+        return rewards["overall"] - penalty if penalty is not None else rewards["overall"]
+    raise ValueError(f"unknown dynamic sampling metric {metric!r}: use acc, score or seq_reward")
+
+
+def has_signal(values: Sequence[float], keep_singletons: bool = True) -> bool:
+    """True when the group's values are not all equal; a group of one counts when kept (verl)."""
+    if len(values) == 1:
+        return keep_singletons
+    return len(values) > 1 and max(values) > min(values)
 
 
 def collect_groups(
     generate_groups: Callable[[], Sequence[G]],
-    accuracies_of: Callable[[G], Sequence[float]],
+    values_of: Callable[[G], Sequence[float]],
     target: int,
     max_tries: int,
+    keep_singletons: bool = True,
+    on_shortfall: Literal["raise", "partial"] = "raise",
 ) -> DynamicSamplingResult[G]:
     """Draw generation batches until ``target`` groups with signal are kept or tries run out.
 
-    ``generate_groups()`` returns one generation batch (a list of groups); ``accuracies_of``
-    reads the per-response accuracies of a group. Surplus groups from the last batch are
-    discarded so that the batch size stays ``target``.
+    ``generate_groups()`` returns one generation batch (a list of groups); ``values_of``
+    reads the per-response filter metric of a group. Surplus groups from the last batch are
+    discarded so that the batch size stays ``target``. ``max_tries`` <= 0: no limit.
     """
-    if target < 1 or max_tries < 1:
-        raise ValueError(f"target and max_tries must be >= 1, got {target} and {max_tries}")
+    if target < 1:
+        raise ValueError(f"target must be >= 1, got {target}")
     kept: list[G] = []
     generated = dropped = tries = 0
-    while len(kept) < target and tries < max_tries:
+    while len(kept) < target and (max_tries <= 0 or tries < max_tries):
         batch = generate_groups()
         tries += 1
         generated += len(batch)
         for group in batch:
-            if has_signal(accuracies_of(group)):
+            if has_signal(values_of(group), keep_singletons):
                 kept.append(group)
             else:
                 dropped += 1
@@ -82,8 +113,14 @@ def collect_groups(
     if not result.reached_target:
         note = (
             f"dynamic sampling: {len(result.groups)}/{target} groups with signal after "
-            f"{tries} generation batches ({dropped} dropped); training on what there is"
+            f"{tries} generation batches ({dropped} dropped)"
         )
+        if on_shortfall == "raise":
+            raise ValueError(
+                f"{note}. The data may be too hard or too easy: raise "
+                "algorithm.dynamic_sampling.max_tries (0 = no limit) or set on_shortfall=partial"
+            )
+        note += "; training on what there is"
         result.notes.append(note)
         log.warning(note)
     return result

@@ -25,15 +25,23 @@ if TYPE_CHECKING:
 # exp() of a log-ratio beyond this overflows float32 or is meaningless; clamping also zeroes
 # the gradient there, which is what a clipped objective would do anyway.
 _MAX_LOG_RATIO = 20.0
+# verl's GSPO clamps the combined log-ratio from above only, at 10.
+_GSPO_MAX_LOG_RATIO = 10.0
+# verl (clip_ratio_c) and EasyVideoR1 (clip_ratio_dual) turn dual-clip on with c = 3.
+DUAL_CLIP_C = 3.0
 
 
 @dataclass(frozen=True)
 class LossOptions:
-    """Clip ranges: the ratio is clipped to [1 - clip_eps_low, 1 + clip_eps_high]."""
+    """Clip ranges: the ratio is clipped to [1 - clip_eps_low, 1 + clip_eps_high].
+
+    ``dual_clip_c`` defaults to 3 (on), as verl's ``clip_ratio_c`` and EasyVideoR1's
+    ``clip_ratio_dual``; None turns dual-clip off. Only ppo_clip uses it.
+    """
 
     clip_eps_low: float = 0.2
     clip_eps_high: float = 0.2
-    dual_clip_c: float | None = None
+    dual_clip_c: float | None = DUAL_CLIP_C
 
     @classmethod
     def from_config(cls, algo: AlgorithmConfig) -> LossOptions:
@@ -118,15 +126,17 @@ def gspo(
     s_i = exp( (1/|y_i|) sum_t (logp_t - old_logp_t) ), applied per token in its GSPO-token
     form s_i,t = sg(s_i) * exp(logp_t - sg(logp_t)) (same value as s_i; the gradient of
     sum_t s_i,t / |y_i| is that of s_i). L_t = max(-A_t s_i,t, -A_t clip(s_i,t, 1-eps_low,
-    1+eps_high)); every token of a sequence is clipped together. Pair it with
-    seq-mean-token-mean aggregation for the paper's objective; its clip ranges are small
-    (the paper uses 3e-4 / 4e-4).
+    1+eps_high)); every token of a sequence is clipped together. As in verl's
+    ``compute_policy_loss_gspo`` (verl/trainer/ppo/core_algos.py) the token log-ratios are
+    averaged unclamped and the combined log-ratio is clamped from above at 10; the config
+    aggregates GSPO with seq-mean-token-mean (``gspo_force_seq_mean``). Its clip ranges are
+    small (the paper uses 3e-4 / 4e-4).
     """
-    log_ratio = _log_ratio(logp, old_logp)
     m = mask.to(logp.dtype)
-    seq_log_ratio = (log_ratio * m).sum(-1) / m.sum(-1).clamp(min=1)
+    seq_log_ratio = ((logp - old_logp) * m).sum(-1) / m.sum(-1).clamp(min=1)
     token_log_ratio = seq_log_ratio.detach()[:, None] + logp - logp.detach()
-    ratio = token_log_ratio.clamp(-_MAX_LOG_RATIO, _MAX_LOG_RATIO).exp()
+    ratio = token_log_ratio.clamp(max=_GSPO_MAX_LOG_RATIO).exp()
+    log_ratio = _log_ratio(logp, old_logp)
     loss, clipped_low, clipped_high = _clipped_surrogate(ratio, adv, opts)
     metrics = {
         "clipfrac_low": masked_mean(clipped_low.float(), mask),
