@@ -70,8 +70,18 @@ def test_compact_verdict_keeps_numbers_cuts_long_answers_and_flags_errors() -> N
     }
     long = compact_verdict(Score(0.0, "x" * 500))
     assert len(long["answer"]) == 121 and long["answer"].endswith("…")
-    broken = Score(0.0, None, "scorer error: KeyError: 'a'", {"error": "Traceback ..."})
-    assert compact_verdict(broken)["error"] == "scorer error: KeyError: 'a'"
+    try:
+        {}["a"]
+    except KeyError as exc:
+        broken = Score.scorer_failed(exc)
+    assert compact_verdict(broken) == {
+        "value": None,
+        "answer": None,
+        "error": "scorer failed: KeyError: 'a'",
+    }
+    # the model's own failure (its program raised in the sandbox) is a score, not an error
+    crashed = Score(0.0, None, "0/1 tests passed", {"program_error": "ZeroDivisionError"})
+    assert "error" not in compact_verdict(crashed)
 
 
 def test_make_scorer_uses_the_specs_headline_rule_per_task_type() -> None:
