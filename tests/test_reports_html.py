@@ -112,6 +112,7 @@ def test_markdown_links_existing_pngs_and_json_holds_the_numbers(
         "failed": 1,
         "unscored": 0,
         "failed_by_stage": {"io": 1},
+        "scorer_failed": {},
     }
     assert bench["references"][0]["verdict"] == "miss"  # 57.14 vs 65.1
     u = bench["utilisation"]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +31,8 @@ from evalkit.reports import build_report, load_run, write_report
 from evalkit.reports.synthetic import open_run
 from evalkit.runner import make_scorer
 from evalkit.sample import Sample
-from evalkit.scoring import Score, score, scorer
-from evalkit.scoring.rules import rule
+from evalkit.scoring import Score, score
+from tests._registered import task_type
 from tests.scripted_engine import ScriptedEngine
 
 TASK = "scorer_failure_test"
@@ -40,7 +41,6 @@ BENCH = "scorer-failure-bench"
 REPLIES = {"s1": "C", "s2": "boom", "s3": "B", "s4": "C"}
 
 
-@scorer(TASK)
 def _raises_on_boom(prediction: str, target: Any, sample: Sample) -> Score:
     """The reply as the answer; a bug (KeyError) on the reply "boom"."""
     letter = prediction.strip()
@@ -48,12 +48,17 @@ def _raises_on_boom(prediction: str, target: Any, sample: Sample) -> Score:
     return Score(float(letter == target), letter, "exact")
 
 
-@rule(RULE, TASK, source="tests/test_reports_scorer_failed.py")
 def _raises_on_b(prediction: str, target: Any, sample: Sample) -> Score:
     """The reply as the answer; a bug (ValueError) on the reply "B"."""
     if prediction.strip() == "B":
         raise ValueError("rule bug on B")
     return Score(float(prediction.strip() == target), prediction.strip(), "exact")
+
+
+@pytest.fixture(autouse=True)
+def _registered(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    with task_type(monkeypatch, TASK, _raises_on_boom, **{RULE: _raises_on_b}):
+        yield
 
 
 def _samples() -> list[Sample]:
