@@ -371,6 +371,11 @@ def ok_record(
     other rule of the task type under ``rules``. ``prompt_hash``/``tokens`` are None for
     predictions made elsewhere (``evalkit score``): what the model was asked is unknown.
     """
+    if scorer_failure(result) is not None:  # else it would read as "not scored"
+        raise ValueError(
+            f"sample {sample.id!r}: its scorer failed; record it with failed_record(stage="
+            "'score', traceback=...), as Pipeline._finish does"
+        )
     score = result.score if isinstance(result, Verdicts) else result
     record: dict[str, Any] = {
         "id": sample.id,

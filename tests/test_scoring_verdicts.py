@@ -17,7 +17,7 @@ from evalkit.runner import make_scorer
 from evalkit.sample import Sample
 from evalkit.scoring import LLMJudge, ascore, ascore_all, configure_judge, score_all
 from evalkit.scoring.types import Score
-from evalkit.scoring.verdicts import compact_verdict
+from evalkit.scoring.verdicts import Verdicts, compact_verdict
 from tests._sensitivity_rules import LAST_LETTER
 
 
@@ -147,3 +147,12 @@ def test_ascore_all_awaits_the_judge_for_a_judged_sample_and_adds_no_rules() -> 
 
     assert asyncio.run(main()) == (1.0, "evalkit", 0)
     assert len(engine.prompts) == 1  # one judge call, not one per rule
+
+
+def test_a_failed_score_cannot_be_written_as_an_ok_record() -> None:
+    try:
+        raise KeyError("a")
+    except KeyError as exc:
+        failed = Verdicts(Score.scorer_failed(exc))
+    with pytest.raises(ValueError, match="its scorer failed"):
+        ok_record(_mc(), failed, ["B"], fingerprint="fp", timings={})
