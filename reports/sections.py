@@ -82,6 +82,11 @@ def summary(run: RunReport) -> Section:
     notes.append(
         "score = official aggregate in percent ± standard error (points); failed samples "
         + ("count as wrong (0)" if run.failed_policy == "zero" else "are left out")
+        + (
+            " (scorer failures are always left out)"
+            if any(b.counts.scorer_failed for b in run.benchmarks.values())
+            else ""
+        )
         + "; unscored samples are never counted as 0"
     )
     notes.append(f"reference matching: {MATCH_RULE}")

@@ -135,6 +135,7 @@ def _expect_scorer_failed(text: str) -> None:
     assert "scorer failed on 1 sample(s) (s2)" in text
     assert "KeyError: 'boom'" in text
     assert f"rule {RULE} failed (raised) on 1 sample(s) (s3)" in text
+    assert "count as wrong (0) (scorer failures are always left out)" in text
 
 
 def test_terminal_markdown_and_html_reports_show_scorer_failed_with_ids(
