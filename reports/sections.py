@@ -79,16 +79,7 @@ def summary(run: RunReport) -> Section:
         if b.sensitivity is not None
     ]
     notes += frame_notes(run)
-    notes.append(
-        "score = official aggregate in percent ± standard error (points); failed samples "
-        + ("count as wrong (0)" if run.failed_policy == "zero" else "are left out")
-        + (
-            " (scorer failures are always left out)"
-            if any(b.counts.scorer_failed for b in run.benchmarks.values())
-            else ""
-        )
-        + "; unscored samples are never counted as 0"
-    )
+    notes.append(_policy_note(run))
     notes.append(f"reference matching: {MATCH_RULE}")
     headers = [
         "benchmark",
@@ -127,6 +118,16 @@ def scorer_failures(run: RunReport) -> list[Section]:
         "evalkit run --retry-failed",
     ]
     return [Section(f"Scorer failed — {run.run_id}", ["benchmark", "sample", "error"], rows, notes)]
+
+
+def _policy_note(run: RunReport) -> str:
+    policy = "count as wrong (0)" if run.failed_policy == "zero" else "are left out"
+    if any(b.counts.scorer_failed for b in run.benchmarks.values()):
+        policy += " (scorer failures are always left out)"
+    return (
+        "score = official aggregate in percent ± standard error (points); failed samples "
+        f"{policy}; unscored samples are never counted as 0"
+    )
 
 
 def combined(runs: list[RunReport]) -> list[Section]:
