@@ -28,7 +28,7 @@ from evalkit.engines.base import Completion, Engine, Request
 from evalkit.errors import DataError, TransientError
 from evalkit.records import SampleRecord
 from evalkit.sample import Sample
-from evalkit.scoring.types import Score
+from evalkit.scoring.types import Score, ScorerFailure
 from evalkit.scoring.verdicts import Verdicts
 from evalkit.store import Store
 
@@ -233,16 +233,19 @@ class Pipeline:
         phash: str,
         result: Score | Verdicts | Exception | None = None,
     ) -> None:
-        # Scorers never raise on model output by contract; a bug in one still must not
-        # lose the prediction, so it is recorded as a failed sample with the traceback text.
+        # A bug in a scorer must not lose the prediction, nor pass for a 0: the sample is
+        # recorded as failed at stage "score" with the traceback (reports: "scorer failed").
         # ``result`` is given when the sample was already scored on the loop (the judge).
         if isinstance(result, Exception):
-            self._fail(sample, "score", result, timings, completion)
+            self._fail(sample, "score", ScorerFailure.of(result), timings, completion)
             return
         try:
             result = self.score(sample, completion) if result is None else result
         except Exception as exc:
-            self._fail(sample, "score", exc, timings, completion)
+            self._fail(sample, "score", ScorerFailure.of(exc), timings, completion)
+            return
+        if (failure := scorer_failure(result)) is not None:  # the router caught it
+            self._fail(sample, "score", failure, timings, completion)
             return
         t = completion.timings
         timings.update(submitted=t.submitted, first_token=t.first_token, finished=t.finished)
@@ -266,18 +269,20 @@ class Pipeline:
         self,
         sample: Sample,
         stage: str,
-        exc: BaseException,
+        exc: BaseException | ScorerFailure,
         timings: dict[str, Any],
         completion: Completion | None = None,
     ) -> None:
+        failure = exc if isinstance(exc, ScorerFailure) else None
         self.store.append(
             failed_record(
                 sample,
                 stage,
-                f"{type(exc).__name__}: {exc}",
+                failure.error if failure else f"{type(exc).__name__}: {exc}",
                 fingerprint=self.fingerprint,
                 timings=timings,
                 prediction=completion.text if completion else None,
+                traceback=failure.traceback if failure else None,
             )
         )
         self.stats.failed += 1
@@ -366,6 +371,11 @@ def ok_record(
     other rule of the task type under ``rules``. ``prompt_hash``/``tokens`` are None for
     predictions made elsewhere (``evalkit score``): what the model was asked is unknown.
     """
+    if scorer_failure(result) is not None:  # else it would read as "not scored"
+        raise ValueError(
+            f"sample {sample.id!r}: its scorer failed; record it with failed_record(stage="
+            "'score', traceback=...), as Pipeline._finish does"
+        )
     score = result.score if isinstance(result, Verdicts) else result
     record: dict[str, Any] = {
         "id": sample.id,
@@ -396,9 +406,11 @@ def failed_record(
     fingerprint: str,
     timings: dict[str, Any],
     prediction: str | None = None,
+    traceback: str | None = None,
 ) -> dict[str, Any]:
-    """The record of a sample that failed at ``stage`` (io, engine, score, predictions)."""
-    record = {
+    """The record of a sample that failed at ``stage`` (io, engine, score, predictions);
+    ``traceback`` where the failure is a bug to fix (a scorer that raised)."""
+    record: dict[str, Any] = {
         "id": sample.id,
         "status": "failed",
         "stage": stage,
@@ -409,7 +421,15 @@ def failed_record(
         "timings": timings,
         "fingerprint": fingerprint,
     }
+    if traceback is not None:
+        record["traceback"] = traceback
     return SampleRecord.model_validate(record).dump()
+
+
+def scorer_failure(result: Score | Verdicts) -> ScorerFailure | None:
+    """The headline scorer's failure, if it raised (other rules' failures stay in their
+    verdicts, for the extraction-sensitivity report)."""
+    return (result.score if isinstance(result, Verdicts) else result).failed
 
 
 def _sample_part(sample: Sample) -> dict[str, Any]:

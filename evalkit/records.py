@@ -77,6 +77,9 @@ class SampleRecord(BaseModel):
     """Failed only: where it failed (io, engine, score, predictions)."""
     error: str | None = None
     """Failed only: ``ExceptionType: message``."""
+    traceback: str | None = None
+    """Failed at stage ``score`` only: the scorer's traceback (a bug to fix, reported as
+    "scorer failed"; the model's own failures, e.g. code that does not run, are scores)."""
     prediction: str | None = None
     """The (first) completion text; None when a failure came before generation."""
     score: ScoreRecord | None = None

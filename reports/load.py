@@ -41,6 +41,9 @@ class Counts:
     failed: int = 0
     """Failed in IO, the engine or the scorer (``status == "failed"``)."""
     failed_by_stage: dict[str, int] = field(default_factory=dict)
+    scorer_failed: dict[str, str] = field(default_factory=dict)
+    """Failed at stage score (the scorer raised: a bug, not the model's answer), sample id
+    -> error; left out of the aggregate whatever the failed policy, never a 0."""
     invalid: int = 0
     """Rows of the data that did not load (recorded in the run's invalid/<benchmark>.jsonl)."""
     malformed: int = 0
@@ -160,10 +163,13 @@ def load_benchmark(
         )
     else:
         official, label = True, spec.aggregation.name
-    if counts.failed and failed == "zero":
-        notes.append(f"{counts.failed} failed sample(s) count as wrong (0) in the aggregate")
-    elif counts.failed:
-        notes.append(f"{counts.failed} failed sample(s) are left out of the aggregate")
+    others = counts.failed - len(counts.scorer_failed)
+    if others and failed == "zero":
+        notes.append(f"{others} failed sample(s) count as wrong (0) in the aggregate")
+    elif others:
+        notes.append(f"{others} failed sample(s) are left out of the aggregate")
+    if counts.scorer_failed:
+        notes.append(scorer_failed_note(counts))
     if counts.unscored:
         notes.append(f"{counts.unscored} sample(s) could not be scored (not counted as 0)")
 
@@ -201,6 +207,17 @@ def aggregate_scored(spec: Any, scored: list[Scored], path: Path) -> AggregateRe
             f"({spec.aggregation.name}: {type(exc).__name__}: {exc}); the records lack a "
             "field the rule needs (written by an older evalkit?) — rerun the benchmark"
         ) from None
+
+
+def scorer_failed_note(counts: Counts, shown: int = 10) -> str:
+    """The samples whose scorer raised: how many, which (ids), and what to do."""
+    ids = list(counts.scorer_failed)
+    more = f" and {len(ids) - shown} more" if len(ids) > shown else ""
+    return (
+        f"scorer failed on {len(ids)} sample(s) ({', '.join(ids[:shown])}{more}): a bug in "
+        "the scorer, not the model's answer; left out of the aggregate, never counted as 0 "
+        "(tracebacks in the records; fix the scorer, then evalkit run --retry-failed)"
+    )
 
 
 def problem_notes(problems: list[dict[str, Any]], counts: Counts) -> list[str]:
@@ -244,6 +261,9 @@ def scored_from_records(
             counts.failed += 1
             stage = str(rec.get("stage") or "unknown")
             counts.failed_by_stage[stage] = counts.failed_by_stage.get(stage, 0) + 1
+            if stage == "score":
+                counts.scorer_failed[sample.id] = str(rec.get("error") or "")
+                continue
             if failed == "exclude":
                 continue
             value: float | None = 0.0

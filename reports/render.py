@@ -128,6 +128,7 @@ def run_dict(run: RunReport, util: dict[str, Utilisation | None]) -> dict[str, A
                 "failed": b.counts.failed,
                 "unscored": b.counts.unscored,
                 "failed_by_stage": b.counts.failed_by_stage,
+                "scorer_failed": b.counts.scorer_failed,
             },
             "aggregate_counts": {
                 "n": b.result.n,

@@ -63,6 +63,7 @@ def build_report(
         anchors[f"scores:{i}"] = S.summary(run)
         anchors[f"timeline:{i}"] = util_sec
         sections.append(anchors[f"scores:{i}"])
+        sections += S.scorer_failures(run)
         for b in run.benchmarks.values():
             sections += S.breakdowns(b) + S.extraction(b)
         sections += [S.references(run), util_sec, S.settings(run)]

@@ -79,11 +79,7 @@ def summary(run: RunReport) -> Section:
         if b.sensitivity is not None
     ]
     notes += frame_notes(run)
-    notes.append(
-        "score = official aggregate in percent ± standard error (points); failed samples "
-        + ("count as wrong (0)" if run.failed_policy == "zero" else "are left out")
-        + "; unscored samples are never counted as 0"
-    )
+    notes.append(_policy_note(run))
     notes.append(f"reference matching: {MATCH_RULE}")
     headers = [
         "benchmark",
@@ -98,6 +94,40 @@ def summary(run: RunReport) -> Section:
         "verdict",
     ]
     return Section(f"Run {run.run_id} — {run.model}", headers, rows, notes, level=2)
+
+
+def scorer_failures(run: RunReport) -> list[Section]:
+    """Every sample whose scorer raised, by benchmark (no section when none did)."""
+    rows = [
+        [b.name, sample_id, error]
+        for b in run.benchmarks.values()
+        for sample_id, error in b.counts.scorer_failed.items()
+    ]
+    if not rows:
+        return []
+    per = ", ".join(
+        f"{b.name} {len(b.counts.scorer_failed)}"
+        for b in run.benchmarks.values()
+        if b.counts.scorer_failed
+    )
+    notes = [
+        f"scorer failed on {len(rows)} sample(s) ({per}): the scorer raised, a bug on "
+        "evalkit's side, not the model's answer",
+        "left out of the aggregate whatever the failed policy, never counted as 0; each "
+        "record holds the traceback (field traceback); fix the scorer, then rerun with "
+        "evalkit run --retry-failed",
+    ]
+    return [Section(f"Scorer failed — {run.run_id}", ["benchmark", "sample", "error"], rows, notes)]
+
+
+def _policy_note(run: RunReport) -> str:
+    policy = "count as wrong (0)" if run.failed_policy == "zero" else "are left out"
+    if any(b.counts.scorer_failed for b in run.benchmarks.values()):
+        policy += " (scorer failures are always left out)"
+    return (
+        "score = official aggregate in percent ± standard error (points); failed samples "
+        f"{policy}; unscored samples are never counted as 0"
+    )
 
 
 def combined(runs: list[RunReport]) -> list[Section]:
@@ -180,6 +210,7 @@ def extraction(b: BenchmarkReport) -> list[Section]:
     ]
     if len(sens.rows) == 1:
         notes.append("no other extraction rule is registered for this benchmark's task types")
+    notes += [rule_failed_note(b, r.rule) for r in sens.rows if r.errors and not r.headline]
     out = [Section(f"{b.name}: extraction sensitivity", headers, rows, notes, level=4)]
     if sens.examples:
         names = list(sens.examples[0].verdicts)
@@ -189,6 +220,20 @@ def extraction(b: BenchmarkReport) -> list[Section]:
         title = f"{b.name}: replies whose verdict differs between rules (examples)"
         out.append(Section(title, ex_headers, ex_rows, ["verdict = value (answer)"], level=4))
     return out
+
+
+def rule_failed_note(b: BenchmarkReport, rule: str, shown: int = 10) -> str:
+    """The samples on which another extraction rule raised (its ids), for the rule's owner."""
+    ids = [
+        str(r["id"])
+        for r in b.records
+        if r.get("status") == "ok" and "error" in ((r.get("rules") or {}).get(rule) or {})
+    ]
+    more = f" and {len(ids) - shown} more" if len(ids) > shown else ""
+    return (
+        f"rule {rule} failed (raised) on {len(ids)} sample(s) ({', '.join(ids[:shown])}"
+        f"{more}): left out of its score, not counted as 0 or as a flip"
+    )
 
 
 def references(run: RunReport) -> Section:

@@ -175,3 +175,40 @@ def test_bench_and_data_together_or_neither_is_an_error(
     preds = _write(tmp_path / "p.jsonl", PREDICTIONS)
     assert main(["score", "--predictions", str(preds)]) == 2
     assert "exactly one of --bench NAME or --data FILE" in capsys.readouterr().err
+
+
+def test_a_scorer_that_raises_is_recorded_as_scorer_failed_not_0(
+    tmp_path: Path, data_root: Path, capsys: pytest.CaptureFixture[str], monkeypatch: Any
+) -> None:
+    import evalkit.runner
+    from evalkit.scoring import Score, Verdicts
+
+    real = evalkit.runner.make_scorer
+
+    def with_a_bug(*args: Any, **kwargs: Any) -> Any:
+        inner = real(*args, **kwargs)
+
+        def call(sample: Any, completion: Any) -> Any:
+            if sample.id != "001-2":
+                return inner(sample, completion)
+            try:
+                raise RuntimeError("rule bug")
+            except RuntimeError as exc:  # what the router returns for a raising rule
+                return Verdicts(Score.scorer_failed(exc))
+
+        return call
+
+    monkeypatch.setattr(evalkit.runner, "make_scorer", with_a_bug)
+    assert _score(tmp_path, data_root, _write(tmp_path / "p.jsonl", PREDICTIONS)) == 0
+    assert "scorer failed on 1 sample(s) ('001-2')" in capsys.readouterr().out
+    run = tmp_path / "runs" / "ext"
+    rec = {r["id"]: r for r in read_records(run / "Video-MME.jsonl")}["001-2"]
+    assert (rec["status"], rec["stage"], rec["error"]) == (
+        "failed",
+        "score",
+        "RuntimeError: rule bug",
+    )
+    assert rec["prediction"] == "C" and "RuntimeError: rule bug" in rec["traceback"]
+    b = load_run(run, bootstrap=10).benchmarks["Video-MME"]
+    assert b.counts.scorer_failed == {"001-2": "RuntimeError: rule bug"}
+    assert b.overall == pytest.approx(60.0)  # 3 right of 5: 001-2 left out, not a 0

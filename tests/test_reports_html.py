@@ -19,6 +19,7 @@ from PIL import Image
 from evalkit.cli.main import main
 from evalkit.reports import build_report, load_run, write_report
 from evalkit.reports.synthetic import Rec, write_run
+from tests._browser import chromium
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -111,6 +112,7 @@ def test_markdown_links_existing_pngs_and_json_holds_the_numbers(
         "failed": 1,
         "unscored": 0,
         "failed_by_stage": {"io": 1},
+        "scorer_failed": {},
     }
     assert bench["references"][0]["verdict"] == "miss"  # 57.14 vs 65.1
     u = bench["utilisation"]
@@ -140,11 +142,7 @@ def test_importing_reports_does_not_import_matplotlib() -> None:
     assert out.stdout.strip() == "False"
 
 
-_CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-
-
 @pytest.mark.heavy
-@pytest.mark.skipif(_CHROMIUM is None, reason="chromium is not installed")
 def test_page_renders_with_its_plots_in_headless_chromium(
     two_runs: tuple[Path, Path], tmp_path: Path
 ) -> None:
@@ -157,7 +155,7 @@ def test_page_renders_with_its_plots_in_headless_chromium(
         "[...document.images].map(i=>i.complete?i.naturalWidth:-1).join(',')))</script>"
     )
     probe.write_text(page.read_text().replace("</body>", script + "</body>"))
-    flags = [str(_CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"]
+    flags = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"]
     dom = subprocess.run(
         [*flags, "--dump-dom", probe.as_uri()], capture_output=True, text=True, timeout=180
     ).stdout
@@ -176,3 +174,15 @@ def test_page_renders_with_its_plots_in_headless_chromium(
     # the score bars' colour (#4c72b0) appears only inside the plots
     bar_pixels = (np.abs(rgb - [76, 114, 176]).sum(axis=-1) < 30).sum()
     assert bar_pixels > 2000
+
+
+def test_without_chromium_a_browser_test_fails_under_ci_and_skips_elsewhere(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="CI=true but no chromium"):
+        chromium()
+    monkeypatch.delenv("CI")
+    with pytest.raises(pytest.skip.Exception, match="not installed"):
+        chromium()

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -36,6 +35,7 @@ from evalkit.reports import build_report, load_run, write_report
 from evalkit.reports.synthetic import Rec, open_run, write_run
 from evalkit.runner import make_scorer
 from evalkit.sample import Sample
+from tests._browser import chromium
 from tests._sensitivity_rules import LAST_LETTER
 from tests.scripted_engine import ScriptedEngine
 
@@ -151,14 +151,10 @@ def test_a_benchmark_with_only_its_headline_rule_says_so(tmp_path: Path) -> None
     assert any("no other extraction rule" in n for n in section.notes)
 
 
-_CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-
-
 @pytest.mark.heavy
-@pytest.mark.skipif(_CHROMIUM is None, reason="chromium is not installed")
 def test_the_sensitivity_table_renders_in_headless_chromium(rule_run: Path, tmp_path: Path) -> None:
     page = write_report(build_report([rule_run], bootstrap=10), tmp_path / "out", ["html"])["html"]
-    flags = [str(_CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"]
+    flags = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"]
     dom = subprocess.run(
         [*flags, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=180
     ).stdout

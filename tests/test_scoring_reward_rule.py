@@ -52,7 +52,8 @@ def no_official_rules(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
 
 def test_reward_scores_with_the_evalkit_rule(no_official_rules: list[Any]) -> None:
     got = reward(_mc(), "<think>x is tempting</think><answer>B</answer>")
-    assert got == {"accuracy": 1.0, "format": 1.0, "overall": pytest.approx(1.0)}
+    expected = {"accuracy": 1.0, "format": 1.0, "overall": pytest.approx(1.0), "scorer_failed": 0.0}
+    assert got == expected
     assert reward_module.format_score(_mc(), "B") == 0.5
     assert no_official_rules and all(r in (None, "evalkit") for r in no_official_rules)
 

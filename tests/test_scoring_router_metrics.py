@@ -87,9 +87,15 @@ def test_format_score_levels(prediction: str, fmt: float) -> None:
 
 def test_reward_weights_accuracy_and_format() -> None:
     s = sample("multiple_choice", "B", ["x", "y"])
-    assert reward(s, "<answer>B</answer>") == {"accuracy": 1.0, "format": 1.0, "overall": 1.0}
+    got = reward(s, "<answer>B</answer>")
+    assert got == {"accuracy": 1.0, "format": 1.0, "overall": 1.0, "scorer_failed": 0.0}
     r = reward(s, "A", w_acc=0.8, w_fmt=0.2)
-    assert r == {"accuracy": 0.0, "format": 0.5, "overall": pytest.approx(0.1)}
+    assert r == {
+        "accuracy": 0.0,
+        "format": 0.5,
+        "overall": pytest.approx(0.1),
+        "scorer_failed": 0.0,
+    }
     assert reward(sample("llm_judge", "x"), "y")["overall"] is None
 
 

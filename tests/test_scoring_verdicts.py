@@ -17,7 +17,7 @@ from evalkit.runner import make_scorer
 from evalkit.sample import Sample
 from evalkit.scoring import LLMJudge, ascore, ascore_all, configure_judge, score_all
 from evalkit.scoring.types import Score
-from evalkit.scoring.verdicts import compact_verdict
+from evalkit.scoring.verdicts import Verdicts, compact_verdict
 from tests._sensitivity_rules import LAST_LETTER
 
 
@@ -70,8 +70,18 @@ def test_compact_verdict_keeps_numbers_cuts_long_answers_and_flags_errors() -> N
     }
     long = compact_verdict(Score(0.0, "x" * 500))
     assert len(long["answer"]) == 121 and long["answer"].endswith("…")
-    broken = Score(0.0, None, "scorer error: KeyError: 'a'", {"error": "Traceback ..."})
-    assert compact_verdict(broken)["error"] == "scorer error: KeyError: 'a'"
+    try:
+        {}["a"]
+    except KeyError as exc:
+        broken = Score.scorer_failed(exc)
+    assert compact_verdict(broken) == {
+        "value": None,
+        "answer": None,
+        "error": "scorer failed: KeyError: 'a'",
+    }
+    # the model's own failure (its program raised in the sandbox) is a score, not an error
+    crashed = Score(0.0, None, "0/1 tests passed", {"program_error": "ZeroDivisionError"})
+    assert "error" not in compact_verdict(crashed)
 
 
 def test_make_scorer_uses_the_specs_headline_rule_per_task_type() -> None:
@@ -137,3 +147,12 @@ def test_ascore_all_awaits_the_judge_for_a_judged_sample_and_adds_no_rules() -> 
 
     assert asyncio.run(main()) == (1.0, "evalkit", 0)
     assert len(engine.prompts) == 1  # one judge call, not one per rule
+
+
+def test_a_failed_score_cannot_be_written_as_an_ok_record() -> None:
+    try:
+        raise KeyError("a")
+    except KeyError as exc:
+        failed = Verdicts(Score.scorer_failed(exc))
+    with pytest.raises(ValueError, match="its scorer failed"):
+        ok_record(_mc(), failed, ["B"], fingerprint="fp", timings={})

@@ -9,6 +9,7 @@ import evalkit.scoring
 from evalkit.sample import Sample
 from evalkit.trainer.config import RewardsConfig
 from evalkit.trainer.rewards import compute_rewards, overlong_penalty
+from tests._registered import task_type
 
 
 def stand_in_reward(sample, prediction, w_acc=0.9, w_fmt=0.1):
@@ -107,3 +108,24 @@ def test_default_reward_is_evalkits_scorer():
     for key in ("accuracy", "format", "overall"):
         assert out.per_key[key].tolist() == pytest.approx([e[key] for e in expected])
     assert out.per_key["accuracy"].tolist() == [1.0, 0.0]
+
+
+def _raises(prediction, target, sample):
+    """A scorer with a bug: raises on every reply (test only)."""
+    raise ZeroDivisionError("scorer bug")
+
+
+def test_a_raising_scorer_rewards_0_logs_the_error_and_is_counted(caplog, monkeypatch):
+    bad = Sample(id="bug", task_type="trainer_reward_test_raises", question="?", target="B")
+    samples, preds = [_sample(0), bad], ["<answer>B</answer>", "<answer>B</answer>"]
+    with (
+        task_type(monkeypatch, "trainer_reward_test_raises", _raises),
+        caplog.at_level("ERROR", logger="evalkit.scoring.reward"),
+    ):
+        out = compute_rewards(samples, preds, [5, 5], RewardsConfig(), 10)
+    assert out.per_key["overall"].tolist() == [1.0, 0.0]  # training goes on, bug rewarded 0
+    assert out.scorer_failed == ["bug"]
+    assert out.metrics()["reward/scorer_failed"] == 1.0
+    assert "scorer_failed" not in out.per_key  # GDPO normalises every key: never a reward
+    (logged,) = [r for r in caplog.records if "scorer failed on sample 'bug'" in r.getMessage()]
+    assert "ZeroDivisionError: scorer bug" in logged.getMessage()

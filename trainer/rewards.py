@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
@@ -21,7 +21,8 @@ from .config import RewardsConfig
 
 RewardFn = Callable[..., Mapping[str, float | None]]
 """``(sample, prediction, w_acc=..., w_fmt=...) -> {"accuracy", "format", "overall"}``;
-accuracy and overall are None when the sample could not be scored."""
+accuracy and overall are None when the sample could not be scored; an optional
+``scorer_failed`` (truthy: the scorer raised, the reward is 0) is counted in the metrics."""
 
 REQUIRED_KEYS = ("accuracy", "format", "overall")
 
@@ -47,6 +48,9 @@ class RewardBatch:
     """Per-key rewards of B responses, each a float tensor (B,)."""
 
     per_key: dict[str, Tensor]
+    scorer_failed: list[str] = field(default_factory=list)
+    """Ids of the samples whose scorer raised (rewarded 0, logged): kept out of
+    ``per_key`` so that GDPO, which normalises every key, never trains on it."""
 
     @property
     def overall(self) -> Tensor:
@@ -55,7 +59,8 @@ class RewardBatch:
 
     def metrics(self) -> dict[str, float]:
         """Batch means per key, for the metrics log."""
-        return {f"reward/{k}": float(v.mean()) for k, v in self.per_key.items()}
+        out = {f"reward/{k}": float(v.mean()) for k, v in self.per_key.items()}
+        return out | {"reward/scorer_failed": float(len(self.scorer_failed))}
 
 
 def _evalkit_reward() -> RewardFn:
@@ -90,8 +95,11 @@ def compute_rewards(
         )
     fn = reward_fn or _evalkit_reward()
     rows: dict[str, list[float]] = {k: [] for k in REQUIRED_KEYS}
+    failed: list[str] = []
     for sample, prediction in zip(samples, predictions, strict=True):
         got = fn(sample, prediction, w_acc=cfg.w_acc, w_fmt=cfg.w_fmt)
+        if got.get("scorer_failed"):  # a scorer bug: rewarded 0 and logged by the reward fn
+            failed.append(str(sample.id))
         missing = [k for k in REQUIRED_KEYS if k not in got]
         if missing:
             raise ValueError(f"reward for sample {sample.id!r} lacks keys {missing}")
@@ -112,4 +120,4 @@ def compute_rewards(
         ]
         per_key["overlong"] = torch.tensor(penalty, dtype=torch.float32)
         per_key["overall"] = per_key["overall"] + per_key["overlong"]
-    return RewardBatch(per_key)
+    return RewardBatch(per_key, failed)

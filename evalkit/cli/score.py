@@ -81,6 +81,8 @@ class ScoreResult:
     """Samples already scored in this run directory (left as they were)."""
     missing: list[str] = field(default_factory=list)
     """Benchmark samples the file gives no prediction for (recorded as failed)."""
+    failed: list[str] = field(default_factory=list)
+    """Samples whose scorer raised (recorded as failed at stage score: "scorer failed")."""
 
 
 def run(args: argparse.Namespace) -> int:
@@ -107,6 +109,13 @@ def run(args: argparse.Namespace) -> int:
             f"{len(result.missing)} sample(s) have no prediction ({shown}{more}): recorded as "
             "failed, counted wrong by the official aggregate (report --exclude-failed leaves "
             "them out)"
+        )
+    if result.failed:
+        shown = ", ".join(map(repr, result.failed[:_SHOW]))
+        more = f" and {len(result.failed) - _SHOW} more" if len(result.failed) > _SHOW else ""
+        print(
+            f"scorer failed on {len(result.failed)} sample(s) ({shown}{more}): a bug in the "
+            "scorer, recorded with its traceback and left out of the aggregate"
         )
     print(f"report: evalkit report {result.path}")
     return 0
@@ -156,7 +165,7 @@ def _score_into(
     rundir: Any, fingerprint: str, bench_run: Any, texts: dict[str, str | None], file: Path
 ) -> ScoreResult:
     """Append one record per sample not yet scored in ``rundir`` (the store's writer)."""
-    from evalkit.pipeline import failed_record, ok_record
+    from evalkit.pipeline import failed_record, ok_record, scorer_failure
     from evalkit.runner import make_scorer
 
     # the prompt plan tells which samples had the assistant's turn pre-filled
@@ -181,6 +190,19 @@ def _score_into(
                 out.missing.append(sample.id)
                 continue
             verdicts = scorer(sample, _completion(sample, text))
+            if (failure := scorer_failure(verdicts)) is not None:  # a bug: "scorer failed"
+                record = failed_record(
+                    sample,
+                    "score",
+                    failure.error,
+                    fingerprint=fingerprint,
+                    timings=timings,
+                    prediction=text,
+                    traceback=failure.traceback,
+                )
+                store.append(record)
+                out.failed.append(sample.id)
+                continue
             store.append(
                 ok_record(sample, verdicts, [text], fingerprint=fingerprint, timings=timings)
             )

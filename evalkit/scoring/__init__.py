@@ -28,7 +28,7 @@ from evalkit.scoring.router import (
     task_types,
 )
 from evalkit.scoring.rules import EVALKIT
-from evalkit.scoring.types import Score
+from evalkit.scoring.types import Score, ScorerFailure
 from evalkit.scoring.verdicts import JUDGED, Verdicts, score_all
 
 
@@ -84,6 +84,7 @@ __all__ = [
     "SCORERS",
     "LLMJudge",
     "Score",
+    "ScorerFailure",
     "ScorerFn",
     "Verdicts",
     "ascore",

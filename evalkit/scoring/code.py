@@ -59,7 +59,7 @@ def code_python(prediction: str, target: Any, sample: Sample) -> Score:
     if run.result is None:
         return Score(0.0, None, f"code {_no_verdict(run, limits)}", meta)
     passed = [bool(p) for p in run.result.get("passed", [])]
-    meta.update(passed=passed, error=run.result.get("error"))
+    meta.update(passed=passed, program_error=run.result.get("error"))
     value = sum(passed) / len(tests)
     why = f"{sum(passed)}/{len(tests)} tests passed in the sandbox (code via {meta['extraction']})"
     return Score(value, f"{sum(passed)}/{len(tests)} tests", why, meta)
@@ -94,7 +94,7 @@ def code_svg(prediction: str, target: Any, sample: Sample) -> Score:
         why = _no_verdict(run, limits)
         return Score(0.0, None, f"rendering failed ({why}): {run.stderr[-300:]}", meta)
     value = float(run.result.get("similarity", 0.0))
-    meta.update(mae=run.result.get("mae"), error=run.result.get("error"))
+    meta.update(mae=run.result.get("mae"), program_error=run.result.get("error"))
     why = f"pixel similarity {value:.3f} (svg via {meta['extraction']})"
     return Score(min(1.0, max(0.0, value)), "svg", why, meta)
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import difflib
 import re
-import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -85,10 +84,12 @@ def score(
     continuation: an official rule reads it as is, evalkit's rule reads prefix + it.
 
     An unknown task type is a configuration error and raises; anything wrong with the
-    prediction itself scores 0 with a reason. A bug inside a scorer is also turned into
-    a 0 with the traceback in ``metadata["error"]`` so one sample never stops a run.
-    The extra metrics a sample names in ``fields["extra_metrics"]`` (``EXTRAS``) then
-    add their figures to the metadata.
+    prediction itself scores 0 with a reason. A bug inside a scorer (it raised) does not
+    raise here either, so one sample never stops a run, but it is no 0: the Score has no
+    value and carries the traceback in ``failed`` (``Score.scorer_failed``); a run
+    records the sample as failed at stage ``score`` and reports show it as "scorer
+    failed". The extra metrics a sample names in ``fields["extra_metrics"]`` (``EXTRAS``)
+    then add their figures to the metadata (not to a failed Score).
     """
     kind = canonical_task_type(scorer_name or sample.task_type)
     if rule is None or rule == "evalkit":
@@ -103,13 +104,9 @@ def score(
         # did (the continuation), evalkit's reads the whole turn (evalkit.scoring.prefill)
         seen = assistant_turn(text, sample) if robust else text
         result = fn(seen, sample.target, sample)
-    except Exception as exc:  # never raise on model output
-        return Score(
-            0.0,
-            explanation=f"scorer error: {type(exc).__name__}: {exc}",
-            metadata={"error": traceback.format_exc(limit=3), "format": 0.0},
-        )
-    for name in (sample.fields.get("extra_metrics") or ()) if extras else ():
+    except Exception as exc:  # a bug, not the model's fault: flagged, never a plausible 0
+        return Score.scorer_failed(exc)
+    for name in (sample.fields.get("extra_metrics") or ()) if extras and not result.failed else ():
         result = EXTRAS.get(str(name))(text, sample, result)
     return result
 

@@ -49,7 +49,8 @@ def score_all(
 
 
 def compact_verdict(s: Score) -> dict[str, Any]:
-    """``{"value", "answer"}`` (+ numeric metadata such as an IoU, + ``error``): small.
+    """``{"value", "answer"}`` (+ numeric metadata such as an IoU, + ``error`` when the rule
+    raised: value None then): small.
 
     Numeric metadata is kept because some official aggregations read it (a tube's vIoU);
     the rest (explanations, echoed targets) is left out to keep records small.
@@ -62,7 +63,7 @@ def compact_verdict(s: Score) -> dict[str, Any]:
     }
     if numbers:
         out["metadata"] = numbers
-    if "error" in s.metadata:  # the rule raised: shown as an error, not taken for a 0
+    if s.failed is not None:  # the rule raised: shown as an error, not taken for a 0
         out["error"] = s.explanation
     return out
 

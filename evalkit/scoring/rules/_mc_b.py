@@ -22,7 +22,7 @@ def gold_letter(target: Any, sample: Sample) -> str | None:
 
 def need_gold_letter(target: Any, sample: Sample) -> str:
     """:func:`gold_letter`, or a ValueError naming the sample (the row, not the reply, is
-    wrong: the router reports it as a scorer error instead of a plausible 0)."""
+    wrong: the router reports it as "scorer failed" instead of a plausible 0)."""
     gold = gold_letter(target, sample)
     if gold is None:
         raise ValueError(

@@ -1,0 +1,30 @@
+"""A test-only task type (scorer + rules) registered for one test and gone afterwards.
+
+The scorer and rule registries are process-wide, and other tests count what they hold
+(every canonical task type has a scorer): a module-level registration would leak into them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+
+from evalkit.scoring import router, rules
+from evalkit.scoring.router import ScorerFn
+
+
+@contextmanager
+def task_type(
+    monkeypatch: pytest.MonkeyPatch, name: str, fn: ScorerFn, **other_rules: ScorerFn
+) -> Iterator[None]:
+    """``name`` scored by ``fn``, with ``other_rules`` (rule name -> fn) as its other rules."""
+    monkeypatch.setitem(router.SCORERS._entries, name, fn)
+    monkeypatch.setitem(router._CANONICAL, name, name)
+    table = {r: rules.Rule(r, name, f, source=__name__) for r, f in other_rules.items()}
+    monkeypatch.setitem(rules._RULES, name, table)
+    try:
+        yield
+    finally:
+        rules._TABLES.pop(name, None)  # rules_for's cached answer for the type
