@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict
 
 from evalkit.engines.base import Completion, Engine, Request
 from evalkit.errors import DataError, TransientError
-from evalkit.records import SampleRecord
+from evalkit.records import failed_record, ok_record, scorer_failure
 from evalkit.sample import Sample
 from evalkit.scoring.types import Score, ScorerFailure
 from evalkit.scoring.verdicts import Verdicts
@@ -350,93 +350,3 @@ class _Once:
     def on_done(self, _: Any) -> None:
         """The same, as a task's done callback."""
         self()
-
-
-# -- the run record: the one writer of a sample's line in the results store -------------
-
-
-def ok_record(
-    sample: Sample,
-    result: Score | Verdicts,
-    texts: list[str],
-    *,
-    fingerprint: str,
-    timings: dict[str, Any],
-    prompt_hash: str | None = None,
-    tokens: dict[str, int] | None = None,
-) -> dict[str, Any]:
-    """The record of a scored sample (``evalkit run`` and ``evalkit score`` both write it).
-
-    With ``Verdicts`` it names the headline ``rule`` and holds the compact verdict of every
-    other rule of the task type under ``rules``. ``prompt_hash``/``tokens`` are None for
-    predictions made elsewhere (``evalkit score``): what the model was asked is unknown.
-    """
-    if scorer_failure(result) is not None:  # else it would read as "not scored"
-        raise ValueError(
-            f"sample {sample.id!r}: its scorer failed; record it with failed_record(stage="
-            "'score', traceback=...), as Pipeline._finish does"
-        )
-    score = result.score if isinstance(result, Verdicts) else result
-    record: dict[str, Any] = {
-        "id": sample.id,
-        "status": "ok",
-        "prediction": texts[0] if texts else "",
-        "score": score.to_dict(),
-    }
-    if isinstance(result, Verdicts):
-        record["rule"] = result.rule
-        record["rules"] = result.compact_others()
-    record.update(
-        prompt_hash=prompt_hash,
-        **_sample_part(sample),
-        tokens=tokens,
-        timings=timings,
-        fingerprint=fingerprint,
-    )
-    if len(texts) > 1:
-        record["predictions"] = texts
-    return SampleRecord.model_validate(record).dump()
-
-
-def failed_record(
-    sample: Sample,
-    stage: str,
-    error: str,
-    *,
-    fingerprint: str,
-    timings: dict[str, Any],
-    prediction: str | None = None,
-    traceback: str | None = None,
-) -> dict[str, Any]:
-    """The record of a sample that failed at ``stage`` (io, engine, score, predictions);
-    ``traceback`` where the failure is a bug to fix (a scorer that raised)."""
-    record: dict[str, Any] = {
-        "id": sample.id,
-        "status": "failed",
-        "stage": stage,
-        "error": error,
-        "prediction": prediction,
-        "score": None,
-        **_sample_part(sample),
-        "timings": timings,
-        "fingerprint": fingerprint,
-    }
-    if traceback is not None:
-        record["traceback"] = traceback
-    return SampleRecord.model_validate(record).dump()
-
-
-def scorer_failure(result: Score | Verdicts) -> ScorerFailure | None:
-    """The headline scorer's failure, if it raised (other rules' failures stay in their
-    verdicts, for the extraction-sensitivity report)."""
-    return (result.score if isinstance(result, Verdicts) else result).failed
-
-
-def _sample_part(sample: Sample) -> dict[str, Any]:
-    """What a report needs of the sample, so a run directory is self-contained."""
-    return {
-        "benchmark": sample.benchmark,
-        "task_type": sample.task_type,
-        "target": sample.target,
-        "fields": sample.fields,
-    }

@@ -1,10 +1,10 @@
 """The run record: one typed model for a sample's line in a results store.
 
-The pipeline's writers (``evalkit.pipeline.ok_record`` / ``failed_record``) build a
-:class:`SampleRecord` and dump it; the report validates every line it reads against the
-same model (:func:`check_line`), so the contract lives in one place. A line that does not
-fit is named (file, line, field) and left out, never turned into a crash or a score
-outside [0, 1].
+The writers below (:func:`ok_record` / :func:`failed_record`, used by the pipeline and
+``evalkit score``) build a :class:`SampleRecord` and dump it; the report validates every
+line it reads against the same model (:func:`check_line`), so the contract lives in one
+place. A line that does not fit is named (file, line, field) and left out, never turned
+into a crash or a score outside [0, 1].
 """
 
 from __future__ import annotations
@@ -14,6 +14,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from evalkit.sample import Sample
+from evalkit.scoring.types import Score, ScorerFailure
+from evalkit.scoring.verdicts import Verdicts
 
 _STRICT = ConfigDict(extra="forbid", strict=True, use_attribute_docstrings=True)
 
@@ -158,3 +162,93 @@ def check_line(raw: bytes | str, file: str, line: int) -> SampleRecord | RecordP
 def _short(value: Any, limit: int = 60) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# -- the writers: the one place a sample's line in the results store is built ----------
+
+
+def ok_record(
+    sample: Sample,
+    result: Score | Verdicts,
+    texts: list[str],
+    *,
+    fingerprint: str,
+    timings: dict[str, Any],
+    prompt_hash: str | None = None,
+    tokens: dict[str, int] | None = None,
+) -> dict[str, Any]:
+    """The record of a scored sample (``evalkit run`` and ``evalkit score`` both write it).
+
+    With ``Verdicts`` it names the headline ``rule`` and holds the compact verdict of every
+    other rule of the task type under ``rules``. ``prompt_hash``/``tokens`` are None for
+    predictions made elsewhere (``evalkit score``): what the model was asked is unknown.
+    """
+    if scorer_failure(result) is not None:  # else it would read as "not scored"
+        raise ValueError(
+            f"sample {sample.id!r}: its scorer failed; record it with failed_record(stage="
+            "'score', traceback=...), as Pipeline._finish does"
+        )
+    score = result.score if isinstance(result, Verdicts) else result
+    record: dict[str, Any] = {
+        "id": sample.id,
+        "status": "ok",
+        "prediction": texts[0] if texts else "",
+        "score": score.to_dict(),
+    }
+    if isinstance(result, Verdicts):
+        record["rule"] = result.rule
+        record["rules"] = result.compact_others()
+    record.update(
+        prompt_hash=prompt_hash,
+        **_sample_part(sample),
+        tokens=tokens,
+        timings=timings,
+        fingerprint=fingerprint,
+    )
+    if len(texts) > 1:
+        record["predictions"] = texts
+    return SampleRecord.model_validate(record).dump()
+
+
+def failed_record(
+    sample: Sample,
+    stage: str,
+    error: str,
+    *,
+    fingerprint: str,
+    timings: dict[str, Any],
+    prediction: str | None = None,
+    traceback: str | None = None,
+) -> dict[str, Any]:
+    """The record of a sample that failed at ``stage`` (io, engine, score, predictions);
+    ``traceback`` where the failure is a bug to fix (a scorer that raised)."""
+    record: dict[str, Any] = {
+        "id": sample.id,
+        "status": "failed",
+        "stage": stage,
+        "error": error,
+        "prediction": prediction,
+        "score": None,
+        **_sample_part(sample),
+        "timings": timings,
+        "fingerprint": fingerprint,
+    }
+    if traceback is not None:
+        record["traceback"] = traceback
+    return SampleRecord.model_validate(record).dump()
+
+
+def scorer_failure(result: Score | Verdicts) -> ScorerFailure | None:
+    """The headline scorer's failure, if it raised (other rules' failures stay in their
+    verdicts, for the extraction-sensitivity report)."""
+    return (result.score if isinstance(result, Verdicts) else result).failed
+
+
+def _sample_part(sample: Sample) -> dict[str, Any]:
+    """What a report needs of the sample, so a run directory is self-contained."""
+    return {
+        "benchmark": sample.benchmark,
+        "task_type": sample.task_type,
+        "target": sample.target,
+        "fields": sample.fields,
+    }

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalkit.pipeline import failed_record, ok_record
+from evalkit.records import failed_record, ok_record
 from evalkit.rundir import RunDir, hash_json
 from evalkit.sample import Sample
 from evalkit.scoring.types import Score

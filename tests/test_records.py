@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.pipeline import failed_record, ok_record
-from evalkit.records import RecordProblem, SampleRecord, check_line
+from evalkit.records import RecordProblem, SampleRecord, check_line, failed_record, ok_record
 from evalkit.reports import load_run
 from evalkit.reports.synthetic import Rec, write_run
 from evalkit.sample import Sample

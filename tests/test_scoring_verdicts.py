@@ -12,7 +12,7 @@ import pytest
 from evalkit.bench.registry import get_benchmark
 from evalkit.bench.spec import ScoringSpec
 from evalkit.engines.base import Completion, Request
-from evalkit.pipeline import failed_record, ok_record
+from evalkit.records import failed_record, ok_record
 from evalkit.runner import make_scorer
 from evalkit.sample import Sample
 from evalkit.scoring import LLMJudge, ascore, ascore_all, configure_judge, score_all

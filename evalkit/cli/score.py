@@ -165,7 +165,7 @@ def _score_into(
     rundir: Any, fingerprint: str, bench_run: Any, texts: dict[str, str | None], file: Path
 ) -> ScoreResult:
     """Append one record per sample not yet scored in ``rundir`` (the store's writer)."""
-    from evalkit.pipeline import failed_record, ok_record, scorer_failure
+    from evalkit.records import failed_record, ok_record, scorer_failure
     from evalkit.runner import make_scorer
 
     # the prompt plan tells which samples had the assistant's turn pre-filled
