@@ -206,8 +206,8 @@ def test_judged_open_ended_rows_are_not_scored_without_a_judge_never_rouged(
 
     open_row = dict(problem_type="open-ended", options=[], solution="<answer>stator</answer>")
     mmvu = [
-        _row(1, data_source="https://youtu.be/x", path="./videos/Pharmacy/20.mp4", **open_row),
-        _row(2, data_source="https://youtu.be/y", path="./videos/Art/7.mp4"),
+        _row(1, data_source="https://youtu.be/x", path="./videos/Chemistry/3.mp4", **open_row),
+        _row(2, data_source="https://youtu.be/y", path="./videos/Music/11.mp4"),
     ]
     vrb = [_row(3, data_source="VideoReasonBench", **open_row)]
     vcr = [_row(4, data_source="VCR-Bench", **open_row)]
@@ -224,7 +224,7 @@ def test_judged_open_ended_rows_are_not_scored_without_a_judge_never_rouged(
         verdict = score(judged[0], "<answer>stator</answer>")  # the exact reference
         assert verdict.value is None and "no judge" in verdict.explanation
     (mm,) = data_benches(_write(tmp_path, "mmvu-all.json", mmvu))
-    assert mm.samples[1].fields["subject"] == "Art"  # from ./videos/<Subject>/<n>.mp4
+    assert mm.samples[1].fields["subject"] == "Music"  # from ./videos/<Subject>/<n>.mp4
 
 
 def test_rows_lacking_the_official_groups_get_a_labelled_pooled_mean(tmp_path: Path) -> None:

@@ -53,12 +53,12 @@ def test_aggregate_is_pooled_with_question_type_and_ocr_groups() -> None:
 def test_official_prompt_renders_the_mcq_dataset_query() -> None:
     s = sample(
         target="C",
-        options=["Squat challenge", "Hard pull challenge", "Bench press challenge"],
+        options=["Sprint relay", "High jump", "Long jump"],
         question="What challenge is it?",
     )
     assert render_official(get_benchmark("LiveSports-3K-QA"), "multiple_choice", s) == (
-        "What challenge is it?\nA: Squat challenge\nB: Hard pull challenge\n"
-        "C: Bench press challenge\nPlease select the correct answer."
+        "What challenge is it?\nA: Sprint relay\nB: High jump\n"
+        "C: Long jump\nPlease select the correct answer."
     )
 
 
