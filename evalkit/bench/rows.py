@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from evalkit.bench.spec import FileSpec
+from evalkit.bench.layout import FileSpec
 from evalkit.errors import not_utf8
 from evalkit.sample import Sample
 

@@ -1,0 +1,126 @@
+"""Where a benchmark's official release lives and how one of its rows becomes a ``Sample``.
+
+The data half of a pinned spec (``evalkit.bench.spec.BenchmarkSpec`` holds the other half:
+frames, prompt, scoring, aggregation): the source and revision, the annotation files, the
+media paths, the stable id, and the field mapping. Unknown keys are errors everywhere.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+_STRICT = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
+
+
+class DataSource(BaseModel):
+    """Where the official release lives. Nothing is downloaded at run time: the user
+    fetches it (e.g. ``huggingface-cli download``) and passes the folder as ``--root``."""
+
+    model_config = _STRICT
+    hf_dataset: str | None = None
+    """Hugging Face dataset id of the official release (``lmms-lab/Video-MME``)."""
+    revision: str | None = None
+    """Pinned revision (commit hash or tag) of ``hf_dataset`` the spec was checked against."""
+    local_path: str | None = None
+    """A default local folder holding the release (overridden by ``--root``)."""
+    homepage: str | None = None
+    """The benchmark's own page or repository, for the layout and licence."""
+
+    @model_validator(mode="after")
+    def _one_source(self) -> DataSource:
+        if not (self.hf_dataset or self.local_path):
+            raise ValueError("data needs hf_dataset (with revision) or local_path")
+        return self
+
+
+class FileSpec(BaseModel):
+    """One annotation file (or a glob of them) of the official layout."""
+
+    model_config = _STRICT
+    path: str
+    """Path relative to the data root; may be a glob (``json/*.json``)."""
+    format: Literal["json", "jsonl", "parquet", "csv"] | None = None
+    """File format; inferred from the extension when omitted."""
+    records: str | None = None
+    """For a JSON object file: the key holding the list of rows (dotted for nesting)."""
+    explode: str | None = None
+    """A field holding a list of questions per row (LVBench ``qa``): each element becomes
+    a row, with the parent's fields underneath it."""
+    keyed: str | None = None
+    """For a JSON object file whose values are the rows (``{"<id>": {...}, ...}``): the
+    field each row's key is stored under (VideoReasonBench's questions/<demo>.json)."""
+    explode_optional: bool = False
+    """Rows without the ``explode`` field pass through as single rows (OVO-Bench mixes
+    single questions and forward-active rows with a ``test_info`` list in one file)."""
+    constants: dict[str, Any] = Field(default_factory=dict)
+    """Fields added to every row of this file (e.g. MVBench's task name and video folder)."""
+
+
+class MediaPath(BaseModel):
+    """How a row names its video/image/subtitle file: ``root / pattern.format(**row) + ext``."""
+
+    model_config = _STRICT
+    root: str = ""
+    """Folder under the data root."""
+    alt_roots: list[str] = Field(default_factory=list)
+    """Other folders tried after ``root`` (MotionBench splits videos over two)."""
+    pattern: str
+    """Python format string over the row's fields (``"{videoID}"``, ``"{video_dir}/{video}"``)."""
+    extensions: list[str] = Field(default_factory=lambda: [""])
+    """Extensions tried in order when the pattern has none that exists ("" = as written)."""
+    optional: bool = False
+    """A row without the fields of ``pattern`` (or with them empty) simply has no such file."""
+    missing_ok: bool = False
+    """A named file that does not exist is skipped, not an error (Video-MME has no
+    subtitles for some videos)."""
+
+
+class IdSpec(BaseModel):
+    """A stable sample id built from the benchmark's own id fields, never list position."""
+
+    model_config = _STRICT
+    template: str
+    """Python format string over the row's fields (``"{question_id}"``)."""
+    hash_fields: list[str] = Field(default_factory=list)
+    """Fields whose content hash (8 hex digits) is appended, for releases without an id
+    that is unique per question (MVBench has none)."""
+    duplicates: Literal["suffix", "error"] = "suffix"
+    """A row whose id was already built (a benchmark asking the same question twice about
+    one video): ``suffix`` loads it as ``<id>#2`` (``#3``, ... in file order: deterministic
+    for a given release) and reports a warning; ``error`` rejects the repeat as invalid."""
+
+
+class FieldMap(BaseModel):
+    """How a row of the official files maps onto ``Sample``."""
+
+    model_config = _STRICT
+    id: IdSpec
+    """How the stable sample id is built."""
+    question: str
+    """Field holding the question text."""
+    options: str | None = None
+    """Field holding the option list; "A. " / "(A) " / "A: " prefixes are stripped and
+    options are put in letter order."""
+    option_fields: list[str] = Field(default_factory=list)
+    """Alternatively, one field per option, in order (``a0``, ``a1``, ...)."""
+    options_in_question: bool = False
+    """Options are lines ``(A) text`` at the end of the question (LVBench); split them off."""
+    target: str | None = None
+    """Field holding the answer."""
+    target_kind: Literal["letter", "option_text", "index", "value"] = "letter"
+    """How ``target`` is written: a letter, the text of the right option, a 0-based index,
+    or a plain value (number, text, span) kept as is."""
+    task_type: str = "multiple_choice"
+    """Canonical task type of every sample, unless ``task_type_field`` says otherwise."""
+    task_type_field: str | None = None
+    """Field whose value picks the task type through ``task_type_map``."""
+    task_type_map: dict[str, str] = Field(default_factory=dict)
+    """Values of ``task_type_field`` -> canonical task type."""
+    start: str | None = None
+    """Field with the segment start in seconds (the video is cut to [start, end])."""
+    end: str | None = None
+    """Field with the segment end in seconds."""
+    fields: dict[str, str] = Field(default_factory=dict)
+    """``Sample.fields`` name -> row field, for breakdowns and prompts."""
