@@ -8,14 +8,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from evalkit.sample import Sample
-from evalkit.scoring.choice import _target_letter
+from evalkit.scoring.rules._mc import gold_letter as gold_letter  # re-exported for the rules
 from evalkit.scoring.types import Score
-
-
-def gold_letter(target: Any, sample: Sample) -> str:
-    """The target as an option letter (a letter target, or option text mapped to its letter)."""
-    return _target_letter(target, sample)
 
 
 def last_tagged(text: str, tag: str) -> str | None:

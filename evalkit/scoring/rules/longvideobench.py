@@ -14,7 +14,7 @@ from typing import Any
 
 from evalkit.sample import Sample
 from evalkit.scoring.rules import rule
-from evalkit.scoring.rules._mc_a import first_match, gold_letter
+from evalkit.scoring.rules._mc import first_match, verdict
 from evalkit.scoring.types import Score
 
 PREFIXES = (
@@ -45,12 +45,7 @@ def longvideobench(prediction: str, target: Any, sample: Sample) -> Score:
     reply earns that share. The letter class is A-E whatever the option count.
     """
     got = first_match(prediction, PREFIXES, "ABCDE")
-    gold = gold_letter(target, sample)
-    meta = {"target": gold, "extracted": got, "format": 1.0 if got else 0.0}
-    if not got:
-        n = len(sample.options)
-        odds = 1.0 / n if n else 0.0
-        meta["random_guess"] = True
-        return Score(odds, None, f"no A-E letter: official random guess, scored {odds:.3g}", meta)
-    value = 1.0 if got == gold else 0.0
-    return Score(value, got, f"{got!r} via first A-E after answer phrases; target {gold}", meta)
+    n = len(sample.options)
+    odds = 1.0 / n if n else 0.0  # the official random guess, scored by its expectation
+    guess = {"random_guess": True} if not got else None
+    return verdict(got, target, sample, "first A-E after answer phrases", missing=odds, meta=guess)

@@ -13,7 +13,7 @@ from typing import Any
 
 from evalkit.sample import Sample
 from evalkit.scoring.rules import rule
-from evalkit.scoring.rules._mc_a import verdict
+from evalkit.scoring.rules._mc import verdict
 from evalkit.scoring.types import Score
 
 

@@ -12,12 +12,12 @@ The same rule scores the multi-binary rows (two options, letters A/B, same regex
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from evalkit.sample import Sample
 from evalkit.scoring.rules import rule
-from evalkit.scoring.rules._mc_c import gold_letter, letter_verdict
+from evalkit.scoring.rules._mc import first_match, gold_letter
+from evalkit.scoring.rules._mc_c import letter_verdict
 from evalkit.scoring.types import Score
 
 _PHRASES = (
@@ -28,16 +28,11 @@ _PHRASES = (
     "The best option isThe correct option is",  # the official list's missing commas, kept
     "Best answer:Best option:",
 )
-_LETTER = re.compile(r"[ABCDE]")
 
 
 def first_capital_letter(reply: str) -> str | None:
     """The letter ``extract_characters_regex`` returns (None for its empty string)."""
-    text = reply.strip()
-    for phrase in _PHRASES:
-        text = text.replace(phrase, "")
-    found = _LETTER.search(text)
-    return found.group(0) if found else None
+    return first_match(reply, _PHRASES, "ABCDE") or None
 
 
 @rule(

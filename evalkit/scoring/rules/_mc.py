@@ -1,5 +1,6 @@
-"""Shared pieces of the official multiple-choice rules of Video-MME, Video-MME-v2, LVBench,
-LongVideoBench, MLVU and MotionBench (imported explicitly; not a rule module itself).
+"""Shared pieces of the official multiple-choice rules (Video-MME, Video-MME-v2, LVBench,
+LongVideoBench, MLVU, MotionBench, VideoMathQA, and the gold letter of the reasoning
+benchmarks' rules); imported explicitly, not a rule module itself.
 
 Those evaluation scripts differ in how they read a letter, but they all compare it with a
 single ground-truth letter by plain string equality (case-sensitive, no normalisation),
