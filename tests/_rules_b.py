@@ -3,12 +3,9 @@ ODV-Bench and LiveSports-3K-QA: samples, a rule's verdict, an official prompt re
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Any
 
 import jinja2
-import pytest
 
 from evalkit.bench.aggregate import Scored
 from evalkit.bench.spec import BenchmarkSpec
@@ -16,6 +13,7 @@ from evalkit.bench.unified import load_unified
 from evalkit.sample import Sample
 from evalkit.scoring.rules import get_rule
 from evalkit.scoring.types import Score
+from tests._realdata import real_file
 
 
 def sample(
@@ -65,12 +63,7 @@ def scored(task_type: str, value: float | None, **fields: Any) -> Scored:
 
 def real_samples(filename: str) -> list[Sample]:
     """Samples of one EasyVideoR1 real-data file (tests skip when the folder is absent)."""
-    env = os.environ.get("EVALKIT_REALDATA")
-    base = Path(env) if env else Path(__file__).resolve().parents[1].parent / "shared" / "realdata"
-    path = base / "easyvideor1" / filename
-    if not path.is_file():
-        pytest.skip(f"real data absent: {path}")
-    return load_unified(path, video_root="/videos")
+    return load_unified(real_file(filename), video_root="/videos")
 
 
 def wrong_reply(s: Sample) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,3 +20,15 @@ def media_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def index_video(media_dir: Path) -> Path:
     """3 s, 30 fps, 160x120 H.264 mp4 whose frames encode their index (see evalkit.video.synth)."""
     return write_index_video(media_dir / "index_90f_30fps.mp4", 90, fps=30.0, width=160, height=120)
+
+
+@pytest.fixture
+def one_torch_thread() -> Iterator[None]:
+    """torch on one thread for the test (tiny tensors: thread start-up costs more than it
+    saves on a shared 2-core box); restored afterwards."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -11,9 +10,10 @@ from evalkit.bench.loader import load
 from evalkit.bench.registry import get_benchmark
 from evalkit.sample import Sample
 from evalkit.scoring import score
+from tests._realdata import REAL
 from tests.fixtures.bench import official2
 
-REALDATA = Path(__file__).resolve().parents[2] / "shared" / "realdata" / "easyvideor1"
+REALDATA = REAL
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +10,7 @@ import pytest
 
 from evalkit.bench.unified import load_unified
 from evalkit.errors import DataError
+from tests._realdata import REAL, REAL_FILES
 
 
 def _row(**kw: Any) -> dict[str, Any]:
@@ -200,14 +200,6 @@ def test_a_file_that_is_not_a_row_list_is_refused_whole(tmp_path: Path) -> None:
 # --- the real files -----------------------------------------------------------------------
 
 
-def _realdata() -> Path:
-    env = os.environ.get("EVALKIT_REALDATA")
-    base = Path(env) if env else Path(__file__).resolve().parents[1].parent / "shared" / "realdata"
-    return base / "easyvideor1"
-
-
-REAL = _realdata()
-REAL_FILES = sorted(p for p in REAL.glob("*.json*")) if REAL.is_dir() else []
 LETTERED = ("A. ", "A: ", "(A) ")
 
 

@@ -8,7 +8,6 @@ mbinary_id, ...); the expected numbers are worked out by hand from each official
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from evalkit.bench.aggregate import Scored, aggregate
 from evalkit.bench.unified_known import DataBench, data_benches, load_data, match_benchmark
 from evalkit.errors import DataError
 from evalkit.sample import Sample
-from tests.test_bench_unified import REAL, REAL_FILES
+from tests.test_bench_unified import REAL, REAL_FILES, _write
 
 
 def _row(pid: Any, **kw: Any) -> dict[str, Any]:
@@ -34,15 +33,6 @@ def _row(pid: Any, **kw: Any) -> dict[str, Any]:
         "solution": "<answer>A</answer>",
     }
     return {**base, **kw}
-
-
-def _write(tmp_path: Path, name: str, rows: list[Any]) -> Path:
-    path = tmp_path / name
-    if name.endswith(".jsonl"):
-        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    else:
-        path.write_text(json.dumps(rows))
-    return path
 
 
 def _by_name(benches: list[DataBench]) -> dict[str, DataBench]:
@@ -74,7 +64,7 @@ def _vsi_rows() -> list[dict[str, Any]]:
 
 
 def test_vsibench_rows_get_the_merged_macro_mean_not_a_pooled_one(tmp_path: Path) -> None:
-    (bench,) = data_benches(_write(tmp_path, "vsibench.json", _vsi_rows()))
+    (bench,) = data_benches(_write(tmp_path, _vsi_rows(), "vsibench.json"))
     assert (bench.name, bench.benchmark, bench.official) == (
         "VSI-Bench (vsibench.json)",
         "VSI-Bench",
@@ -96,7 +86,7 @@ def test_vsibench_rows_get_the_merged_macro_mean_not_a_pooled_one(tmp_path: Path
 
 
 def test_an_odd_row_is_named_and_the_rest_of_the_file_loads(tmp_path: Path) -> None:
-    path = _write(tmp_path, "vsibench.json", _vsi_rows())
+    path = _write(tmp_path, _vsi_rows(), "vsibench.json")
     data = load_data(path)
     assert (data.loaded.rows, len(data.loaded), len(data.loaded.invalid)) == (7, 6, 1)
     (bad,) = data.benches[0].problems
@@ -119,7 +109,7 @@ def test_ovobench_rows_get_the_hierarchical_mean_from_ovo_task_and_category(
         ovo("ovo_4_0", "CRR", "forward", **yes),
         ovo("ovo_5_0", "REC", "forward", **count),
     ]
-    (bench,) = data_benches(_write(tmp_path, "ovobench.json", rows))
+    (bench,) = data_benches(_write(tmp_path, rows, "ovobench.json"))
     assert bench.official and bench.benchmark == "OVO-Bench"
     tasks = [s.task_type for s in bench.samples]
     assert tasks == [
@@ -160,7 +150,7 @@ def test_videomathqa_binary_rows_are_grouped_with_their_question_not_reported(
         _vmqa("q-2", "A", mbinary_id=21, **two),
         _vmqa("q-2", "A", mbinary_id=22, **two),
     ]
-    data = load_data(_write(tmp_path, "videomathqa.jsonl", rows))
+    data = load_data(_write(tmp_path, rows, "videomathqa.jsonl"))
     assert data.loaded.problems == []  # parts of one question: not duplicates
     mcq, mbin = _by_name(data.benches).values()
     assert mcq.name == "VideoMathQA (videomathqa.jsonl)"
@@ -189,7 +179,7 @@ def test_other_repeated_ids_load_suffixed_with_a_warning(tmp_path: Path) -> None
         _row("zEC_e2_q1", data_source="LiveSports-3K-QA", problem="Who spins?"),
         _row("zEC_e2_q1", data_source="LiveSports-3K-QA", problem="What next?"),
     ]
-    data = load_data(_write(tmp_path, "livesports3k_qa.json", rows))
+    data = load_data(_write(tmp_path, rows, "livesports3k_qa.json"))
     (bench,) = data.benches
     assert [s.id for s in bench.samples] == [
         "LiveSports-3K-QA/zEC_e2_q1",
@@ -217,19 +207,19 @@ def test_judged_open_ended_rows_are_not_scored_without_a_judge_never_rouged(
         ("videoreasonbench.json", vrb, "VideoReasonBench"),
         ("vcrbench.json", vcr, "VCR-Bench"),
     ]:
-        (bench,) = data_benches(_write(tmp_path, name, rows))
+        (bench,) = data_benches(_write(tmp_path, rows, name))
         assert bench.benchmark == bench_name and bench.spec.judge is not None
         judged = [s for s in bench.samples if s.fields.get("problem_type") == "open-ended"]
         assert [s.task_type for s in judged] == ["llm_judge"]
         verdict = score(judged[0], "<answer>stator</answer>")  # the exact reference
         assert verdict.value is None and "no judge" in verdict.explanation
-    (mm,) = data_benches(_write(tmp_path, "mmvu-all.json", mmvu))
+    (mm,) = data_benches(_write(tmp_path, mmvu, "mmvu-all.json"))
     assert mm.samples[1].fields["subject"] == "Music"  # from ./videos/<Subject>/<n>.mp4
 
 
 def test_rows_lacking_the_official_groups_get_a_labelled_pooled_mean(tmp_path: Path) -> None:
     rows = [_row(i, data_source="MLVU", path=f"./video/needle_{i}.mp4") for i in (1, 2, 3)]
-    (bench,) = data_benches(_write(tmp_path, "mlvu-dev.json", rows))
+    (bench,) = data_benches(_write(tmp_path, rows, "mlvu-dev.json"))
     assert bench.benchmark == "MLVU" and not bench.official
     assert "needs field 'task' (3 of 3 rows lack it)" in bench.note
     assert "NOT the official number" in bench.note
@@ -240,7 +230,7 @@ def test_rows_lacking_the_official_groups_get_a_labelled_pooled_mean(tmp_path: P
     # the same rows with their task (MLVU test's question_type) get M-Avg
     tasks = ["needle", "needle", "count"]
     typed = [{**r, "question_type": t} for r, t in zip(rows, tasks, strict=True)]
-    (bench,) = data_benches(_write(tmp_path, "mlvu-test.json", typed))
+    (bench,) = data_benches(_write(tmp_path, typed, "mlvu-test.json"))
     assert bench.official and bench.benchmark == "MLVU:test"
     ids = [s.id for s in bench.samples]
     res = _score(bench, dict(zip(ids, [1.0, 0.0, 1.0], strict=True)))
@@ -254,7 +244,7 @@ def test_a_file_of_several_sources_is_split_into_one_benchmark_each(tmp_path: Pa
         _row(3, data_source="MyOwnSet"),
         _row(4, data_source=None),
     ]
-    benches = _by_name(data_benches(_write(tmp_path, "mixed.json", rows)))
+    benches = _by_name(data_benches(_write(tmp_path, rows, "mixed.json")))
     assert set(benches) == {"VSI-Bench (mixed.json)", "OVO-Bench (mixed.json)", "mixed"}
     pooled = benches["mixed"]
     assert (pooled.benchmark, pooled.official, pooled.spec.aggregation.name) == (
@@ -279,7 +269,7 @@ def test_benchmarks_are_matched_by_data_source_then_file_name() -> None:
 
 
 def test_a_file_with_no_loadable_row_is_an_error(tmp_path: Path) -> None:
-    path = _write(tmp_path, "vsibench.json", [_row(1, options=["A. x", "x"])])
+    path = _write(tmp_path, [_row(1, options=["A. x", "x"])], "vsibench.json")
     with pytest.raises(DataError, match=r"not one row could be loaded"):
         data_benches(path)
 
@@ -289,13 +279,13 @@ def _sample_ids(benches: list[DataBench]) -> list[str]:
 
 
 def test_loading_twice_gives_the_same_benchmarks_and_ids(tmp_path: Path) -> None:
-    path = _write(tmp_path, "vsibench.json", [*_vsi_rows(), _row(1, problem="again?")])
+    path = _write(tmp_path, [*_vsi_rows(), _row(1, problem="again?")], "vsibench.json")
     assert _sample_ids(data_benches(path)) == _sample_ids(data_benches(path))
     assert _sample_ids(data_benches(path))[-1] == "VSIBench/1#2"
 
 
 def test_samples_keep_their_row_fields(tmp_path: Path) -> None:
-    (bench,) = data_benches(_write(tmp_path, "vsibench.json", _vsi_rows()[:1]))
+    (bench,) = data_benches(_write(tmp_path, _vsi_rows()[:1], "vsibench.json"))
     s: Sample = bench.samples[0]
     assert s.fields["original_question_type"] == "object_rel_direction_easy"
     assert s.fields["question_type"] == "object_rel_direction_easy"

@@ -17,8 +17,8 @@ import pytest
 from evalkit.cache import FORMAT_VERSION, FrameCache, integrity, verify
 from evalkit.cache.integrity import stamp_path
 from evalkit.sample import VideoRef
-from evalkit.video.types import Frames, VideoMeta
-from tests.test_cache_unit import SPEC, decodes, fake_decode
+from evalkit.video.types import Frames
+from tests.test_cache_unit import SPEC, decodes, fake_decode, square_meta
 
 
 @pytest.fixture
@@ -61,19 +61,7 @@ def big_frames(n: int = 8, side: int = 256) -> Frames:
     """Frames large enough to span several checksum chunks (1.5 MB)."""
     rng = np.random.default_rng(0)
     array = rng.integers(0, 256, (n, side, side, 3), dtype=np.uint8)
-    meta = VideoMeta(
-        source_fps=30.0,
-        total_frames=100,
-        duration_s=100 / 30,
-        indices=list(range(n)),
-        timestamps=[i / 30 for i in range(n)],
-        height=side,
-        width=side,
-        source_height=side,
-        source_width=side,
-        decoder="fake",
-    )
-    return Frames(array, meta)
+    return Frames(array, square_meta(n, side))
 
 
 def test_a_bit_flip_in_the_middle_of_the_frames_is_a_miss_rebuilt_with_a_warning(

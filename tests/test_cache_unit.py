@@ -47,7 +47,12 @@ def fake_decode(ref: VideoRef, spec: FrameSpec) -> Frames:
     frames = np.empty((n, side, side, 3), dtype=np.uint8)
     for i in range(n):
         frames[i] = (base + i) % 256
-    meta = VideoMeta(
+    return Frames(frames, square_meta(n, side))
+
+
+def square_meta(n: int, side: int) -> VideoMeta:
+    """Metadata of ``n`` square frames taken from a 100-frame, 30 fps source."""
+    return VideoMeta(
         source_fps=30.0,
         total_frames=100,
         duration_s=100 / 30,
@@ -59,7 +64,6 @@ def fake_decode(ref: VideoRef, spec: FrameSpec) -> Frames:
         source_width=side,
         decoder="fake",
     )
-    return Frames(frames, meta)
 
 
 def decodes(video: Path) -> int:

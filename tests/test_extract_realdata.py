@@ -7,7 +7,6 @@ gold option written back in the forms models use must read as the gold letter.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -15,18 +14,9 @@ import pytest
 from evalkit.bench.unified import load_unified
 from evalkit.sample import Sample
 from evalkit.scoring import score
+from tests._realdata import REAL, REAL_FILES
 
-
-def _realdata() -> Path:
-    env = os.environ.get("EVALKIT_REALDATA")
-    base = Path(env) if env else Path(__file__).resolve().parents[1].parent / "shared" / "realdata"
-    if not env and not base.is_dir():  # a worktree of the checkout sits one level deeper
-        base = Path(__file__).resolve().parents[3] / "shared" / "realdata"
-    return base / "easyvideor1"
-
-
-REAL = _realdata()
-FILES = sorted(REAL.glob("*.json*")) if REAL.is_dir() else []
+FILES = REAL_FILES
 
 
 def _replies(gold: str, text: str) -> list[str]:

@@ -7,8 +7,6 @@ Verdicts traced by hand through lmms-eval lmms_eval/tasks/charades_sta/utils.py
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +16,7 @@ from evalkit.bench.unified import load_unified
 from evalkit.sample import Sample
 from evalkit.scoring import score
 from evalkit.scoring.rules.charadessta import extract_time
+from tests._realdata import REAL as _REAL_DIR
 
 RULE = "lmms_eval_charadessta"
 
@@ -81,13 +80,7 @@ def test_aggregation_is_r_at_iou_with_ge_and_miou() -> None:
     assert spec.aggregation.params["thresholds"] == [0.3, 0.5, 0.7]
 
 
-def _realdata() -> Path:
-    env = os.environ.get("EVALKIT_REALDATA")
-    base = Path(env) if env else Path(__file__).resolve().parents[1].parent / "shared" / "realdata"
-    return base / "easyvideor1"
-
-
-REAL = _realdata() / "charades_sta.json"
+REAL = _REAL_DIR / "charades_sta.json"
 
 
 @pytest.mark.realdata

@@ -4,22 +4,11 @@ right letter and 0 with another."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 
 from evalkit.bench.unified import load_unified
 from evalkit.scoring import score
-
-
-def _realdata() -> Path:
-    env = os.environ.get("EVALKIT_REALDATA")
-    base = Path(env) if env else Path(__file__).resolve().parents[1].parent / "shared" / "realdata"
-    return base / "easyvideor1"
-
-
-REAL = _realdata()
+from tests._realdata import REAL
 
 # file, rule, the reply shape the benchmark's official prompt asks for
 CASES = [

@@ -8,8 +8,6 @@ temporal_iou / iou; predicted frame keys rounded as it rounds frame indices.
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +18,7 @@ from evalkit.bench.aggregate_ext import spatiotemporal_grounding
 from evalkit.bench.unified import load_unified
 from evalkit.sample import Sample
 from evalkit.scoring import score
+from tests._realdata import REAL as _REAL_DIR
 
 BOX = [0, 0, 10, 10]
 TUBE = {"time": [0.0, 10.0], "boxes": {"1": BOX, "2": BOX}}
@@ -88,13 +87,7 @@ def test_stvg_is_the_spec_headline_and_reward_reads_the_metadata() -> None:
     assert res.metrics["reward"] == pytest.approx(100.0)  # not the vIoU value
 
 
-def _realdata() -> Path:
-    env = os.environ.get("EVALKIT_REALDATA")
-    base = Path(env) if env else Path(__file__).resolve().parents[1].parent / "shared" / "realdata"
-    return base / "easyvideor1"
-
-
-REAL = _realdata() / "stvg.json"
+REAL = _REAL_DIR / "stvg.json"
 
 
 @pytest.mark.realdata

@@ -30,12 +30,7 @@ from evalkit.trainer.toy import ToyRun
 SETTINGS = StepSettings(loss_options=LossOptions(0.2, 0.28), micro_batch_size=3)
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _rollout(run):

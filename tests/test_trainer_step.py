@@ -21,14 +21,7 @@ from evalkit.trainer.step import (
 )
 from evalkit.trainer.toy import BOS, EOS, PAD, ToyPolicy, ToyRun, sample_responses, toy_reward
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    # tiny tensors: thread start-up costs more than it saves on a shared 2-core box
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _inputs(policy, seed=0):
