@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 
 import pytest
 
 from evalkit.bench.registry import get_benchmark
 from evalkit.bench.spec import ScoringSpec
-from evalkit.engines.base import Completion, Request
+from evalkit.engines.base import Completion
 from evalkit.records import failed_record, ok_record
 from evalkit.runner import make_scorer
 from evalkit.sample import Sample
@@ -19,6 +18,7 @@ from evalkit.scoring import LLMJudge, ascore, ascore_all, configure_judge, score
 from evalkit.scoring.types import Score
 from evalkit.scoring.verdicts import Verdicts, compact_verdict
 from tests._sensitivity_rules import LAST_LETTER
+from tests.test_scoring_judge import FakeJudgeEngine
 
 
 def _mc(target: str = "C") -> Sample:
@@ -124,21 +124,8 @@ def test_ascore_takes_the_rule_and_ascore_all_matches_score_all() -> None:
     assert (a.rule, a.score, a.compact_others()) == (s.rule, s.score, s.compact_others())
 
 
-@dataclass
-class _Judge:
-    replies: list[str]
-    prompts: list[str] = field(default_factory=list)
-
-    async def generate(self, request: Request) -> Completion:
-        self.prompts.append(request.text)
-        return Completion(request_id=request.id, texts=[self.replies[len(self.prompts) - 1]])
-
-    async def close(self) -> None:
-        pass
-
-
 def test_ascore_all_awaits_the_judge_for_a_judged_sample_and_adds_no_rules() -> None:
-    engine = _Judge(["VERDICT: 1"])
+    engine = FakeJudgeEngine(["VERDICT: 1"])
 
     async def main() -> tuple[float | None, str, int]:
         configure_judge(LLMJudge(engine, model="m", loop=asyncio.get_running_loop()))
