@@ -100,7 +100,9 @@ class RunDir:
         if not self.config_path.exists():
             self.path.mkdir(parents=True, exist_ok=True)
             doc["created"] = _now()
-            _write_atomic(self.config_path, json.dumps(doc, indent=2, sort_keys=True, default=str))
+            write_text_atomic(
+                self.config_path, json.dumps(doc, indent=2, sort_keys=True, default=str)
+            )
             return fingerprint
         latest = self.latest()
         if latest.get("fingerprint") != fingerprint and not force:
@@ -184,9 +186,9 @@ class RunDir:
             path.unlink(missing_ok=True)
             return
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text("".join(json.dumps(p.to_dict(), default=str) + "\n" for p in problems))
-        os.replace(tmp, path)
+        write_text_atomic(
+            path, "".join(json.dumps(p.to_dict(), default=str) + "\n" for p in problems)
+        )
 
     def problems(self, benchmark: str) -> list[dict[str, Any]]:
         """A benchmark's recorded load problems (``file``, ``row``, ``field``, ``reason``,
@@ -230,7 +232,9 @@ def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S%z")
 
 
-def _write_atomic(path: Path, text: str) -> None:
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through an fsync'd temp file and a rename (a reader sees
+    the old file or the whole new one)."""
     tmp = path.with_suffix(".tmp")
     with open(tmp, "w") as f:
         f.write(text)

@@ -161,9 +161,9 @@ class FrameLog:
             mine[key] = dict(merged)
         mine["videos"] += int(old.get("videos") or 0)
         doc[benchmark] = mine
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(doc, indent=1, sort_keys=True))
-        tmp.replace(path)
+        from evalkit.rundir import write_text_atomic
+
+        write_text_atomic(path, json.dumps(doc, indent=1, sort_keys=True))
 
 
 FRAMES_FILE = "frames.json"
