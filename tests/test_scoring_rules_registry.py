@@ -41,3 +41,13 @@ def test_score_under_a_rule_uses_that_rule() -> None:
     assert under[EVALKIT].value == 1.0
     assert set(under) == set(rules_for("multiple_choice"))
     assert EVALKIT not in score_rules(_mc(), "B", skip=EVALKIT)
+
+
+def test_a_rule_registered_after_a_lookup_is_seen(monkeypatch: pytest.MonkeyPatch) -> None:
+    from evalkit.scoring.types import Score
+    from tests._registered import task_type
+
+    with task_type(monkeypatch, "cache_probe", lambda p, t, s: Score(1.0)):
+        assert list(rules_for("cache_probe")) == [EVALKIT]  # answer cached now
+        rule("late_rule", "cache_probe", source="test")(lambda p, t, s: Score(0.0))
+        assert list(rules_for("cache_probe")) == [EVALKIT, "late_rule"]
