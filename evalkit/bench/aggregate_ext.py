@@ -8,8 +8,6 @@ Registered on the same ``aggregations`` registry as :mod:`evalkit.bench.aggregat
   the mean of the categories.
 - ``temporal_grounding`` Charades-STA: R@1 at IoU 0.3/0.5/0.7 and mIoU.
 - ``spatiotemporal_grounding`` STVG: m_tIoU, m_vIoU, vIoU@0.3/0.5 and the reward form.
-- ``mean_scorable``      pooled accuracy where samples the benchmark scores by a rule we do
-  not implement (VideoReasonBench's state simulation) are reported unscored.
 - ``mean_cot``           VCR-Bench: pooled accuracy plus the judged CoT score (recall,
   precision, F1; overall, perception, reasoning) from the scores' metadata.
 
@@ -164,27 +162,6 @@ def spatiotemporal_grounding(
     return out
 
 
-@aggregations("mean_scorable")
-def mean_scorable(
-    scored: Sequence[Scored], breakdowns: Sequence[str] = (), *, unscorable_field: str
-) -> AggregateResult:
-    """Pooled accuracy; samples with a truthy ``fields[unscorable_field]`` are NOT scored.
-
-    VideoReasonBench rates its prediction_operation questions (no reference answer) by
-    replaying the model's proposed operations in a state simulator (eval_huggingface.py
-    ``evaluate_operation``); evalkit has no such simulator, so those samples count in
-    ``n_unscored`` (and ``metrics["unscorable"]``) instead of being judged against an
-    empty reference. The overall number is then over the other questions only.
-    """
-    kept = [s for s in scored if not s.sample.fields.get(unscorable_field)]
-    dropped = len(scored) - len(kept)
-    units = _units(kept)
-    out = _result(kept, units, _pct(v for _, v in units), breakdowns)
-    out.n, out.n_unscored = len(scored), out.n_unscored + dropped
-    out.metrics["unscorable"] = float(dropped)
-    return out
-
-
 def _meta_mean(scored: Sequence[Scored], key: str) -> tuple[float | None, int]:
     got = [float(v) for s in scored if (v := s.metadata.get(key)) is not None]
     return _mean(got), len(got)
@@ -240,7 +217,6 @@ def describe() -> dict[str, Any]:
             ("hierarchical_mean", hierarchical_mean),
             ("temporal_grounding", temporal_grounding),
             ("spatiotemporal_grounding", spatiotemporal_grounding),
-            ("mean_scorable", mean_scorable),
             ("mean_cot", mean_cot),
         )
     }
