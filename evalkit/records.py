@@ -111,6 +111,9 @@ class SampleRecord(BaseModel):
     amendment of it)."""
     predictions: list[str] | None = None
     """Every completion when more than one was sampled."""
+    replica: str | None = None
+    """The replica that produced the record (runs with ``--replicas``; the report's
+    per-replica timeline reads it); absent in single-engine runs."""
 
     @model_validator(mode="after")
     def _by_status(self) -> SampleRecord:
