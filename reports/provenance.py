@@ -35,7 +35,9 @@ def check_records(path: Path) -> tuple[list[dict[str, Any]], list[RecordProblem]
             problems.append(rec)
         else:
             latest[rec.id] = rec.dump()  # a later record (a retry) supersedes an earlier one
-    return list(latest.values()), problems
+    # by id, not file order: the order records land in depends on the async scheduling (and
+    # on the replicas), and a report of the same records must not (bootstrap draws, ties)
+    return [latest[k] for k in sorted(latest)], problems
 
 
 def split_foreign(
