@@ -10,7 +10,7 @@ from evalkit.engines.base import Completion, Request, Timings
 from evalkit.rundir import RunDir
 from evalkit.runner import JudgeConfig, RunConfig, execute
 from tests.fixtures.bench import official2
-from tests.test_bench2_judge import VCR_REPLIES, ExactJudge
+from tests.test_bench_judged import VCR_REPLIES, ExactJudge
 
 
 class ReplyEngine:

@@ -20,7 +20,7 @@ from evalkit.sample import Sample
 from evalkit.scoring import LLMJudge, Score, configure_judge, score
 from evalkit.scoring.judge import parse_cot_steps
 from tests.fixtures.bench import official2
-from tests.test_bench2_judge import VCR_REPLIES, ExactJudge
+from tests.test_bench_judged import VCR_REPLIES, ExactJudge
 from tests.test_run_judge import run as run_vcrbench
 
 
