@@ -32,6 +32,8 @@ class StepInputs:
     old_logp: Tensor
     advantages: Tensor
     ref_logp: Tensor | None = None
+    rollout_weights: Tensor | None = None
+    """Rollout-correction (TIS) weights, detached, multiplying the per-token policy loss."""
 
 
 @dataclass(frozen=True)
@@ -87,10 +89,15 @@ def build_optimizer(params: Iterable[nn.Parameter], cfg: OptimizerConfig) -> tor
     )
 
 
-def _rows(inputs: StepInputs, index: slice) -> StepInputs:
+def _rows(inputs: StepInputs, index: Tensor | slice) -> StepInputs:
     ref = inputs.ref_logp[index] if inputs.ref_logp is not None else None
+    weights = inputs.rollout_weights
     return StepInputs(
-        inputs.batch.select(index), inputs.old_logp[index], inputs.advantages[index], ref
+        inputs.batch.select(index),
+        inputs.old_logp[index],
+        inputs.advantages[index],
+        ref,
+        weights[index] if weights is not None else None,
     )
 
 
@@ -141,6 +148,8 @@ def accumulate_loss(
         logp = response_logprobs(policy, mb.batch, settings.temperature)
         out = loss_fn(logp, mb.old_logp, mb.advantages, mb_mask, settings.loss_options)
         per_token = out.loss
+        if mb.rollout_weights is not None:  # TIS reweights the policy term only (as verl)
+            per_token = per_token * mb.rollout_weights
         if settings.kl_estimator != "off":
             if mb.ref_logp is None:
                 raise ValueError("KL in the loss needs StepInputs.ref_logp")
@@ -195,13 +204,7 @@ def mini_batches(inputs: StepInputs, groups_per_mini_batch: int | None) -> list[
     parts = []
     for start in range(0, len(order), groups_per_mini_batch):
         chosen = torch.tensor(order[start : start + groups_per_mini_batch], dtype=gids.dtype)
-        rows = torch.isin(gids, chosen).nonzero().squeeze(1)
-        ref = inputs.ref_logp[rows] if inputs.ref_logp is not None else None
-        parts.append(
-            StepInputs(
-                inputs.batch.select(rows), inputs.old_logp[rows], inputs.advantages[rows], ref
-            )
-        )
+        parts.append(_rows(inputs, torch.isin(gids, chosen).nonzero().squeeze(1)))
     return parts
 
 

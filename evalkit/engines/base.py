@@ -21,6 +21,9 @@ class SamplingParams:
     n: int = 1
     seed: int | None = None
     stop: tuple[str, ...] = ()
+    logprobs: bool = False
+    """Return each sampled token's log-prob under the distribution it was drawn from (after
+    temperature, top-k/p and suppressed tokens) in ``Completion.logprobs``."""
 
 
 @dataclass
