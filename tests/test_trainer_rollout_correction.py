@@ -288,3 +288,41 @@ def test_hf_engine_logprobs_are_those_of_the_processed_distribution(tiny) -> Non
     diff = (q - batch.rollout_logp) * batch.response_mask
     assert float(diff.abs().max()) < 1e-4
     loop.close()
+
+
+@pytest.mark.timeout(600)
+def test_recipe_step_writes_the_mismatch_to_its_metrics_line(tiny, tmp_path) -> None:
+    import json
+
+    from evalkit.synthvideo import generate, read_rows, to_unified
+    from evalkit.trainer.metrics import read_metrics
+    from evalkit.trainer.recipe import GRPORecipe
+
+    ann = generate(tmp_path / "sv", 2, split="train", seed=0, families=["yes_no"])
+    data = ann.with_name("train.jsonl")  # media paths are relative to its folder
+    data.write_text("".join(json.dumps(to_unified(r)) + "\n" for r in read_rows(ann)))
+    overrides = [
+        f"model={tiny}",
+        f"data.train_path={data}",
+        f"data.cache_root={tmp_path / 'cache'}",
+        "data.video_max_pixels=12544",
+        "data.video_max_frames=4",
+        "rollout.n=2",
+        "rollout.max_response_tokens=6",
+        "schedule.batch_size=2",
+        "schedule.steps=1",
+        f"checkpoint.dir={tmp_path / 'run' / 'ckpt'}",
+        "algorithm.rollout_correction.mode=sequence",
+        "algorithm.rollout_correction.cap=3.0",
+    ]
+    recipe = GRPORecipe(load_config(None, overrides))
+    recipe.setup(resume=False)
+    try:
+        recipe.run()
+    finally:
+        recipe.cleanup()
+    (line,) = read_metrics(tmp_path / "run" / "metrics.jsonl")
+    keys = ("abs_logp_diff", "k3_kl", "kl", "tokens", "is_mean", "is_clipfrac")
+    assert {f"rollout_corr/{k}" for k in keys} <= set(line)
+    assert line["rollout_corr/tokens"] > 0 and line["rollout_corr/k3_kl"] >= 0.0
+    assert 0.0 < line["rollout_corr/is_mean"] <= 3.0

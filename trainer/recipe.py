@@ -78,6 +78,7 @@ class GRPORecipe:
             raise ConfigError("set model and data.train_path (config file or key=value)")
         torch.manual_seed(cfg.seed)
         self.actor = ActorPolicy.from_pretrained(cfg.model)
+        self.actor.share_vision_per_group = cfg.actor.share_vision_per_group
         maybe_fsdp(self.actor.model)
         self.ref: ActorPolicy | None = None
         if cfg.algorithm.kl.estimator != "off":

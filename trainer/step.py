@@ -7,6 +7,7 @@ actor, FSDP wrapping and the Ray workers can plug in around it later.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -105,10 +106,17 @@ def _rows(inputs: StepInputs, index: Tensor | slice) -> StepInputs:
 def compute_logprobs(
     policy: PolicyFn, batch: TrainBatch, micro_batch_size: int, temperature: float = 1.0
 ) -> Tensor:
-    """Response log-probs (B, T) without gradient, micro-batched: old or reference log-probs."""
-    parts = [
-        response_logprobs(policy, mb, temperature) for mb in batch.micro_batches(micro_batch_size)
-    ]
+    """Response log-probs (B, T) without gradient, micro-batched: old or reference log-probs.
+
+    A policy with a ``vision_cache`` (the HF actor) encodes each prompt's visual inputs once
+    for the whole pass, however its group is cut into micro-batches.
+    """
+    cache = getattr(policy, "vision_cache", None)
+    with cache.scope() if cache is not None else contextlib.nullcontext():
+        parts = [
+            response_logprobs(policy, mb, temperature)
+            for mb in batch.micro_batches(micro_batch_size)
+        ]
     return torch.cat(parts)
 
 
