@@ -326,3 +326,25 @@ def test_recipe_step_writes_the_mismatch_to_its_metrics_line(tiny, tmp_path) -> 
     assert {f"rollout_corr/{k}" for k in keys} <= set(line)
     assert line["rollout_corr/tokens"] > 0 and line["rollout_corr/k3_kl"] >= 0.0
     assert 0.0 < line["rollout_corr/is_mean"] <= 3.0
+
+
+def test_vllm_output_logprobs_are_read_per_sampled_token() -> None:
+    from types import SimpleNamespace as NS
+
+    from evalkit.engines.base import Request, SamplingParams, Timings
+    from evalkit.engines.vllm_engine import completion_from_output
+
+    def lp(x: float) -> NS:  # vLLM's Logprob: .logprob (rank, decoded_token unused)
+        return NS(logprob=x)
+
+    # logprobs=0 gives, per position, the sampled token's entry (more entries: top-k asked)
+    outs = [
+        NS(text="a", token_ids=[5, 7], logprobs=[{5: lp(-0.5)}, {9: lp(-0.1), 7: lp(-2.0)}]),
+        NS(text="b", token_ids=[3], logprobs=[{3: lp(-1.5)}]),
+    ]
+    final = NS(outputs=outs, prompt_token_ids=[1, 2])
+    asked = Request(id="r", text="?", sampling=SamplingParams(n=2, logprobs=True))
+    got = completion_from_output(asked, final, Timings())
+    assert got.logprobs == [[-0.5, -2.0], [-1.5]]
+    plain = Request(id="r", text="?", sampling=SamplingParams(n=2))
+    assert completion_from_output(plain, final, Timings()).logprobs is None
