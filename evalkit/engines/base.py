@@ -67,6 +67,7 @@ class Completion:
     timings: Timings = field(default_factory=Timings)
     token_ids: list[list[int]] | None = None
     logprobs: list[list[float]] | None = None
+    """Per completion, each token's log-prob as sampled (asked with SamplingParams.logprobs)."""
 
     @property
     def text(self) -> str:
