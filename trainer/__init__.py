@@ -4,7 +4,7 @@ Map (each module one thing; variants chosen by name from registries):
 
 - ``config``: the typed trainer config (YAML + ``a.b=value`` overrides); ``configs/`` examples.
 - ``algorithms``: advantage estimators, policy losses, loss aggregation, KL estimators,
-  DAPO dynamic sampling.
+  DAPO dynamic sampling, rollout correction (engine-vs-trainer mismatch, TIS weights).
 - ``rewards``: evalkit scorers as rewards (w_acc * accuracy + w_fmt * format) + overlong penalty.
 - ``batch``: rollout groups as token-id lists and their padded training tensors.
 - ``mix_policy``: the offline trajectory in the last slot of a group (append or replace_last).
@@ -13,6 +13,7 @@ Map (each module one thing; variants chosen by name from registries):
 - ``toy``: a tiny MLP policy and task that exercise the whole loop in tests.
 - ``data``: unified-schema rows as evalkit Samples, frame-cache paths, a resumable order.
 - ``actor``: the HF Qwen-VL policy (dummy visual input, strict placeholder check, FSDP).
+- ``shared_vision``: old/ref log-prob forwards encode each prompt's video once per group.
 - ``rollout``: n responses per prompt through an evalkit Engine; weight sync.
 - ``recipe``: setup / run / cleanup of one training run (``python -m evalkit.trainer train``).
 - ``metrics``: ``metrics.jsonl`` (+ TensorBoard if installed) and the progress line.

@@ -22,6 +22,7 @@ from evalkit.engines.family import ModelFamily, detect_family
 from evalkit.errors import EvalkitError
 
 from .batch import TrainBatch
+from .shared_vision import PIXEL_KEYS, VisionCache
 
 VISUAL_KEYS = {
     "video": ("pixel_values_videos", "video_grid_thw"),
@@ -93,6 +94,9 @@ class ActorPolicy(nn.Module):
             "image": int(tok.convert_tokens_to_ids(family.image_pad)),
         }
         self._rows: list[Encoded] = []
+        self.share_vision_per_group = True
+        """No-grad forwards encode each prompt's visual inputs once (:mod:`.shared_vision`)."""
+        self.vision_cache = VisionCache()
 
     @classmethod
     def from_pretrained(cls, model_dir: str | Path, dtype: str = "float32") -> ActorPolicy:
@@ -118,6 +122,7 @@ class ActorPolicy(nn.Module):
     def set_rows(self, rows: list[Encoded]) -> None:
         """The prompt of every row of the coming :class:`TrainBatch` (``batch.row_index``)."""
         self._rows = list(rows)
+        self.vision_cache.clear()
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
         """Text-only logits (no visual inputs); use :meth:`logits_for` for batch rows."""
@@ -127,16 +132,29 @@ class ActorPolicy(nn.Module):
         """Logits (B, L, V) of ``batch`` with the visual inputs of its rows."""
         if batch.row_index is None:
             raise ValueError("ActorPolicy needs TrainBatch.row_index (set by collate)")
-        rows = [self._rows[int(i)] for i in batch.row_index]
+        keys = [self._rows[int(i)] for i in batch.row_index]
+        rows = keys  # the rows' encoded prompts (here the very objects set_rows got)
         visual = _concat([r.visual for r in rows])
         who = ", ".join(sorted({r.sample_id for r in rows}))
         check_placeholders(
             batch.input_ids, visual, self.token_ids, self.family.merge_size, f"batch of {who}"
         )
-        return self._logits(batch.input_ids, batch.attention_mask, visual)
+        shared = None
+        if self.share_vision_per_group and not torch.is_grad_enabled():
+            shared = self.vision_cache.encoder_outputs(self.model, keys, [r.visual for r in rows])
+            visual = {k: v for k, v in visual.items() if k not in PIXEL_KEYS}
+        return self._logits(batch.input_ids, batch.attention_mask, visual, shared)
 
-    def _logits(self, input_ids: Tensor, mask: Tensor | None, visual: dict[str, Tensor]) -> Tensor:
-        extra: dict[str, Tensor] = dict(visual)
+    def _logits(
+        self,
+        input_ids: Tensor,
+        mask: Tensor | None,
+        visual: dict[str, Tensor],
+        encoded: dict[str, Any] | None = None,
+    ) -> Tensor:
+        extra: dict[str, Any] = dict(visual)
+        if encoded:  # features computed once per prompt, in place of the pixels
+            extra["mm_encoder_outputs"] = encoded
         if visual:  # text 0, image 1, video 2: what the processor marks, for M-RoPE positions
             kinds = torch.zeros_like(input_ids, dtype=torch.int)
             kinds[input_ids == self.token_ids["image"]] = 1
@@ -144,7 +162,7 @@ class ActorPolicy(nn.Module):
             extra["mm_token_type_ids"] = kinds
         out = self.model(input_ids=input_ids, attention_mask=mask, use_cache=False, **extra)
         logits: Tensor = out.logits
-        if "pixel_values" not in visual and "pixel_values_videos" not in visual:
+        if not encoded and "pixel_values" not in visual and "pixel_values_videos" not in visual:
             logits = logits + 0.0 * self.dummy_visual()
         return logits
 

@@ -23,6 +23,8 @@ class Response:
     text: str = ""
     is_offline: bool = False
     """True for the mix-policy slot holding the offline reference trajectory."""
+    logprobs: list[float] | None = None
+    """The rollout engine's log-prob of each token (what it sampled from); None: unknown."""
 
 
 @dataclass
@@ -49,6 +51,9 @@ class TrainBatch:
     row_index: Tensor | None = None
     """(B,) position of each row in the collated batch, kept through :meth:`select` so a
     policy with per-row inputs (the actor's visual tensors) can find them."""
+    rollout_logp: Tensor | None = None
+    """(B, T) the engine's log-probs of the response tokens (0 on padding and on rows
+    without them, e.g. offline slots); None when no online row has them."""
 
     @property
     def prompt_len(self) -> int:
@@ -99,6 +104,7 @@ def collate(
         input_ids[i, p_len : p_len + lr] = torch.tensor(r.token_ids, dtype=torch.long)
         attention[i, p_len - lp : p_len + lr] = 1
     return TrainBatch(
+        rollout_logp=_rollout_logp([r for _, r in rows], t_len),
         input_ids=input_ids,
         attention_mask=attention,
         response_ids=input_ids[:, p_len:].clone(),
@@ -107,6 +113,22 @@ def collate(
         is_offline=torch.tensor([r.is_offline for _, r in rows], dtype=torch.bool),
         row_index=torch.arange(bsz),
     )
+
+
+def _rollout_logp(responses: list[Response], t_len: int) -> Tensor | None:
+    """Engine log-probs padded to (B, T); None unless every online response has them."""
+    online = [r for r in responses if not r.is_offline]
+    if not online or any(r.logprobs is None for r in online):
+        return None
+    out = torch.zeros((len(responses), t_len), dtype=torch.float32)
+    for i, r in enumerate(responses):
+        if r.logprobs is not None and not r.is_offline:
+            if len(r.logprobs) != len(r.token_ids):
+                raise ValueError(
+                    f"a response has {len(r.token_ids)} tokens but {len(r.logprobs)} log-probs"
+                )
+            out[i, : len(r.logprobs)] = torch.tensor(r.logprobs, dtype=torch.float32)
+    return out
 
 
 PolicyFn = Callable[[Tensor, Tensor], Tensor]

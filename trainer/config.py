@@ -18,6 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from evalkit.config import _explain
 from evalkit.errors import ConfigError
 
+from .config_correction import ActorConfig, RolloutCorrectionConfig
+
 LossAggMode = Literal[
     "token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm", "seq-mean-token-sum-norm-mean"
 ]
@@ -136,6 +138,8 @@ class AlgorithmConfig(_Section):
     """KL regularisation against the reference model."""
     dynamic_sampling: DynamicSamplingConfig = Field(default_factory=DynamicSamplingConfig)
     """DAPO dynamic sampling."""
+    rollout_correction: RolloutCorrectionConfig = Field(default_factory=RolloutCorrectionConfig)
+    """Rollout/trainer mismatch: always measured, optionally corrected (TIS)."""
 
     @model_validator(mode="after")
     def _check(self) -> AlgorithmConfig:
@@ -285,6 +289,8 @@ class TrainerConfig(_Section):
     """Steps, batch sizes, periodic evaluation."""
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
     """Checkpointing."""
+    actor: ActorConfig = Field(default_factory=ActorConfig)
+    """Actor forward options."""
 
     @model_validator(mode="after")
     def _check(self) -> TrainerConfig:

@@ -22,7 +22,8 @@ from evalkit.errors import ConfigError, DataError
 from .actor import ActorPolicy, maybe_fsdp
 from .algorithms import AdvantageInputs, AdvantageOptions, compute_advantages, token_kl
 from .algorithms.dynamic_sampling import collect_groups, metric_values
-from .batch import Group, collate
+from .algorithms.rollout_correction import Correction, rollout_correction
+from .batch import Group, TrainBatch, collate
 from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from .config import TrainerConfig
 from .data import TrainData, TrainItem, load_items
@@ -77,6 +78,7 @@ class GRPORecipe:
             raise ConfigError("set model and data.train_path (config file or key=value)")
         torch.manual_seed(cfg.seed)
         self.actor = ActorPolicy.from_pretrained(cfg.model)
+        self.actor.share_vision_per_group = cfg.actor.share_vision_per_group
         maybe_fsdp(self.actor.model)
         self.ref: ActorPolicy | None = None
         if cfg.algorithm.kl.estimator != "off":
@@ -172,6 +174,7 @@ class GRPORecipe:
             max_tokens=cfg.rollout.max_response_tokens,
             temperature=cfg.rollout.temperature,
             top_p=cfg.rollout.top_p,
+            logprobs=True,  # the engine's own, for the rollout correction
         )
         self.actor.model.eval()
         sync_weights(self.engine, self.actor, self.loop)
@@ -232,6 +235,7 @@ class GRPORecipe:
             ref_logp = compute_logprobs(self.ref, batch, mbs, temp)
             if algo.kl.in_reward:
                 kl = token_kl(algo.kl.estimator, old_logp, ref_logp) * batch.response_mask
+        corr = self._correction(batch, old_logp)
         adv = compute_advantages(
             algo.advantage,
             AdvantageInputs(rewards, batch.group_ids, batch.response_mask, token_kl=kl),
@@ -239,7 +243,10 @@ class GRPORecipe:
         )
         # old log-probs above come from the rollout's weights, once; every update reuses them
         results = ppo_update(
-            self.actor, self.optimizer, StepInputs(batch, old_logp, adv, ref_logp), self.settings
+            self.actor,
+            self.optimizer,
+            StepInputs(batch, old_logp, adv, ref_logp, corr.weights),
+            self.settings,
         )
         self.last_texts = {
             str(getattr(g.sample, "id", g.group_id)): [
@@ -249,10 +256,16 @@ class GRPORecipe:
         }
         online = ~batch.is_offline
         lengths = batch.response_mask.sum(1).float()
-        out: dict[str, Any] = dict(summarize_updates(results))
+        out: dict[str, Any] = dict(summarize_updates(results)) | corr.metrics
         out |= {f"reward/{k}": float(v.mean()) for k, v in rewards.items()}
         out |= {f"online/{k}": float(v[online].mean()) for k, v in rewards.items() if online.any()}
         out["response_length"] = float(lengths[online].mean()) if online.any() else 0.0
         out["offline_slots"] = float(batch.is_offline.sum())
         out["groups"] = float(len(groups))
         return out
+
+    def _correction(self, batch: TrainBatch, old_logp: torch.Tensor) -> Correction:
+        """Engine-vs-trainer mismatch on the online tokens, and TIS weights when asked."""
+        rc = self.cfg.algorithm.rollout_correction
+        online = batch.response_mask * (~batch.is_offline)[:, None]
+        return rollout_correction(old_logp, batch.rollout_logp, online, rc.mode, rc.cap)

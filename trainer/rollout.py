@@ -1,7 +1,9 @@
 """Rollouts: n responses per prompt through an evalkit Engine, grouped by prompt.
 
-The engine only samples tokens; log-probs are recomputed by the training model
-(:func:`trainer.step.compute_logprobs`), so the engine's numerics never enter the loss.
+The engine samples tokens; log-probs are recomputed by the training model
+(:func:`trainer.step.compute_logprobs`). The engine's own log-probs of the sampled tokens
+(``Response.logprobs``) only measure the mismatch and weight the loss when asked
+(:mod:`trainer.algorithms.rollout_correction`).
 
 Weight sync. The HF rollout engine (:class:`SharedHFEngine`) generates with the actor's own
 in-memory module, so after each optimizer step it already samples from the current weights:
@@ -68,7 +70,8 @@ def cut_at_visual_tokens(response: Response, banned: set[int], tokenizer: Any) -
     for i, t in enumerate(response.token_ids):
         if t in banned:
             ids = response.token_ids[:i]
-            return Response(ids, tokenizer.decode(ids, skip_special_tokens=True))
+            lps = None if response.logprobs is None else response.logprobs[:i]
+            return Response(ids, tokenizer.decode(ids, skip_special_tokens=True), logprobs=lps)
     return response
 
 
@@ -118,6 +121,8 @@ def make_rollout_engine(
     if name == "vllm":
         extra = dict(opts.get("engine_kwargs") or {})
         extra.setdefault("worker_extension_cls", SYNC_EXTENSION)
+        # log-probs of what was sampled (after temperature/top-p), as verl's rollout asks
+        extra.setdefault("logprobs_mode", "processed_logprobs")
         opts["engine_kwargs"] = extra
     config = ENGINE_CONFIGS.get(name).model_validate({"model": model_dir, **opts})
 
@@ -212,6 +217,7 @@ def sample_responses(
                 f"request {req.id}: the rollout engine returned {got} token-id lists and "
                 f"{len(comp.texts)} texts for n={n}; rollouts need token ids (hf or vllm)"
             )
-        pairs = zip(comp.token_ids, comp.texts, strict=True)
-        groups[i] = [Response(list(ids), text) for ids, text in pairs]
+        lps: list[list[float] | None] = [*comp.logprobs] if comp.logprobs else [None] * n
+        pairs = zip(comp.token_ids, comp.texts, lps, strict=True)
+        groups[i] = [Response(list(ids), text, logprobs=lp) for ids, text, lp in pairs]
     return groups

@@ -7,6 +7,7 @@ actor, FSDP wrapping and the Ray workers can plug in around it later.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -32,6 +33,8 @@ class StepInputs:
     old_logp: Tensor
     advantages: Tensor
     ref_logp: Tensor | None = None
+    rollout_weights: Tensor | None = None
+    """Rollout-correction (TIS) weights, detached, multiplying the per-token policy loss."""
 
 
 @dataclass(frozen=True)
@@ -87,10 +90,15 @@ def build_optimizer(params: Iterable[nn.Parameter], cfg: OptimizerConfig) -> tor
     )
 
 
-def _rows(inputs: StepInputs, index: slice) -> StepInputs:
+def _rows(inputs: StepInputs, index: Tensor | slice) -> StepInputs:
     ref = inputs.ref_logp[index] if inputs.ref_logp is not None else None
+    weights = inputs.rollout_weights
     return StepInputs(
-        inputs.batch.select(index), inputs.old_logp[index], inputs.advantages[index], ref
+        inputs.batch.select(index),
+        inputs.old_logp[index],
+        inputs.advantages[index],
+        ref,
+        weights[index] if weights is not None else None,
     )
 
 
@@ -98,10 +106,17 @@ def _rows(inputs: StepInputs, index: slice) -> StepInputs:
 def compute_logprobs(
     policy: PolicyFn, batch: TrainBatch, micro_batch_size: int, temperature: float = 1.0
 ) -> Tensor:
-    """Response log-probs (B, T) without gradient, micro-batched: old or reference log-probs."""
-    parts = [
-        response_logprobs(policy, mb, temperature) for mb in batch.micro_batches(micro_batch_size)
-    ]
+    """Response log-probs (B, T) without gradient, micro-batched: old or reference log-probs.
+
+    A policy with a ``vision_cache`` (the HF actor) encodes each prompt's visual inputs once
+    for the whole pass, however its group is cut into micro-batches.
+    """
+    cache = getattr(policy, "vision_cache", None)
+    with cache.scope() if cache is not None else contextlib.nullcontext():
+        parts = [
+            response_logprobs(policy, mb, temperature)
+            for mb in batch.micro_batches(micro_batch_size)
+        ]
     return torch.cat(parts)
 
 
@@ -141,6 +156,8 @@ def accumulate_loss(
         logp = response_logprobs(policy, mb.batch, settings.temperature)
         out = loss_fn(logp, mb.old_logp, mb.advantages, mb_mask, settings.loss_options)
         per_token = out.loss
+        if mb.rollout_weights is not None:  # TIS reweights the policy term only (as verl)
+            per_token = per_token * mb.rollout_weights
         if settings.kl_estimator != "off":
             if mb.ref_logp is None:
                 raise ValueError("KL in the loss needs StepInputs.ref_logp")
@@ -195,13 +212,7 @@ def mini_batches(inputs: StepInputs, groups_per_mini_batch: int | None) -> list[
     parts = []
     for start in range(0, len(order), groups_per_mini_batch):
         chosen = torch.tensor(order[start : start + groups_per_mini_batch], dtype=gids.dtype)
-        rows = torch.isin(gids, chosen).nonzero().squeeze(1)
-        ref = inputs.ref_logp[rows] if inputs.ref_logp is not None else None
-        parts.append(
-            StepInputs(
-                inputs.batch.select(rows), inputs.old_logp[rows], inputs.advantages[rows], ref
-            )
-        )
+        parts.append(_rows(inputs, torch.isin(gids, chosen).nonzero().squeeze(1)))
     return parts
 
 

@@ -19,8 +19,10 @@ import torch
 from torch import Tensor, nn
 
 from .algorithms.advantages import AdvantageInputs, compute_advantages
+from .algorithms.rollout_correction import rollout_correction
 from .batch import Response, TrainBatch, collate, response_logprobs
 from .config import MixPolicyConfig
+from .config_correction import RolloutCorrectionConfig
 from .mix_policy import build_group, online_count
 from .step import StepInputs, StepResult, StepSettings, ppo_update
 
@@ -46,20 +48,40 @@ def sample_responses(
     policy: ToyPolicy, prompt_ids: list[int], n: int, max_tokens: int, temperature: float = 1.0
 ) -> list[list[int]]:
     """``n`` responses sampled with torch's global generator, each stopped at EOS."""
+    return sample_with_logprobs(policy, prompt_ids, n, max_tokens, temperature)[0]
+
+
+@torch.no_grad()
+def sample_with_logprobs(
+    policy: ToyPolicy,
+    prompt_ids: list[int],
+    n: int,
+    max_tokens: int,
+    temperature: float = 1.0,
+    shift: Tensor | None = None,
+) -> tuple[list[list[int]], list[list[float]]]:
+    """:func:`sample_responses` plus the sampler's log-prob of each token. A ``shift`` (V,)
+    added to the logits makes the sampler a perturbed policy q, as a rollout engine whose
+    numerics differ from the trainer's; the log-probs are then q's."""
     last = torch.full((n,), prompt_ids[-1], dtype=torch.long)
     out: list[list[int]] = [[] for _ in range(n)]
+    lps: list[list[float]] = [[] for _ in range(n)]
     done = torch.zeros(n, dtype=torch.bool)
     for _ in range(max_tokens):
-        probs = torch.softmax(policy(last[:, None])[:, -1] / temperature, dim=-1)
+        logits = policy(last[:, None])[:, -1]
+        logits = logits if shift is None else logits + shift
+        probs = torch.softmax(logits / temperature, dim=-1)
         tok = torch.multinomial(probs, 1).squeeze(1)
+        chosen = torch.log_softmax(logits / temperature, dim=-1).gather(1, tok[:, None])
         for i in range(n):
             if not done[i]:
                 out[i].append(int(tok[i]))
+                lps[i].append(float(chosen[i]))
         done |= tok == EOS
         last = tok
         if bool(done.all()):
             break
-    return out
+    return out, lps
 
 
 def toy_reward(prompt_ids: list[int], response: list[int], k: int) -> dict[str, float]:
@@ -101,6 +123,10 @@ class ToyRun:
     lr: float = 0.02
     mix: MixPolicyConfig = field(default_factory=MixPolicyConfig)
     """Mix-policy: the offline trajectory is the answer token followed by EOS."""
+    rollout_shift: float = 0.0
+    """Scale of a fixed random logit shift of the sampler (0: samples from the policy)."""
+    correction: RolloutCorrectionConfig = field(default_factory=RolloutCorrectionConfig)
+    """Rollout correction of the update (mismatch metrics in :attr:`rollout_metrics`)."""
 
     def __post_init__(self) -> None:
         torch.manual_seed(self.seed)
@@ -110,6 +136,11 @@ class ToyRun:
         self.items = list(range(BOS + 1, BOS + 1 + self.k))
         self.epoch, self.position = 0, 0
         self.order = self._order()
+        gen = torch.Generator().manual_seed(self.seed + 1)  # leaves the global RNG as it was
+        vocab = BOS + 1 + 2 * self.k
+        self.shift = self.rollout_shift * torch.randn(vocab, generator=gen)
+        self.rollout_metrics: dict[str, float] = {}
+        """Engine-vs-trainer mismatch of the last :meth:`step`."""
 
     def _order(self) -> list[int]:
         return [int(i) for i in np.random.permutation(len(self.items))]
@@ -137,11 +168,14 @@ class ToyRun:
         for gid, prompt in enumerate(self._next_prompts()):
             offline = str(prompt[-1] + self.k)  # the reference answer, as text
             count = online_count(self.n, self.mix, offline)
-            online = sample_responses(self.policy, prompt, count, self.max_tokens)
+            shift = self.shift if self.rollout_shift else None
+            online, lps = sample_with_logprobs(
+                self.policy, prompt, count, self.max_tokens, shift=shift
+            )
             group = build_group(
                 gid,
                 prompt,
-                [Response(r) for r in online],
+                [Response(r, logprobs=lp) for r, lp in zip(online, lps, strict=True)],
                 n=self.n,
                 cfg=self.mix,
                 offline_text=offline,
@@ -161,6 +195,10 @@ class ToyRun:
         adv = compute_advantages(
             "grpo", AdvantageInputs(rewards, batch.group_ids, batch.response_mask)
         )
-        inputs = StepInputs(batch, old_logp, adv, ref_logp=old_logp.clone())
+        online = batch.response_mask * (~batch.is_offline)[:, None]
+        rc = self.correction
+        corr = rollout_correction(old_logp, batch.rollout_logp, online, rc.mode, rc.cap)
+        self.rollout_metrics = corr.metrics
+        inputs = StepInputs(batch, old_logp, adv, old_logp.clone(), corr.weights)
         settings = replace(self.settings, ppo_epochs=self.updates_per_batch)
         return ppo_update(self.policy, self.optimizer, inputs, settings)

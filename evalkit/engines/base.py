@@ -21,6 +21,9 @@ class SamplingParams:
     n: int = 1
     seed: int | None = None
     stop: tuple[str, ...] = ()
+    logprobs: bool = False
+    """Return each sampled token's log-prob under the distribution it was drawn from (after
+    temperature, top-k/p and suppressed tokens) in ``Completion.logprobs``."""
 
 
 @dataclass
@@ -64,6 +67,7 @@ class Completion:
     timings: Timings = field(default_factory=Timings)
     token_ids: list[list[int]] | None = None
     logprobs: list[list[float]] | None = None
+    """Per completion, each token's log-prob as sampled (asked with SamplingParams.logprobs)."""
 
     @property
     def text(self) -> str:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -50,6 +52,56 @@ class _FirstTokenClock:
 
     def end(self) -> None:
         pass
+
+
+class _SampledLogprobs:
+    """The last logits processor of a generate() call: log-probs of the sampled tokens.
+
+    It sees the scores after every other processor (temperature, top-k/p, suppressed
+    tokens), i.e. the distribution the token is drawn from; the token itself is known one
+    step later (the last column of ``input_ids``), so only one step's log-softmax is held.
+    Scores pass through unchanged and no random number is drawn: sampling is unaffected.
+    """
+
+    def __init__(self) -> None:
+        self.prev: Any = None
+        self.steps: list[Any] = []
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        if self.prev is not None:
+            self.steps.append(self.prev.gather(-1, input_ids[:, -1:]).squeeze(-1))
+        self.prev = scores.float().log_softmax(-1)
+        return scores
+
+    def finish(self, sequences: Any) -> list[list[float]]:
+        """Per sequence, the log-prob of every generated token (padding after EOS included)."""
+        if self.prev is not None:
+            self.steps.append(self.prev.gather(-1, sequences[:, -1:]).squeeze(-1))
+            self.prev = None
+        return [
+            [float(x) for x in row] for row in zip(*(s.tolist() for s in self.steps), strict=True)
+        ]
+
+
+@contextmanager
+def _recording(model: Any, recorder: _SampledLogprobs | None) -> Iterator[None]:
+    """Append ``recorder`` after generate()'s own processors (its warpers come after any
+    user-given processor, so it cannot simply be passed as ``logits_processor``)."""
+    if recorder is None:
+        yield
+        return
+    original = model._get_logits_processor
+
+    def with_recorder(*args: Any, **kwargs: Any) -> Any:
+        processors = original(*args, **kwargs)
+        processors.append(recorder)
+        return processors
+
+    model._get_logits_processor = with_recorder
+    try:
+        yield
+    finally:
+        del model._get_logits_processor
 
 
 class HFEngine:
@@ -99,10 +151,15 @@ class HFEngine:
             gen |= {"do_sample": False, "temperature": None, "top_p": None, "top_k": None}
         if s.stop:
             gen |= {"stop_strings": list(s.stop), "tokenizer": self.processor.tokenizer}
-        with torch.inference_mode():
+        recorder = _SampledLogprobs() if s.logprobs else None
+        with torch.inference_mode(), _recording(self.model, recorder):
             out = self.model.generate(**inputs, **gen, streamer=clock if s.n == 1 else None)
         n_prompt = int(inputs["input_ids"].shape[1])
         token_ids = [self._trim_eos(row[n_prompt:].tolist()) for row in out]
+        logprobs = None
+        if recorder is not None:
+            rows = recorder.finish(out) if out.shape[1] > n_prompt else [[] for _ in out]
+            logprobs = [lp[: len(ids)] for lp, ids in zip(rows, token_ids, strict=True)]
         texts = [self._text(ids, s.stop) for ids in token_ids]
         timings.first_token = clock.first_token
         timings.finished = time.time()
@@ -113,6 +170,7 @@ class HFEngine:
             output_tokens=sum(len(t) for t in token_ids),
             timings=timings,
             token_ids=token_ids,
+            logprobs=logprobs,
         )
 
     def _trim_eos(self, ids: list[int]) -> list[int]:

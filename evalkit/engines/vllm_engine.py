@@ -113,6 +113,7 @@ def to_vllm_sampling(sampling: SamplingParams) -> Any:
         top_k=0 if sampling.top_k < 0 else sampling.top_k,  # vLLM: 0 disables top-k
         seed=sampling.seed,
         stop=list(sampling.stop) or None,
+        logprobs=0 if sampling.logprobs else None,  # 0: the sampled token's only
     )
 
 
@@ -138,6 +139,14 @@ def completion_from_output(
     outputs = output.outputs if outputs is None else outputs
     texts = [o.text for o in outputs]
     token_ids = [list(o.token_ids) for o in outputs]
+    logprobs = None
+    if request.sampling.logprobs and all(o.logprobs is not None for o in outputs):
+        # one {token id: Logprob} per position; which log-prob depends on the engine's
+        # logprobs_mode (the trainer asks for processed_logprobs: what was sampled from)
+        logprobs = [
+            [float(pos[t].logprob) for t, pos in zip(o.token_ids, o.logprobs, strict=True)]
+            for o in outputs
+        ]
     return Completion(
         request_id=request.id,
         texts=texts,
@@ -145,6 +154,7 @@ def completion_from_output(
         output_tokens=sum(len(t) for t in token_ids),
         timings=timings,
         token_ids=token_ids,
+        logprobs=logprobs,
     )
 
 
