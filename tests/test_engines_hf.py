@@ -72,3 +72,22 @@ def test_closed_engine_refuses_work(tmp_path: Path) -> None:
     asyncio.run(eng.close())
     with pytest.raises(EvalkitError, match="closed"):
         asyncio.run(eng.generate(Request(id="x", text="hi")))
+
+
+def test_no_top_k_means_none_not_transformers_default_of_50(
+    hf: HFEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """top_k=-1 (evalkit's and vLLM's "off") must reach generate as 0: without a top_k,
+    transformers falls back to the generation config's 50 and samples from another policy."""
+    seen: dict[str, object] = {}
+    generate = hf.model.generate
+
+    def spy(*args: object, **kw: object) -> object:
+        seen.update(kw)
+        return generate(*args, **kw)
+
+    monkeypatch.setattr(hf.model, "generate", spy)
+    hf.generate_sync(_video_request(tokens=2, temperature=1.0, top_k=-1, seed=0))
+    assert seen["top_k"] == 0 and seen["do_sample"] is True
+    hf.generate_sync(_video_request(tokens=2, temperature=1.0, top_k=5, seed=0))
+    assert seen["top_k"] == 5

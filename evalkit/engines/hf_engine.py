@@ -143,8 +143,9 @@ class HFEngine:
         gen: dict[str, Any] = {"max_new_tokens": s.max_tokens, "num_return_sequences": s.n}
         if s.temperature > 0:
             gen |= {"do_sample": True, "temperature": s.temperature, "top_p": s.top_p}
-            if s.top_k > 0:
-                gen["top_k"] = s.top_k
+            # top_k <= 0 means no top-k (as in vLLM); transformers would fall back to the
+            # generation config's top_k (50 by default) if none were passed: 0 turns it off
+            gen["top_k"] = s.top_k if s.top_k > 0 else 0
             if s.seed is not None:
                 torch.manual_seed(s.seed)
         else:
