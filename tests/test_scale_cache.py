@@ -9,11 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from evalkit.cache import FrameCache
 from evalkit.cli.main import main
 from evalkit.errors import ConfigError
 from evalkit.sample import VideoRef
 from evalkit.scale import cache_build
 from evalkit.scale.cache_build import Batch, node_of, plan, read_node_map, resolve_nodes
+from evalkit.video.types import FrameSpec
 
 SPEC_FLAGS = ["--nframes", "4", "--max-pixels", str(56 * 56), "--min-pixels", str(28 * 28)]
 
@@ -128,3 +130,25 @@ def test_long_videos_get_a_task_each_and_short_ones_share_per_node(
         (["t1"], "n2"),
     ]
     assert all(isinstance(b, Batch) for b in batches)
+
+
+def test_the_build_help_explains_the_ray_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["cache", "build", "--help"])
+    assert exit_.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--node-map FILE" in text and "`PATH_PREFIX NODE`" in text and "--ray-address" in text
+
+
+def test_without_ray_installed_a_ray_build_says_how_to_install_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` now fails
+    video = tmp_path / "v.mp4"
+    video.write_bytes(b"x")
+    with pytest.raises(ConfigError, match=r"pip install 'evalkit\[ray\]'"):
+        cache_build.build_on_ray(
+            FrameCache(tmp_path / "c"), [VideoRef(path=str(video))], FrameSpec(), progress=False
+        )

@@ -70,8 +70,8 @@ def _ray_args(p: argparse.ArgumentParser) -> None:
         "--node-map",
         metavar="FILE",
         help="where node-local videos live: lines `PATH_PREFIX NODE` (NODE: a Ray node id "
-        "or the node's IP; # comments); tasks for videos under a prefix prefer that node "
-        "and run elsewhere only when it is gone or busy. Implies --ray",
+        "or the node's IP; # comments); tasks for videos under a prefix run on that node "
+        "(waiting while it is busy) and elsewhere only if it is gone. Implies --ray",
     )
 
 

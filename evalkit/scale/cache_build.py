@@ -9,8 +9,9 @@ task (a few per task) so that thousands of clips do not cost a scheduling round 
 
 Locality: a node map (``--node-map FILE``) says which node holds which videos, one
 ``PATH_PREFIX NODE`` per line, NODE being a Ray node id or the node's IP address; tasks
-for those videos are pinned to that node softly (Ray's ``NodeAffinitySchedulingStrategy``
-with ``soft=True``: they run elsewhere when the node is gone or full).
+for those videos run on that node (Ray's ``NodeAffinitySchedulingStrategy`` with
+``soft=True``: they wait while it is busy, since the data is there, and run elsewhere only
+if the node is gone or cannot run them at all).
 """
 
 from __future__ import annotations
