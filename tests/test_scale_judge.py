@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -92,6 +93,11 @@ def test_the_callers_guard_times_out_a_slow_shared_judge_and_retries(
             asyncio.run(guard.call(lambda: client.generate(request)))
         assert guard.calls == 2 and guard.down  # two attempts, then the breaker trips
         assert ray.get(client.actor.served.remote()) == ["slow", "slow"]
+        # both attempts were cancelled in the actor, not left to run their 5 s
+        deadline = time.monotonic() + 2.0
+        while ray.get(client.actor.in_flight.remote()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert ray.get(client.actor.in_flight.remote()) == 0
     finally:
         shutdown()
 

@@ -40,15 +40,24 @@ class JudgeActor:
     def __init__(self, factory: EngineFactory) -> None:
         self._engine = factory()
         self._served: list[str] = []
+        self._in_flight = 0
 
     async def generate(self, request: Request) -> Completion:
         """One judge request, from any replica."""
         self._served.append(request.id)
-        return await self._engine.generate(request)
+        self._in_flight += 1
+        try:
+            return await self._engine.generate(request)
+        finally:
+            self._in_flight -= 1
 
     def served(self) -> list[str]:
         """Ids of the requests this actor was given, in order (for tests and reports)."""
         return list(self._served)
+
+    def in_flight(self) -> int:
+        """Requests inside the engine now (a cancelled one leaves at once)."""
+        return self._in_flight
 
     async def close(self) -> None:
         """Release the engine."""
