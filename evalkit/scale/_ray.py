@@ -41,7 +41,8 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> Itera
                 "with `ray start --head` or leave the flag out for a local instance"
             ) from None
     else:
-        ray.init(num_cpus=num_cpus, include_dashboard=False)
+        # "local": always a new instance of our own, never a cluster found on the box
+        ray.init(address="local", num_cpus=num_cpus, include_dashboard=False)
     try:
         yield ray
     finally:
