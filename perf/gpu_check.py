@@ -169,12 +169,13 @@ def run_stage(stage: Stage, deadline: float) -> tuple[float, float, str | None]:
 
 def arm_figures(run_dir: Path, launched: float) -> dict[str, Any]:
     """Samples, ok samples, samples/s and engine start-up from an arm's run directory."""
-    records = [
+    lines = [
         json.loads(line)
-        for store in sorted(run_dir.glob("*.jsonl"))
+        for store in sorted(run_dir.glob("*.jsonl"))  # one results store per benchmark
         for line in store.read_text().splitlines()
         if line.strip()
     ]
+    records = [r for r in lines if "id" in r and isinstance(r.get("timings"), dict)]
     starts = [_first(r["timings"], ("io_start", "submitted")) for r in records]
     ends = [_first(r["timings"], ("scored", "finished")) for r in records]
     starts_ok = [s for s in starts if s is not None]

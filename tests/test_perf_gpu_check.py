@@ -48,3 +48,38 @@ def test_a_flag_evalkit_does_not_know_is_a_problem_of_the_dry_run(capsys) -> Non
     assert gpu_check.dry_run(plan, args.budget_s) == 1
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert out["problems"] == ["sync: evalkit run does not accept these flags"]
+
+
+def test_an_arms_figures_come_from_its_run_directory(tmp_path: Path) -> None:
+    from evalkit.records import failed_record
+    from evalkit.sample import Sample
+    from evalkit.store import Store
+
+    gpu_check = _module()
+    run = tmp_path / "runs" / "async_replicas_2"
+    run.mkdir(parents=True)
+    launched = 1000.0
+    with Store(run / "synthvideo.jsonl") as store:
+        for i in range(4):  # 4 samples between t=1010 and t=1012: 2 samples/s
+            timings = {"io_start": 1010.0 + i * 0.5, "scored": 1010.5 + i * 0.5}
+            sample = Sample(id=f"s{i}", task_type="multiple_choice", question="q")
+            store.append(failed_record(sample, "engine", "x", fingerprint="f", timings=timings))
+    figures = gpu_check.arm_figures(run, launched)
+    assert figures["samples"] == 4 and figures["ok"] == 0
+    assert figures["samples_per_s"] == 2.0 and figures["engine_start_s"] == 10.0
+
+    args = gpu_check.parse_args([])
+    plan = gpu_check.make_plan(args, tmp_path, gpus=2)
+    done = {
+        "arms": {
+            "sync": {"samples_per_s": 4.0},
+            "async": {"samples_per_s": 5.0},
+            "async_replicas_1": {"samples_per_s": 5.0},
+            "async_replicas_2": figures,
+        },
+        "stage_s": {},
+        "errors": {},
+    }
+    out = gpu_check.summarize(plan, done, ("NVIDIA H200", 2, 139.8))
+    assert out["async_over_sync_ratio"] == 1.25 and out["replicas_2_over_1_ratio"] == 0.4
+    assert out["gpu_name"] == "NVIDIA H200" and out["async_replicas_2_engine_start_s"] == 10.0
