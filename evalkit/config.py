@@ -65,7 +65,8 @@ def add_model_args(
         if typ is None:
             continue
         flag = "--" + (prefix + name).replace("_", "-")
-        help_ = f"{info.description or ''} (default: {info.default})"
+        # argparse %-formats help strings: a docstring's "2%" must not read as a format
+        help_ = f"{info.description or ''} (default: {info.default})".replace("%", "%%")
         if typ is bool:
             parser.add_argument(
                 flag,

@@ -132,7 +132,8 @@ def decoder_threads(workers: int) -> int:
     return max(1, usable_cpus() // max(1, workers))
 
 
-def _init_worker(threads: int) -> None:
+def init_worker(threads: int) -> None:
+    """Set up a decoding process: ``threads`` decoder (and torch) threads."""
     from evalkit.video.decode import set_decoder_threads
 
     set_decoder_threads(threads)
@@ -148,7 +149,7 @@ def decoding_pool(workers: int, threads: int | None = None) -> ProcessPoolExecut
     return ProcessPoolExecutor(
         max_workers=workers,
         mp_context=multiprocessing.get_context("spawn"),
-        initializer=_init_worker,
+        initializer=init_worker,
         initargs=(decoder_threads(workers) if threads is None else threads,),
     )
 
@@ -157,7 +158,7 @@ def _ping() -> None:
     """Proves a fresh worker process started (spawn re-imports the main module)."""
 
 
-def _order(refs: list[VideoRef]) -> list[VideoRef]:
+def largest_first(refs: list[VideoRef]) -> list[VideoRef]:
     """Unique refs, largest files first, so that one long video does not finish last alone."""
     unique = list(dict.fromkeys(refs))
 
@@ -175,22 +176,16 @@ def build(
 ) -> BuildReport:
     """See :meth:`FrameCache.build`."""
     t0 = time.perf_counter()
-    jobs = _order(refs)
+    jobs = largest_first(refs)
     report = BuildReport(workers=workers)
     args = cache_args(cache)
     if workers > 0 and jobs:
         _check_picklable(cache)
     spec_json = spec.model_dump_json()
-    with _progress(len(jobs), progress) as advance:
+    with progress_bar(len(jobs), progress) as advance:
 
         def record(ref: VideoRef, outcome: Outcome) -> None:
-            status, nbytes, reason = outcome
-            if status == "failed":
-                report.failed[label(ref)] = reason
-            else:
-                (report.built if status == "built" else report.hit).append(label(ref))
-                report.bytes_total += nbytes
-                report.bytes_built += nbytes if status == "built" else 0
+            record_outcome(report, ref, outcome)
             advance(label(ref))
 
         if workers <= 0:
@@ -202,6 +197,17 @@ def build(
                 _run_isolated(left, args, spec_json, workers, record)
     report.seconds = time.perf_counter() - t0
     return report
+
+
+def record_outcome(report: BuildReport, ref: VideoRef, outcome: Outcome) -> None:
+    """Add one video's outcome (from :func:`build_one`) to ``report``."""
+    status, nbytes, reason = outcome
+    if status == "failed":
+        report.failed[label(ref)] = reason
+    else:
+        (report.built if status == "built" else report.hit).append(label(ref))
+        report.bytes_total += nbytes
+        report.bytes_built += nbytes if status == "built" else 0
 
 
 def _run_pool(
@@ -256,7 +262,7 @@ def _run_isolated(
 
 
 @contextmanager
-def _progress(total: int, enabled: bool) -> Iterator[Callable[[str], None]]:
+def progress_bar(total: int, enabled: bool) -> Iterator[Callable[[str], None]]:
     """A rich progress bar on stderr; yields ``advance(label)``."""
     if not enabled:
         yield lambda _label: None

@@ -27,6 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="decoding processes (0 = in this process; default: %(default)s)",
     )
     build.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _ray_args(build)
 
     verify = sub.add_parser("verify", help="read every entry in full; report damaged ones")
     _store_args(verify)
@@ -48,6 +49,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _store_args(prune)
     prune.add_argument("--all", action="store_true", help="remove every entry")
     prune.add_argument("--dry-run", action="store_true", help="only say what would go")
+
+
+def _ray_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("distributed build (needs pip install 'evalkit[ray]')")
+    g.add_argument(
+        "--ray",
+        action="store_true",
+        help="decode with Ray tasks (one per long video, a few short ones per task), "
+        "writing into --root, which every node must see at the same path; without "
+        "--ray-address a local Ray instance with --workers CPUs is started and stopped",
+    )
+    g.add_argument(
+        "--ray-address",
+        metavar="ADDR",
+        help="join this Ray cluster (e.g. auto, or HEAD_IP:6379 after `ray start --head`); "
+        "implies --ray",
+    )
+    g.add_argument(
+        "--node-map",
+        metavar="FILE",
+        help="where node-local videos live: lines `PATH_PREFIX NODE` (NODE: a Ray node id "
+        "or the node's IP; # comments); tasks for videos under a prefix run on that node "
+        "(waiting while it is busy) and elsewhere only if it is gone. Implies --ray",
+    )
 
 
 def _store_args(p: argparse.ArgumentParser) -> None:
@@ -151,13 +176,31 @@ def run(args: argparse.Namespace) -> int:
 def _build(args: argparse.Namespace) -> int:
     spec, videos = _plan(args)
     cache = _cache(args, with_codec=True)
-    report = cache.build(videos, spec, workers=args.workers, progress=not args.no_progress)
+    if args.ray or args.ray_address or args.node_map:
+        report = _build_on_ray(args, cache, spec, videos)
+    else:
+        report = cache.build(videos, spec, workers=args.workers, progress=not args.no_progress)
     if args.json:
         print(json.dumps({"root": str(cache.root), **report.to_dict()}))
     else:
         print(f"frame cache {cache.root}")
         print(report.summary())
     return 0 if report.ok else 1
+
+
+def _build_on_ray(args: argparse.Namespace, cache: Any, spec: FrameSpec, videos: list[Any]) -> Any:
+    from evalkit.cache.key import as_ref
+    from evalkit.scale.cache_build import build_on_ray, read_node_map
+
+    return build_on_ray(
+        cache,
+        [as_ref(v) for v in videos],
+        spec,
+        address=args.ray_address,
+        node_map=read_node_map(args.node_map) if args.node_map else (),
+        num_cpus=args.workers or None,
+        progress=not args.no_progress,
+    )
 
 
 def _verify(args: argparse.Namespace) -> int:

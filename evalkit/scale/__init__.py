@@ -1,0 +1,1 @@
+"""Scale-out on Ray: replicas, the distributed cache build and the shared judge service."""
