@@ -20,7 +20,8 @@ from torch import Tensor, nn
 
 from .algorithms.advantages import AdvantageInputs, compute_advantages
 from .batch import Response, TrainBatch, collate, response_logprobs
-from .config import MixPolicyConfig
+from .config import MixPolicyConfig, OptimizerConfig
+from .lr_schedule import build_scheduler
 from .mix_policy import build_group, online_count
 from .step import StepInputs, StepResult, StepSettings, ppo_update
 
@@ -58,6 +59,18 @@ def sample_responses(
         done |= tok == EOS
         last = tok
         if bool(done.all()):
+            break
+    return out
+
+
+@torch.no_grad()
+def greedy_response(policy: ToyPolicy, prompt_ids: list[int], max_tokens: int) -> list[int]:
+    """The argmax response (ReMax's baseline rollout); draws no random numbers."""
+    last, out = prompt_ids[-1], []
+    for _ in range(max_tokens):
+        last = int(policy(torch.tensor([[last]]))[0, -1].argmax())
+        out.append(last)
+        if last == EOS:
             break
     return out
 
@@ -101,6 +114,11 @@ class ToyRun:
     lr: float = 0.02
     mix: MixPolicyConfig = field(default_factory=MixPolicyConfig)
     """Mix-policy: the offline trajectory is the answer token followed by EOS."""
+    advantage: str = "grpo"
+    """grpo, or remax (baseline: the reward of one greedy response per prompt)."""
+    lr_schedule: OptimizerConfig | None = None
+    """A learning-rate schedule over ``schedule_steps`` training steps (None: constant)."""
+    schedule_steps: int = 10
 
     def __post_init__(self) -> None:
         torch.manual_seed(self.seed)
@@ -110,6 +128,12 @@ class ToyRun:
         self.items = list(range(BOS + 1, BOS + 1 + self.k))
         self.epoch, self.position = 0, 0
         self.order = self._order()
+        self.scheduler = None
+        if self.lr_schedule is not None:
+            self.scheduler = build_scheduler(self.optimizer, self.lr_schedule, self.schedule_steps)
+        self.baselines: Tensor | None = None
+        """ReMax: the greedy response's reward, per row of the last rollout batch."""
+        self.last_advantages: Tensor | None = None
 
     def _order(self) -> list[int]:
         return [int(i) for i in np.random.permutation(len(self.items))]
@@ -133,7 +157,7 @@ class ToyRun:
 
     def rollout(self) -> tuple[TrainBatch, Tensor]:
         """Sample a batch of groups (mix-policy groups when enabled) and their overall rewards."""
-        groups, rewards = [], []
+        groups, rewards, baselines = [], [], []
         for gid, prompt in enumerate(self._next_prompts()):
             offline = str(prompt[-1] + self.k)  # the reference answer, as text
             count = online_count(self.n, self.mix, offline)
@@ -151,16 +175,25 @@ class ToyRun:
             )
             groups.append(group)
             rewards += [toy_reward(prompt, r.token_ids, self.k)["overall"] for r in group.responses]
+            if self.advantage == "remax":
+                greedy = greedy_response(self.policy, prompt, self.max_tokens)
+                baselines += [toy_reward(prompt, greedy, self.k)["overall"]] * len(group.responses)
+        self.baselines = torch.tensor(baselines) if baselines else None
         return collate(groups, PAD), torch.tensor(rewards)
 
     def step(self) -> list[StepResult]:
-        """Rollout, old log-probs once, GRPO advantages, then :func:`ppo_update`'s steps."""
+        """Rollout, old log-probs once, advantages, :func:`ppo_update`'s steps, lr schedule."""
         batch, rewards = self.rollout()
         with torch.no_grad():
             old_logp = response_logprobs(self.policy, batch, self.settings.temperature)
         adv = compute_advantages(
-            "grpo", AdvantageInputs(rewards, batch.group_ids, batch.response_mask)
+            self.advantage,
+            AdvantageInputs(rewards, batch.group_ids, batch.response_mask, self.baselines),
         )
+        self.last_advantages = adv
         inputs = StepInputs(batch, old_logp, adv, ref_logp=old_logp.clone())
         settings = replace(self.settings, ppo_epochs=self.updates_per_batch)
-        return ppo_update(self.policy, self.optimizer, inputs, settings)
+        results = ppo_update(self.policy, self.optimizer, inputs, settings)
+        if self.scheduler is not None:
+            self.scheduler.step()
+        return results
