@@ -133,7 +133,8 @@ class ToyRun:
             self.scheduler = build_scheduler(self.optimizer, self.lr_schedule, self.schedule_steps)
         self.baselines: Tensor | None = None
         """ReMax: the greedy response's reward, per row of the last rollout batch."""
-        self.last_advantages: Tensor | None = None
+        self.last: tuple[TrainBatch, Tensor, Tensor] | None = None
+        """(batch, overall rewards, advantages) of the last step."""
 
     def _order(self) -> list[int]:
         return [int(i) for i in np.random.permutation(len(self.items))]
@@ -190,7 +191,7 @@ class ToyRun:
             self.advantage,
             AdvantageInputs(rewards, batch.group_ids, batch.response_mask, self.baselines),
         )
-        self.last_advantages = adv
+        self.last = (batch, rewards, adv)
         inputs = StepInputs(batch, old_logp, adv, ref_logp=old_logp.clone())
         settings = replace(self.settings, ppo_epochs=self.updates_per_batch)
         results = ppo_update(self.policy, self.optimizer, inputs, settings)
