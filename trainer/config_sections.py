@@ -67,6 +67,11 @@ class RunConfig(_Section):
     """Score the policy on data.val_path every N steps and after the last one (0 = never)."""
     val_limit: int | None = Field(default=None, ge=1)
     """Validate on the first N rows of the val set (None: all)."""
+    val_temperature: float = Field(default=0.0, ge=0)
+    """Sampling temperature of the validation answers (0: greedy, verl's default;
+    EasyVideoR1's video_rl.yaml samples at 0.7, top_p 0.95)."""
+    val_top_p: float = Field(default=1.0, gt=0, le=1)
+    """Nucleus threshold of the validation answers."""
     loggers: list[LoggerName] = Field(default_factory=lambda: list(DEFAULT_LOGGERS))
     """Metric sinks: jsonl (metrics.jsonl, always needed), tensorboard (when installed),
     wandb (imported only when listed; WANDB_MODE / wandb_mode=offline work without network)."""

@@ -149,8 +149,16 @@ class GRPORecipe:
             return {}
         self.actor.model.eval()
         sync_weights(self.engine, self.actor, self.loop)
-        max_tokens = self.cfg.rollout.max_response_tokens
-        values = self.validator.run(self.engine, self.loop, self.actor, self._rewards, max_tokens)
+        cfg = self.cfg
+        sampling = SamplingParams(
+            max_tokens=cfg.rollout.max_response_tokens,
+            temperature=cfg.trainer.val_temperature,
+            top_p=cfg.trainer.val_top_p,
+        )
+        seed = cfg.seed * 1_000_003 + step * 1009 + 7  # not a training rollout's seed
+        values = self.validator.run(
+            self.engine, self.loop, self.actor, self._rewards, sampling, seed
+        )
         return values | {"val/step": float(step)}
 
     # -- one step -------------------------------------------------------------------------

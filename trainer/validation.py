@@ -1,7 +1,8 @@
 """Validation on ``data.val_path``: the policy's greedy answers scored by the training rewards.
 
 verl's ``_validate``: at ``trainer.val_before_train`` and every ``trainer.val_freq`` steps
-(and after the last), one greedy response per held-out prompt through the rollout engine,
+(and after the last), one response per held-out prompt through the rollout engine (greedy
+unless ``trainer.val_temperature`` > 0; sampled answers use a seed fixed per step),
 scored by the same reward function as training; logged as ``val/...`` metrics in the run's
 metrics.jsonl. The periodic evalkit evaluation (``schedule.eval_every``) is separate.
 """
@@ -14,8 +15,10 @@ from typing import Any
 
 from torch import Tensor
 
+from evalkit.engines.base import SamplingParams
+
 from .data import TrainItem
-from .greedy import greedy_responses
+from .greedy import one_response_each
 
 Scorer = Callable[[TrainItem, list[str], list[int]], dict[str, Tensor]]
 """(item, texts, token lengths) -> per-key reward tensors (the recipe's reward path)."""
@@ -44,11 +47,12 @@ class Validator:
         loop: Any,
         actor: Any,
         score: Scorer,
-        max_tokens: int,
+        sampling: SamplingParams,
+        seed: int = 0,
     ) -> dict[str, float]:
-        """Greedy answers to every val item, scored; ``val/<key>`` means and counts."""
+        """One answer per val item, scored; ``val/<key>`` means and counts."""
         requests = [self.build_request(it.sample) for it in self.items]
-        responses = greedy_responses(engine, requests, actor, max_tokens, loop)
+        responses = one_response_each(engine, requests, actor, sampling, seed, loop)
         per_key: dict[str, list[float]] = {}
         by_type: dict[str, list[float]] = {}
         for item, resp in zip(self.items, responses, strict=True):
