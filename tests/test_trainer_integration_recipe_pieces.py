@@ -4,7 +4,6 @@ a file and a (fake) wandb; then its checkpoint exported to HF format and loaded 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 import os
@@ -166,12 +165,14 @@ def test_the_vision_tower_stays_frozen_while_the_lm_moves(trained: dict[str, Any
     assert not opt_params & {id(p) for p in recipe.actor.model.model.visual.parameters()}
 
 
-def test_export_reloads_with_identical_logits_and_evalkit_runs_it(trained: dict[str, Any]) -> None:
+def test_export_reloads_identically_and_evalkit_run_evaluates_it(
+    trained: dict[str, Any],
+) -> None:
     from transformers import AutoModelForImageTextToText
 
-    from evalkit.engines.base import Request, SamplingParams
+    from evalkit.cli.main import main as evalkit_main
     from evalkit.engines.family import detect_family
-    from evalkit.engines.hf_engine import HFConfig, HFEngine
+    from evalkit.rundir import RunDir
     from evalkit.trainer.__main__ import main
 
     out = trained["root"] / "export"
@@ -187,8 +188,15 @@ def test_export_reloads_with_identical_logits_and_evalkit_runs_it(trained: dict[
     with torch.no_grad():
         assert torch.equal(reloaded(input_ids=ids).logits, model(input_ids=ids).logits)
     assert detect_family(out).name == detect_family(trained["recipe"].cfg.model).name
-    engine = HFEngine(HFConfig(model=str(out)))
-    request = Request("q", "Is it moving?", sampling=SamplingParams(max_tokens=4))
-    completion = asyncio.run(engine.generate(request))
-    asyncio.run(engine.close())
-    assert len(completion.texts) == 1
+    # `evalkit run --model OUT/` on a video row of the training file (an ad-hoc benchmark)
+    root = trained["root"]
+    args = ["run", "--model", str(out), "--data", str(root / "sv" / "train.jsonl")]
+    args += ["--engine", "hf", "--limit", "1", "--max-tokens", "4", "--no-progress"]
+    args += ["--cache-root", str(root / "cache"), "--runs-dir", str(root / "runs")]
+    assert evalkit_main([*args, "--run-id", "exported"]) == 0
+    rundir = RunDir(root / "runs" / "exported")
+    statuses = []
+    for bench in rundir.benchmarks():  # SynthVideo's rows, and the ad-hoc long text row
+        with rundir.store(bench) as store:
+            statuses += [r["status"] for r in store.records()]
+    assert statuses and set(statuses) == {"ok"}
