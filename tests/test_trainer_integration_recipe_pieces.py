@@ -146,11 +146,12 @@ def test_remax_advantage_is_reward_minus_greedy_reward(trained: dict[str, Any]) 
     last = trained["recipe"].last_update
     adv, overall, baseline = last["advantages"], last["overall"], last["baseline"]
     assert baseline is not None and baseline.shape == overall.shape
-    mask = adv != 0
+    mask = last["response_mask"].bool()
     for i in range(adv.shape[0]):
         values = adv[i][mask[i]]
         assert torch.allclose(values, (overall[i] - baseline[i]).expand_as(values))
-    assert bool(mask.any())
+        assert bool((adv[i][~mask[i]] == 0).all())
+    assert bool((adv != 0).any())
 
 
 def test_the_vision_tower_stays_frozen_while_the_lm_moves(trained: dict[str, Any]) -> None:

@@ -108,3 +108,28 @@ def test_resume_without_the_scheduler_state_diverges(tmp_path):
     state = ckpt.load_checkpoint(path, fresh.policy, fresh.optimizer)
     fresh.load_data_state(state.data_state)
     assert _losses(fresh, 4) != expected
+
+
+def test_per_optimizer_step_the_schedule_advances_after_every_update():
+    from dataclasses import replace
+
+    from evalkit.trainer.algorithms.advantages import AdvantageInputs, compute_advantages
+    from evalkit.trainer.step import StepInputs, compute_logprobs, ppo_update
+
+    run = ToyRun(SETTINGS, seed=2, prompts_per_step=4)
+    sched = build_scheduler(run.optimizer, COSINE, total=12)
+    batch, rewards = run.rollout()
+    adv = compute_advantages("grpo", AdvantageInputs(rewards, batch.group_ids, batch.response_mask))
+    old = compute_logprobs(run.policy, batch, 64)
+    settings = replace(SETTINGS, ppo_epochs=2, ppo_mini_batch_size=2)  # 2 x 2 updates
+    lrs = []
+
+    class Noting:  # the lr each optimizer step used, read just before the schedule moves
+        def step(self):
+            lrs.append(run.optimizer.param_groups[0]["lr"])
+            sched.step()
+
+    inputs = StepInputs(batch, old, adv, old.clone())
+    ppo_update(run.policy, run.optimizer, inputs, settings, Noting())
+    assert sched.last_epoch == 4
+    assert lrs == pytest.approx([0.0, 0.01, 0.02, 0.02 * (0.45 * math.cos(math.pi / 10) + 0.55)])

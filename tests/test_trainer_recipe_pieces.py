@@ -6,6 +6,7 @@ import logging
 import sys
 import types
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -110,7 +111,12 @@ class _FakeRun:
 def test_wandb_receives_every_record_when_listed(tmp_path, monkeypatch):
     runs: list[_FakeRun] = []
     fake = types.ModuleType("wandb")
-    fake.init = lambda **kw: runs.append(_FakeRun(**kw)) or runs[-1]  # type: ignore[attr-defined]
+
+    def init(**kwargs: Any) -> _FakeRun:
+        runs.append(_FakeRun(**kwargs))
+        return runs[-1]
+
+    fake.init = init  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "wandb", fake)
     cfg = load_config(None, ["trainer.loggers=[jsonl, wandb]", "trainer.wandb_mode=offline"])
     log = MetricsLog(

@@ -67,7 +67,7 @@ class GRPORecipe:
         self.last_texts: dict[str, list[str]] = {}
         """Online response texts of the last step, per sample id (for inspection)."""
         self.last_update: dict[str, torch.Tensor | None] = {}
-        """Rewards, ReMax baselines and advantages (B, T) of the last update (inspection)."""
+        """Rewards, ReMax baselines, advantages and response mask of the last update."""
 
     @property
     def out_dir(self) -> Path:
@@ -286,7 +286,12 @@ class GRPORecipe:
             AdvantageInputs(rewards, batch.group_ids, batch.response_mask, baseline, kl),
             AdvantageOptions.from_config(algo),
         )
-        self.last_update = {"overall": rewards["overall"], "baseline": baseline, "advantages": adv}
+        self.last_update = {
+            "overall": rewards["overall"],
+            "baseline": baseline,
+            "advantages": adv,
+            "response_mask": batch.response_mask,
+        }
         # old log-probs above come from the rollout's weights, once; every update reuses them
         lr, per_update = current_lr(self.optimizer), cfg.optimizer.lr_step_per == "optimizer_step"
         inputs = StepInputs(batch, old_logp, adv, ref_logp)
