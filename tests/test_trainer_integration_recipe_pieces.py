@@ -97,7 +97,6 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             f"rewards.function={root / 'reward.py'}:by_length",
             "trainer.val_before_train=true",
             "trainer.val_freq=2",
-            "trainer.val_limit=2",
             "trainer.loggers=[jsonl, wandb]",
             f"checkpoint.dir={root / 'run' / 'ckpt'}",
         ],
@@ -127,7 +126,8 @@ def test_validation_before_training_and_at_val_freq(trained: dict[str, Any]) -> 
     history = trained["history"]
     assert [h["step"] for h in history] == [0, 1, 2]
     for h in (history[0], history[2]):
-        assert h["val/n"] == 2.0 and h["val/reward/accuracy"] == 0.25
+        assert h["val/n"] == 4.0 and h["val/filtered_overlong"] == 1.0  # the long row again
+        assert h["val/reward/accuracy"] == 0.25
         assert 0.0 <= h["val/reward/overall"] <= 1.0 and h["val/response_length"] > 0
     assert not any(k.startswith("val/") for k in history[1])
     records = read_metrics(trained["recipe"].metrics.path)

@@ -143,3 +143,22 @@ def test_wandb_is_never_imported_unless_listed(tmp_path, monkeypatch):
     assert make_sinks(load_config(), tmp_path) == []
     with pytest.raises(ConfigError, match="pip install wandb"):
         make_sinks(load_config(None, ["trainer.loggers=[jsonl,wandb]"]), tmp_path)
+
+
+def test_export_errors_name_what_to_do(tmp_path):
+    import json
+
+    from evalkit.trainer.export import export_checkpoint, resolve_checkpoint
+
+    with pytest.raises(ConfigError, match="holds no step_"):
+        resolve_checkpoint(tmp_path)
+    step = tmp_path / "step_00000003"
+    step.mkdir()
+    (step / "meta.json").write_text(json.dumps({"step": 3, "extra": {}}))
+    assert resolve_checkpoint(tmp_path) == step
+    with pytest.raises(ConfigError, match="pass --model"):
+        export_checkpoint(tmp_path, tmp_path / "out")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "x").write_text("taken")
+    with pytest.raises(ConfigError, match="not empty"):
+        export_checkpoint(step, tmp_path / "out", model=str(tmp_path))

@@ -182,6 +182,8 @@ class GRPORecipe:
             groups = result.groups
             metrics |= result.metrics()
             if not groups:
+                if cfg.optimizer.lr_step_per == "train_step":
+                    self.scheduler.step()  # the lr stays a function of the step number
                 return metrics | {"skipped_no_signal": 1.0, "time_s": time.perf_counter() - t0}
         else:
             groups = self._groups(self.data.next_batch(bs), step, 0)

@@ -65,14 +65,15 @@ def load_validator(cfg: TrainerConfig, actor: ActorPolicy, cache: FrameCache) ->
     data = _data(cfg, cfg.data.val_path, actor, cache)
     build = data.request_builder(SamplingParams())
     items = data.items[: run.val_limit] if run.val_limit else data.items
-    kept, _ = drop_overlong(
+    kept, dropped = drop_overlong(
         items,
         _counter(actor, build),
         cfg.data.max_prompt_tokens,
         lambda it: str(it.sample.id),
         what="validation",
     )
-    return Validator(kept, build, run.val_before_train, run.val_freq, cfg.schedule.steps)
+    last = cfg.schedule.steps
+    return Validator(kept, build, run.val_before_train, run.val_freq, last, len(dropped))
 
 
 def build_training(

@@ -34,6 +34,8 @@ class Validator:
     before_train: bool
     freq: int
     last_step: int
+    filtered_overlong: int = 0
+    """Val prompts left out for being over data.max_prompt_tokens (logged with each run)."""
 
     def due(self, step: int, start_step: int) -> bool:
         """Validate at ``step``? (``start_step`` is where this run starts: before training.)"""
@@ -63,6 +65,7 @@ class Validator:
         out = {f"val/reward/{k}": sum(v) / len(v) for k, v in per_key.items()}
         out["val/response_length"] = sum(len(r.token_ids) for r in responses) / len(responses)
         out["val/n"] = float(len(responses))
+        out["val/filtered_overlong"] = float(self.filtered_overlong)
         if len(by_type) > 1:
             out |= {f"val/accuracy/{t}": sum(v) / len(v) for t, v in sorted(by_type.items())}
         return out
