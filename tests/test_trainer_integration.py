@@ -109,7 +109,12 @@ def _run(d: dict[str, Path], name: str, steps: int, resume: bool, *extra: str) -
 
 
 def test_resume_continues_identically_with_mix_policy(setup_dir: dict[str, Path]) -> None:
-    mix = ("mix_policy.enable_mix_policy=true", "checkpoint.every=2")
+    mix = (
+        "mix_policy.enable_mix_policy=true",
+        "checkpoint.every=2",
+        "optimizer.lr_schedule=cosine",  # the schedule's position is resumed too
+        "optimizer.warmup_steps=1",
+    )
     full = _run(setup_dir, "full", 4, False, *mix)
     assert sum(h["offline_slots"] for h in full) > 0
     # a second run resumes from the full run's step-2 checkpoint only
@@ -117,7 +122,7 @@ def test_resume_continues_identically_with_mix_policy(setup_dir: dict[str, Path]
     shutil.copytree(src, setup_dir["root"] / "resumed" / "ckpt" / src.name)
     resumed = _run(setup_dir, "resumed", 4, True, *mix)
     assert [h["step"] for h in resumed] == [3, 4]
-    keys = ("loss", "reward/overall", "online/accuracy", "response_length", "grad_norm")
+    keys = ("loss", "reward/overall", "online/accuracy", "response_length", "grad_norm", "lr")
     for a, b in zip(full[2:], resumed, strict=True):
         assert {k: a[k] for k in keys} == {k: b[k] for k in keys}
 

@@ -1,4 +1,4 @@
-"""``python -m evalkit.trainer train --config X.yaml key=value ...`` and ``... filter``."""
+"""``python -m evalkit.trainer train --config X.yaml key=value ...``, ``filter``, ``export``."""
 
 from __future__ import annotations
 
@@ -40,6 +40,14 @@ def _filter(args: argparse.Namespace) -> int:
     return 0
 
 
+def _export(args: argparse.Namespace) -> int:
+    from .export import export_checkpoint
+
+    out = export_checkpoint(args.checkpoint, args.out, model=args.model, dtype=args.dtype)
+    print(f"exported: {out} (evaluate with: evalkit run --model {out} ...)")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The trainer's command line."""
     parser = argparse.ArgumentParser(prog="python -m evalkit.trainer", description=__doc__)
@@ -61,6 +69,12 @@ def build_parser() -> argparse.ArgumentParser:
     filt.add_argument("--cache-root", default=None, help="frame cache folder")
     filt.add_argument("--concurrency", type=int, default=8, help="requests in flight")
     filt.set_defaults(func=_filter)
+    exp = sub.add_parser("export", help="a checkpoint as a HF model directory (evalkit run)")
+    exp.add_argument("checkpoint", help="a step_* directory, or a checkpoint folder (newest)")
+    exp.add_argument("out", help="new (or empty) output directory")
+    exp.add_argument("--model", default=None, help="base model (default: the run's, from meta)")
+    exp.add_argument("--dtype", default=None, help="cast the weights (e.g. bfloat16)")
+    exp.set_defaults(func=_export)
     return parser
 
 

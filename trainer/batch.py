@@ -135,8 +135,8 @@ PolicyFn = Callable[[Tensor, Tensor], Tensor]
 """``policy(input_ids (B, L), attention_mask (B, L)) -> logits (B, L, V)``."""
 
 
-def response_logprobs(policy: PolicyFn, batch: TrainBatch, temperature: float = 1.0) -> Tensor:
-    """Log-probs (B, T) of the response tokens under ``policy`` (logits / temperature).
+def response_log_softmax(policy: PolicyFn, batch: TrainBatch, temperature: float = 1.0) -> Tensor:
+    """Log-softmax (B, T, V) of the distributions that predict the response tokens.
 
     A policy with a ``logits_for(batch)`` method (the HF actor, whose rows carry visual
     inputs) gets the whole batch; a plain callable gets ids and mask.
@@ -150,5 +150,10 @@ def response_logprobs(policy: PolicyFn, batch: TrainBatch, temperature: float = 
     logits = logits[:, p_len - 1 : p_len + t_len - 1].float()
     if temperature != 1.0:
         logits = logits / temperature
-    logp = torch.log_softmax(logits, dim=-1)
+    return torch.log_softmax(logits, dim=-1)
+
+
+def response_logprobs(policy: PolicyFn, batch: TrainBatch, temperature: float = 1.0) -> Tensor:
+    """Log-probs (B, T) of the response tokens under ``policy`` (logits / temperature)."""
+    logp = response_log_softmax(policy, batch, temperature)
     return logp.gather(-1, batch.response_ids.unsqueeze(-1)).squeeze(-1)

@@ -1,6 +1,7 @@
 """Checkpoints that resume exactly: model, optimizer, RNG states, step and data position.
 
-Layout: ``<dir>/step_00000042/{model.pt, optimizer.pt, rng.pt, meta.json}``. A checkpoint is
+Layout: ``<dir>/step_00000042/{model.pt, optimizer.pt, rng.pt, meta.json}``, plus
+``scheduler.pt`` when the run has a learning-rate schedule. A checkpoint is
 written into a hidden temporary directory beside it, every file fsync'd, then renamed into
 place in one step, so a crash never leaves a half-written ``step_*`` directory; a reader
 only ever lists complete ones. Files are loaded with ``weights_only=True`` (no pickle code).
@@ -9,6 +10,7 @@ only ever lists complete ones. Files are loaded with ``weights_only=True`` (no p
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
 import shutil
@@ -21,6 +23,7 @@ import numpy as np
 import torch
 from torch import nn
 
+log = logging.getLogger(__name__)
 FORMAT_VERSION = 1
 _PREFIX = "step_"
 
@@ -88,6 +91,7 @@ def save_checkpoint(
     data_state: dict[str, Any],
     extra: dict[str, Any] | None = None,
     keep_last: int | None = None,
+    scheduler: Any = None,
 ) -> Path:
     """Write the checkpoint of ``step`` atomically; return its directory.
 
@@ -105,6 +109,8 @@ def save_checkpoint(
         _save_file(model.state_dict(), tmp / "model.pt")
         _save_file(optimizer.state_dict(), tmp / "optimizer.pt")
         _save_file(capture_rng(), tmp / "rng.pt")
+        if scheduler is not None:
+            _save_file(scheduler.state_dict(), tmp / "scheduler.pt")
         meta = {
             "format_version": FORMAT_VERSION,
             "step": step,
@@ -166,8 +172,13 @@ def load_checkpoint(
     model: nn.Module,
     optimizer: torch.optim.Optimizer | None = None,
     restore_random: bool = True,
+    scheduler: Any = None,
 ) -> Resumed:
-    """Load ``path`` (a ``step_*`` directory) into ``model``/``optimizer`` and the RNGs."""
+    """Load ``path`` (a ``step_*`` directory) into ``model``/``optimizer``/``scheduler``, RNGs.
+
+    A checkpoint without ``scheduler.pt`` (saved before the run had a schedule) leaves the
+    scheduler at its start, with a warning.
+    """
     path = Path(path)
     try:
         meta = json.loads((path / "meta.json").read_text())
@@ -180,6 +191,11 @@ def load_checkpoint(
     model.load_state_dict(torch.load(path / "model.pt", weights_only=True))
     if optimizer is not None:
         optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=True))
+    if scheduler is not None:
+        if (path / "scheduler.pt").is_file():
+            scheduler.load_state_dict(torch.load(path / "scheduler.pt", weights_only=True))
+        else:
+            log.warning("%s has no scheduler.pt; the learning-rate schedule restarts", path)
     if restore_random:
         restore_rng(torch.load(path / "rng.pt", weights_only=True))
     return Resumed(int(meta["step"]), dict(meta["data_state"]), path, dict(meta["extra"]))

@@ -13,20 +13,19 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from evalkit.config import _explain
 from evalkit.errors import ConfigError
 
-from .config_correction import ActorConfig, RolloutCorrectionConfig
+from .config_correction import RolloutCorrectionConfig
+from .config_sections import ActorConfig, OptimizerConfig, RunConfig, _Section
+
+__all__ = ["ActorConfig", "OptimizerConfig", "RunConfig", "TrainerConfig", "load_config"]
 
 LossAggMode = Literal[
     "token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm", "seq-mean-token-sum-norm-mean"
 ]
-
-
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
 
 class DataConfig(_Section):
@@ -49,7 +48,8 @@ class DataConfig(_Section):
     fps: float = Field(default=2.0, gt=0)
     """Frame sampling rate in frames per second (capped by video_max_frames)."""
     max_prompt_tokens: int = Field(default=4096, gt=0)
-    """Prompts longer than this (visual tokens included) are rejected."""
+    """Prompts longer than this (visual tokens included) are left out before training, with
+    a warning naming them and their count in ``data/filtered_overlong`` (verl's filter)."""
     shuffle: bool = True
     """Shuffle the training samples each epoch (seeded)."""
 
@@ -185,6 +185,9 @@ class RewardsConfig(_Section):
     """Weight of the format reward."""
     overlong: OverlongConfig = Field(default_factory=OverlongConfig)
     """Soft overlong penalty."""
+    function: str | None = Field(default=None, pattern=r"^.+\.py:[A-Za-z_]\w*$")
+    """``path/to/file.py:fn``, fn(sample, prediction, w_acc=, w_fmt=) -> {accuracy, format,
+    overall}, loaded at startup (None: evalkit's scorers)."""
 
 
 class MixPolicyConfig(_Section):
@@ -198,21 +201,6 @@ class MixPolicyConfig(_Section):
     accuracy_gate: float | None = None
     """Gate on the online group's mean accuracy (None: always mix). append inserts when the
     mean <= this; replace_last replaces when the mean < this (EasyVideoR1's strict test)."""
-
-
-class OptimizerConfig(_Section):
-    """AdamW and gradient clipping."""
-
-    lr: float = Field(default=1e-6, gt=0)
-    """Learning rate."""
-    betas: tuple[float, float] = (0.9, 0.999)
-    """AdamW betas."""
-    eps: float = Field(default=1e-8, gt=0)
-    """AdamW epsilon."""
-    weight_decay: float = Field(default=0.01, ge=0)
-    """AdamW decoupled weight decay."""
-    grad_clip: float | None = Field(default=1.0, gt=0)
-    """Clip the global gradient norm to this (None = no clipping)."""
 
 
 class ScheduleConfig(_Section):
@@ -290,12 +278,17 @@ class TrainerConfig(_Section):
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
     """Checkpointing."""
     actor: ActorConfig = Field(default_factory=ActorConfig)
-    """Actor forward options."""
+    """Frozen vision tower, entropy bonus, vision shared per group."""
+    trainer: RunConfig = Field(default_factory=RunConfig)
+    """Validation on data.val_path and metric loggers."""
 
     @model_validator(mode="after")
     def _check(self) -> TrainerConfig:
         if self.mix_policy.enable_mix_policy and self.rollout.n < 2:
             raise ValueError("mix_policy.enable_mix_policy needs rollout.n >= 2 (n-1 online + 1)")
+        run = self.trainer
+        if (run.val_before_train or run.val_freq) and not self.data.val_path:
+            raise ValueError("trainer.val_before_train / val_freq need data.val_path")
         return self
 
     @property

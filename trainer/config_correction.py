@@ -1,7 +1,7 @@
-"""Config sections of rollout correction and the actor's forward options.
+"""Config section of rollout correction.
 
 Split from :mod:`trainer.config` (which re-exports them) to keep each module small; the
-YAML keys are ``algorithm.rollout_correction`` and ``actor``.
+YAML key is ``algorithm.rollout_correction``.
 """
 
 from __future__ import annotations
@@ -27,11 +27,3 @@ class RolloutCorrectionConfig(_Section):
     w = min(prod_t pi_old/pi_rollout, cap) per sequence. w multiplies the policy loss."""
     cap: float = Field(default=2.0, gt=0)
     """Upper bound C of the weights (verl rollout_is_threshold, default 2)."""
-
-
-class ActorConfig(_Section):
-    """How the actor runs its forwards."""
-
-    share_vision_per_group: bool = True
-    """Old/ref log-prob forwards (no gradient) encode each prompt's images/video once and
-    reuse the features for the group's n responses (the update forward keeps per-row vision)."""

@@ -1,5 +1,7 @@
 """Training metrics: a JSON line per step in ``metrics.jsonl``, TensorBoard if installed, progress.
 
+Further sinks (wandb, :mod:`trainer.loggers`) receive every record too.
+
 Evaluation scores arrive from the background eval hook as their own lines
 (``{"step": s, "eval/<bench>": ...}``), in the same file, next to the training metrics.
 """
@@ -10,8 +12,9 @@ import json
 import logging
 import math
 import threading
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 log = logging.getLogger(__name__)
 
@@ -26,10 +29,27 @@ PROGRESS_KEYS = (
 )
 
 
+class MetricSink(Protocol):
+    """Somewhere else the records go (a wandb run, ...)."""
+
+    def log(self, step: int, values: dict[str, Any]) -> None:
+        """Receive one record."""
+
+    def close(self) -> None:
+        """Flush and finish."""
+
+
 class MetricsLog:
     """Append-only JSONL metrics (thread-safe: the eval hook writes from its own thread)."""
 
-    def __init__(self, directory: str | Path, total_steps: int, tensorboard: bool = True) -> None:
+    def __init__(
+        self,
+        directory: str | Path,
+        total_steps: int,
+        tensorboard: bool = True,
+        sinks: Sequence[MetricSink] = (),
+    ) -> None:
+        self.sinks = list(sinks)
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.path = self.dir / "metrics.jsonl"
@@ -62,6 +82,8 @@ class MetricsLog:
                 for key, value in values.items():
                     if isinstance(value, int | float) and math.isfinite(value):
                         self._tb.add_scalar(key, value, step)
+            for sink in self.sinks:
+                sink.log(step, values)
         if progress:
             self._progress(step, values)
 
@@ -76,9 +98,11 @@ class MetricsLog:
             log.info(text)
 
     def close(self) -> None:
-        """Flush TensorBoard."""
+        """Flush TensorBoard and the other sinks."""
         if self._tb is not None:
             self._tb.close()
+        for sink in self.sinks:
+            sink.close()
 
 
 def _clean(value: Any) -> Any:

@@ -26,10 +26,15 @@ from .algorithms.rollout_correction import Correction, rollout_correction
 from .batch import Group, TrainBatch, collate
 from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from .config import TrainerConfig
-from .data import TrainData, TrainItem, load_items
+from .data import TrainItem
 from .eval_hook import EvalHook
+from .greedy import greedy_responses
+from .loggers import make_sinks
+from .lr_schedule import current_lr
 from .metrics import MetricsLog
 from .mix_policy import build_group, merge_offline_rewards, online_count
+from .recipe_setup import build_training, load_train_data, load_validator
+from .reward_loader import load_reward_function
 from .rewards import RewardFn, compute_rewards
 from .rollout import (
     EngineLoop,
@@ -42,7 +47,6 @@ from .rollout import (
 from .step import (
     StepInputs,
     StepSettings,
-    build_optimizer,
     compute_logprobs,
     ppo_update,
     summarize_updates,
@@ -55,14 +59,16 @@ class GRPORecipe:
     """Owns the actor, data, rollout engine, optimizer, metrics and eval hook of one run."""
 
     def __init__(self, cfg: TrainerConfig, reward_fn: RewardFn | None = None) -> None:
-        if cfg.algorithm.advantage == "remax":
-            raise ConfigError("advantage remax needs greedy baseline rollouts; not wired here yet")
         self.cfg = cfg
+        if reward_fn is None and cfg.rewards.function:  # before any model loads: fail fast
+            reward_fn = load_reward_function(cfg.rewards.function)
         self.reward_fn = reward_fn
         self.start_step = 0
         self.history: list[dict[str, Any]] = []
         self.last_texts: dict[str, list[str]] = {}
         """Online response texts of the last step, per sample id (for inspection)."""
+        self.last_update: dict[str, torch.Tensor | None] = {}
+        """Rewards, ReMax baselines, advantages and response mask of the last update."""
 
     @property
     def out_dir(self) -> Path:
@@ -83,12 +89,11 @@ class GRPORecipe:
         self.ref: ActorPolicy | None = None
         if cfg.algorithm.kl.estimator != "off":
             self.ref = copy.deepcopy(self.actor).eval().requires_grad_(False)
-        items = load_items(cfg.data.train_path, cfg.data.video_root)
         cache = FrameCache(cfg.data.cache_root)
-        self.data = TrainData(items, cfg.data, cache, cfg.seed, self.actor.family.factor)
-        self.data.build_cache()
+        self.data, self.filtered_overlong = load_train_data(cfg, self.actor, cache)
+        self.validator = load_validator(cfg, self.actor, cache)
         self.builder = self.data.request_builder(SamplingParams())
-        self.optimizer = build_optimizer(self.actor.parameters(), cfg.optimizer)
+        self.optimizer, self.scheduler = build_training(cfg, self.actor)
         self.settings = StepSettings.from_config(cfg)
         self.loop = EngineLoop()
         self.engine = make_rollout_engine(
@@ -96,19 +101,27 @@ class GRPORecipe:
         )
         latest = latest_checkpoint(cfg.checkpoint.dir) if resume else None
         if latest is not None:
-            resumed = load_checkpoint(latest, self.actor, self.optimizer)
+            resumed = load_checkpoint(latest, self.actor, self.optimizer, scheduler=self.scheduler)
             self.data.load_state_dict(resumed.data_state)
             self.start_step = resumed.step
             log.info("resumed from %s (step %d)", latest, resumed.step)
-        self.metrics = MetricsLog(self.out_dir, cfg.schedule.steps)
+        tensorboard = "tensorboard" in cfg.trainer.loggers
+        sinks = make_sinks(cfg, self.out_dir)
+        self.metrics = MetricsLog(self.out_dir, cfg.schedule.steps, tensorboard, sinks)
         self.eval_hook = EvalHook(cfg, self.out_dir, self.metrics.write)
 
     def run(self) -> list[dict[str, Any]]:
         """Train from ``start_step`` to ``schedule.steps``; returns the per-step metrics."""
         cfg = self.cfg
         every = cfg.checkpoint.every
+        before = self._validate(self.start_step)
+        if before:  # validation before training: its own record, at the start step
+            self.history.append({"step": self.start_step, **before})
+            self.metrics.write(self.start_step, before, progress=False)
+        first = {"data/filtered_overlong": float(self.filtered_overlong)}
         for step in range(self.start_step + 1, cfg.schedule.steps + 1):
-            values = self.train_step(step)
+            values = first | self.train_step(step) | self._validate(step)
+            first = {}
             self.history.append({"step": step, **values})
             self.metrics.write(step, values)
             if (every and step % every == 0) or step == cfg.schedule.steps:
@@ -118,7 +131,9 @@ class GRPORecipe:
                     self.actor,
                     self.optimizer,
                     self.data.state_dict(),
+                    extra={"model": cfg.model},
                     keep_last=cfg.checkpoint.keep_last,
+                    scheduler=self.scheduler,
                 )
             self.eval_hook.maybe_run(step, self.actor.model, self.actor.processor)
         return self.history
@@ -129,6 +144,24 @@ class GRPORecipe:
         self.loop.run(self.engine.close())
         self.loop.close()
         self.metrics.close()
+
+    def _validate(self, step: int) -> dict[str, float]:
+        """``val/...`` metrics when validation is due at ``step`` (see trainer.validation)."""
+        if self.validator is None or not self.validator.due(step, self.start_step):
+            return {}
+        self.actor.model.eval()
+        sync_weights(self.engine, self.actor, self.loop)
+        cfg = self.cfg
+        sampling = SamplingParams(
+            max_tokens=cfg.rollout.max_response_tokens,
+            temperature=cfg.trainer.val_temperature,
+            top_p=cfg.trainer.val_top_p,
+        )
+        seed = cfg.seed * 1_000_003 + step * 1009 + 7  # not a training rollout's seed
+        values = self.validator.run(
+            self.engine, self.loop, self.actor, self._rewards, sampling, seed
+        )
+        return values | {"val/step": float(step)}
 
     # -- one step -------------------------------------------------------------------------
 
@@ -151,6 +184,8 @@ class GRPORecipe:
             groups = result.groups
             metrics |= result.metrics()
             if not groups:
+                if cfg.optimizer.lr_step_per == "train_step":
+                    self.scheduler.step()  # the lr stays a function of the step number
                 return metrics | {"skipped_no_signal": 1.0, "time_s": time.perf_counter() - t0}
         else:
             groups = self._groups(self.data.next_batch(bs), step, 0)
@@ -180,6 +215,8 @@ class GRPORecipe:
         sync_weights(self.engine, self.actor, self.loop)
         seed = (cfg.seed * 1_000_003 + step * 1009 + attempt * 101) * 64
         online = sample_responses(self.engine, requests, counts, sampling, seed, self.loop)
+        remax = cfg.algorithm.advantage == "remax"
+        baselines = self._greedy_baselines(items, requests) if remax else []
         tok = self.actor.processor.tokenizer
         banned = set(visual_token_ids(tok, self.actor.family))
         online = [[cut_at_visual_tokens(r, banned, tok) for r in group] for group in online]
@@ -203,8 +240,19 @@ class GRPORecipe:
                 extra = self._rewards(it, [off.text], [len(off.token_ids)])
                 rewards = merge_offline_rewards(group, rewards, extra)
             group.meta |= {"rewards": rewards, "encoded": enc}
+            if remax:
+                group.meta["baseline"] = baselines[gi]
             groups.append(group)
         return groups
+
+    def _greedy_baselines(self, items: list[TrainItem], requests: list[Any]) -> list[float]:
+        """ReMax: the overall reward of one greedy response per prompt (verl's baseline)."""
+        max_tokens = self.cfg.rollout.max_response_tokens
+        greedy = greedy_responses(self.engine, requests, self.actor, max_tokens, self.loop)
+        return [
+            float(self._rewards(it, [r.text], [len(r.token_ids)])["overall"][0])
+            for it, r in zip(items, greedy, strict=True)
+        ]
 
     def _rewards(self, item: TrainItem, texts: list[str], lengths: list[int]) -> dict[str, Any]:
         rb = compute_rewards(
@@ -236,18 +284,27 @@ class GRPORecipe:
             if algo.kl.in_reward:
                 kl = token_kl(algo.kl.estimator, old_logp, ref_logp) * batch.response_mask
         corr = self._correction(batch, old_logp)
+        baseline = None
+        if "baseline" in groups[0].meta:  # ReMax: each row's prompt's greedy reward
+            baseline = torch.tensor([g.meta["baseline"] for g in groups for _ in g.responses])
         adv = compute_advantages(
             algo.advantage,
-            AdvantageInputs(rewards, batch.group_ids, batch.response_mask, token_kl=kl),
+            AdvantageInputs(rewards, batch.group_ids, batch.response_mask, baseline, kl),
             AdvantageOptions.from_config(algo),
         )
+        self.last_update = {
+            "overall": rewards["overall"],
+            "baseline": baseline,
+            "advantages": adv,
+            "response_mask": batch.response_mask,
+        }
         # old log-probs above come from the rollout's weights, once; every update reuses them
-        results = ppo_update(
-            self.actor,
-            self.optimizer,
-            StepInputs(batch, old_logp, adv, ref_logp, corr.weights),
-            self.settings,
-        )
+        lr, per_update = current_lr(self.optimizer), cfg.optimizer.lr_step_per == "optimizer_step"
+        inputs = StepInputs(batch, old_logp, adv, ref_logp, corr.weights)
+        sched = self.scheduler if per_update else None
+        results = ppo_update(self.actor, self.optimizer, inputs, self.settings, sched)
+        if not per_update:  # verl: once per training step, after the actor update
+            self.scheduler.step()
         self.last_texts = {
             str(getattr(g.sample, "id", g.group_id)): [
                 r.text for r in g.responses if not r.is_offline
@@ -262,6 +319,7 @@ class GRPORecipe:
         out["response_length"] = float(lengths[online].mean()) if online.any() else 0.0
         out["offline_slots"] = float(batch.is_offline.sum())
         out["groups"] = float(len(groups))
+        out["lr"] = lr
         return out
 
     def _correction(self, batch: TrainBatch, old_logp: torch.Tensor) -> Correction:

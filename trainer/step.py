@@ -20,6 +20,7 @@ from .algorithms.aggregation import AggNorm, aggregate
 from .algorithms.kl import token_kl
 from .algorithms.losses import POLICY_LOSSES, LossOptions
 from .batch import PolicyFn, TrainBatch, response_logprobs
+from .entropy import logprobs_and_entropy, masked_mean
 
 if TYPE_CHECKING:
     from .config import OptimizerConfig, TrainerConfig
@@ -54,6 +55,8 @@ class StepSettings:
     """Passes over the rollout batch (see :func:`ppo_update`)."""
     ppo_mini_batch_size: int | None = None
     """Groups (prompts) per optimizer step; None: the whole batch in one step."""
+    entropy_coeff: float = 0.0
+    """Entropy bonus: per-token loss -= entropy_coeff * entropy (verl's entropy_coeff)."""
 
     @classmethod
     def from_config(cls, cfg: TrainerConfig) -> StepSettings:
@@ -72,6 +75,7 @@ class StepSettings:
             temperature=cfg.rollout.temperature or 1.0,
             ppo_epochs=cfg.schedule.ppo_epochs,
             ppo_mini_batch_size=cfg.schedule.ppo_mini_batch_size,
+            entropy_coeff=cfg.actor.entropy_coeff,
         )
 
 
@@ -153,11 +157,15 @@ def accumulate_loss(
     for start in range(0, bsz, size):
         mb = _rows(inputs, slice(start, start + size))
         mb_mask = mb.batch.response_mask
-        logp = response_logprobs(policy, mb.batch, settings.temperature)
+        bonus = settings.entropy_coeff != 0.0
+        logp, entropy = logprobs_and_entropy(policy, mb.batch, settings.temperature, bonus)
         out = loss_fn(logp, mb.old_logp, mb.advantages, mb_mask, settings.loss_options)
         per_token = out.loss
         if mb.rollout_weights is not None:  # TIS reweights the policy term only (as verl)
             per_token = per_token * mb.rollout_weights
+        if bonus:  # aggregation is linear: the per-token bonus equals verl's agg(entropy) term
+            per_token = per_token - settings.entropy_coeff * entropy * mb_mask
+        out.metrics["entropy"] = masked_mean(entropy.detach(), mb_mask)
         if settings.kl_estimator != "off":
             if mb.ref_logp is None:
                 raise ValueError("KL in the loss needs StepInputs.ref_logp")
@@ -221,6 +229,7 @@ def ppo_update(
     optimizer: torch.optim.Optimizer,
     inputs: StepInputs,
     settings: StepSettings,
+    scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
 ) -> list[StepResult]:
     """verl's actor update: ``ppo_epochs`` passes x mini-batches, one optimizer step each.
 
@@ -229,14 +238,17 @@ def ppo_update(
     update, so from the second optimizer step on the ratio departs from 1 and clipping acts.
     Mini-batches run in a fixed order (no shuffling, no RNG drawn), so resuming from a
     checkpoint taken between steps repeats the same updates. With one epoch and one
-    mini-batch this is exactly one :func:`policy_step` on the whole batch.
+    mini-batch this is exactly one :func:`policy_step` on the whole batch. A ``scheduler``
+    given here advances after every optimizer step (``optimizer.lr_step_per``).
     """
     parts = mini_batches(inputs, settings.ppo_mini_batch_size)
-    return [
-        policy_step(policy, optimizer, part, settings)
-        for _ in range(settings.ppo_epochs)
-        for part in parts
-    ]
+    results = []
+    for _ in range(settings.ppo_epochs):
+        for part in parts:
+            results.append(policy_step(policy, optimizer, part, settings))
+            if scheduler is not None:
+                scheduler.step()
+    return results
 
 
 def summarize_updates(results: list[StepResult]) -> dict[str, float]:

@@ -21,8 +21,9 @@ from torch import Tensor, nn
 from .algorithms.advantages import AdvantageInputs, compute_advantages
 from .algorithms.rollout_correction import rollout_correction
 from .batch import Response, TrainBatch, collate, response_logprobs
-from .config import MixPolicyConfig
+from .config import MixPolicyConfig, OptimizerConfig
 from .config_correction import RolloutCorrectionConfig
+from .lr_schedule import build_scheduler
 from .mix_policy import build_group, online_count
 from .step import StepInputs, StepResult, StepSettings, ppo_update
 
@@ -84,6 +85,18 @@ def sample_with_logprobs(
     return out, lps
 
 
+@torch.no_grad()
+def greedy_response(policy: ToyPolicy, prompt_ids: list[int], max_tokens: int) -> list[int]:
+    """The argmax response (ReMax's baseline rollout); draws no random numbers."""
+    last, out = prompt_ids[-1], []
+    for _ in range(max_tokens):
+        last = int(policy(torch.tensor([[last]]))[0, -1].argmax())
+        out.append(last)
+        if last == EOS:
+            break
+    return out
+
+
 def toy_reward(prompt_ids: list[int], response: list[int], k: int) -> dict[str, float]:
     """accuracy = first token is the answer (question token + k); format = ends with EOS."""
     acc = float(bool(response) and response[0] == prompt_ids[-1] + k)
@@ -127,6 +140,11 @@ class ToyRun:
     """Scale of a fixed random logit shift of the sampler (0: samples from the policy)."""
     correction: RolloutCorrectionConfig = field(default_factory=RolloutCorrectionConfig)
     """Rollout correction of the update (mismatch metrics in :attr:`rollout_metrics`)."""
+    advantage: str = "grpo"
+    """grpo, or remax (baseline: the reward of one greedy response per prompt)."""
+    lr_schedule: OptimizerConfig | None = None
+    """A learning-rate schedule over ``schedule_steps`` training steps (None: constant)."""
+    schedule_steps: int = 10
 
     def __post_init__(self) -> None:
         torch.manual_seed(self.seed)
@@ -141,6 +159,13 @@ class ToyRun:
         self.shift = self.rollout_shift * torch.randn(vocab, generator=gen)
         self.rollout_metrics: dict[str, float] = {}
         """Engine-vs-trainer mismatch of the last :meth:`step`."""
+        self.scheduler = None
+        if self.lr_schedule is not None:
+            self.scheduler = build_scheduler(self.optimizer, self.lr_schedule, self.schedule_steps)
+        self.baselines: Tensor | None = None
+        """ReMax: the greedy response's reward, per row of the last rollout batch."""
+        self.last: tuple[TrainBatch, Tensor, Tensor] | None = None
+        """(batch, overall rewards, advantages) of the last step."""
 
     def _order(self) -> list[int]:
         return [int(i) for i in np.random.permutation(len(self.items))]
@@ -164,7 +189,7 @@ class ToyRun:
 
     def rollout(self) -> tuple[TrainBatch, Tensor]:
         """Sample a batch of groups (mix-policy groups when enabled) and their overall rewards."""
-        groups, rewards = [], []
+        groups, rewards, baselines = [], [], []
         for gid, prompt in enumerate(self._next_prompts()):
             offline = str(prompt[-1] + self.k)  # the reference answer, as text
             count = online_count(self.n, self.mix, offline)
@@ -185,20 +210,29 @@ class ToyRun:
             )
             groups.append(group)
             rewards += [toy_reward(prompt, r.token_ids, self.k)["overall"] for r in group.responses]
+            if self.advantage == "remax":
+                greedy = greedy_response(self.policy, prompt, self.max_tokens)
+                baselines += [toy_reward(prompt, greedy, self.k)["overall"]] * len(group.responses)
+        self.baselines = torch.tensor(baselines) if baselines else None
         return collate(groups, PAD), torch.tensor(rewards)
 
     def step(self) -> list[StepResult]:
-        """Rollout, old log-probs once, GRPO advantages, then :func:`ppo_update`'s steps."""
+        """Rollout, old log-probs once, advantages, :func:`ppo_update`'s steps, lr schedule."""
         batch, rewards = self.rollout()
         with torch.no_grad():
             old_logp = response_logprobs(self.policy, batch, self.settings.temperature)
         adv = compute_advantages(
-            "grpo", AdvantageInputs(rewards, batch.group_ids, batch.response_mask)
+            self.advantage,
+            AdvantageInputs(rewards, batch.group_ids, batch.response_mask, self.baselines),
         )
         online = batch.response_mask * (~batch.is_offline)[:, None]
         rc = self.correction
         corr = rollout_correction(old_logp, batch.rollout_logp, online, rc.mode, rc.cap)
         self.rollout_metrics = corr.metrics
         inputs = StepInputs(batch, old_logp, adv, old_logp.clone(), corr.weights)
+        self.last = (batch, rewards, adv)
         settings = replace(self.settings, ppo_epochs=self.updates_per_batch)
-        return ppo_update(self.policy, self.optimizer, inputs, settings)
+        results = ppo_update(self.policy, self.optimizer, inputs, settings)
+        if self.scheduler is not None:
+            self.scheduler.step()
+        return results
