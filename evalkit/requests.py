@@ -10,8 +10,6 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from evalkit.engines.base import Request, SamplingParams
 from evalkit.errors import CacheError, PromptTooLong, VideoError
 from evalkit.prompts import PromptPlan
@@ -45,18 +43,31 @@ class RequestBuilder:
     """Where the frame count, size and binding budget of every loaded video go."""
 
     def __call__(self, sample: Sample) -> Request:
-        from evalkit.video import load_image
-
         videos: list[Frames] = []
-        images: list[np.ndarray] = []
         hits: list[bool] = []
         for ref in sample.media:
             if isinstance(ref, VideoRef):
                 frames, hit = self._video(sample, ref)
                 videos.append(frames)
                 hits.append(hit)
-            elif isinstance(ref, ImageRef):
-                images.append(load_image(ref.path, self.image_spec))
+        return self.from_frames(sample, videos, hits)
+
+    def from_frames(
+        self, sample: Sample, videos: list[Frames], hits: list[bool] | None = None
+    ) -> Request:
+        """The Request of ``sample`` with its videos' frames loaded elsewhere (in media order).
+
+        What a worker that maps cache entries itself calls: images are read here, the
+        prompt rendered as :meth:`__call__` renders it.
+        """
+        from evalkit.video import load_image
+
+        images = [
+            load_image(ref.path, self.image_spec)
+            for ref in sample.media
+            if isinstance(ref, ImageRef)
+        ]
+        hits = hits or []
         if videos and sample.fields.get("subtitle_path"):
             from evalkit.bench.subtitles import with_subtitles
 

@@ -22,6 +22,7 @@ from evalkit.engines.family import ModelFamily, detect_family
 from evalkit.errors import EvalkitError
 
 from .batch import TrainBatch
+from .frames import PromptLoader, PromptRef
 from .shared_vision import PIXEL_KEYS, VisionCache
 
 VISUAL_KEYS = {
@@ -80,7 +81,9 @@ class ActorPolicy(nn.Module):
 
     :meth:`set_rows` tells the policy which prompt (visual inputs) each batch row answers;
     :meth:`logits_for` concatenates the visual tensors of a micro-batch's rows in row order,
-    which is the order the model fills placeholders in.
+    which is the order the model fills placeholders in. Rows given as :class:`PromptRef`
+    (cache paths, no pixels) are encoded here, through :attr:`loader`, at every forward that
+    needs them: the actor loads its frames itself (once per prompt per call).
     """
 
     def __init__(self, model: nn.Module, processor: Any, family: ModelFamily) -> None:
@@ -93,7 +96,9 @@ class ActorPolicy(nn.Module):
             "video": int(tok.convert_tokens_to_ids(family.video_pad)),
             "image": int(tok.convert_tokens_to_ids(family.image_pad)),
         }
-        self._rows: list[Encoded] = []
+        self._rows: list[Encoded | PromptRef] = []
+        self.loader: PromptLoader | None = None
+        """Loads the frames of :class:`PromptRef` rows (set by the recipe)."""
         self.share_vision_per_group = True
         """No-grad forwards encode each prompt's visual inputs once (:mod:`.shared_vision`)."""
         self.vision_cache = VisionCache()
@@ -119,7 +124,7 @@ class ActorPolicy(nn.Module):
         check_placeholders(ids, visual, self.token_ids, self.family.merge_size, request.id)
         return Encoded(request.id, ids.tolist(), visual)
 
-    def set_rows(self, rows: list[Encoded]) -> None:
+    def set_rows(self, rows: list[Encoded | PromptRef]) -> None:
         """The prompt of every row of the coming :class:`TrainBatch` (``batch.row_index``)."""
         self._rows = list(rows)
         self.vision_cache.clear()
@@ -132,8 +137,8 @@ class ActorPolicy(nn.Module):
         """Logits (B, L, V) of ``batch`` with the visual inputs of its rows."""
         if batch.row_index is None:
             raise ValueError("ActorPolicy needs TrainBatch.row_index (set by collate)")
-        keys = [self._rows[int(i)] for i in batch.row_index]
-        rows = keys  # the rows' encoded prompts (here the very objects set_rows got)
+        keys = [self._rows[int(i)] for i in batch.row_index]  # the objects set_rows got
+        rows = self._encoded(keys)
         visual = _concat([r.visual for r in rows])
         who = ", ".join(sorted({r.sample_id for r in rows}))
         check_placeholders(
@@ -144,6 +149,21 @@ class ActorPolicy(nn.Module):
             shared = self.vision_cache.encoder_outputs(self.model, keys, [r.visual for r in rows])
             visual = {k: v for k, v in visual.items() if k not in PIXEL_KEYS}
         return self._logits(batch.input_ids, batch.attention_mask, visual, shared)
+
+    def _encoded(self, rows: list[Encoded | PromptRef]) -> list[Encoded]:
+        """Encode the PromptRef rows (each distinct prompt once; the n rows of a group share it)."""
+        done: dict[int, Encoded] = {}
+        out = []
+        for row in rows:
+            if isinstance(row, Encoded):
+                out.append(row)
+                continue
+            if id(row) not in done:
+                if self.loader is None:
+                    raise EvalkitError("ActorPolicy.loader must be set to take PromptRef rows")
+                done[id(row)] = self.encode(self.loader.request(row))
+            out.append(done[id(row)])
+        return out
 
     def _logits(
         self,

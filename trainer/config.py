@@ -52,6 +52,10 @@ class DataConfig(_Section):
     a warning naming them and their count in ``data/filtered_overlong`` (verl's filter)."""
     shuffle: bool = True
     """Shuffle the training samples each epoch (seeded)."""
+    frame_source: Literal["cache", "decode"] = "cache"
+    """Where rollout and the actor get frames: ``cache`` maps the entries (the product);
+    ``decode`` decodes the video again in every stage, as the reference trainers do
+    (``perf/train_step.py``'s comparison arm)."""
 
 
 class RolloutConfig(_Section):

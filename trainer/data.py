@@ -10,7 +10,9 @@ rewards score exactly what evaluation would.
 Frames come from the evalkit frame cache under a FrameSpec built from ``video_max_pixels``,
 ``video_max_frames`` and ``fps``; images get their own :class:`ImageSpec` budget
 (``image_max_pixels``). What travels with a :class:`TrainItem` are cache entry PATHS
-(:meth:`FrameCache.path_for`), never decoded tensors: a worker process maps the file itself.
+(:meth:`FrameCache.path_for`) and, once the cache is built, :class:`~trainer.frames.VideoHandle`
+(path + VideoMeta), never decoded tensors: the consumer maps the file itself
+(:class:`~trainer.frames.PromptLoader`).
 
 The order is a seeded permutation per epoch; ``(epoch, position)`` is the data state a
 checkpoint saves, so a resumed run reads the same items in the same order.
@@ -32,6 +34,7 @@ from evalkit.sample import Sample, VideoRef
 from evalkit.video.types import FrameSpec, ImageSpec
 
 from .config import DataConfig
+from .frames import PromptRef, VideoHandle
 
 if TYPE_CHECKING:
     from evalkit.cache import FrameCache
@@ -51,7 +54,13 @@ class TrainItem:
     data_type: str
     offline_output: str | None = None
     cache_paths: list[str] = field(default_factory=list)
-    """Frame-cache entries of the sample's videos (what workers receive)."""
+    """Frame-cache entries of the sample's videos (known before they are built)."""
+    videos: list[VideoHandle] = field(default_factory=list)
+    """Entry path + VideoMeta per video, set by :meth:`TrainData.build_cache`."""
+
+    def prompt(self) -> PromptRef:
+        """What rollout and the actor receive for this item (paths and metadata only)."""
+        return PromptRef(self.sample, tuple(self.videos))
 
 
 def load_items(path: str | Path, video_root: str | Path | None = None) -> list[TrainItem]:
@@ -150,6 +159,14 @@ class TrainData:
         for ref in refs:
             if ref not in plain:
                 self.cache.ensure(ref, self._spec_of(ref))
+        for item in self.items:
+            item.videos = [self._handle(ref) for ref in _videos(item.sample)]
+
+    def _handle(self, ref: VideoRef) -> VideoHandle:
+        spec = self._spec_of(ref)
+        # a hit by construction (just built); its checksums are checked once, here
+        meta = self.cache.get(ref, spec, require=True).meta
+        return VideoHandle(str(self.cache.path_for(ref, spec)), meta, ref, spec)
 
     def order(self, epoch: int) -> list[int]:
         """The item order of ``epoch`` (a seeded permutation; file order if not shuffling)."""

@@ -28,6 +28,7 @@ from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from .config import TrainerConfig
 from .data import TrainItem
 from .eval_hook import EvalHook
+from .frames import PromptLoader, frame_source
 from .greedy import greedy_responses
 from .loggers import make_sinks
 from .lr_schedule import current_lr
@@ -51,6 +52,7 @@ from .step import (
     ppo_update,
     summarize_updates,
 )
+from .timing import PhaseTimer
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +71,7 @@ class GRPORecipe:
         """Online response texts of the last step, per sample id (for inspection)."""
         self.last_update: dict[str, torch.Tensor | None] = {}
         """Rewards, ReMax baselines, advantages and response mask of the last update."""
+        self.timer = PhaseTimer()
 
     @property
     def out_dir(self) -> Path:
@@ -93,6 +96,11 @@ class GRPORecipe:
         self.data, self.filtered_overlong = load_train_data(cfg, self.actor, cache)
         self.validator = load_validator(cfg, self.actor, cache)
         self.builder = self.data.request_builder(SamplingParams())
+        # batches carry cache paths; rollout and the actor load the frames through this
+        self.loader = PromptLoader(self.builder, frame_source(cfg.data.frame_source))
+        self.actor.loader = self.loader
+        if self.ref is not None:
+            self.ref.loader = self.loader
         self.optimizer, self.scheduler = build_training(cfg, self.actor)
         self.settings = StepSettings.from_config(cfg)
         self.loop = EngineLoop()
@@ -190,13 +198,16 @@ class GRPORecipe:
         else:
             groups = self._groups(self.data.next_batch(bs), step, 0)
         metrics |= self._update(groups)
+        metrics |= self.timer.take()
         metrics["time_s"] = time.perf_counter() - t0
         return metrics
 
     def _groups(self, items: list[TrainItem], step: int, attempt: int) -> list[Group]:
         """One generation batch: rollouts, rewards and (mix-policy) offline slots per prompt."""
         cfg = self.cfg
-        requests = [self.builder(it.sample) for it in items]
+        prompts = [it.prompt() for it in items]  # cache paths: rollout loads the frames
+        self.timer.start("rollout")
+        requests = [self.loader.request(p) for p in prompts]
         encoded = [self.actor.encode(r) for r in requests]
         for enc in encoded:
             if len(enc.prompt_ids) > cfg.data.max_prompt_tokens:
@@ -220,6 +231,8 @@ class GRPORecipe:
         tok = self.actor.processor.tokenizer
         banned = set(visual_token_ids(tok, self.actor.family))
         online = [[cut_at_visual_tokens(r, banned, tok) for r in group] for group in online]
+        self.timer.stop("rollout")
+        del requests  # the frames stay with the rollout; groups carry prompts[i]
         groups = []
         for gi, (it, enc, resp) in enumerate(zip(items, encoded, online, strict=True)):
             rewards = self._rewards(it, [r.text for r in resp], [len(r.token_ids) for r in resp])
@@ -239,7 +252,7 @@ class GRPORecipe:
                 off = group.responses[-1]  # scored on its own (truncated) text
                 extra = self._rewards(it, [off.text], [len(off.token_ids)])
                 rewards = merge_offline_rewards(group, rewards, extra)
-            group.meta |= {"rewards": rewards, "encoded": enc}
+            group.meta |= {"rewards": rewards, "prompt": prompts[gi]}
             if remax:
                 group.meta["baseline"] = baselines[gi]
             groups.append(group)
@@ -255,6 +268,10 @@ class GRPORecipe:
         ]
 
     def _rewards(self, item: TrainItem, texts: list[str], lengths: list[int]) -> dict[str, Any]:
+        with self.timer("reward"):
+            return self._score(item, texts, lengths)
+
+    def _score(self, item: TrainItem, texts: list[str], lengths: list[int]) -> dict[str, Any]:
         rb = compute_rewards(
             [item.sample] * len(texts),
             texts,
@@ -270,17 +287,19 @@ class GRPORecipe:
         tok = self.actor.processor.tokenizer
         pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
         batch = collate(groups, int(pad), cfg.rollout.max_response_tokens)
-        rows = [g.meta["encoded"] for g in groups for _ in g.responses]
+        rows = [g.meta["prompt"] for g in groups for _ in g.responses]
         self.actor.set_rows(rows)
         rewards = {
             k: torch.cat([g.meta["rewards"][k] for g in groups]) for k in groups[0].meta["rewards"]
         }
         mbs, temp = self.settings.micro_batch_size, self.settings.temperature
-        old_logp = compute_logprobs(self.actor, batch, mbs, temp)
+        with self.timer("old_logprob"):
+            old_logp = compute_logprobs(self.actor, batch, mbs, temp)
         ref_logp = kl = None
         if self.ref is not None:
             self.ref.set_rows(rows)
-            ref_logp = compute_logprobs(self.ref, batch, mbs, temp)
+            with self.timer("ref_logprob"):
+                ref_logp = compute_logprobs(self.ref, batch, mbs, temp)
             if algo.kl.in_reward:
                 kl = token_kl(algo.kl.estimator, old_logp, ref_logp) * batch.response_mask
         corr = self._correction(batch, old_logp)
@@ -302,7 +321,8 @@ class GRPORecipe:
         lr, per_update = current_lr(self.optimizer), cfg.optimizer.lr_step_per == "optimizer_step"
         inputs = StepInputs(batch, old_logp, adv, ref_logp, corr.weights)
         sched = self.scheduler if per_update else None
-        results = ppo_update(self.actor, self.optimizer, inputs, self.settings, sched)
+        with self.timer("update"):
+            results = ppo_update(self.actor, self.optimizer, inputs, self.settings, sched)
         if not per_update:  # verl: once per training step, after the actor update
             self.scheduler.step()
         self.last_texts = {
