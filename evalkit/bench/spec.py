@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
+from evalkit import tasks
 from evalkit.bench.layout import DataSource, FieldMap, FileSpec, MediaPath
 from evalkit.video.types import FrameSpec, ImageSpec
 
@@ -252,11 +253,10 @@ class BenchmarkSpec(BaseModel):
     def official_rule(self, task_type: str) -> str | None:
         """The registered official rule for ``task_type``, or None if there is none."""
         from evalkit.errors import ConfigError
-        from evalkit.scoring.router import canonical_task_type
         from evalkit.scoring.rules import has_rule
 
-        kind = canonical_task_type(task_type)
-        named = {canonical_task_type(k): v for k, v in self.scoring.official.items()}
+        kind = tasks.canonical(task_type)
+        named = {tasks.canonical(k): v for k, v in self.scoring.official.items()}
         if kind in named:  # named in the YAML: it must exist, never a silent fallback
             if not has_rule(named[kind], kind):
                 raise ConfigError(

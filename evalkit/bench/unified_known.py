@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evalkit import tasks
 from evalkit.bench.rows import Loaded, Problem, RowError
 from evalkit.bench.spec import AggregationSpec, BenchmarkSpec
 from evalkit.bench.unified import iter_file_rows, load_unified, unified_spec
@@ -162,10 +163,8 @@ def route_task(spec: BenchmarkSpec, task: str) -> str:
     """The task type a row of ``spec`` is scored as: the spec's scorer override
     (MMVU, VCR-Bench: open-ended -> llm_judge), or the judge where the spec judges every
     free-form answer (VideoReasonBench), else the row's own type."""
-    from evalkit.scoring import canonical_task_type
-
     if task in spec.scorers:
-        return canonical_task_type(spec.scorers[task])
+        return tasks.canonical(spec.scorers[task])
     if task == "open_ended" and task not in spec.task_types and "llm_judge" in spec.task_types:
         return "llm_judge"
     return task

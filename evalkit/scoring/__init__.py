@@ -5,16 +5,13 @@ see ``canonical_task_type``); ``ascore`` is the same from async code (LLM-judged
 await the judge directly). ``score_all``/``ascore_all`` score a sample under its headline
 rule and every other extraction rule of its task type (``Verdicts``). Heavy libraries
 (math-verify/sympy, rouge-score, rapidfuzz, cairosvg) are imported only when their scorer
-first runs.
+first runs; each task type names its scorer in :mod:`evalkit.tasks`.
 """
 
 from typing import Any
 
+from evalkit import tasks
 from evalkit.sample import Sample
-
-# Built-in scorer modules register themselves on import (the judge's with the import
-# below); the order does not matter.
-from evalkit.scoring import choice, code, grounding, mathverify, numeric, text  # noqa: F401
 from evalkit.scoring.judge import JUDGED_EXTRAS, LLMJudge, configure_judge, current_judge
 from evalkit.scoring.reward import format_score, reward
 from evalkit.scoring.router import (
@@ -29,12 +26,12 @@ from evalkit.scoring.router import (
 )
 from evalkit.scoring.rules import EVALKIT
 from evalkit.scoring.types import Score, ScorerFailure
-from evalkit.scoring.verdicts import JUDGED, Verdicts, score_all
+from evalkit.scoring.verdicts import Verdicts, score_all
 
 
 def needs_judge(sample: Sample, scorer_name: str | None = None) -> bool:
     """Whether scoring ``sample`` asks an LLM judge (a judged task type or a judged extra)."""
-    if canonical_task_type(scorer_name or sample.task_type) in JUDGED:
+    if tasks.get(scorer_name or sample.task_type).judged:
         return True
     return any(str(n) in JUDGED_EXTRAS for n in sample.fields.get("extra_metrics") or ())
 
@@ -53,7 +50,7 @@ async def ascore(
     timed, breaker), so many samples can await one judge at once.
     """
     judge = judge or current_judge()
-    judged = canonical_task_type(scorer_name or sample.task_type) in JUDGED
+    judged = tasks.get(scorer_name or sample.task_type).judged
     if judge is None or not needs_judge(sample, scorer_name):
         return score(sample, prediction, scorer_name, None if judged else rule)
     reply = _text(prediction)
@@ -73,7 +70,7 @@ async def ascore_all(
 ) -> Verdicts:
     """``score_all`` for async callers: the headline through ``ascore``, then other rules."""
     kind = canonical_task_type(scorer_name or sample.task_type)
-    if kind in JUDGED:
+    if tasks.get(kind).judged:
         return Verdicts(await ascore(sample, prediction, scorer_name, judge=judge), EVALKIT)
     headline = rule or EVALKIT
     main = await ascore(sample, prediction, scorer_name, headline, judge)

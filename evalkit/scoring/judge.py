@@ -45,7 +45,7 @@ from evalkit.scoring.judge_cot import (
     parse_cot_steps,
 )
 from evalkit.scoring.judge_guard import JUDGE_UNAVAILABLE, JudgeGuard, JudgeUnavailable
-from evalkit.scoring.router import EXTRAS, scorer
+from evalkit.scoring.router import EXTRAS
 from evalkit.scoring.types import Score
 
 _T = TypeVar("_T")
@@ -259,7 +259,6 @@ def _unjudgeable(sample: Sample, prediction: str) -> Score | None:
 
 # Rule: LLM-as-a-judge with a reference answer (Zheng et al. 2023, MT-Bench "reference-
 # guided grading"; Video-ChatGPT / MSVD-QA GPT-assisted evaluation: yes/no + score).
-@scorer("llm_judge", "judge", "gpt_eval", "llm-judge")
 def llm_judge(prediction: str, target: Any, sample: Sample) -> Score:
     """The configured judge's verdict; Score(None) when no judge is configured."""
     judge = current_judge()

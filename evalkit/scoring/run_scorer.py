@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from evalkit import tasks
 from evalkit.engines.base import Completion
 from evalkit.sample import Sample
 from evalkit.scoring.judge import LLMJudge, current_judge
 from evalkit.scoring.prefill import with_prefix
-from evalkit.scoring.router import canonical_task_type
 from evalkit.scoring.verdicts import Verdicts, score_all
 
 
@@ -37,7 +37,7 @@ class RunScorer:
         """The headline rule of the sample's task type (looked up once per type)."""
         rule = self._headline.get(sample.task_type)
         if rule is None:
-            kind = canonical_task_type(sample.task_type)
+            kind = tasks.canonical(sample.task_type)
             rule = self.spec.headline_rule(kind) if self.spec else "evalkit"
             self._headline[sample.task_type] = rule
         return rule

@@ -12,13 +12,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalkit import tasks
 from evalkit.sample import Sample
 from evalkit.scoring.router import canonical_task_type, score, score_rules
 from evalkit.scoring.rules import EVALKIT
 from evalkit.scoring.types import Score
-
-JUDGED = frozenset({"llm_judge"})
-"""Canonical task types scored by an LLM judge (headline only, no other rules)."""
 
 _ANSWER_CHARS = 120  # an extracted answer longer than this is cut (free-text rules)
 
@@ -41,7 +39,7 @@ def score_all(
 ) -> Verdicts:
     """``prediction`` under the headline ``rule`` (None = evalkit) and every other rule."""
     kind = canonical_task_type(scorer_name or sample.task_type)
-    if kind in JUDGED:
+    if tasks.get(kind).judged:
         return Verdicts(score(sample, prediction, scorer_name), EVALKIT)
     headline = rule or EVALKIT
     main = score(sample, prediction, scorer_name, rule=headline)
