@@ -34,6 +34,7 @@ from evalkit.runconfig import JudgeConfig as JudgeConfig
 from evalkit.runconfig import RunConfig as RunConfig
 from evalkit.rundir import RunDir, hash_json, hash_path, new_run_id
 from evalkit.sample import Sample, VideoRef
+from evalkit.scoring.context import ScoringContext
 from evalkit.scoring.run_scorer import RunScorer
 from evalkit.video.budget import FrameLog
 from evalkit.video.types import FrameSpec
@@ -154,12 +155,12 @@ def build_engine(name: str, model: str, options: dict[str, Any]) -> Engine:
 
 @contextlib.asynccontextmanager
 async def judge_for(cfg: RunConfig, engine: Engine | None, cache_dir: Path) -> AsyncIterator[Any]:
-    """Configure the LLM judge for the run (or none), and release it afterwards."""
-    from evalkit.scoring import LLMJudge, configure_judge
+    """The run's LLM judge (or None), released afterwards; each benchmark's scorer gets it
+    with that benchmark's judge prompt (``make_scorer``), nothing process-wide is set."""
+    from evalkit.scoring import LLMJudge
     from evalkit.scoring.judge_guard import JudgeGuard
 
     if cfg.judge is None:
-        configure_judge(None)
         yield None
         return
     jc = cfg.judge
@@ -173,11 +174,9 @@ async def judge_for(cfg: RunConfig, engine: Engine | None, cache_dir: Path) -> A
         loop=asyncio.get_running_loop(),  # judged samples are awaited on this loop
         guard=JudgeGuard(jc.timeout_s, jc.retries, jc.concurrency, jc.max_failures),
     )
-    configure_judge(judge)
     try:
         yield judge
     finally:
-        configure_judge(None)
         if own:
             await close_engine(engine)
 
@@ -245,9 +244,12 @@ def _result_engine_options(options: dict[str, Any]) -> dict[str, Any]:
 
 
 def make_scorer(spec: Any = None, judge: Any = None, prompt: PromptPlan | None = None) -> RunScorer:
-    """The pipeline's scorer for a benchmark (``RunScorer``), judging with ``judge``; where
-    ``prompt`` pre-filled the assistant's turn, samples are scored with that prefix."""
-    return RunScorer(spec, judge, prompt)
+    """The pipeline's scorer for a benchmark (``RunScorer``), judging with ``judge`` asking
+    the benchmark's judge prompt; where ``prompt`` pre-filled the assistant's turn, samples
+    are scored with that prefix."""
+    # each benchmark may prescribe its judge prompt: a judge of its own, the run's unchanged
+    own = judge.with_template(_judge_template(spec)) if judge is not None else None
+    return RunScorer(spec, ScoringContext(own), prompt)
 
 
 @contextlib.contextmanager
@@ -342,8 +344,6 @@ async def _aexecute_locked(
         async with judge_for(cfg, judge_engine, path / "judge_cache") as judge:
             with miss_pool(cfg.cache_workers) as pool:
                 for bench in benches:
-                    if judge is not None:  # each benchmark may prescribe its judge prompt
-                        judge.template = _judge_template(bench.spec)
                     frames_seen = FrameLog()
                     builder = RequestBuilder(
                         cache=cache,

@@ -57,7 +57,8 @@ class TaskType:
     target: str | TargetFn | None = None
     """Parser of a target written as text (or its reference); None keeps the text."""
     judged: bool = False
-    """Scored by an LLM judge (awaited; no other extraction rules)."""
+    """Scored by an LLM judge: its scorer is also given ``judge=`` (the scoring context's,
+    None without one); async callers await the judge instead; no other extraction rules."""
     _loaded: dict[str, Callable[..., Any]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )

@@ -8,12 +8,14 @@ type scored by the decorated function: adding one is one registration; nothing h
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 from evalkit import tasks
-from evalkit.registry import Registry
 from evalkit.sample import Sample
+from evalkit.scoring.context import NO_CONTEXT, ScoringContext
+from evalkit.scoring.extras import EXTRAS
 from evalkit.scoring.prefill import assistant_turn
 from evalkit.scoring.rules import get_rule, rules_for
 from evalkit.scoring.types import Score
@@ -37,13 +39,6 @@ class _Scorers:
 
 SCORERS = _Scorers()
 
-ExtraFn = Callable[[str, Sample, Score], Score]
-# Secondary per-sample metrics that a sample asks for by name in
-# ``fields["extra_metrics"]`` (VCR-Bench's judged CoT score): each gets the prediction,
-# the sample and the task scorer's Score, and returns that Score with its own figures
-# added to the metadata, the value untouched. Samples without the field are unaffected.
-EXTRAS: Registry[ExtraFn] = Registry("extra metric")
-
 
 def scorer(name: str, *aliases: str) -> Callable[[ScorerFn], ScorerFn]:
     """Register a new task type scored by the decorated function (duplicates error)."""
@@ -64,11 +59,16 @@ task_types = tasks.names
 def score(
     sample: Sample,
     prediction: Any,
+    ctx: ScoringContext = NO_CONTEXT,
+    *,
     scorer_name: str | None = None,
     rule: str | None = None,
     extras: bool = True,
 ) -> Score:
-    """Score ``prediction`` (text or an engine Completion) for ``sample``.
+    """Score ``prediction`` (text or an engine Completion) for ``sample`` in ``ctx``.
+
+    ``ctx`` carries the judge that an LLM-judged task type's scorer and the judged extra
+    metrics ask (synchronously here; async callers use ``evalkit.scoring.ascore``).
 
     ``scorer_name`` overrides the routing by ``sample.task_type`` (a benchmark spec that
     names its scorer explicitly). ``rule`` picks a registered extraction rule of that task
@@ -85,11 +85,13 @@ def score(
     failed". The extra metrics a sample names in ``fields["extra_metrics"]`` (``EXTRAS``)
     then add their figures to the metadata (not to a failed Score).
     """
-    kind = canonical_task_type(scorer_name or sample.task_type)
+    task = tasks.get(scorer_name or sample.task_type)
     if rule is None or rule == "evalkit":
-        fn, robust = SCORERS.get(kind), True
+        fn, robust = SCORERS.get(task.name), True
     else:
-        fn, robust = get_rule(rule, kind).fn, False
+        fn, robust = get_rule(rule, task.name).fn, False
+    if robust and task.judged:  # a judged task type's scorer is given the context's judge
+        fn = functools.partial(cast("Callable[..., Score]", fn), judge=ctx.judge)
     text = _text(prediction)
     try:
         # a reply that continued a pre-filled turn: official rules read it as their code
@@ -99,7 +101,7 @@ def score(
     except Exception as exc:  # a bug, not the model's fault: flagged, never a plausible 0
         return Score.scorer_failed(exc)
     for name in (sample.fields.get("extra_metrics") or ()) if extras and not result.failed else ():
-        result = EXTRAS.get(str(name))(text, sample, result)
+        result = EXTRAS.get(str(name))(text, sample, result, ctx.judge)
     return result
 
 
@@ -119,7 +121,7 @@ def score_rules(
     (``skip``: a rule already scored, e.g. the headline). Extra metrics are not run."""
     kind = canonical_task_type(scorer_name or sample.task_type)
     return {
-        name: score(sample, prediction, kind, rule=name, extras=False)
+        name: score(sample, prediction, scorer_name=kind, rule=name, extras=False)
         for name in rules_for(kind)
         if name != skip
     }
