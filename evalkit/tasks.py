@@ -12,14 +12,13 @@ A new task type is one :func:`register` call.
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalkit.registry import RegistryError
+from evalkit.registry import RegistryError, did_you_mean
 
 ScorerFn = Callable[[str, Any, Any], Any]
 """``(prediction, target, sample) -> Score`` (``evalkit.scoring.router.ScorerFn``)."""
@@ -115,9 +114,7 @@ def canonical(name: str) -> str:
     key = normalise(name)
     if key in _CANONICAL:
         return _CANONICAL[key]
-    close = difflib.get_close_matches(key, list(_CANONICAL), n=6, cutoff=0.6)
-    found = list(dict.fromkeys(_CANONICAL[c] for c in close))[:3]
-    hint = f"; did you mean {', '.join(map(repr, found))}?" if found else ""
+    hint = did_you_mean(key, _CANONICAL, n=6)
     raise RegistryError(f"unknown task type {name!r}{hint} (known: {', '.join(names())})")
 
 

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from evalkit.config import _explain
 from evalkit.errors import ConfigError
+from evalkit.registry import did_you_mean
 
 LossAggMode = Literal[
     "token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm", "seq-mean-token-sum-norm-mean"
@@ -360,16 +361,13 @@ def _apply_override(data: dict[str, Any], item: str) -> None:
 
 def _field_annotation(parts: list[str], item: str) -> Any:
     """The type annotation of the field at ``parts``; unknown keys raise with a hint."""
-    import difflib
-
     model: type[BaseModel] = TrainerConfig
     annotation: Any = None
     for i, part in enumerate(parts):
         fields = model.model_fields
         if part not in fields:
             where = ".".join(parts[:i]) or "top level"
-            close = difflib.get_close_matches(part, list(fields), n=3)
-            hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+            hint = did_you_mean(part, list(fields))
             raise ConfigError(f"override {item!r}: no key {part!r} in {where}{hint}")
         annotation = fields[part].annotation
         if i < len(parts) - 1:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalkit import tasks
-from evalkit.registry import RegistryError
+from evalkit.registry import RegistryError, did_you_mean
 from evalkit.sample import Sample
 from evalkit.scoring.types import Score
 
@@ -110,10 +110,7 @@ def get_rule(name: str, task_type: str) -> Rule:
     table = rules_for(task_type)
     if name in table:
         return table[name]
-    import difflib
-
-    close = difflib.get_close_matches(name, list(table), n=3)
-    hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+    hint = did_you_mean(name, list(table))
     raise RegistryError(
         f"no extraction rule {name!r} for task type {task_type!r}{hint} (known: {', '.join(table)})"
     )
