@@ -18,7 +18,7 @@ The same judge also gives VCR-Bench's step-wise CoT figures (``cot_steps``, an e
 a sample asks for in ``fields["extra_metrics"]``; the rule is in ``judge_cot.py``).
 
 Verdicts are cached on disk by sha256(judge model + rendered prompt): one JSON file per
-verdict, written to a temporary name then renamed, so a crash never leaves half a file.
+verdict, written atomically (``evalkit.atomic``), so a crash never leaves half a file.
 """
 
 from __future__ import annotations
@@ -26,15 +26,14 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import os
 import re
-import tempfile
 import threading
 from collections.abc import Coroutine
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+from evalkit.atomic import write_text_atomic
 from evalkit.engines.base import Completion, Engine, Request, SamplingParams
 from evalkit.sample import Sample
 from evalkit.scoring.extract import final_span
@@ -135,10 +134,7 @@ class LLMJudge:
             return
         folder = self.cache_dir / key[:2]
         folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            json.dump(record, f)
-        os.replace(tmp, folder / f"{key}.json")
+        write_text_atomic(folder / f"{key}.json", json.dumps(record))
 
     async def _generate(self, request: Request) -> Completion:
         """One judge request under the guard (raises ``JudgeUnavailable`` once down)."""
