@@ -9,12 +9,20 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Generic, TypeVar
 
 from evalkit.errors import EvalkitError
 
 T = TypeVar("T")
+
+
+def normalize_name(name: str) -> str:
+    """The lookup key of a name: lower case, letters and digits only (Video-MME ->
+    videomme, "Spatial-Temporal Grounding" -> spatialtemporalgrounding): benchmarks, task
+    types and their aliases are all matched this one way."""
+    return re.sub(r"[^a-z0-9]", "", str(name).lower())
 
 
 def did_you_mean(

@@ -13,23 +13,16 @@ A new task type is one :func:`register` call.
 from __future__ import annotations
 
 import importlib
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalkit.registry import RegistryError, did_you_mean
+from evalkit.registry import RegistryError, did_you_mean, normalize_name
 
 ScorerFn = Callable[[str, Any, Any], Any]
 """``(prediction, target, sample) -> Score`` (``evalkit.scoring.router.ScorerFn``)."""
 TargetFn = Callable[[str, int], Any]
 """``(answer text, number of options) -> target``; ValueError when the text is no answer."""
-
-
-def normalise(name: str) -> str:
-    """One spelling of a name: lower case, runs of space/hyphen/underscore/slash as ``_``."""
-    # "Spatial-Temporal Grounding", "spatial_temporal grounding" -> "spatial_temporal_grounding"
-    return re.sub(r"[\s\-_/]+", "_", str(name).strip().lower())
 
 
 def resolve(ref: str | Callable[..., Any]) -> Callable[..., Any]:
@@ -93,7 +86,7 @@ def register(task: TaskType) -> TaskType:
     """Add a task type under its name and aliases (a name or alias taken twice is an error)."""
     if task.name in _TASKS:
         raise RegistryError(f"task type {task.name!r} is already registered")
-    keys = {normalise(k) for k in (task.name, *task.aliases)}
+    keys = {normalize_name(k) for k in (task.name, *task.aliases)}
     for key in keys:
         if key in _CANONICAL:
             raise RegistryError(f"task type alias {key!r} already names {_CANONICAL[key]!r}")
@@ -111,7 +104,7 @@ def unregister(name: str) -> None:
 
 def canonical(name: str) -> str:
     """The canonical task type for ``name`` or an alias (case/space/hyphen-insensitive)."""
-    key = normalise(name)
+    key = normalize_name(name)
     if key in _CANONICAL:
         return _CANONICAL[key]
     hint = did_you_mean(key, _CANONICAL, n=6)
@@ -195,7 +188,6 @@ __all__ = [
     "canonical",
     "get",
     "names",
-    "normalise",
     "register",
     "resolve",
     "unregister",

@@ -9,21 +9,16 @@ something else). Unknown keys are errors everywhere.
 
 from __future__ import annotations
 
-import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from evalkit import tasks
 from evalkit.bench.layout import DataSource, FieldMap, FileSpec, MediaPath
+from evalkit.registry import normalize_name as normalize_name
 from evalkit.video.types import FrameSpec, ImageSpec
 
 _STRICT = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
-
-
-def normalize_name(name: str) -> str:
-    """Lookup key of a name: lower case, letters and digits only (Video-MME -> videomme)."""
-    return re.sub(r"[^a-z0-9]", "", name.lower())
 
 
 class OfficialPrompt(BaseModel):
