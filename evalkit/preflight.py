@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from evalkit.engines import engine_for_mode, engine_spec
+from evalkit.engines import engine_for_mode, reads_local_checkpoint
 from evalkit.errors import ConfigError
 
 
@@ -36,7 +36,7 @@ def check_run(cfg: Any, engine_given: bool = False) -> None:
 def check_model(model: str, engine: str) -> None:
     """A local checkpoint folder (with config.json) or a hub id already in the local
     Hugging Face cache; the openai engine takes a served model name, unchecked."""
-    if not engine_spec(engine).local_checkpoint:
+    if not reads_local_checkpoint(engine):
         return
     path = Path(model).expanduser()
     if path.is_dir():

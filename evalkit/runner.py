@@ -22,7 +22,7 @@ from evalkit.cache.key import fingerprint_settings
 from evalkit.config import throughput_only_fields
 from evalkit.decoding import describe as describe_sampling
 from evalkit.decoding import sampling_for
-from evalkit.engines import engine_spec
+from evalkit.engines import reads_local_checkpoint
 from evalkit.engines.base import Engine, SamplingParams
 from evalkit.engines.lifecycle import close_engine
 from evalkit.errors import ConfigError
@@ -230,7 +230,9 @@ def _result_engine_options(engine: str, options: dict[str, Any]) -> dict[str, An
     # marked in the engine's config model (evalkit.config.throughput_only)
     from evalkit.engines import ENGINE_CONFIGS
 
-    skip = throughput_only_fields(ENGINE_CONFIGS.get(engine))
+    # (an unregistered engine, evalkit score's "external" predictions, has no such knobs)
+    known = engine in ENGINE_CONFIGS
+    skip = throughput_only_fields(ENGINE_CONFIGS.get(engine)) if known else frozenset()
     return {k: v for k, v in sorted(options.items()) if k not in skip}
 
 
@@ -319,7 +321,7 @@ async def _aexecute_locked(
     from evalkit.cache import FrameCache
     from evalkit.resume import pending
 
-    factor = model_factor(cfg) if engine_spec(cfg.engine).local_checkpoint else None
+    factor = model_factor(cfg) if reads_local_checkpoint(cfg.engine) else None
     benches = resolve_benchmarks(cfg, factor)
     rundir = RunDir(path)
     fingerprint = _open_run(cfg, rundir, benches)

@@ -58,9 +58,15 @@ def engine_choices() -> list[str]:
     return [n for n in ENGINE_SPECS if ENGINE_SPECS.get(n).choice]
 
 
+def reads_local_checkpoint(name: str) -> bool:
+    """Whether backend ``name`` reads ``--model`` from disk (an unregistered name, e.g. the
+    ``external`` predictions of ``evalkit score``, is assumed to, as a checkpoint path)."""
+    return name not in ENGINE_SPECS or engine_spec(name).local_checkpoint
+
+
 def engine_for_mode(name: str, mode: str) -> str:
     """The backend a run of ``mode`` uses: ``sync`` takes the batch variant where one exists."""
-    batch = engine_spec(name).batch
+    batch = engine_spec(name).batch if name in ENGINE_SPECS else None  # unknown: said later
     return batch if mode == "sync" and batch else name
 
 
@@ -91,5 +97,6 @@ __all__ = [
     "engine_choices",
     "engine_for_mode",
     "engine_spec",
+    "reads_local_checkpoint",
     "register_engine",
 ]
