@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from evalkit.errors import ConfigError
 
@@ -99,3 +99,22 @@ def model_from_args(
         return model.model_validate(values)
     except ValidationError as exc:
         raise ConfigError(_explain(exc)) from exc
+
+
+THROUGHPUT_ONLY = "throughput_only"
+"""Field metadata key: the field changes speed or memory (or how a service is called), never
+a result, so a run's fingerprint leaves it out (:func:`throughput_only_fields`)."""
+
+
+def throughput_only(default: Any = ..., **kwargs: Any) -> Any:
+    """``Field(default, **kwargs)`` marked throughput-only (left out of fingerprints)."""
+    return Field(default, json_schema_extra={THROUGHPUT_ONLY: True}, **kwargs)
+
+
+def throughput_only_fields(model: type[BaseModel]) -> frozenset[str]:
+    """The names of ``model``'s fields marked with :func:`throughput_only`."""
+    return frozenset(
+        name
+        for name, info in model.model_fields.items()
+        if isinstance(info.json_schema_extra, dict) and info.json_schema_extra.get(THROUGHPUT_ONLY)
+    )

@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     t_start = time.perf_counter()
     print(BANNER)
 
-    from evalkit.cache import FrameCache
+    from evalkit.cache import FrameCache, build_cache
     from evalkit.engines.family import detect_family
     from evalkit.models.tiny import build_tiny_model
     from evalkit.reports import build_report, write_report
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     t = step("3/5 frame cache (evalkit cache build, 2 worker processes)")
     bench = resolve_benchmarks(cfg, detect_family(model).factor)[0]
     refs = refs_of(bench.samples)
-    report = FrameCache(cfg.cache_root).build(refs, bench.frame_spec, workers=2)
+    report = build_cache(FrameCache(cfg.cache_root), refs, bench.frame_spec, workers=2)
     print(f"   {report.summary()} ({time.perf_counter() - t:.1f} s)")
     if not report.ok:
         return 1

@@ -24,7 +24,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
-from evalkit.engines.base import Completion, Engine, Request
+from evalkit.engines.base import BatchEngine, Completion, Engine, Request
 from evalkit.errors import DataError, TransientError
 from evalkit.records import failed_record, ok_record, scorer_failure
 from evalkit.sample import Sample
@@ -295,7 +295,6 @@ class Pipeline:
         done = self.store.done_ids()
         todo = [s for s in samples if s.id not in done]
         stats.total = len(todo)
-        generate_batch = getattr(self.engine, "generate_batch", None)
         for i in range(0, len(todo), self.config.batch_size):
             batch, requests, timings = [], [], []
             for sample in todo[i : i + self.config.batch_size]:
@@ -310,8 +309,8 @@ class Pipeline:
                 batch.append(sample)
                 requests.append(request)
                 timings.append(t)
-            if generate_batch is not None:
-                completions = await generate_batch(requests)
+            if isinstance(self.engine, BatchEngine):
+                completions = await self.engine.generate_batch(requests)
             else:
                 completions = await asyncio.gather(*(self.engine.generate(r) for r in requests))
             pairs = zip(batch, completions, strict=True)

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from evalkit.engines import engine_for_mode, reads_local_checkpoint
 from evalkit.errors import ConfigError
 
 
@@ -22,7 +23,7 @@ def check_run(cfg: Any, engine_given: bool = False) -> None:
     """
     if not engine_given:
         check_model(cfg.model, cfg.engine)
-        check_engine_options("vllm_batch" if cfg.mode == "sync" else cfg.engine, cfg)
+        check_engine_options(engine_for_mode(cfg.engine, cfg.mode), cfg)
     if cfg.data:
         _file(cfg.data, "--data")
     for value, flag in ((cfg.data_root, "--data-root"), (cfg.video_root, "--video-root")):
@@ -35,7 +36,7 @@ def check_run(cfg: Any, engine_given: bool = False) -> None:
 def check_model(model: str, engine: str) -> None:
     """A local checkpoint folder (with config.json) or a hub id already in the local
     Hugging Face cache; the openai engine takes a served model name, unchecked."""
-    if engine == "openai":
+    if not reads_local_checkpoint(engine):
         return
     path = Path(model).expanduser()
     if path.is_dir():

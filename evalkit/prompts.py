@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import jinja2
 
+from evalkit import tasks
 from evalkit._layout import package_folder
 from evalkit.errors import ConfigError
 from evalkit.sample import Sample
@@ -67,12 +68,10 @@ def letter_range(letters: list[str]) -> str:
 
 
 def template_name(sample: Sample, template: str | None = None) -> str:
-    """The template file for a sample: an explicit name, else its canonical task type."""
+    """The template file for a sample: an explicit name, else its task type's."""
     if template:
         return template if template.endswith(".jinja") else f"{template}.jinja"
-    from evalkit.scoring import canonical_task_type
-
-    return f"{canonical_task_type(sample.task_type)}.jinja"
+    return tasks.get(sample.task_type).template_file
 
 
 def render_template(name: str, **variables: Any) -> str:
@@ -240,6 +239,4 @@ class PromptPlan:
 
 
 def _canonical(task_type: str) -> str:
-    from evalkit.scoring import canonical_task_type
-
-    return canonical_task_type(task_type)
+    return tasks.canonical(task_type)

@@ -9,12 +9,35 @@ from __future__ import annotations
 
 import difflib
 import importlib
-from collections.abc import Callable, Iterator
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Generic, TypeVar
 
 from evalkit.errors import EvalkitError
 
 T = TypeVar("T")
+
+
+def normalize_name(name: str) -> str:
+    """The lookup key of a name: lower case, letters and digits only (Video-MME ->
+    videomme, "Spatial-Temporal Grounding" -> spatialtemporalgrounding): benchmarks, task
+    types and their aliases are all matched this one way."""
+    return re.sub(r"[^a-z0-9]", "", str(name).lower())
+
+
+def did_you_mean(
+    name: str, known: Iterable[str] | Mapping[str, str], *, n: int = 3, cutoff: float = 0.6
+) -> str:
+    """``"; did you mean 'a', 'b'?"`` for the known names closest to ``name``, else ``""``.
+
+    ``known`` may map lookup keys to the names to show (aliases to their canonical name):
+    the ``n`` closest keys are matched, their names shown once each, three at most.
+    """
+    keys = list(known)
+    close = difflib.get_close_matches(name, keys, n=n, cutoff=cutoff)
+    if isinstance(known, Mapping):
+        close = list(dict.fromkeys(known[c] for c in close))[:3]
+    return f"; did you mean {', '.join(map(repr, close))}?" if close else ""
 
 
 class RegistryError(EvalkitError, KeyError):
@@ -63,8 +86,7 @@ class Registry(Generic[T]):
 
     def _unknown(self, name: str) -> str:
         known = sorted(self._entries)
-        close = difflib.get_close_matches(name, known, n=3)
-        hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+        hint = did_you_mean(name, known)
         return f"unknown {self.kind} {name!r}{hint} (known: {', '.join(known) or 'none'})"
 
     def __contains__(self, name: object) -> bool:

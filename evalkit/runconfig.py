@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from evalkit.config import throughput_only
 from evalkit.errors import ConfigError
 from evalkit.pipeline import PipelineConfig
 from evalkit.video.types import FrameSpec
@@ -58,14 +59,14 @@ class JudgeConfig(BaseModel):
     """Backend settings of the judge engine."""
     graded: bool = False
     """Ask for a graded verdict in [0, 1] instead of 0/1."""
-    timeout_s: float = Field(default=60.0, gt=0)
+    timeout_s: float = throughput_only(60.0, gt=0)
     """Longest wait for one judge request, in seconds (the judge engine's client timeout
     is set from it unless engine_options name one)."""
-    retries: int = Field(default=1, ge=0)
+    retries: int = throughput_only(1, ge=0)
     """Retries of a judge request that timed out or failed transiently."""
-    concurrency: int = Field(default=8, ge=1)
+    concurrency: int = throughput_only(8, ge=1)
     """Judge requests in flight at once."""
-    max_failures: int = Field(default=5, ge=1)
+    max_failures: int = throughput_only(5, ge=1)
     """Consecutive failed judge requests after which the judge is marked down and the
     remaining judged samples are recorded "not scored: judge unavailable"."""
 

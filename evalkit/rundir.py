@@ -21,6 +21,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from evalkit.atomic import write_text_atomic as write_text_atomic
 from evalkit.errors import ConfigError
 from evalkit.runlock import RunLock
 from evalkit.store import Store
@@ -230,17 +231,6 @@ def _keep_benchmarks(old: Any, new: Any) -> Any:
 
 def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S%z")
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through an fsync'd temp file and a rename (a reader sees
-    the old file or the whole new one)."""
-    tmp = path.with_suffix(".tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def _safe(name: str) -> str:

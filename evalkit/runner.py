@@ -19,8 +19,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from evalkit.cache.key import fingerprint_settings
+from evalkit.config import throughput_only_fields
 from evalkit.decoding import describe as describe_sampling
 from evalkit.decoding import sampling_for
+from evalkit.engines import reads_local_checkpoint
 from evalkit.engines.base import Engine, SamplingParams
 from evalkit.engines.lifecycle import close_engine
 from evalkit.errors import ConfigError
@@ -34,6 +36,7 @@ from evalkit.runconfig import JudgeConfig as JudgeConfig
 from evalkit.runconfig import RunConfig as RunConfig
 from evalkit.rundir import RunDir, hash_json, hash_path, new_run_id
 from evalkit.sample import Sample, VideoRef
+from evalkit.scoring.context import ScoringContext
 from evalkit.scoring.run_scorer import RunScorer
 from evalkit.video.budget import FrameLog
 from evalkit.video.types import FrameSpec
@@ -134,9 +137,10 @@ def _judge_template(spec: Any) -> str:
 
 def make_engine(cfg: RunConfig) -> Engine:
     """Build the configured backend (heavy imports happen here, not at import time)."""
+    from evalkit.engines import engine_for_mode
+
     # the vanilla baseline runs vLLM the way other harnesses do: LLM.generate on batches
-    name = "vllm_batch" if cfg.mode == "sync" and cfg.engine == "vllm" else cfg.engine
-    return build_engine(name, cfg.model, cfg.engine_options)
+    return build_engine(engine_for_mode(cfg.engine, cfg.mode), cfg.model, cfg.engine_options)
 
 
 def build_engine(name: str, model: str, options: dict[str, Any]) -> Engine:
@@ -154,12 +158,12 @@ def build_engine(name: str, model: str, options: dict[str, Any]) -> Engine:
 
 @contextlib.asynccontextmanager
 async def judge_for(cfg: RunConfig, engine: Engine | None, cache_dir: Path) -> AsyncIterator[Any]:
-    """Configure the LLM judge for the run (or none), and release it afterwards."""
-    from evalkit.scoring import LLMJudge, configure_judge
+    """The run's LLM judge (or None), released afterwards; each benchmark's scorer gets it
+    with that benchmark's judge prompt (``make_scorer``), nothing process-wide is set."""
+    from evalkit.scoring import LLMJudge
     from evalkit.scoring.judge_guard import JudgeGuard
 
     if cfg.judge is None:
-        configure_judge(None)
         yield None
         return
     jc = cfg.judge
@@ -173,11 +177,9 @@ async def judge_for(cfg: RunConfig, engine: Engine | None, cache_dir: Path) -> A
         loop=asyncio.get_running_loop(),  # judged samples are awaited on this loop
         guard=JudgeGuard(jc.timeout_s, jc.retries, jc.concurrency, jc.max_failures),
     )
-    configure_judge(judge)
     try:
         yield judge
     finally:
-        configure_judge(None)
         if own:
             await close_engine(engine)
 
@@ -207,9 +209,9 @@ def result_config(cfg: RunConfig, benches: list[BenchRun]) -> dict[str, Any]:
         "model": cfg.model,
         "model_hash": hash_path(cfg.model),
         "engine": cfg.engine,
-        "engine_options": _result_engine_options(cfg.engine_options),
+        "engine_options": _result_engine_options(cfg.engine, cfg.engine_options),
         "variant": cfg.variant,
-        "judge": cfg.judge.model_dump(mode="json", exclude=_JUDGE_CALLING) if cfg.judge else None,
+        "judge": _result_judge(cfg.judge),
         **fingerprint_settings(cfg.cache_identity, cfg.cache_codec, cfg.cache_jpeg_quality),
         "benchmarks": {
             b.name: {
@@ -223,31 +225,31 @@ def result_config(cfg: RunConfig, benches: list[BenchRun]) -> dict[str, Any]:
     }
 
 
-# Knobs that change scheduling or memory but never the greedy output.
-_THROUGHPUT_ONLY = {
-    "max_num_seqs",
-    "max_num_batched_tokens",
-    "gpu_memory_utilization",
-    "enforce_eager",
-    "record_steps",
-    "concurrency",
-    "timeout_s",
-    "retries",
-}
+def _result_engine_options(engine: str, options: dict[str, Any]) -> dict[str, Any]:
+    # knobs that change scheduling, memory or calling but never the greedy output are
+    # marked in the engine's config model (evalkit.config.throughput_only)
+    from evalkit.engines import ENGINE_CONFIGS
+
+    # (an unregistered engine, evalkit score's "external" predictions, has no such knobs)
+    known = engine in ENGINE_CONFIGS
+    skip = throughput_only_fields(ENGINE_CONFIGS.get(engine)) if known else frozenset()
+    return {k: v for k, v in sorted(options.items()) if k not in skip}
 
 
-# How the judge is called (not what it answers): kept out of the fingerprint.
-_JUDGE_CALLING = {"timeout_s", "retries", "concurrency", "max_failures"}
-
-
-def _result_engine_options(options: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in sorted(options.items()) if k not in _THROUGHPUT_ONLY}
+def _result_judge(jc: JudgeConfig | None) -> dict[str, Any] | None:
+    # how the judge is called (not what it answers) is marked throughput-only too
+    if jc is None:
+        return None
+    return jc.model_dump(mode="json", exclude=set(throughput_only_fields(JudgeConfig)))
 
 
 def make_scorer(spec: Any = None, judge: Any = None, prompt: PromptPlan | None = None) -> RunScorer:
-    """The pipeline's scorer for a benchmark (``RunScorer``), judging with ``judge``; where
-    ``prompt`` pre-filled the assistant's turn, samples are scored with that prefix."""
-    return RunScorer(spec, judge, prompt)
+    """The pipeline's scorer for a benchmark (``RunScorer``), judging with ``judge`` asking
+    the benchmark's judge prompt; where ``prompt`` pre-filled the assistant's turn, samples
+    are scored with that prefix."""
+    # each benchmark may prescribe its judge prompt: a judge of its own, the run's unchanged
+    own = judge.with_template(_judge_template(spec)) if judge is not None else None
+    return RunScorer(spec, ScoringContext(own), prompt)
 
 
 @contextlib.contextmanager
@@ -319,7 +321,7 @@ async def _aexecute_locked(
     from evalkit.cache import FrameCache
     from evalkit.resume import pending
 
-    factor = model_factor(cfg) if cfg.engine != "openai" else None
+    factor = model_factor(cfg) if reads_local_checkpoint(cfg.engine) else None
     benches = resolve_benchmarks(cfg, factor)
     rundir = RunDir(path)
     fingerprint = _open_run(cfg, rundir, benches)
@@ -342,8 +344,6 @@ async def _aexecute_locked(
         async with judge_for(cfg, judge_engine, path / "judge_cache") as judge:
             with miss_pool(cfg.cache_workers) as pool:
                 for bench in benches:
-                    if judge is not None:  # each benchmark may prescribe its judge prompt
-                        judge.template = _judge_template(bench.spec)
                     frames_seen = FrameLog()
                     builder = RequestBuilder(
                         cache=cache,

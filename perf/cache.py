@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from evalkit.cache import FrameCache
+from evalkit.cache import FrameCache, build_cache
 from evalkit.cache.integrity import FirstTouch
 from evalkit.sample import VideoRef
 from evalkit.video.types import Frames, FrameSpec
@@ -262,7 +262,7 @@ def build_once(out: Path, videos: list[Path], workers: int) -> tuple[float, floa
     root = out / f"cache_build_{workers}w"
     shutil.rmtree(root, ignore_errors=True)
     cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    report = FrameCache(root).build(videos, SPEC, workers=workers, progress=False)
+    report = build_cache(FrameCache(root), videos, SPEC, workers=workers, progress=False)
     cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     assert report.ok and len(report.built) == len(videos), report.summary()
     shutil.rmtree(root, ignore_errors=True)

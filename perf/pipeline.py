@@ -201,7 +201,7 @@ def main() -> None:
 
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from evalkit.cache import FrameCache
+    from evalkit.cache import FrameCache, build_cache
     from evalkit.engines.base import SamplingParams
     from evalkit.engines.vllm_engine import VLLMBatchEngine, VLLMConfig, VLLMEngine
     from evalkit.models.tiny import build_tiny_model
@@ -271,7 +271,7 @@ def main() -> None:
             )
         )
         t0 = time.time()
-        report = cache.build([s.media[0] for s in samples], spec, workers=2)
+        report = build_cache(cache, [s.media[0] for s in samples], spec, workers=2)
         out["cache_build_s"] = time.time() - t0
         out["cache_build_failed"] = len(getattr(report, "failed", []) or [])
         b_runs = [

@@ -10,9 +10,8 @@ task type, labelled as such.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from evalkit.bench.aggregate import AggregateResult, Scored, aggregate, aggregations
 from evalkit.bench.unified_known import recorded_data_spec
@@ -21,95 +20,19 @@ from evalkit.rundir import RunDir, hash_json
 from evalkit.sample import Sample
 
 from .judging import judge_notes
+from .model import BenchmarkReport, Counts, FailedPolicy, RunReport
 from .provenance import check_records, provenance_note, rejected_notes, split_foreign
-from .sensitivity import Sensitivity, sensitivity
+from .sensitivity import sensitivity
+from .stats import standard_error
 
-FailedPolicy = Literal["zero", "exclude"]
 ADHOC_AGGREGATION = "pooled mean by task_type (ad-hoc data: no official spec)"
 _SCORED_HAS_METADATA = "metadata" in {f.name for f in dataclasses.fields(Scored)}
-
-
-@dataclass
-class Counts:
-    """How many samples a benchmark's store holds, by outcome."""
-
-    total: int = 0
-    scored: int = 0
-    """Finished and scored (a value in [0, 1])."""
-    unscored: int = 0
-    """Finished but not scored (e.g. LLM-judged with no judge configured)."""
-    failed: int = 0
-    """Failed in IO, the engine or the scorer (``status == "failed"``)."""
-    failed_by_stage: dict[str, int] = field(default_factory=dict)
-    scorer_failed: dict[str, str] = field(default_factory=dict)
-    """Failed at stage score (the scorer raised: a bug, not the model's answer), sample id
-    -> error; left out of the aggregate whatever the failed policy, never a 0."""
-    invalid: int = 0
-    """Rows of the data that did not load (recorded in the run's invalid/<benchmark>.jsonl)."""
-    malformed: int = 0
-    """Lines of the store that are not valid records (left out of every number)."""
-    foreign: int = 0
-    """Records whose fingerprint no recorded configuration has (left out)."""
-
-
-@dataclass
-class BenchmarkReport:
-    """One benchmark of one run: the official number, its breakdowns and its context."""
-
-    name: str
-    path: Path
-    records: list[dict[str, Any]]
-    scored: list[Scored]
-    """What went into the aggregate (failed samples as 0 or left out, per the policy)."""
-    result: AggregateResult
-    counts: Counts
-    aggregation: str
-    official: bool
-    spec: Any = None  # BenchmarkSpec (with its variant applied), None for ad-hoc data
-    variant: str | None = None
-    settings: dict[str, Any] = field(default_factory=dict)
-    group_sizes: dict[str, dict[str, int]] = field(default_factory=dict)
-    """Samples per breakdown group (a grouped aggregate's units are fewer)."""
-    stderr: float | None = None
-    stderr_method: str = ""
-    notes: list[str] = field(default_factory=list)
-    references: list[Any] = field(default_factory=list)  # reports.reference.ReferenceCheck
-    sensitivity: Sensitivity | None = None
-    """The official number under each extraction rule (None: records predate rules)."""
-
-    @property
-    def overall(self) -> float | None:
-        """The official number (percent), None when nothing could be scored."""
-        return self.result.overall
-
-
-@dataclass
-class RunReport:
-    """A whole run directory."""
-
-    path: Path
-    run_id: str
-    config: dict[str, Any]
-    benchmarks: dict[str, BenchmarkReport]
-    failed_policy: FailedPolicy = "zero"
-
-    @property
-    def result_config(self) -> dict[str, Any]:
-        """The settings that change results (the run's fingerprint covers them)."""
-        return dict(self.config.get("result_config") or {})
-
-    @property
-    def model(self) -> str:
-        """The model the run evaluated, as given to ``evalkit run``."""
-        return str(self.result_config.get("model", ""))
 
 
 def load_run(
     path: str | Path, *, failed: FailedPolicy = "zero", bootstrap: int = 1000, seed: int = 0
 ) -> RunReport:
     """Read a run directory and compute every benchmark's official aggregate and error."""
-    from .stats import standard_error
-
     rundir = RunDir(path)
     if not rundir.config_path.is_file():
         raise DataError(f"{rundir.path}: not a run directory (no config.json)")

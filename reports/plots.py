@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from .timeline import in_engine, occupancy, spans, utilisation
 
 if TYPE_CHECKING:
-    from .load import RunReport
+    from .model import RunReport
     from .stats import Comparison
 
 _STAGES = (  # (label, start stamp, end stamp, colour)

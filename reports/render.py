@@ -12,7 +12,7 @@ from .sections import Section
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from .load import RunReport
+    from .model import RunReport
     from .stats import Comparison
     from .timeline import Utilisation
 

@@ -16,7 +16,7 @@ from .reference import MATCH_RULE
 from .timeline import Utilisation, spans, utilisation
 
 if TYPE_CHECKING:
-    from .load import BenchmarkReport, RunReport
+    from .model import BenchmarkReport, RunReport
     from .stats import Comparison
 
 

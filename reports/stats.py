@@ -23,7 +23,7 @@ from evalkit.bench.aggregate import Scored, aggregate
 from .vectorised import bootstrap_counts, cluster_key, linear_form
 
 if TYPE_CHECKING:
-    from .load import BenchmarkReport
+    from .model import BenchmarkReport
 
 AggFn = Callable[[Sequence[Scored]], "float | None"]
 

@@ -11,7 +11,8 @@ from contextlib import contextmanager
 
 import pytest
 
-from evalkit.scoring import router, rules
+from evalkit import tasks
+from evalkit.scoring import rules
 from evalkit.scoring.router import ScorerFn
 
 
@@ -20,11 +21,11 @@ def task_type(
     monkeypatch: pytest.MonkeyPatch, name: str, fn: ScorerFn, **other_rules: ScorerFn
 ) -> Iterator[None]:
     """``name`` scored by ``fn``, with ``other_rules`` (rule name -> fn) as its other rules."""
-    monkeypatch.setitem(router.SCORERS._entries, name, fn)
-    monkeypatch.setitem(router._CANONICAL, name, name)
+    tasks.register(tasks.TaskType(name, fn))
     table = {r: rules.Rule(r, name, f, source=__name__) for r, f in other_rules.items()}
     monkeypatch.setitem(rules._RULES, name, table)
     try:
         yield
     finally:
+        tasks.unregister(name)
         rules._TABLES.pop(name, None)  # rules_for's cached answer for the type

@@ -4,7 +4,6 @@ with one, any Engine grades them through the scorers' judge."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,8 @@ from evalkit.bench.loader import load
 from evalkit.bench.registry import get_benchmark
 from evalkit.engines.base import Completion, Request, Timings
 from evalkit.prompts import PROMPTS_DIR
-from evalkit.scoring import LLMJudge, configure_judge, score
+from evalkit.scoring import LLMJudge, ScoringContext, score
+from evalkit.scoring.context import NO_CONTEXT
 from tests.fixtures.bench import official2
 
 
@@ -39,18 +39,13 @@ class ExactJudge:
         return None
 
 
-@pytest.fixture(autouse=True)
-def no_judge() -> Iterator[None]:
-    configure_judge(None)
-    yield
-    configure_judge(None)
-
-
-def _run(name: str, root: Path, replies: dict[str, str]) -> AggregateResult:
+def _run(
+    name: str, root: Path, replies: dict[str, str], ctx: ScoringContext = NO_CONTEXT
+) -> AggregateResult:
     spec = get_benchmark(name)
     out = []
     for s in load(spec, root):
-        got = score(s, replies[s.id])
+        got = score(s, replies[s.id], ctx)
         out.append(Scored(s, got.value, got.metadata))
     return aggregate(spec, out)
 
@@ -110,14 +105,14 @@ def test_videoreasonbench_rows_from_keyed_question_files(tmp_path: Path) -> None
 
 
 def test_with_a_judge_engine_every_sample_is_scored(tmp_path: Path) -> None:
-    configure_judge(LLMJudge(ExactJudge(), model="exact-judge"))
-    res = _run("VCR-Bench", official2.vcrbench(tmp_path / "vcr"), VCR_REPLIES)
+    ctx = ScoringContext(LLMJudge(ExactJudge(), model="exact-judge"))
+    res = _run("VCR-Bench", official2.vcrbench(tmp_path / "vcr"), VCR_REPLIES, ctx)
     assert (res.n_scored, res.n_unscored) == (5, 0)
     assert res.overall == pytest.approx(60.0)  # 1, 0, 1 (choice) + 1, 0 (judged)
     assert res.breakdowns["duration_group"] == pytest.approx(
         {"0-60": 100.0, "60-300": 0.0, "300+": 100.0}
     )
-    res = _run("VideoReasonBench", official2.videoreasonbench(tmp_path / "vrb"), VRB_REPLIES)
+    res = _run("VideoReasonBench", official2.videoreasonbench(tmp_path / "vrb"), VRB_REPLIES, ctx)
     # q5 (prediction_operation) has no reference to judge against: not scored, counted
     assert (res.n, res.n_scored, res.n_unscored) == (5, 4, 1)
     assert res.overall == 75.0  # q1, q3, q4 right; q2 wrong

@@ -192,7 +192,7 @@ def test_other_repeated_ids_load_suffixed_with_a_warning(tmp_path: Path) -> None
 def test_judged_open_ended_rows_are_not_scored_without_a_judge_never_rouged(
     tmp_path: Path,
 ) -> None:
-    from evalkit.scoring import configure_judge, score
+    from evalkit.scoring import score
 
     open_row = dict(problem_type="open-ended", options=[], solution="<answer>stator</answer>")
     mmvu = [
@@ -201,7 +201,6 @@ def test_judged_open_ended_rows_are_not_scored_without_a_judge_never_rouged(
     ]
     vrb = [_row(3, data_source="VideoReasonBench", **open_row)]
     vcr = [_row(4, data_source="VCR-Bench", **open_row)]
-    configure_judge(None)
     for name, rows, bench_name in [
         ("mmvu-all.json", mmvu, "MMVU"),
         ("videoreasonbench.json", vrb, "VideoReasonBench"),

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evalkit.cache import FrameCache, listing, prune
+from evalkit.cache import FrameCache, build_cache, listing, prune
 from evalkit.cache.fileformat import TEMP_MARK
 from evalkit.sample import VideoRef
 from tests.test_cache_unit import SPEC, decodes, fake_decode
@@ -106,7 +106,7 @@ def test_a_build_fails_only_the_broken_videos(tmp_path: Path, workers: int) -> N
     good, bad = _videos(tmp_path)
     cache = FrameCache(tmp_path / "cache", decode=fake_decode)
     refs = [*good[:2], bad["missing"], bad["broken"], *good[2:]]
-    report = cache.build(refs, SPEC, workers=workers, progress=False)
+    report = build_cache(cache, refs, SPEC, workers=workers, progress=False)
     assert sorted(report.built) == sorted(str(p) for p in good)
     assert set(report.failed) == {str(bad["missing"]), str(bad["broken"])}
     assert "no such file" in report.failed[str(bad["missing"])]
@@ -115,7 +115,7 @@ def test_a_build_fails_only_the_broken_videos(tmp_path: Path, workers: int) -> N
     for i, p in enumerate(good):
         assert cache.get(p, SPEC, require=True).array[3, 0, 0, 0] == i + 3
 
-    again = cache.build(refs, SPEC, workers=workers, progress=False)
+    again = build_cache(cache, refs, SPEC, workers=workers, progress=False)
     assert sorted(again.hit) == sorted(report.built) and not again.built
     assert all(decodes(p) == 1 for p in good)
 
@@ -125,7 +125,7 @@ def test_a_worker_crash_fails_only_its_own_video(tmp_path: Path) -> None:
     crasher = tmp_path / "crash.mp4"
     crasher.write_bytes(b"CRASH" + b"x" * 100)  # largest file: scheduled first
     cache = FrameCache(tmp_path / "cache", decode=fake_decode)
-    report = cache.build([crasher, *good], SPEC, workers=2, progress=False)
+    report = build_cache(cache, [crasher, *good], SPEC, workers=2, progress=False)
     assert list(report.failed) == [str(crasher)]
     assert "crashed" in report.failed[str(crasher)]
     assert sorted(report.built + report.hit) == sorted(str(p) for p in good)
@@ -135,7 +135,7 @@ def test_windows_of_one_video_are_separate_build_items(tmp_path: Path) -> None:
     good, _ = _videos(tmp_path)
     cache = FrameCache(tmp_path / "cache", decode=fake_decode)
     refs = [VideoRef(path=str(good[0]), start=0.0, end=1.0), VideoRef(path=str(good[0]))]
-    report = cache.build([*refs, refs[0]], SPEC, workers=0, progress=False)
+    report = build_cache(cache, [*refs, refs[0]], SPEC, workers=0, progress=False)
     assert len(report.built) == 2 and not report.failed
     assert len(list(cache.entries())) == 2
 
@@ -146,8 +146,8 @@ def test_a_decoder_workers_cannot_receive_is_refused_up_front(tmp_path: Path) ->
     good, _ = _videos(tmp_path)
     cache = FrameCache(tmp_path / "cache", decode=lambda ref, spec: fake_decode(ref, spec))
     with pytest.raises(CacheError, match="module-level function or workers=0"):
-        cache.build(good, SPEC, workers=2, progress=False)
-    assert cache.build(good, SPEC, workers=0, progress=False).ok
+        build_cache(cache, good, SPEC, workers=2, progress=False)
+    assert build_cache(cache, good, SPEC, workers=0, progress=False).ok
 
 
 def _decoder_threads_here(_: int = 0) -> int:

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evalkit.cache import FrameCache
+from evalkit.cache import FrameCache, build_cache
 from evalkit.cli.main import main
 from evalkit.sample import VideoRef
 from evalkit.video.synth import (
@@ -115,7 +115,9 @@ def _broken(tmp_path: Path, videos) -> dict[str, Path]:
 def test_broken_inputs_fail_alone_and_the_rest_is_built(tmp_path: Path, videos) -> None:
     broken = _broken(tmp_path, videos)
     cache = FrameCache(tmp_path / "c")
-    report = cache.build([*broken.values(), *videos.values()], SPEC, workers=2, progress=False)
+    report = build_cache(
+        cache, [*broken.values(), *videos.values()], SPEC, workers=2, progress=False
+    )
     assert sorted(report.built) == sorted(str(v) for v in videos.values())
     assert set(report.failed) == {str(p) for p in broken.values()}
     for path in broken.values():

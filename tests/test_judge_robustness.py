@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from evalkit.reports import load_run
 from evalkit.reports.sections import summary
 from evalkit.runner import JudgeConfig, _judge_engine_options, build_engine, make_scorer
 from evalkit.sample import Sample
-from evalkit.scoring import LLMJudge, ascore, configure_judge
+from evalkit.scoring import LLMJudge, ScoringContext, ascore
 from evalkit.scoring.judge_guard import JUDGE_UNAVAILABLE, JudgeGuard, JudgeUnavailable
 from evalkit.store import Store
 from tests.test_run_judge import run as run_vcrbench
@@ -66,13 +65,6 @@ class ModelEngine:
 
     async def close(self) -> None:
         return None
-
-
-@pytest.fixture(autouse=True)
-def _no_judge_left_behind() -> Iterator[None]:
-    configure_judge(None)
-    yield
-    configure_judge(None)
 
 
 def judged(n: int) -> list[Sample]:
@@ -162,7 +154,7 @@ def test_the_breaker_counts_consecutive_failures_only() -> None:
     async def main() -> None:
         judge = LLMJudge(engine, model="flaky", guard=policy)
         for s in judged(4):
-            await ascore(s, "a cat", judge=judge)
+            await ascore(s, "a cat", ScoringContext(judge))
 
     asyncio.run(main())
     assert (policy.failed, policy.consecutive, policy.down) == (2, 0, False)
@@ -187,7 +179,7 @@ def test_cached_verdicts_stand_while_the_judge_is_down(tmp_path: Path) -> None:
 
     async def main(engine: SleepyJudge, policy: JudgeGuard) -> float | None:
         judge = LLMJudge(engine, model="m", cache_dir=tmp_path, guard=policy)
-        return (await ascore(sample, "a cat", judge=judge)).value
+        return (await ascore(sample, "a cat", ScoringContext(judge))).value
 
     assert asyncio.run(main(SleepyJudge(delay_s=0.0), guard())) == 1.0
     down = guard()
@@ -204,7 +196,7 @@ def test_a_timed_out_attempt_is_retried_once_then_the_sample_is_not_scored() -> 
 
     async def main() -> tuple[float | None, str]:
         judge = LLMJudge(engine, model="m", guard=policy)
-        got = await ascore(judged(1)[0], "a cat", judge=judge)
+        got = await ascore(judged(1)[0], "a cat", ScoringContext(judge))
         return got.value, got.explanation
 
     value, why = asyncio.run(main())

@@ -5,7 +5,6 @@ reference, and the question itself as the official prompt."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 
 import pytest
 
@@ -13,7 +12,7 @@ from evalkit.bench.aggregate import Scored, aggregate
 from evalkit.bench.registry import get_benchmark
 from evalkit.engines.base import Completion, Request, Timings
 from evalkit.sample import Sample
-from evalkit.scoring import LLMJudge, configure_judge, score
+from evalkit.scoring import LLMJudge, ScoringContext, score
 from evalkit.scoring.rules import has_rule
 
 from ._official_prompts import render_official
@@ -46,13 +45,6 @@ class ContainsJudge:
         return None
 
 
-@pytest.fixture(autouse=True)
-def no_judge() -> Iterator[None]:
-    configure_judge(None)
-    yield
-    configure_judge(None)
-
-
 def _sample(simulated: bool = False, skill: str = "order_operation") -> Sample:
     return Sample(
         id="cup/q1",
@@ -71,9 +63,9 @@ def test_judged_questions_keep_the_judge_and_have_no_extraction_rule() -> None:
 
 def test_simulated_question_is_not_judged_against_its_empty_reference() -> None:
     engine = ContainsJudge()
-    configure_judge(LLMJudge(engine, model=engine.model))
-    assert score(_sample(True), "Final Answer: left, up").value is None
-    assert score(_sample(), f"Final Answer: {_REF}").value == 1.0
+    ctx = ScoringContext(LLMJudge(engine, model=engine.model))
+    assert score(_sample(True), "Final Answer: left, up", ctx).value is None
+    assert score(_sample(), f"Final Answer: {_REF}", ctx).value == 1.0
     assert engine.calls == 1  # only the question with a reference was judged
 
 

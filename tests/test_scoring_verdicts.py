@@ -4,7 +4,6 @@ the run's scorer (``make_scorer``) and the async path (``ascore_all``)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 
 import pytest
 
@@ -14,7 +13,7 @@ from evalkit.engines.base import Completion
 from evalkit.records import failed_record, ok_record
 from evalkit.runner import make_scorer
 from evalkit.sample import Sample
-from evalkit.scoring import LLMJudge, ascore, ascore_all, configure_judge, score_all
+from evalkit.scoring import LLMJudge, ScoringContext, ascore, ascore_all, score_all
 from evalkit.scoring.types import Score
 from evalkit.scoring.verdicts import Verdicts, compact_verdict
 from tests._sensitivity_rules import LAST_LETTER
@@ -31,12 +30,6 @@ def _mc(target: str = "C") -> Sample:
         benchmark="Video-MME",
         fields={"duration": "short"},
     )
-
-
-@pytest.fixture(autouse=True)
-def _no_judge_left_behind() -> Iterator[None]:
-    yield
-    configure_judge(None)
 
 
 def test_default_headline_is_evalkit_and_other_rules_are_kept() -> None:
@@ -128,8 +121,8 @@ def test_ascore_all_awaits_the_judge_for_a_judged_sample_and_adds_no_rules() -> 
     engine = FakeJudgeEngine(["VERDICT: 1"])
 
     async def main() -> tuple[float | None, str, int]:
-        configure_judge(LLMJudge(engine, model="m", loop=asyncio.get_running_loop()))
-        v = await ascore_all(Sample(id="j", task_type="judge", question="q", target="x"), "y")
+        ctx = ScoringContext(LLMJudge(engine, model="m", loop=asyncio.get_running_loop()))
+        v = await ascore_all(Sample(id="j", task_type="judge", question="q", target="x"), "y", ctx)
         return v.score.value, v.rule, len(v.others)
 
     assert asyncio.run(main()) == (1.0, "evalkit", 0)

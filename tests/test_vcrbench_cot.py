@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,8 @@ from evalkit.bench.registry import get_benchmark
 from evalkit.engines.base import Completion, Request, Timings
 from evalkit.runner import JudgeConfig
 from evalkit.sample import Sample
-from evalkit.scoring import LLMJudge, Score, configure_judge, score
+from evalkit.scoring import LLMJudge, Score, ScoringContext, score
+from evalkit.scoring.context import NO_CONTEXT
 from evalkit.scoring.judge import parse_cot_steps
 from tests.fixtures.bench import official2
 from tests.test_bench_judged import VCR_REPLIES, ExactJudge
@@ -69,15 +69,13 @@ class CotJudge(ExactJudge):
         return Completion(request_id=request.id, texts=[reply], timings=Timings())
 
 
-@pytest.fixture(autouse=True)
-def no_judge() -> Iterator[None]:
-    configure_judge(None)
-    yield
-    configure_judge(None)
+def _scores(root: Path, ctx: ScoringContext = NO_CONTEXT) -> dict[str, tuple[Sample, Score]]:
+    samples = load(get_benchmark("VCR-Bench"), root)
+    return {s.id: (s, score(s, VCR_REPLIES[s.id], ctx)) for s in samples}
 
 
-def _scores(root: Path) -> dict[str, tuple[Sample, Score]]:
-    return {s.id: (s, score(s, VCR_REPLIES[s.id])) for s in load(get_benchmark("VCR-Bench"), root)}
+def _cot_judge() -> ScoringContext:
+    return ScoringContext(LLMJudge(CotJudge(), model="cot-judge"))
 
 
 def _aggregate(scores: dict[str, tuple[Sample, Score]]) -> AggregateResult:
@@ -95,17 +93,17 @@ def test_the_judge_is_asked_about_the_reference_steps_and_the_whole_response(
     tmp_path: Path,
 ) -> None:
     engine = CotJudge()
-    configure_judge(LLMJudge(engine, model="cot-judge"))
+    ctx = ScoringContext(LLMJudge(engine, model="cot-judge"))
     sample = next(s for s in load(get_benchmark("VCR-Bench"), official2.vcrbench(tmp_path)))
-    score(sample, "<think>first I look</think><answer>A</answer>")
+    score(sample, "<think>first I look</think><answer>A</answer>", ctx)
     asks = [p for p in engine.prompts if "Reference rationale" in p]
     assert len(asks) == 2 and all("1. step\n2. step" in p for p in asks)
     assert all("first I look" in p and "A. option A1" in p for p in asks)
 
 
 def test_per_sample_recall_and_precision_from_the_judge(tmp_path: Path) -> None:
-    configure_judge(LLMJudge(CotJudge(), model="cot-judge"))
-    got = {k: v.metadata for k, (_, v) in _scores(official2.vcrbench(tmp_path)).items()}
+    scores = _scores(official2.vcrbench(tmp_path), _cot_judge())
+    got = {k: v.metadata for k, (_, v) in scores.items()}
     assert (got["1"]["cot_recall"], got["1"]["cot_precision"]) == (0.5, 1.0)
     assert got["1"]["cot_recall_perception"] == 1.0 and got["1"]["cot_recall_reasoning"] == 0.0
     assert got["1"]["cot_efficiency"] == pytest.approx(2 / 3)
@@ -118,8 +116,7 @@ def test_per_sample_recall_and_precision_from_the_judge(tmp_path: Path) -> None:
 
 
 def test_an_unparsable_reply_leaves_its_figures_absent_with_the_reason(tmp_path: Path) -> None:
-    configure_judge(LLMJudge(CotJudge(), model="cot-judge"))
-    _, got = _scores(official2.vcrbench(tmp_path))["4"]
+    _, got = _scores(official2.vcrbench(tmp_path), _cot_judge())["4"]
     assert got.metadata["cot_recall"] is None and got.metadata["cot_precision"] == 0.5
     assert "recall: reply is not a JSON step list" in got.explanation
     assert got.metadata["cot_recall_judgement"] == "I cannot compare these steps."
@@ -138,8 +135,7 @@ def test_without_a_judge_cot_is_absent_and_accuracy_unchanged(tmp_path: Path) ->
 
 
 def test_aggregate_is_f1_of_the_mean_recall_and_mean_precision(tmp_path: Path) -> None:
-    configure_judge(LLMJudge(CotJudge(), model="cot-judge"))
-    res = _aggregate(_scores(official2.vcrbench(tmp_path)))
+    res = _aggregate(_scores(official2.vcrbench(tmp_path), _cot_judge()))
     assert res.overall == pytest.approx(60.0)  # accuracy as with the plain judge
     recall, precision = 11 / 18, 4 / 5  # mean over q1, q2, q5 / over all five
     assert res.metrics["cot_recall"] == pytest.approx(100 * recall)
@@ -195,8 +191,8 @@ def test_async_callers_get_the_cot_figures_too(tmp_path: Path) -> None:
     sample = next(s for s in load(get_benchmark("VCR-Bench"), official2.vcrbench(tmp_path)))
 
     async def go() -> Score:
-        configure_judge(LLMJudge(CotJudge(), model="cot-judge", loop=asyncio.get_running_loop()))
-        return await ascore(sample, VCR_REPLIES[sample.id])
+        judge = LLMJudge(CotJudge(), model="cot-judge", loop=asyncio.get_running_loop())
+        return await ascore(sample, VCR_REPLIES[sample.id], ScoringContext(judge))
 
     got = asyncio.run(go())
     assert (got.metadata["cot_recall"], got.metadata["cot_precision"]) == (0.5, 1.0)

@@ -23,6 +23,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from evalkit.atomic import fsync_dir
+
 log = logging.getLogger(__name__)
 FORMAT_VERSION = 1
 _PREFIX = "step_"
@@ -118,9 +120,9 @@ def save_checkpoint(
             "extra": extra or {},
         }
         _write_text(tmp / "meta.json", json.dumps(meta, indent=2, sort_keys=True))
-        _fsync_dir(tmp)
+        fsync_dir(tmp)
         os.rename(tmp, final)
-        _fsync_dir(root)
+        fsync_dir(root)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -142,14 +144,6 @@ def _write_text(path: Path, text: str) -> None:
         fh.write(text)
         fh.flush()
         os.fsync(fh.fileno())
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def list_checkpoints(root: str | Path) -> list[Path]:

@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from evalkit.config import _explain
 from evalkit.errors import ConfigError
+from evalkit.registry import did_you_mean
 
 from .config_correction import RolloutCorrectionConfig
 from .config_sections import ActorConfig, OptimizerConfig, RunConfig, _Section
@@ -363,16 +364,13 @@ def _apply_override(data: dict[str, Any], item: str) -> None:
 
 def _field_annotation(parts: list[str], item: str) -> Any:
     """The type annotation of the field at ``parts``; unknown keys raise with a hint."""
-    import difflib
-
     model: type[BaseModel] = TrainerConfig
     annotation: Any = None
     for i, part in enumerate(parts):
         fields = model.model_fields
         if part not in fields:
             where = ".".join(parts[:i]) or "top level"
-            close = difflib.get_close_matches(part, list(fields), n=3)
-            hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+            hint = did_you_mean(part, list(fields))
             raise ConfigError(f"override {item!r}: no key {part!r} in {where}{hint}")
         annotation = fields[part].annotation
         if i < len(parts) - 1:

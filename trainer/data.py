@@ -153,7 +153,11 @@ class TrainData:
         refs = [r for item in self.items for r in _videos(item.sample)]
         plain = [r for r in refs if r.start is None and r.end is None]
         if plain:
-            report = self.cache.build(plain, self.frame_spec, workers=workers, progress=False)
+            from evalkit.cache import build_cache
+
+            report = build_cache(
+                self.cache, plain, self.frame_spec, workers=workers, progress=False
+            )
             if not report.ok:
                 raise DataError(f"frame cache build failed: {report.summary()}")
         for ref in refs:

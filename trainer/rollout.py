@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import tempfile
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -34,6 +34,7 @@ from evalkit.engines.base import Completion, Engine, Request, SamplingParams
 from evalkit.engines.family import VISION_END, VISION_START
 from evalkit.engines.hf_engine import HFConfig, HFEngine
 from evalkit.errors import EvalkitError
+from evalkit.registry import Registry
 
 from .batch import Response
 
@@ -109,21 +110,38 @@ class WeightSyncExtension:
 SYNC_EXTENSION = f"{__name__}.WeightSyncExtension"
 
 
+def _shared_hf(actor: Any) -> Engine:
+    """An HF engine generating with the actor's own module (weight sync is free)."""
+    return SharedHFEngine(actor.model, actor.processor, actor.family)
+
+
+def _vllm_options(options: dict[str, Any]) -> dict[str, Any]:
+    """vLLM's workers load new weights through the sync extension."""
+    extra = dict(options.get("engine_kwargs") or {})
+    extra.setdefault("worker_extension_cls", SYNC_EXTENSION)
+    # log-probs of what was sampled (after temperature/top-p), as verl's rollout asks
+    extra.setdefault("logprobs_mode", "processed_logprobs")
+    return {**options, "engine_kwargs": extra}
+
+
+# How the trainer adapts a registered backend (evalkit.engines) for rollouts, by name: one
+# built around the actor's own module (weights always current), or extra options that let
+# it take new weights. Any other backend is built as registered, loading ``model_dir``.
+SHARED_ROLLOUT: Registry[Callable[[Any], Engine]] = Registry("shared rollout engine")
+SHARED_ROLLOUT.register("hf", _shared_hf)
+ROLLOUT_OPTIONS: Registry[Callable[[dict[str, Any]], dict[str, Any]]] = Registry("rollout options")
+ROLLOUT_OPTIONS.register("vllm", _vllm_options)
+
+
 def make_rollout_engine(
     name: str, model_dir: str, actor: Any, options: dict[str, Any], loop: EngineLoop
 ) -> Engine:
     """The rollout engine: ``hf`` shares the actor's module, others load ``model_dir``."""
-    if name == "hf":
-        return SharedHFEngine(actor.model, actor.processor, actor.family)
+    if name in SHARED_ROLLOUT:
+        return SHARED_ROLLOUT.get(name)(actor)
     from evalkit.engines import ENGINE_CONFIGS, ENGINES
 
-    opts = dict(options)
-    if name == "vllm":
-        extra = dict(opts.get("engine_kwargs") or {})
-        extra.setdefault("worker_extension_cls", SYNC_EXTENSION)
-        # log-probs of what was sampled (after temperature/top-p), as verl's rollout asks
-        extra.setdefault("logprobs_mode", "processed_logprobs")
-        opts["engine_kwargs"] = extra
+    opts = ROLLOUT_OPTIONS.get(name)(dict(options)) if name in ROLLOUT_OPTIONS else dict(options)
     config = ENGINE_CONFIGS.get(name).model_validate({"model": model_dir, **opts})
 
     async def build() -> Engine:

@@ -153,3 +153,39 @@ def to_number(text: Any) -> float | int:
         return int(s)
     except ValueError:
         return float(s)
+
+
+# Target parsers of the task types (``evalkit.tasks``: ``TaskType.target``): a target
+# written as text in a data file -> the value the task type's scorer compares against.
+
+
+def choice_target(answer: str, n_options: int) -> str:
+    """A multiple-choice target: its option letter, checked against the options."""
+    return parse_letter(answer, n_options)
+
+
+def number_target(answer: str, n_options: int = 0) -> float | int:
+    """A numeric target (counting, regression)."""
+    return to_number(answer)
+
+
+def yes_no_target(answer: str, n_options: int = 0) -> str:
+    """A Yes/No target (``yes``/``true`` -> ``"Yes"``, ``no``/``false`` -> ``"No"``)."""
+    low = answer.strip().lower()
+    if low not in ("yes", "no", "true", "false"):
+        raise ValueError(f"{answer!r} is not yes/no")
+    return "Yes" if low in ("yes", "true") else "No"
+
+
+def grounding_target(answer: str, n_options: int = 0) -> Any:
+    """A grounding target: JSON (a span, boxes, or both)."""
+    value = maybe_json(answer)
+    if isinstance(value, str):
+        raise ValueError(f"grounding answer {answer[:60]!r} is not JSON")
+    return value
+
+
+def temporal_target(answer: str, n_options: int = 0) -> Any:
+    """A temporal-grounding target; Charades-STA rows wrap the span: {"time": [s, e], ...}."""
+    value = grounding_target(answer)
+    return value.get("time", value) if isinstance(value, dict) else value

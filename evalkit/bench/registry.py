@@ -7,7 +7,6 @@ gets a did-you-mean hint.
 
 from __future__ import annotations
 
-import difflib
 import os
 from functools import lru_cache
 from pathlib import Path
@@ -16,7 +15,7 @@ from evalkit._layout import package_folder
 from evalkit.bench.spec import BenchmarkSpec, normalize_name
 from evalkit.config import load_yaml_model
 from evalkit.errors import ConfigError
-from evalkit.registry import RegistryError
+from evalkit.registry import RegistryError, did_you_mean
 
 
 def benchmarks_dir() -> Path:
@@ -63,10 +62,7 @@ class BenchmarkRegistry:
         base, _, variant = name.partition(":")
         key = normalize_name(base)
         if key not in self._keys:
-            close = difflib.get_close_matches(key, list(self._keys), n=3, cutoff=0.6)
-            hint = (
-                f"; did you mean {', '.join(repr(self._keys[c]) for c in close)}?" if close else ""
-            )
+            hint = did_you_mean(key, self._keys)
             known = ", ".join(self.names()) or f"none: no *.yaml spec in {self.folder}"
             raise RegistryError(f"unknown benchmark {base!r}{hint} (known: {known})")
         spec = self._specs[self._keys[key]]

@@ -9,20 +9,16 @@ something else). Unknown keys are errors everywhere.
 
 from __future__ import annotations
 
-import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
+from evalkit import tasks
 from evalkit.bench.layout import DataSource, FieldMap, FileSpec, MediaPath
+from evalkit.registry import normalize_name as normalize_name
 from evalkit.video.types import FrameSpec, ImageSpec
 
 _STRICT = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
-
-
-def normalize_name(name: str) -> str:
-    """Lookup key of a name: lower case, letters and digits only (Video-MME -> videomme)."""
-    return re.sub(r"[^a-z0-9]", "", name.lower())
 
 
 class OfficialPrompt(BaseModel):
@@ -252,11 +248,10 @@ class BenchmarkSpec(BaseModel):
     def official_rule(self, task_type: str) -> str | None:
         """The registered official rule for ``task_type``, or None if there is none."""
         from evalkit.errors import ConfigError
-        from evalkit.scoring.router import canonical_task_type
         from evalkit.scoring.rules import has_rule
 
-        kind = canonical_task_type(task_type)
-        named = {canonical_task_type(k): v for k, v in self.scoring.official.items()}
+        kind = tasks.canonical(task_type)
+        named = {tasks.canonical(k): v for k, v in self.scoring.official.items()}
         if kind in named:  # named in the YAML: it must exist, never a silent fallback
             if not has_rule(named[kind], kind):
                 raise ConfigError(

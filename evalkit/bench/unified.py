@@ -22,10 +22,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from evalkit import tasks
 from evalkit.bench import parse
 from evalkit.bench.rows import Loaded, Problem, RowError, unique_id
 from evalkit.bench.spec import BenchmarkSpec
 from evalkit.errors import DataError, not_utf8
+from evalkit.registry import RegistryError
 from evalkit.sample import ImageRef, Sample, VideoRef
 
 # problem_type values whose meaning is specific to these files and must win over the
@@ -40,14 +42,11 @@ _CORE = {"problem", "options", "solution", "path", "data_type", "image_path"}
 
 def canonical(problem_type: str) -> str:
     """Canonical task type of an EasyVideoR1 ``problem_type`` (KeyError if unknown)."""
-    from evalkit.registry import RegistryError
-    from evalkit.scoring import canonical_task_type
-
     key = str(problem_type).strip().lower()
     if key in OVERRIDES:
         return OVERRIDES[key]
     try:
-        return canonical_task_type(problem_type)
+        return tasks.canonical(problem_type)
     except RegistryError as exc:
         raise KeyError(str(exc)) from None
 
@@ -91,26 +90,6 @@ def read_rows(file: Path) -> list[tuple[str, Any]]:
     return out
 
 
-def _target(task: str, answer: str, n_options: int) -> Any:
-    if task == "multiple_choice":
-        return parse.parse_letter(answer, n_options)
-    if task in ("numerical", "regression"):
-        return parse.to_number(answer)
-    if task == "boolean":
-        low = answer.strip().lower()
-        if low not in ("yes", "no", "true", "false"):
-            raise ValueError(f"{answer!r} is not yes/no")
-        return "Yes" if low in ("yes", "true") else "No"
-    if task in ("temporal_grounding", "spatiotemporal_grounding", "spatial_grounding"):
-        value = parse.maybe_json(answer)
-        if isinstance(value, str):
-            raise ValueError(f"grounding answer {answer[:60]!r} is not JSON")
-        if task == "temporal_grounding" and isinstance(value, dict):
-            value = value.get("time", value)  # Charades-STA: {"time": [s, e], "boxes": {}}
-        return value
-    return answer
-
-
 def _source(row: dict[str, Any], file: Path) -> str:
     ds = row.get("data_source")
     if isinstance(ds, str) and ds.strip() and "://" not in ds and "/" not in ds:
@@ -141,7 +120,7 @@ def build_sample(row: dict[str, Any], file: Path, where: str, video_root: Path |
     except ValueError as exc:
         raise RowError("options", str(exc)) from None
     try:
-        target = _target(task, parse.unwrap_solution(row["solution"]), len(options))
+        target = tasks.get(task).parse_target(parse.unwrap_solution(row["solution"]), len(options))
     except ValueError as exc:
         raise RowError("solution", str(exc)) from None
     if task == "multiple_choice" and not options:

@@ -25,8 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evalkit import tasks
 from evalkit.bench.rows import Loaded, Problem, RowError
-from evalkit.bench.spec import AggregationSpec, BenchmarkSpec
+from evalkit.bench.spec import AggregationSpec, BenchmarkSpec, normalize_name
 from evalkit.bench.unified import iter_file_rows, load_unified, unified_spec
 from evalkit.errors import DataError
 from evalkit.registry import RegistryError
@@ -146,26 +147,18 @@ def _row_key(row: Any, file_key: Key) -> Key:
     key = match_benchmark(ds) if isinstance(ds, str) else None
     if key is None or key[0] == file_key[0]:
         key = file_key  # the file's name may add the variant (mlvu-test.json: MLVU:test)
-    part = PARTS.get(_norm(key[0]))
+    part = PARTS.get(normalize_name(key[0]))
     if part is not None and row.get(part.field) not in (None, ""):
         key = (key[0], part.variant)
     return key
-
-
-def _norm(name: str) -> str:
-    from evalkit.bench.spec import normalize_name
-
-    return normalize_name(name)
 
 
 def route_task(spec: BenchmarkSpec, task: str) -> str:
     """The task type a row of ``spec`` is scored as: the spec's scorer override
     (MMVU, VCR-Bench: open-ended -> llm_judge), or the judge where the spec judges every
     free-form answer (VideoReasonBench), else the row's own type."""
-    from evalkit.scoring import canonical_task_type
-
     if task in spec.scorers:
-        return canonical_task_type(spec.scorers[task])
+        return tasks.canonical(spec.scorers[task])
     if task == "open_ended" and task not in spec.task_types and "llm_judge" in spec.task_types:
         return "llm_judge"
     return task

@@ -1,11 +1,12 @@
 """Frame cache: decoded, resized frames per (video, FrameSpec) in safetensors files, mmap'd.
 
 ``FrameCache(root).get(ref, spec)`` returns Frames, decoding and storing them on a miss;
-``FrameCache.build(refs, spec, workers=N)`` fills the cache with N processes. See
+``build_cache(cache, refs, spec, workers=N)`` fills the cache with N processes. See
 ``frame_cache.py`` for the layout and ``entry.py`` for what a file holds.
 """
 
 from evalkit.cache.build import BuildReport
+from evalkit.cache.build import build as build_cache
 from evalkit.cache.frame_cache import FrameCache, default_root
 from evalkit.cache.key import FORMAT_VERSION, cache_key, source_identity
 from evalkit.cache.maintenance import listing, prune, verify
@@ -14,6 +15,7 @@ __all__ = [
     "FORMAT_VERSION",
     "BuildReport",
     "FrameCache",
+    "build_cache",
     "cache_key",
     "default_root",
     "listing",

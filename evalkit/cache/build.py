@@ -13,7 +13,7 @@ import multiprocessing
 import os
 import pickle
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalkit.cache.frame_cache import FrameCache
+from evalkit.cache.frame_cache import FrameCache, Ref
+from evalkit.cache.key import as_ref
 from evalkit.errors import CacheError, EvalkitError, VideoError
 from evalkit.sample import VideoRef
 from evalkit.video.types import FrameSpec
@@ -172,11 +173,16 @@ def largest_first(refs: list[VideoRef]) -> list[VideoRef]:
 
 
 def build(
-    cache: FrameCache, refs: list[VideoRef], spec: FrameSpec, *, workers: int, progress: bool
+    cache: FrameCache,
+    refs: Iterable[Ref],
+    spec: FrameSpec,
+    *,
+    workers: int = 1,
+    progress: bool = True,
 ) -> BuildReport:
-    """See :meth:`FrameCache.build`."""
+    """Build the entries of many videos with ``workers`` processes (0 = in this process)."""
     t0 = time.perf_counter()
-    jobs = largest_first(refs)
+    jobs = largest_first([as_ref(r) for r in refs])
     report = BuildReport(workers=workers)
     args = cache_args(cache)
     if workers > 0 and jobs:

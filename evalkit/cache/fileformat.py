@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import mmap
 import os
-import secrets
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -21,6 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from evalkit.atomic import TEMP_MARK as ATOMIC_TEMP_MARK
+from evalkit.atomic import fsync_dir, temp_path
 
 # safetensors dtype names <-> numpy dtypes (only the ones we store).
 _DTYPES: dict[str, np.dtype[Any]] = {
@@ -30,7 +32,7 @@ _DTYPES: dict[str, np.dtype[Any]] = {
 _NAMES = {v: k for k, v in _DTYPES.items()}
 _MAX_HEADER = 100 * 1024 * 1024  # safetensors' own bound on the header size
 _CHUNK = 16 * 1024 * 1024
-TEMP_MARK = ".tmp-"
+TEMP_MARK = ATOMIC_TEMP_MARK
 
 # Called after each chunk of data is written (bytes so far); tests use it to kill a
 # writer half-way. None in normal use.
@@ -99,7 +101,7 @@ def write_atomic(
     """
     arrays = [(name, np.ascontiguousarray(a)) for name, a in tensors]
     header = _header_bytes(arrays, metadata)
-    tmp = path.with_name(f"{path.name}{TEMP_MARK}{os.getpid()}-{secrets.token_hex(4)}")
+    tmp = temp_path(path)
     try:
         with open(tmp, "wb") as f:
             f.write(struct.pack("<Q", len(header)))
@@ -120,17 +122,8 @@ def write_atomic(
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)  # the rename itself: without it a power cut can forget the name
     return size
-
-
-def _fsync_dir(directory: Path) -> None:
-    # Makes the rename itself durable: without it a power cut can forget the new name.
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def open_mapped(path: Path) -> MappedFile:

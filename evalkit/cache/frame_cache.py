@@ -12,9 +12,8 @@ from __future__ import annotations
 import importlib
 import logging
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from filelock import FileLock
 
@@ -26,9 +25,6 @@ from evalkit.cache.key import Codec, Identity, SourceIdentity, as_ref, cache_key
 from evalkit.errors import CacheError, VideoError
 from evalkit.sample import VideoRef
 from evalkit.video.types import Frames, FrameSpec
-
-if TYPE_CHECKING:
-    from evalkit.cache.build import BuildReport
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +54,7 @@ class FrameCache:
     """Frames per (video, FrameSpec) on disk; see the module docstring for the layout.
 
     ``decode`` turns (VideoRef, FrameSpec) into Frames (default: ``evalkit.video.load_video``);
-    it must be a module-level function when :meth:`build` uses worker processes.
+    it must be a module-level function when ``build_cache`` uses worker processes.
     ``verify`` checks an entry's data checksums before this cache first serves it (a
     damaged entry is a miss: removed with a warning, then rebuilt); False skips that.
     """
@@ -190,16 +186,6 @@ class FrameCache:
             # The frames may mix old and new content; storing them under either key is wrong.
             raise VideoError(ref.path, "file changed while it was being decoded; not cached")
         self._write(ref, spec, source, key, path, decoded)
-
-    # -- many at once ------------------------------------------------------------------
-
-    def build(
-        self, refs: Iterable[Ref], spec: FrameSpec, *, workers: int = 1, progress: bool = True
-    ) -> BuildReport:
-        """Build the entries of many videos with ``workers`` processes (0 = in this process)."""
-        from evalkit.cache.build import build
-
-        return build(self, [as_ref(r) for r in refs], spec, workers=workers, progress=progress)
 
     def _try_read(self, path: Path, key: str) -> tuple[Frames | None, str | None]:
         """(frames, None) on a hit, (None, None) when absent, (None, reason) when damaged."""

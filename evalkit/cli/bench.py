@@ -98,10 +98,10 @@ def _show(args: argparse.Namespace) -> int:
 
 def headline_rules(spec: BenchmarkSpec) -> dict[str, Any]:
     """Task type -> the registered rule whose verdicts make the headline number."""
-    from evalkit.scoring.router import canonical_task_type
+    from evalkit import tasks
     from evalkit.scoring.rules import get_rule
 
-    kinds = [canonical_task_type(t) for t in spec.task_types]
+    kinds = [tasks.canonical(t) for t in spec.task_types]
     return {k: get_rule(spec.headline_rule(k), k) for k in kinds}
 
 

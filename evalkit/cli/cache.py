@@ -174,12 +174,16 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _build(args: argparse.Namespace) -> int:
+    from evalkit.cache import build_cache
+
     spec, videos = _plan(args)
     cache = _cache(args, with_codec=True)
     if args.ray or args.ray_address or args.node_map:
         report = _build_on_ray(args, cache, spec, videos)
     else:
-        report = cache.build(videos, spec, workers=args.workers, progress=not args.no_progress)
+        report = build_cache(
+            cache, videos, spec, workers=args.workers, progress=not args.no_progress
+        )
     if args.json:
         print(json.dumps({"root": str(cache.root), **report.to_dict()}))
     else:

@@ -12,6 +12,7 @@ import yaml
 
 from evalkit.cli.checks import positive_int, validate_model
 from evalkit.config import add_model_args, load_yaml_model
+from evalkit.engines import engine_choices
 from evalkit.errors import ConfigError
 from evalkit.pipeline import Pipeline, PipelineConfig
 from evalkit.runner import FrameOverrides, RunConfig
@@ -35,7 +36,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", help="unified JSON/JSONL file run as an ad-hoc benchmark")
     p.add_argument("--video-root", help="folder of the ad-hoc file's relative media paths")
     p.add_argument("--data-root", help="folder with one sub-folder per benchmark (official layout)")
-    p.add_argument("--engine", choices=["vllm", "hf", "openai"], help="inference backend")
+    p.add_argument("--engine", choices=engine_choices(), help="inference backend")
     p.add_argument(
         "--engine-opt",
         action="append",
@@ -91,7 +92,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--judge-model", help="LLM judge for judged benchmarks (else: not scored)")
     p.add_argument(
         "--judge-engine",
-        choices=["openai", "vllm", "hf"],
+        choices=engine_choices(),
         help="backend of the judge (default openai: a served model)",
     )
     p.add_argument(

@@ -1,26 +1,102 @@
 """Inference backends behind one protocol (``evalkit.engines.base.Engine``).
 
-``ENGINES`` maps a backend name to its engine class, lazily: listing or looking up a name
-does not import vLLM, torch or an HTTP client until that backend is used.
+Each backend describes itself in one :class:`EngineSpec` registration: its class and typed
+config (lazy ``"module:attr"`` references: listing or looking up a name does not import
+vLLM, torch or an HTTP client until that backend is used), whether ``--model`` is a local
+checkpoint it reads, and the batch variant that ``--mode sync`` runs. Callers (the runner,
+the preflight checks, the CLI, the trainer) ask the registration instead of naming
+engines; adding a backend is one module and one :func:`register_engine` call.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from evalkit.registry import Registry
 
+
+@dataclass(frozen=True)
+class EngineSpec:
+    """What a backend is and can do."""
+
+    name: str
+    engine: str
+    """The engine class, ``"module:Class"``."""
+    config: str
+    """Its typed config (a pydantic model; throughput-only fields marked), ``"module:Class"``."""
+    local_checkpoint: bool = True
+    """``--model`` is a checkpoint folder or a hub id in the local cache (not a served name)."""
+    batch: str | None = None
+    """The registered name of its batch variant (a ``BatchEngine``), run by ``--mode sync``."""
+    choice: bool = True
+    """Offered as ``--engine`` (a batch variant is reached through ``--mode sync``)."""
+
+
+ENGINE_SPECS: Registry[EngineSpec] = Registry("engine")
 ENGINES: Registry[Any] = Registry("engine")
-ENGINES.register("vllm", "evalkit.engines.vllm_engine:VLLMEngine")
-ENGINES.register("vllm_batch", "evalkit.engines.vllm_engine:VLLMBatchEngine")
-ENGINES.register("hf", "evalkit.engines.hf_engine:HFEngine")
-ENGINES.register("openai", "evalkit.engines.openai_engine:OpenAIEngine")
-
-# Each engine class's typed config, by the same names.
+"""Engine classes by name (from the registrations)."""
 ENGINE_CONFIGS: Registry[Any] = Registry("engine config")
-ENGINE_CONFIGS.register("vllm", "evalkit.engines.vllm_engine:VLLMConfig")
-ENGINE_CONFIGS.register("vllm_batch", "evalkit.engines.vllm_engine:VLLMConfig")
-ENGINE_CONFIGS.register("hf", "evalkit.engines.hf_engine:HFConfig")
-ENGINE_CONFIGS.register("openai", "evalkit.engines.openai_engine:OpenAIConfig")
+"""Each engine class's typed config, by the same names."""
 
-__all__ = ["ENGINES", "ENGINE_CONFIGS"]
+
+def register_engine(spec: EngineSpec) -> EngineSpec:
+    """Register a backend (its class and config by lazy reference); a name taken is an error."""
+    ENGINE_SPECS.register(spec.name, spec)
+    ENGINES.register(spec.name, spec.engine)
+    ENGINE_CONFIGS.register(spec.name, spec.config)
+    return spec
+
+
+def engine_spec(name: str) -> EngineSpec:
+    """The registration of backend ``name`` (RegistryError with a hint when unknown)."""
+    return ENGINE_SPECS.get(name)
+
+
+def engine_choices() -> list[str]:
+    """The backends ``--engine`` offers."""
+    return [n for n in ENGINE_SPECS if ENGINE_SPECS.get(n).choice]
+
+
+def reads_local_checkpoint(name: str) -> bool:
+    """Whether backend ``name`` reads ``--model`` from disk (an unregistered name, e.g. the
+    ``external`` predictions of ``evalkit score``, is assumed to, as a checkpoint path)."""
+    return name not in ENGINE_SPECS or engine_spec(name).local_checkpoint
+
+
+def engine_for_mode(name: str, mode: str) -> str:
+    """The backend a run of ``mode`` uses: ``sync`` takes the batch variant where one exists."""
+    batch = engine_spec(name).batch if name in ENGINE_SPECS else None  # unknown: said later
+    return batch if mode == "sync" and batch else name
+
+
+_VLLM = "evalkit.engines.vllm_engine"
+register_engine(
+    EngineSpec("vllm", f"{_VLLM}:VLLMEngine", f"{_VLLM}:VLLMConfig", batch="vllm_batch")
+)
+register_engine(
+    EngineSpec("vllm_batch", f"{_VLLM}:VLLMBatchEngine", f"{_VLLM}:VLLMConfig", choice=False)
+)
+register_engine(
+    EngineSpec("hf", "evalkit.engines.hf_engine:HFEngine", "evalkit.engines.hf_engine:HFConfig")
+)
+register_engine(
+    EngineSpec(
+        "openai",
+        "evalkit.engines.openai_engine:OpenAIEngine",
+        "evalkit.engines.openai_engine:OpenAIConfig",
+        local_checkpoint=False,
+    )
+)
+
+__all__ = [
+    "ENGINES",
+    "ENGINE_CONFIGS",
+    "ENGINE_SPECS",
+    "EngineSpec",
+    "engine_choices",
+    "engine_for_mode",
+    "engine_spec",
+    "reads_local_checkpoint",
+    "register_engine",
+]

@@ -86,3 +86,13 @@ class Engine(Protocol):
     async def close(self) -> None:
         """Release the backend (processes, GPU memory, HTTP sessions)."""
         ...
+
+
+@runtime_checkable
+class BatchEngine(Engine, Protocol):
+    """An engine that also generates a whole batch in one call (the vanilla baseline's
+    ``LLM.generate`` on batches: ``evalkit run --mode sync``)."""
+
+    async def generate_batch(self, requests: list[Request]) -> list[Completion]:
+        """Generate for every request of the batch, in order."""
+        ...

@@ -30,6 +30,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from evalkit.config import throughput_only
 from evalkit.engines.base import Completion, Request, Timings
 from evalkit.engines.prompting import NO_RESAMPLE, content_items
 from evalkit.errors import EvalkitError, TransientError
@@ -55,7 +56,7 @@ class OpenAIConfig(BaseModel):
     """Environment variable holding the bearer token (unset: no Authorization header)."""
     max_concurrency: int = 32
     """Most requests in flight at once."""
-    timeout_s: float = 600.0
+    timeout_s: float = throughput_only(600.0)
     """Read timeout of one HTTP request, in seconds."""
     connect_timeout_s: float = 10.0
     """Connect timeout, in seconds."""

@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from evalkit.config import throughput_only
 from evalkit.engines.base import Completion, Request, SamplingParams, Timings
 from evalkit.engines.family import detect_family
 from evalkit.engines.lifecycle import Reaper
@@ -43,15 +44,15 @@ class VLLMConfig(BaseModel):
     """Longest prompt + output in tokens; None takes the checkpoint's."""
     enable_chunked_prefill: bool = True
     """Split long (video) prompts into chunks interleaved with other requests' decode steps."""
-    max_num_batched_tokens: int = 8192
+    max_num_batched_tokens: int = throughput_only(8192)
     """Token budget of one engine step (the prefill chunk size)."""
-    max_num_seqs: int = 64
+    max_num_seqs: int = throughput_only(64)
     """Most requests running in one engine step."""
     limit_mm_per_prompt: dict[str, int] = Field(default_factory=lambda: {"video": 1, "image": 1})
     """Most videos/images per prompt (vLLM reserves memory for this many)."""
-    gpu_memory_utilization: float = 0.9
+    gpu_memory_utilization: float = throughput_only(0.9)
     """Fraction of GPU memory vLLM may use (ignored on CPU; see VLLM_CPU_KVCACHE_SPACE)."""
-    enforce_eager: bool = False
+    enforce_eager: bool = throughput_only(False)
     """Skip torch.compile / CUDA graphs (faster start, slower steps)."""
     seed: int = 0
     """Engine seed (sampling with temperature > 0)."""
@@ -59,7 +60,7 @@ class VLLMConfig(BaseModel):
     """Prefix caching (None = vLLM's default, on). Benchmarks must say when it was on."""
     trust_remote_code: bool = False
     """Allow code shipped with the checkpoint."""
-    record_steps: bool = False
+    record_steps: bool = throughput_only(False)
     """Record per-step scheduler details (prefill/decode tokens per step) in ``steps``."""
     engine_kwargs: dict[str, Any] = Field(default_factory=dict)
     """Further vLLM engine arguments, passed through unchanged."""

@@ -1,21 +1,21 @@
 """Task-aware scorers behind one router keyed by the sample's task type.
 
-``score(sample, prediction)`` routes by ``sample.task_type`` (canonical names and aliases,
-see ``canonical_task_type``); ``ascore`` is the same from async code (LLM-judged samples
-await the judge directly). ``score_all``/``ascore_all`` score a sample under its headline
-rule and every other extraction rule of its task type (``Verdicts``). Heavy libraries
-(math-verify/sympy, rouge-score, rapidfuzz, cairosvg) are imported only when their scorer
-first runs.
+``score(sample, prediction, ctx)`` routes by ``sample.task_type`` (canonical names and
+aliases, see ``evalkit.tasks``); ``ctx`` (a ``ScoringContext``) carries the judge, if any:
+there is no process-wide judge. ``ascore`` is the same from async code (LLM-judged
+samples await the judge directly, on the caller's loop). ``score_all``/``ascore_all``
+score a sample under its headline rule and every other extraction rule of its task type
+(``Verdicts``). Heavy libraries (math-verify/sympy, rouge-score, rapidfuzz, cairosvg) are
+imported only when their scorer first runs; each task type names its scorer in
+:mod:`evalkit.tasks`.
 """
 
 from typing import Any
 
+from evalkit import tasks
 from evalkit.sample import Sample
-
-# Built-in scorer modules register themselves on import (the judge's with the import
-# below); the order does not matter.
-from evalkit.scoring import choice, code, grounding, mathverify, numeric, text  # noqa: F401
-from evalkit.scoring.judge import JUDGED_EXTRAS, LLMJudge, configure_judge, current_judge
+from evalkit.scoring.context import NO_CONTEXT, ScoringContext
+from evalkit.scoring.judge import JUDGED_EXTRAS, LLMJudge
 from evalkit.scoring.reward import format_score, reward
 from evalkit.scoring.router import (
     SCORERS,
@@ -29,12 +29,12 @@ from evalkit.scoring.router import (
 )
 from evalkit.scoring.rules import EVALKIT
 from evalkit.scoring.types import Score, ScorerFailure
-from evalkit.scoring.verdicts import JUDGED, Verdicts, score_all
+from evalkit.scoring.verdicts import Verdicts, score_all
 
 
 def needs_judge(sample: Sample, scorer_name: str | None = None) -> bool:
     """Whether scoring ``sample`` asks an LLM judge (a judged task type or a judged extra)."""
-    if canonical_task_type(scorer_name or sample.task_type) in JUDGED:
+    if tasks.get(scorer_name or sample.task_type).judged:
         return True
     return any(str(n) in JUDGED_EXTRAS for n in sample.fields.get("extra_metrics") or ())
 
@@ -42,41 +42,43 @@ def needs_judge(sample: Sample, scorer_name: str | None = None) -> bool:
 async def ascore(
     sample: Sample,
     prediction: Any,
+    ctx: ScoringContext = NO_CONTEXT,
+    *,
     scorer_name: str | None = None,
     rule: str | None = None,
-    judge: LLMJudge | None = None,
 ) -> Score:
-    """``score`` for async callers: awaits the judge (``judge``, else the configured one).
+    """``score`` for async callers: awaits the context's judge (none: not scored).
 
     ``rule`` picks the extraction rule (None = evalkit's); a judged task type always goes
     to its judge. Judge requests run on the caller's loop under the judge's guard (bounded,
     timed, breaker), so many samples can await one judge at once.
     """
-    judge = judge or current_judge()
-    judged = canonical_task_type(scorer_name or sample.task_type) in JUDGED
+    judge = ctx.judge
+    judged = tasks.get(scorer_name or sample.task_type).judged
     if judge is None or not needs_judge(sample, scorer_name):
-        return score(sample, prediction, scorer_name, None if judged else rule)
+        headline = None if judged else rule
+        return score(sample, prediction, ctx, scorer_name=scorer_name, rule=headline)
     reply = _text(prediction)
     if judged:
         primary = await judge.ascore(sample, reply)
     else:  # an extraction rule, then the judged extras (VCR-Bench's CoT figures)
-        primary = score(sample, prediction, scorer_name, rule, extras=False)
+        primary = score(sample, prediction, ctx, scorer_name=scorer_name, rule=rule, extras=False)
     return await judge.aextras(sample, reply, primary)
 
 
 async def ascore_all(
     sample: Sample,
     prediction: Any,
+    ctx: ScoringContext = NO_CONTEXT,
+    *,
     rule: str | None = None,
     scorer_name: str | None = None,
-    judge: LLMJudge | None = None,
 ) -> Verdicts:
     """``score_all`` for async callers: the headline through ``ascore``, then other rules."""
-    kind = canonical_task_type(scorer_name or sample.task_type)
-    if kind in JUDGED:
-        return Verdicts(await ascore(sample, prediction, scorer_name, judge=judge), EVALKIT)
+    if tasks.get(scorer_name or sample.task_type).judged:
+        return Verdicts(await ascore(sample, prediction, ctx, scorer_name=scorer_name), EVALKIT)
     headline = rule or EVALKIT
-    main = await ascore(sample, prediction, scorer_name, headline, judge)
+    main = await ascore(sample, prediction, ctx, scorer_name=scorer_name, rule=headline)
     return Verdicts(main, headline, score_rules(sample, prediction, scorer_name, skip=headline))
 
 
@@ -86,12 +88,11 @@ __all__ = [
     "Score",
     "ScorerFailure",
     "ScorerFn",
+    "ScoringContext",
     "Verdicts",
     "ascore",
     "ascore_all",
     "canonical_task_type",
-    "configure_judge",
-    "current_judge",
     "format_score",
     "needs_judge",
     "reward",

@@ -8,7 +8,6 @@ from typing import Any
 
 from evalkit.sample import Sample
 from evalkit.scoring.extract import final_span, format_level, letter, reply_body
-from evalkit.scoring.router import scorer
 from evalkit.scoring.types import Score
 
 
@@ -24,7 +23,6 @@ def _target_letter(target: Any, sample: Sample) -> str:
 # Rule (evalkit's robust rule): the option the reply picks, read as a person would
 # (evalkit.scoring.options.letter), compared with the target letter. Each benchmark's own
 # extraction, quirks included, is a named rule in evalkit.scoring.rules.
-@scorer("multiple_choice", "multiple choice", "mc", "mcq", "choice")
 def multiple_choice(prediction: str, target: Any, sample: Sample) -> Score:
     """1 if the option letter the reply picks equals the target letter, else 0."""
     span = final_span(prediction)
@@ -111,7 +109,6 @@ def yes_no(text: str) -> bool | None:
 
 # Rule: normalised yes/no exact match (EasyVideoR1 "boolean" problem type; POPE-style
 # yes/no accuracy).
-@scorer("boolean", "bool", "yes_no", "yes/no", "true_false", "judgement")
 def boolean(prediction: str, target: Any, sample: Sample) -> Score:
     """1 if the yes/no answer matches the target (yes/no/true/false/bool), else 0."""
     span = final_span(prediction)

@@ -17,7 +17,6 @@ from typing import Any
 
 from evalkit.sample import Sample
 from evalkit.scoring.extract import code_block, final_span
-from evalkit.scoring.router import scorer
 from evalkit.scoring.sandbox import Limits, RunResult, run_job
 from evalkit.scoring.types import Score
 
@@ -43,7 +42,6 @@ def _tests(target: Any, sample: Sample) -> list[str]:
 
 # Rule: functional correctness — the fraction of the sample's tests that pass
 # (HumanEval / MBPP pass@1 with one sample, Chen et al. 2021).
-@scorer("code_python", "python", "code", "code_generation")
 def code_python(prediction: str, target: Any, sample: Sample) -> Score:
     """Fraction of the sample's tests passing when run with the answer's code (sandboxed)."""
     code, meta, _ = _code(prediction, ("python", "py", "python3"))
@@ -77,7 +75,6 @@ def _no_verdict(run: RunResult, limits: Limits) -> str:
 # Rule: rendering similarity, in the spirit of StarVector / VGBench SVG evaluation
 # (compare the candidate's rendering with the reference's pixel by pixel): here
 # 1 - MAE / MAE(blank canvas, reference), so a blank or broken drawing scores 0.
-@scorer("code_svg", "svg")
 def code_svg(prediction: str, target: Any, sample: Sample) -> Score:
     """Pixel similarity of the rendered answer SVG with the rendered reference SVG."""
     code, meta, _ = _code(prediction, ("svg", "xml", "html"))
@@ -227,7 +224,6 @@ def _reference_matchers(ref_html: str) -> _Matchers:
 # Rule: structural similarity of the DOM skeleton (tag + attribute-name sequence),
 # as in Design2Code's block/structure matching (Si et al. 2024), weighted 0.8, plus
 # 0.2 for the visible text — a sequence-matching ratio for each.
-@scorer("code_html", "html", "webpage")
 def code_html(prediction: str, target: Any, sample: Sample) -> Score:
     """0.8 · tag-structure similarity + 0.2 · text similarity to the reference HTML."""
     code, meta, _ = _code(prediction, ("html", "htm"))

@@ -27,7 +27,6 @@ from typing import Any
 from evalkit.sample import Sample
 from evalkit.scoring.extract import Span, final_span, format_level, json_object
 from evalkit.scoring.numeric import numbers
-from evalkit.scoring.router import scorer
 from evalkit.scoring.types import Score
 
 Interval = tuple[float, float]
@@ -158,7 +157,6 @@ def _fmt(span: Span, parsed: bool, reversed_: bool = False) -> float:
 # --- scorers ---------------------------------------------------------------------------
 
 
-@scorer("temporal_grounding", "temporal grounding", "tvg", "moment_retrieval", "tg")
 def temporal_grounding(prediction: str, target: Any, sample: Sample) -> Score:
     """tIoU of the predicted [start, end] with the target (Charades-STA / ActivityNet)."""
     span = final_span(prediction)
@@ -177,7 +175,6 @@ def temporal_grounding(prediction: str, target: Any, sample: Sample) -> Score:
     return Score(iou, list(got), f"tIoU {iou:.3f} via {span.method}", meta)
 
 
-@scorer("spatial_grounding", "spatial grounding", "referring", "rec", "visual_grounding")
 def spatial_grounding(prediction: str, target: Any, sample: Sample) -> Score:
     """Box IoU of the predicted box with the target box."""
     span = final_span(prediction)
@@ -217,12 +214,6 @@ def _tube(obj: Any) -> tuple[Interval | None, dict[str, Box]]:
     return ((t[0], t[1]) if t else None), boxes
 
 
-@scorer(
-    "spatiotemporal_grounding",
-    "spatial-temporal grounding",
-    "spatio-temporal grounding",
-    "stvg",
-)
 def spatiotemporal_grounding(prediction: str, target: Any, sample: Sample) -> Score:
     """0.5·tIoU + 0.5·mean box IoU over frames present in both (EasyVideoR1 STVG reward).
 

@@ -5,18 +5,20 @@ engines are async; a run awaits it on the pipeline's event loop, many samples at
 (``evalkit.scoring.ascore``). Every judge request goes through the judge's ``JudgeGuard``
 (``judge_guard.py``): bounded concurrency, a timeout per attempt, bounded retries and a
 circuit breaker, so a silent judge costs about ``timeout x max_failures / concurrency``
-per run, not a timeout per sample. The registered ``llm_judge`` scorer is the sync
-wrapper the router needs: it submits the coroutine to the engine's own event loop
-(``loop=``) from the calling thread and waits, or, without a loop, to a private
-background loop. Calling the sync path from ON the engine's loop would deadlock and is
-refused. With no judge configured (``configure_judge``) the scorer returns
+per run, not a timeout per sample. The judge is never process-wide: callers pass it in a
+``ScoringContext`` (``evalkit.scoring.context``), one per benchmark with that benchmark's
+judge prompt (``with_template``). The ``llm_judge`` scorer is the sync path for sync
+callers (``score``; the pipeline awaits instead): it is given the context's judge and
+submits the coroutine to the engine's own event loop (``loop=``) from the calling thread
+and waits, or, without a loop, to a private background loop. Calling the sync path from
+ON the engine's loop would deadlock and is refused. Without a judge the scorer returns
 ``Score(None)``: not scored, never 0; so does a failed or unavailable judge.
 
 The same judge also gives VCR-Bench's step-wise CoT figures (``cot_steps``, an extra metric
 a sample asks for in ``fields["extra_metrics"]``; the rule is in ``judge_cot.py``).
 
 Verdicts are cached on disk by sha256(judge model + rendered prompt): one JSON file per
-verdict, written to a temporary name then renamed, so a crash never leaves half a file.
+verdict, written atomically (``evalkit.atomic``), so a crash never leaves half a file.
 """
 
 from __future__ import annotations
@@ -24,18 +26,18 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import os
 import re
-import tempfile
 import threading
 from collections.abc import Coroutine
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+from evalkit.atomic import write_text_atomic
 from evalkit.engines.base import Completion, Engine, Request, SamplingParams
 from evalkit.sample import Sample
 from evalkit.scoring.extract import final_span
+from evalkit.scoring.extras import EXTRAS
 from evalkit.scoring.judge_cot import (
     COT_KEYS,
     CotParser,
@@ -45,7 +47,6 @@ from evalkit.scoring.judge_cot import (
     parse_cot_steps,
 )
 from evalkit.scoring.judge_guard import JUDGE_UNAVAILABLE, JudgeGuard, JudgeUnavailable
-from evalkit.scoring.router import EXTRAS, scorer
 from evalkit.scoring.types import Score
 
 _T = TypeVar("_T")
@@ -98,6 +99,11 @@ class LLMJudge:
     def __post_init__(self) -> None:
         self.guard.name = f"judge {self.model!r}"
 
+    def with_template(self, template: str) -> LLMJudge:
+        """This judge asking with another prompt template (one benchmark's); the engine,
+        cache and guard (its breaker state included) are shared, nothing is mutated."""
+        return replace(self, template=template)
+
     def prompt(self, sample: Sample, prediction: str) -> str:
         """The judge prompt for one answer."""
         from evalkit.prompts import render_template
@@ -128,10 +134,7 @@ class LLMJudge:
             return
         folder = self.cache_dir / key[:2]
         folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            json.dump(record, f)
-        os.replace(tmp, folder / f"{key}.json")
+        write_text_atomic(folder / f"{key}.json", json.dumps(record))
 
     async def _generate(self, request: Request) -> Completion:
         """One judge request under the guard (raises ``JudgeUnavailable`` once down)."""
@@ -187,7 +190,7 @@ class LLMJudge:
             if str(name) == "cot_steps":
                 primary = _with_cot(primary, *await self._cot_figures(sample, prediction))
             else:
-                primary = EXTRAS.get(str(name))(prediction, sample, primary)
+                primary = EXTRAS.get(str(name))(prediction, sample, primary, self)
         return primary
 
     async def _cot_figures(self, sample: Sample, prediction: str) -> tuple[dict[str, Any], str]:
@@ -235,19 +238,6 @@ class LLMJudge:
             return self._own_loop
 
 
-_JUDGE: list[LLMJudge | None] = [None]
-
-
-def configure_judge(judge: LLMJudge | None) -> None:
-    """Set (or clear, with None) the judge that the ``llm_judge`` scorer uses."""
-    _JUDGE[0] = judge
-
-
-def current_judge() -> LLMJudge | None:
-    """The configured judge, if any."""
-    return _JUDGE[0]
-
-
 def _unjudgeable(sample: Sample, prediction: str) -> Score | None:
     """Score(None) for a sample the judge must not grade; None when it can be judged."""
     if sample.target is None or not str(sample.target).strip():
@@ -259,10 +249,8 @@ def _unjudgeable(sample: Sample, prediction: str) -> Score | None:
 
 # Rule: LLM-as-a-judge with a reference answer (Zheng et al. 2023, MT-Bench "reference-
 # guided grading"; Video-ChatGPT / MSVD-QA GPT-assisted evaluation: yes/no + score).
-@scorer("llm_judge", "judge", "gpt_eval", "llm-judge")
-def llm_judge(prediction: str, target: Any, sample: Sample) -> Score:
-    """The configured judge's verdict; Score(None) when no judge is configured."""
-    judge = current_judge()
+def llm_judge(prediction: str, target: Any, sample: Sample, judge: LLMJudge | None = None) -> Score:
+    """The judge's verdict (the scoring context's); Score(None) without a judge."""
     if judge is None:
         return Score(None, final_span(prediction).text, "not scored: no judge configured")
     unjudged = _unjudgeable(sample, prediction)
@@ -286,10 +274,9 @@ def _with_cot(primary: Score, figures: dict[str, Any], why: str) -> Score:
 # asked for by the sample (``fields["extra_metrics"]``), reference steps in
 # ``fields["reasoning"]``. The task scorer's value is kept as it is.
 @EXTRAS("cot_steps")
-def cot_steps(prediction: str, sample: Sample, primary: Score) -> Score:
+def cot_steps(prediction: str, sample: Sample, primary: Score, judge: LLMJudge | None) -> Score:
     """``primary`` with the judged CoT figures (``COT_KEYS``) added; None when absent."""
     steps = sample.fields.get("reasoning")
-    judge = current_judge()
     if not isinstance(steps, list) or not steps:
         figures, why = cot_absent(), "no reference steps"
     elif judge is None:
@@ -311,9 +298,7 @@ __all__ = [
     "JudgeGuard",
     "JudgeUnavailable",
     "LLMJudge",
-    "configure_judge",
     "cot_steps",
-    "current_judge",
     "llm_judge",
     "parse_cot_steps",
     "parse_verdict",

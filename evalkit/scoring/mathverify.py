@@ -18,7 +18,6 @@ from typing import Any
 
 from evalkit.sample import Sample
 from evalkit.scoring.extract import final_span, format_level
-from evalkit.scoring.router import scorer
 from evalkit.scoring.types import Score
 
 TIME_LIMIT_S = 5.0  # per call; math-verify's own default too
@@ -111,7 +110,6 @@ def equivalent(gold: str, answer: str, limit_s: float = TIME_LIMIT_S) -> tuple[b
 
 # Rule: math-verify (HuggingFace; github.com/huggingface/Math-Verify) parse + verify —
 # the equivalence check used by open-r1 and EasyVideoR1's math reward.
-@scorer("math", "mathematics", "math_verify")
 def math(prediction: str, target: Any, sample: Sample) -> Score:
     """1 if the answer is mathematically equivalent to the target (math-verify), else 0."""
     span = final_span(prediction)

@@ -11,7 +11,6 @@ import numpy as np
 
 from evalkit.sample import Sample
 from evalkit.scoring.extract import Span, final_span, format_level
-from evalkit.scoring.router import scorer
 from evalkit.scoring.types import Score
 
 _UNITS = {
@@ -121,7 +120,6 @@ def _number_pair(prediction: str, target: Any) -> tuple[float, float, Span, dict
 # Rule: |p - g| <= max(abs_tol, rel_tol * |g|) — the usual numeric-answer check
 # (EasyVideoR1 "numerical" reward compares parsed floats; tolerance is a parameter here,
 # overridable per sample by fields "abs_tol" / "rel_tol").
-@scorer("numerical", "numeric", "number", "counting")
 def numerical(
     prediction: str, target: Any, sample: Sample, rel_tol: float = 1e-4, abs_tol: float = 1e-6
 ) -> Score:
@@ -158,7 +156,6 @@ def mean_relative_accuracy(pred: float, gold: float) -> float:
     return sum(rel <= 1 - t for t in MRA_THRESHOLDS) / len(MRA_THRESHOLDS)
 
 
-@scorer("regression", "mra", "numerical_regression")
 def regression(prediction: str, target: Any, sample: Sample) -> Score:
     """Mean Relative Accuracy (VSI-Bench) of the predicted number against the target."""
     pair = _number_pair(prediction, target)

@@ -1,80 +1,74 @@
-"""The scorer registry and the router: ``score(sample, prediction)`` by ``sample.task_type``.
+"""The router: ``score(sample, prediction)`` by ``sample.task_type``.
 
-A scorer is a plain function ``(prediction, target, sample) -> Score`` registered with
-``@scorer("canonical_name", "alias", ...)``. Adding a task type is one new module with one
-registration; nothing here changes.
+A scorer is a plain function ``(prediction, target, sample) -> Score``; which scorer a
+task type has is said by its registration in :mod:`evalkit.tasks` (with its aliases,
+prompt template and target parser). ``@scorer("name", "alias", ...)`` registers a new task
+type scored by the decorated function: adding one is one registration; nothing here changes.
 """
 
 from __future__ import annotations
 
-import difflib
-import re
-from collections.abc import Callable
-from typing import Any
+import functools
+from collections.abc import Callable, Iterator
+from typing import Any, cast
 
-from evalkit.registry import Registry, RegistryError
+from evalkit import tasks
 from evalkit.sample import Sample
+from evalkit.scoring.context import NO_CONTEXT, ScoringContext
+from evalkit.scoring.extras import EXTRAS
 from evalkit.scoring.prefill import assistant_turn
+from evalkit.scoring.rules import get_rule, rules_for
 from evalkit.scoring.types import Score
 
 ScorerFn = Callable[[str, Any, Sample], Score]
 
-SCORERS: Registry[ScorerFn] = Registry("scorer")
 
-ExtraFn = Callable[[str, Sample, Score], Score]
-# Secondary per-sample metrics that a sample asks for by name in
-# ``fields["extra_metrics"]`` (VCR-Bench's judged CoT score): each gets the prediction,
-# the sample and the task scorer's Score, and returns that Score with its own figures
-# added to the metadata, the value untouched. Samples without the field are unaffected.
-EXTRAS: Registry[ExtraFn] = Registry("extra metric")
-_CANONICAL: dict[str, str] = {}  # normalised name or alias -> canonical task type
+class _Scorers:
+    """Each task type's scorer by name (a view of :mod:`evalkit.tasks`)."""
+
+    def get(self, name: str) -> ScorerFn:
+        """The scorer of task type ``name`` (or an alias), imported on first use."""
+        return tasks.get(name).scorer_fn()
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name in tasks.names()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(tasks.names())
 
 
-def _norm(name: str) -> str:
-    # "Spatial-Temporal Grounding", "spatial_temporal grounding" -> "spatial_temporal_grounding"
-    return re.sub(r"[\s\-_/]+", "_", name.strip().lower())
+SCORERS = _Scorers()
 
 
 def scorer(name: str, *aliases: str) -> Callable[[ScorerFn], ScorerFn]:
-    """Register a scorer under a canonical task type and any aliases (duplicates error)."""
+    """Register a new task type scored by the decorated function (duplicates error)."""
 
     def deco(fn: ScorerFn) -> ScorerFn:
-        SCORERS.register(name, fn)
-        for key in (name, *aliases):
-            k = _norm(key)
-            if k in _CANONICAL and _CANONICAL[k] != name:
-                raise RegistryError(f"task type alias {key!r} already names {_CANONICAL[k]!r}")
-            _CANONICAL[k] = name
+        tasks.register(tasks.TaskType(name, fn, aliases))
         return fn
 
     return deco
 
 
-def canonical_task_type(name: str) -> str:
-    """The canonical task type for ``name`` or an alias (case/space/hyphen-insensitive)."""
-    key = _norm(str(name))
-    if key in _CANONICAL:
-        return _CANONICAL[key]
-    close = difflib.get_close_matches(key, list(_CANONICAL), n=6, cutoff=0.6)
-    names = list(dict.fromkeys(_CANONICAL[c] for c in close))[:3]
-    hint = f"; did you mean {', '.join(map(repr, names))}?" if names else ""
-    known = ", ".join(sorted(set(_CANONICAL.values())))
-    raise RegistryError(f"unknown task type {name!r}{hint} (known: {known})")
-
-
-def task_types() -> list[str]:
-    """Canonical task types with a registered scorer."""
-    return sorted(set(_CANONICAL.values()))
+canonical_task_type = tasks.canonical
+"""The canonical task type for a name or an alias (:func:`evalkit.tasks.canonical`)."""
+task_types = tasks.names
+"""Canonical task types, each with its scorer (:func:`evalkit.tasks.names`)."""
 
 
 def score(
     sample: Sample,
     prediction: Any,
+    ctx: ScoringContext = NO_CONTEXT,
+    *,
     scorer_name: str | None = None,
     rule: str | None = None,
     extras: bool = True,
 ) -> Score:
-    """Score ``prediction`` (text or an engine Completion) for ``sample``.
+    """Score ``prediction`` (text or an engine Completion) for ``sample`` in ``ctx``.
+
+    ``ctx`` carries the judge that an LLM-judged task type's scorer and the judged extra
+    metrics ask (synchronously here; async callers use ``evalkit.scoring.ascore``).
 
     ``scorer_name`` overrides the routing by ``sample.task_type`` (a benchmark spec that
     names its scorer explicitly). ``rule`` picks a registered extraction rule of that task
@@ -91,13 +85,13 @@ def score(
     failed". The extra metrics a sample names in ``fields["extra_metrics"]`` (``EXTRAS``)
     then add their figures to the metadata (not to a failed Score).
     """
-    kind = canonical_task_type(scorer_name or sample.task_type)
+    task = tasks.get(scorer_name or sample.task_type)
     if rule is None or rule == "evalkit":
-        fn, robust = SCORERS.get(kind), True
+        fn, robust = SCORERS.get(task.name), True
     else:
-        from evalkit.scoring.rules import get_rule
-
-        fn, robust = get_rule(rule, kind).fn, False
+        fn, robust = get_rule(rule, task.name).fn, False
+    if robust and task.judged:  # a judged task type's scorer is given the context's judge
+        fn = functools.partial(cast("Callable[..., Score]", fn), judge=ctx.judge)
     text = _text(prediction)
     try:
         # a reply that continued a pre-filled turn: official rules read it as their code
@@ -107,7 +101,7 @@ def score(
     except Exception as exc:  # a bug, not the model's fault: flagged, never a plausible 0
         return Score.scorer_failed(exc)
     for name in (sample.fields.get("extra_metrics") or ()) if extras and not result.failed else ():
-        result = EXTRAS.get(str(name))(text, sample, result)
+        result = EXTRAS.get(str(name))(text, sample, result, ctx.judge)
     return result
 
 
@@ -125,11 +119,9 @@ def score_rules(
 ) -> dict[str, Score]:
     """``prediction`` scored under every registered rule of the sample's task type
     (``skip``: a rule already scored, e.g. the headline). Extra metrics are not run."""
-    from evalkit.scoring.rules import rules_for
-
     kind = canonical_task_type(scorer_name or sample.task_type)
     return {
-        name: score(sample, prediction, kind, rule=name, extras=False)
+        name: score(sample, prediction, scorer_name=kind, rule=name, extras=False)
         for name in rules_for(kind)
         if name != skip
     }

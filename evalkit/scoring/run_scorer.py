@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from evalkit import tasks
 from evalkit.engines.base import Completion
 from evalkit.sample import Sample
-from evalkit.scoring.judge import LLMJudge, current_judge
+from evalkit.scoring.context import NO_CONTEXT, ScoringContext
 from evalkit.scoring.prefill import with_prefix
-from evalkit.scoring.router import canonical_task_type
 from evalkit.scoring.verdicts import Verdicts, score_all
 
 
@@ -22,9 +22,11 @@ class RunScorer:
     """Each sample under its benchmark's headline rule (``spec``; None = evalkit's rule)
     and, for the extraction-sensitivity report, every other rule of its task type."""
 
-    def __init__(self, spec: Any = None, judge: LLMJudge | None = None, prompt: Any = None) -> None:
+    def __init__(
+        self, spec: Any = None, ctx: ScoringContext = NO_CONTEXT, prompt: Any = None
+    ) -> None:
         self.spec = spec
-        self.judge = judge  # None = the configured one (configure_judge), if any
+        self.ctx = ctx  # the benchmark's judge (with its judge prompt), if any
         self.prompt = prompt  # the PromptPlan: which samples had the assistant turn pre-filled
         self._headline: dict[str, str] = {}  # task type as written -> rule
 
@@ -37,24 +39,24 @@ class RunScorer:
         """The headline rule of the sample's task type (looked up once per type)."""
         rule = self._headline.get(sample.task_type)
         if rule is None:
-            kind = canonical_task_type(sample.task_type)
+            kind = tasks.canonical(sample.task_type)
             rule = self.spec.headline_rule(kind) if self.spec else "evalkit"
             self._headline[sample.task_type] = rule
         return rule
 
     def __call__(self, sample: Sample, completion: Completion) -> Verdicts:
         """The sample's verdicts, synchronously (the pipeline's sink thread)."""
-        return score_all(self._prefilled(sample), completion.text, self.rule(sample))
+        return score_all(self._prefilled(sample), completion.text, self.ctx, rule=self.rule(sample))
 
     def awaits(self, sample: Sample) -> bool:
         """Whether the sample's score waits on the judge (then ``ascore`` it on the loop)."""
         from evalkit.scoring import needs_judge
 
-        return (self.judge or current_judge()) is not None and needs_judge(sample)
+        return self.ctx.judge is not None and needs_judge(sample)
 
     async def ascore(self, sample: Sample, completion: Completion) -> Verdicts:
         """The sample's verdicts with the judge awaited on the running loop."""
         from evalkit.scoring import ascore_all
 
         scored = self._prefilled(sample)
-        return await ascore_all(scored, completion.text, self.rule(sample), judge=self.judge)
+        return await ascore_all(scored, completion.text, self.ctx, rule=self.rule(sample))

@@ -16,7 +16,6 @@ from typing import Any, NamedTuple
 
 from evalkit.sample import Sample
 from evalkit.scoring.extract import final_span
-from evalkit.scoring.router import scorer
 from evalkit.scoring.types import Score
 
 
@@ -115,7 +114,6 @@ def _text_format(span_text: str, marked: bool) -> float:
 
 # Rule: mean of ROUGE-1/2/L F1 with Porter stemming (rouge-score, Lin 2004), the
 # open-ended reward of Video-R1 / EasyVideoR1 (compute_rouge_score averages the three).
-@scorer("open_ended", "open-ended", "open", "free_form", "caption", "rouge")
 def open_ended(prediction: str, target: Any, sample: Sample) -> Score:
     """Mean of ROUGE-1, ROUGE-2 and ROUGE-L F1 between the answer and the reference."""
     span = final_span(prediction)
@@ -161,7 +159,6 @@ def _edit_rate(ref: list[str] | str, hyp: list[str] | str) -> float:
 # Rule: 1 - WER (Levenshtein over words, as jiwer.wer), clipped at 0, with exact match
 # recorded — the OCR reward of EasyVideoR1 / OCRBench-style word accuracy. CER (as
 # jiwer.cer) is recorded too since WER is coarse for scripts without spaces.
-@scorer("ocr", "OCR", "text_recognition")
 def ocr(prediction: str, target: Any, sample: Sample) -> Score:
     """max(0, 1 - WER) between the transcribed text and the reference text."""
     span = final_span(prediction)

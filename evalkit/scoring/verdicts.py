@@ -12,13 +12,12 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalkit import tasks
 from evalkit.sample import Sample
-from evalkit.scoring.router import canonical_task_type, score, score_rules
+from evalkit.scoring.context import NO_CONTEXT, ScoringContext
+from evalkit.scoring.router import score, score_rules
 from evalkit.scoring.rules import EVALKIT
 from evalkit.scoring.types import Score
-
-JUDGED = frozenset({"llm_judge"})
-"""Canonical task types scored by an LLM judge (headline only, no other rules)."""
 
 _ANSWER_CHARS = 120  # an extracted answer longer than this is cut (free-text rules)
 
@@ -37,14 +36,18 @@ class Verdicts:
 
 
 def score_all(
-    sample: Sample, prediction: Any, rule: str | None = None, scorer_name: str | None = None
+    sample: Sample,
+    prediction: Any,
+    ctx: ScoringContext = NO_CONTEXT,
+    *,
+    rule: str | None = None,
+    scorer_name: str | None = None,
 ) -> Verdicts:
     """``prediction`` under the headline ``rule`` (None = evalkit) and every other rule."""
-    kind = canonical_task_type(scorer_name or sample.task_type)
-    if kind in JUDGED:
-        return Verdicts(score(sample, prediction, scorer_name), EVALKIT)
+    if tasks.get(scorer_name or sample.task_type).judged:
+        return Verdicts(score(sample, prediction, ctx, scorer_name=scorer_name), EVALKIT)
     headline = rule or EVALKIT
-    main = score(sample, prediction, scorer_name, rule=headline)
+    main = score(sample, prediction, ctx, scorer_name=scorer_name, rule=headline)
     return Verdicts(main, headline, score_rules(sample, prediction, scorer_name, skip=headline))
 
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from evalkit.atomic import commit, write_text_atomic
 from evalkit.synthvideo.families import FAMILIES
 from evalkit.synthvideo.scene import Canvas
 
@@ -67,7 +68,7 @@ def write_video(path: str | os.PathLike[str], frames: np.ndarray, fps: float) ->
             frame.time_base = 1 / rate
             container.mux(stream.encode(frame))
         container.mux(stream.encode(None))
-    os.replace(tmp, path)
+    commit(tmp, path)
     return path
 
 
@@ -145,9 +146,7 @@ def generate(
             write_video(out / row["video"], frames, fps)
             rows.append(row)
     ann = out / annotation_name(split)
-    tmp = ann.with_name(f".{ann.name}.part")
-    tmp.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows), encoding="utf-8")
-    os.replace(tmp, ann)
+    write_text_atomic(ann, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
     return ann
 
 
@@ -179,9 +178,7 @@ def write_unified(annotation: str | os.PathLike[str]) -> Path:
     src = Path(annotation)
     dst = src.with_name(src.name.replace(".jsonl", ".unified.jsonl"))
     rows = [to_unified(r) for r in read_rows(src)]
-    tmp = dst.with_name(f".{dst.name}.part")
-    tmp.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows), encoding="utf-8")
-    os.replace(tmp, dst)
+    write_text_atomic(dst, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
     return dst
 
 

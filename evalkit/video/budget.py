@@ -161,7 +161,7 @@ class FrameLog:
             mine[key] = dict(merged)
         mine["videos"] += int(old.get("videos") or 0)
         doc[benchmark] = mine
-        from evalkit.rundir import write_text_atomic
+        from evalkit.atomic import write_text_atomic
 
         write_text_atomic(path, json.dumps(doc, indent=1, sort_keys=True))
 

@@ -10,15 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import torch
 from torch import Tensor
 
 from evalkit.registry import Registry
 
-if TYPE_CHECKING:
-    from ..config import AlgorithmConfig
+from .settings import AlgorithmSettings
 
 
 @dataclass
@@ -56,8 +55,8 @@ class AdvantageOptions:
     key_weights: Mapping[str, float] = field(default_factory=dict)
 
     @classmethod
-    def from_config(cls, algo: AlgorithmConfig) -> AdvantageOptions:
-        """Build from an :class:`trainer.config.AlgorithmConfig`."""
+    def from_config(cls, algo: AlgorithmSettings) -> AdvantageOptions:
+        """Build from an :class:`trainer.config.AlgorithmConfig` (or any with its shape)."""
         kl_in_reward = algo.kl.estimator != "off" and algo.kl.in_reward
         keys = algo.gdpo_reward_keys
         return cls(

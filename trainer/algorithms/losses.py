@@ -12,15 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
 from evalkit.registry import Registry
 
-if TYPE_CHECKING:
-    from ..config import AlgorithmConfig
+from .settings import AlgorithmSettings
 
 # exp() of a log-ratio beyond this overflows float32 or is meaningless; clamping also zeroes
 # the gradient there, which is what a clipped objective would do anyway.
@@ -44,8 +42,8 @@ class LossOptions:
     dual_clip_c: float | None = DUAL_CLIP_C
 
     @classmethod
-    def from_config(cls, algo: AlgorithmConfig) -> LossOptions:
-        """Build from an :class:`trainer.config.AlgorithmConfig`."""
+    def from_config(cls, algo: AlgorithmSettings) -> LossOptions:
+        """Build from an :class:`trainer.config.AlgorithmConfig` (or any with its shape)."""
         return cls(algo.clip_eps_low, algo.clip_eps_high, algo.dual_clip_c)
 
 

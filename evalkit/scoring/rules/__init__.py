@@ -24,7 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from evalkit.registry import RegistryError
+from evalkit import tasks
+from evalkit.registry import RegistryError, did_you_mean
 from evalkit.sample import Sample
 from evalkit.scoring.types import Score
 
@@ -64,11 +65,9 @@ def rule(
         raise RegistryError("'evalkit' is the task types' own scorers; it is not registered")
 
     def deco(fn: RuleFn) -> RuleFn:
-        from evalkit.scoring.router import canonical_task_type
-
         summary = (fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else ""
         for task_type in task_types:
-            kind = canonical_task_type(task_type)
+            kind = tasks.canonical(task_type)
             table = _RULES.setdefault(kind, {})
             if name in table:
                 raise RegistryError(f"rule {name!r} is already registered for {kind!r}")
@@ -91,20 +90,16 @@ def _load_all() -> None:
 
 
 def _evalkit_rule(task_type: str) -> Rule:
-    from evalkit.scoring.router import SCORERS
-
-    fn = SCORERS.get(task_type)
+    fn = tasks.get(task_type).scorer_fn()
     return Rule(EVALKIT, task_type, fn, "evalkit", "evalkit's robust extraction (the default)")
 
 
 def rules_for(task_type: str) -> dict[str, Rule]:
     """Every rule for a task type (name or alias), ``evalkit`` first."""
-    from evalkit.scoring.router import canonical_task_type
-
     table = _TABLES.get(task_type)
     if table is None:  # scoring every sample under every rule asks this per sample
         _load_all()
-        kind = canonical_task_type(task_type)
+        kind = tasks.canonical(task_type)
         table = {EVALKIT: _evalkit_rule(kind), **dict(sorted(_RULES.get(kind, {}).items()))}
         _TABLES[task_type] = table
     return dict(table)
@@ -115,10 +110,7 @@ def get_rule(name: str, task_type: str) -> Rule:
     table = rules_for(task_type)
     if name in table:
         return table[name]
-    import difflib
-
-    close = difflib.get_close_matches(name, list(table), n=3)
-    hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+    hint = did_you_mean(name, list(table))
     raise RegistryError(
         f"no extraction rule {name!r} for task type {task_type!r}{hint} (known: {', '.join(table)})"
     )
@@ -132,9 +124,7 @@ def has_rule(name: str, task_type: str) -> bool:
 def all_rules() -> list[Rule]:
     """Every registered rule, by task type then name (``evalkit`` rules included)."""
     _load_all()
-    from evalkit.scoring.router import task_types
-
-    return [r for kind in task_types() for r in rules_for(kind).values()]
+    return [r for kind in tasks.names() for r in rules_for(kind).values()]
 
 
 __all__ = ["EVALKIT", "Rule", "RuleFn", "all_rules", "get_rule", "has_rule", "rule", "rules_for"]

@@ -36,6 +36,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from evalkit import tasks
 from evalkit.sample import Sample
 from evalkit.scoring.rules import rule
 from evalkit.scoring.rules._easyvideor1 import (
@@ -75,9 +76,7 @@ def _question_type(sample: Sample) -> str:
     raw = sample.fields.get("problem_type")
     if isinstance(raw, str):
         return raw
-    from evalkit.scoring.router import canonical_task_type
-
-    return _DEFAULT.get(canonical_task_type(sample.task_type), "")
+    return _DEFAULT.get(tasks.canonical(sample.task_type), "")
 
 
 def _gt_text(target: Any) -> str:

@@ -1,0 +1,95 @@
+"""What a report is made of: a run's benchmarks with their numbers, counts and context.
+
+Plain data, filled by ``reports.load`` and read by the statistics, the sections and the
+renderers (which therefore do not depend on how a run directory is read).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from evalkit.bench.aggregate import AggregateResult, Scored
+
+from .sensitivity import Sensitivity
+
+FailedPolicy = Literal["zero", "exclude"]
+
+
+@dataclass
+class Counts:
+    """How many samples a benchmark's store holds, by outcome."""
+
+    total: int = 0
+    scored: int = 0
+    """Finished and scored (a value in [0, 1])."""
+    unscored: int = 0
+    """Finished but not scored (e.g. LLM-judged with no judge configured)."""
+    failed: int = 0
+    """Failed in IO, the engine or the scorer (``status == "failed"``)."""
+    failed_by_stage: dict[str, int] = field(default_factory=dict)
+    scorer_failed: dict[str, str] = field(default_factory=dict)
+    """Failed at stage score (the scorer raised: a bug, not the model's answer), sample id
+    -> error; left out of the aggregate whatever the failed policy, never a 0."""
+    invalid: int = 0
+    """Rows of the data that did not load (recorded in the run's invalid/<benchmark>.jsonl)."""
+    malformed: int = 0
+    """Lines of the store that are not valid records (left out of every number)."""
+    foreign: int = 0
+    """Records whose fingerprint no recorded configuration has (left out)."""
+
+
+@dataclass
+class BenchmarkReport:
+    """One benchmark of one run: the official number, its breakdowns and its context."""
+
+    name: str
+    path: Path
+    records: list[dict[str, Any]]
+    scored: list[Scored]
+    """What went into the aggregate (failed samples as 0 or left out, per the policy)."""
+    result: AggregateResult
+    counts: Counts
+    aggregation: str
+    official: bool
+    spec: Any = None  # BenchmarkSpec (with its variant applied), None for ad-hoc data
+    variant: str | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+    group_sizes: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Samples per breakdown group (a grouped aggregate's units are fewer)."""
+    stderr: float | None = None
+    stderr_method: str = ""
+    notes: list[str] = field(default_factory=list)
+    references: list[Any] = field(default_factory=list)  # reports.reference.ReferenceCheck
+    sensitivity: Sensitivity | None = None
+    """The official number under each extraction rule (None: records predate rules)."""
+
+    @property
+    def overall(self) -> float | None:
+        """The official number (percent), None when nothing could be scored."""
+        return self.result.overall
+
+
+@dataclass
+class RunReport:
+    """A whole run directory."""
+
+    path: Path
+    run_id: str
+    config: dict[str, Any]
+    benchmarks: dict[str, BenchmarkReport]
+    failed_policy: FailedPolicy = "zero"
+
+    @property
+    def result_config(self) -> dict[str, Any]:
+        """The settings that change results (the run's fingerprint covers them)."""
+        return dict(self.config.get("result_config") or {})
+
+    @property
+    def model(self) -> str:
+        """The model the run evaluated, as given to ``evalkit run``."""
+        return str(self.result_config.get("model", ""))
+
+
+__all__ = ["BenchmarkReport", "Counts", "FailedPolicy", "RunReport"]
