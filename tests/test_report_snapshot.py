@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,7 @@ from rich.console import Console
 from evalkit.engines.base import Completion, Request, Timings
 from evalkit.reports import build_report, write_report
 from evalkit.runner import RunConfig, execute
+from evalkit.scoring import rules
 from tests.fixtures.bench import official, official2
 
 SNAPSHOTS = Path(__file__).parent / "snapshots" / "report"
@@ -51,7 +53,22 @@ class HashReplies:
 
 
 @pytest.fixture(scope="module")
-def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+def shipped_rules_only() -> Iterator[None]:
+    """Rules other test modules registered (process-wide) would add rows to the
+    sensitivity tables: the snapshot is of what the shipped rules give."""
+    saved = {kind: dict(table) for kind, table in rules._RULES.items()}
+    for table in rules._RULES.values():
+        for name in [n for n, r in table.items() if r.source.startswith("tests/")]:
+            del table[name]
+    rules._TABLES.clear()
+    yield
+    rules._RULES.clear()
+    rules._RULES.update(saved)
+    rules._TABLES.clear()
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory: pytest.TempPathFactory, shipped_rules_only: None) -> dict[str, str]:
     root = tmp_path_factory.mktemp("snapshot")
     for name, make in BENCHES.items():
         make(root / "data" / name)
