@@ -172,7 +172,11 @@ def verdict(deltas: list[FamilyDelta]) -> str:
             "in the asked <think>/<answer> form more often, but no family's accuracy "
             "interval lies above 0."
         )
-    return "nothing moved measurably in this short run (every interval includes 0)."
+    return (
+        "nothing moved measurably in the greedy evaluation (every interval includes 0): the "
+        "model's most likely output is not yet well-formed. Expected for a tiny random model "
+        "after minutes of training; the training line shows what its sampled responses learnt."
+    )
 
 
 def _fmt(x: float) -> str:
