@@ -70,11 +70,9 @@ def majority_baseline(test_path: Path) -> float:
     return hits / len(rows)
 
 
-def _recipe_class() -> Any:
-    from evalkit.cache import FrameCache
+def score_heldout(recipe: Any, temperature: float) -> tuple[dict[str, float], list[str]]:
+    """Mean accuracy and format of one response per held-out item at ``temperature``."""
     from evalkit.engines.base import SamplingParams
-    from evalkit.trainer.data import TrainData, load_items
-    from evalkit.trainer.recipe import GRPORecipe
     from evalkit.trainer.rollout import (
         cut_at_visual_tokens,
         sample_responses,
@@ -82,8 +80,34 @@ def _recipe_class() -> Any:
         visual_token_ids,
     )
 
+    items, actor = recipe.test.items, recipe.actor
+    requests = [recipe.test_builder(it.sample) for it in items]
+    budget = recipe.cfg.rollout.max_response_tokens
+    sampling = SamplingParams(max_tokens=budget, temperature=temperature)
+    actor.model.eval()
+    sync_weights(recipe.engine, actor, recipe.loop)
+    got = sample_responses(recipe.engine, requests, [1] * len(items), sampling, 7, recipe.loop)
+    tok = actor.processor.tokenizer
+    banned = set(visual_token_ids(tok, actor.family))
+    acc = fmt = 0.0
+    texts = []
+    for it, (resp,) in zip(items, got, strict=True):
+        resp = cut_at_visual_tokens(resp, banned, tok)
+        r = recipe._rewards(it, [resp.text], [len(resp.token_ids)])
+        acc += float(r["accuracy"][0])
+        fmt += float(r["format"][0])
+        texts.append(resp.text)
+    return {"accuracy": acc / len(items), "format": fmt / len(items)}, texts
+
+
+def _recipe_class() -> Any:
+    from evalkit.cache import FrameCache
+    from evalkit.engines.base import SamplingParams
+    from evalkit.trainer.data import TrainData, load_items
+    from evalkit.trainer.recipe import GRPORecipe
+
     class StudyRecipe(GRPORecipe):
-        """The recipe plus a greedy held-out evaluation every ``eval_every`` steps."""
+        """The recipe plus a held-out evaluation (greedy and sampled) every ``eval_every`` steps."""
 
         test_path: Path
         eval_every: int
@@ -100,31 +124,10 @@ def _recipe_class() -> Any:
 
         def evaluate(self) -> dict[str, float]:
             """Held-out accuracy and format: one greedy and one sampled (T=1) response per item."""
-            greedy, texts = self._score_heldout(0.0)
-            sampled, _ = self._score_heldout(1.0)
+            greedy, texts = score_heldout(self, 0.0)
+            sampled, _ = score_heldout(self, 1.0)
             self.heldout_texts = texts
             return greedy | {f"sampled_{k}": v for k, v in sampled.items()}
-
-        def _score_heldout(self, temperature: float) -> tuple[dict[str, float], list[str]]:
-            cfg, items = self.cfg, self.test.items
-            requests = [self.test_builder(it.sample) for it in items]
-            sampling = SamplingParams(
-                max_tokens=cfg.rollout.max_response_tokens, temperature=temperature
-            )
-            self.actor.model.eval()
-            sync_weights(self.engine, self.actor, self.loop)
-            got = sample_responses(self.engine, requests, [1] * len(items), sampling, 7, self.loop)
-            tok = self.actor.processor.tokenizer
-            banned = set(visual_token_ids(tok, self.actor.family))
-            acc = fmt = 0.0
-            texts = []
-            for it, (resp,) in zip(items, got, strict=True):
-                resp = cut_at_visual_tokens(resp, banned, tok)
-                r = self._rewards(it, [resp.text], [len(resp.token_ids)])
-                acc += float(r["accuracy"][0])
-                fmt += float(r["format"][0])
-                texts.append(resp.text)
-            return {"accuracy": acc / len(items), "format": fmt / len(items)}, texts
 
         def train_step(self, step: int) -> dict[str, Any]:
             values = super().train_step(step)
