@@ -22,7 +22,7 @@ Setup (CPU, a tiny RANDOMLY initialised Qwen2.5-VL from evalkit.models.tiny):
 - baseline: the held-out accuracy of always giving each family's most frequent test
   answer (a model that learnt the answer prior, not the video, reaches it).
 
-Prints progress, then ONE JSON object as the last line of stdout; saves a PNG plot.
+Prints progress, then ONE JSON object as the last line of stdout (also saved as\n``<out>/cold_start.json``); saves a PNG plot (``<out>/cold_start.png``).
 
     python perf/cold_start.py [--seeds 0 1 2] [--steps 40] [--quick]
 """
@@ -351,6 +351,7 @@ def main(argv: list[str] | None = None) -> None:
         "plot": str(png),
         "heldout_texts_examples": EXAMPLES,
     }
+    (out / "cold_start.json").write_text(json.dumps(result, indent=1))
     print(json.dumps(result))
 
 
