@@ -22,7 +22,8 @@ Setup (CPU, a tiny RANDOMLY initialised Qwen2.5-VL from evalkit.models.tiny):
 - baseline: the held-out accuracy of always giving each family's most frequent test
   answer (a model that learnt the answer prior, not the video, reaches it).
 
-Prints progress, then ONE JSON object as the last line of stdout (also saved as\n``<out>/cold_start.json``); saves a PNG plot (``<out>/cold_start.png``).
+Prints progress, then ONE JSON object as the last line of stdout (also saved as
+``<out>/cold_start.json``); saves a PNG plot (``<out>/cold_start.png``).
 
     python perf/cold_start.py [--seeds 0 1 2] [--steps 40] [--quick]
 """
