@@ -16,6 +16,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 BANNER = (
     "NOTE: the demo model is a tiny, RANDOMLY INITIALISED Qwen2.5-VL (~1 M parameters).\n"
@@ -43,38 +44,36 @@ def step(msg: str) -> float:
     return time.perf_counter()
 
 
-def main(argv: list[str] | None = None) -> int:
+TRAIN_BANNER = (
+    "--train: evaluate (A), train briefly on SynthVideo-train with mix-policy, evaluate the\n"
+    "trained weights (B), compare B with A per family. Both evaluations use the thinking\n"
+    "prompt (<think>...</think><answer>...</answer>) the training rewards."
+)
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--workdir", type=Path, default=Path(".evalkit/demo"))
     p.add_argument("--n", type=int, default=4, help="SynthVideo questions per family (8 families)")
     p.add_argument("--seed", type=int, default=0)
-    args = p.parse_args(argv)
-    work = args.workdir.resolve()
-    work.mkdir(parents=True, exist_ok=True)
-    _env(work)
-    t_start = time.perf_counter()
-    print(BANNER)
+    p.add_argument(
+        "--train",
+        action="store_true",
+        help="the whole loop: evaluate, train (mix-policy), evaluate again, compare A vs B",
+    )
+    p.add_argument(
+        "--train-steps", type=int, default=None, help="training steps (default: the config's)"
+    )
+    return p.parse_args(argv)
 
-    from evalkit.cache import FrameCache, build_cache
-    from evalkit.engines.family import detect_family
-    from evalkit.models.tiny import build_tiny_model
-    from evalkit.reports import build_report, write_report
-    from evalkit.runner import RunConfig, execute, refs_of, resolve_benchmarks
-    from evalkit.synthvideo import generate
 
-    t = step("1/5 tiny random model (evalkit model tiny --family qwen2_5_vl)")
-    model = build_tiny_model(work / "model", "qwen2_5_vl", seed=args.seed)
-    print(f"   {model} ({time.perf_counter() - t:.1f} s)")
+def _run_config(args: argparse.Namespace, model: Path, work: Path, run_id: str | None) -> Any:
+    from evalkit.runner import RunConfig
 
-    t = step(f"2/5 SynthVideo test split ({args.n} questions x 8 families)")
-    data = work / "synthvideo"
-    generate(data, args.n, split="test", seed=args.seed)
-    print(f"   {data} ({time.perf_counter() - t:.1f} s)")
-
-    cfg = RunConfig(
+    return RunConfig(
         model=str(model),
         bench=["SynthVideo"],
-        data_root=str(data),
+        data_root=str(work / "synthvideo"),
         engine="vllm",
         engine_options={
             "dtype": "float32",
@@ -83,19 +82,21 @@ def main(argv: list[str] | None = None) -> int:
             "max_num_seqs": 8,
             "max_model_len": 4096,
         },
+        # --train: the prompt the training rewards; 128 tokens hold a trained answer
+        variant="thinking" if args.train else None,
+        max_tokens=128 if args.train else None,
         require_cache=True,
         cache_root=str(work / "cache"),
         runs_dir=str(work / "runs"),
+        run_id=run_id,
     )
-    t = step("3/5 frame cache (evalkit cache build, 2 worker processes)")
-    bench = resolve_benchmarks(cfg, detect_family(model).factor)[0]
-    refs = refs_of(bench.samples)
-    report = build_cache(FrameCache(cfg.cache_root), refs, bench.frame_spec, workers=2)
-    print(f"   {report.summary()} ({time.perf_counter() - t:.1f} s)")
-    if not report.ok:
-        return 1
 
-    t = step("4/5 evalkit run --bench SynthVideo --engine vllm (async pipeline, CPU)")
+
+def _evaluate(cfg: Any, title: str) -> Path:
+    """``evalkit run`` on ``cfg``; prints the per-benchmark stats, returns the run dir."""
+    from evalkit.runner import execute
+
+    t = step(title)
     result = execute(cfg)
     for name, st in result.stats.items():
         print(
@@ -103,18 +104,90 @@ def main(argv: list[str] | None = None) -> int:
             f"{st.samples_per_s():.2f} samples/s ({time.perf_counter() - t:.1f} s incl. "
             "engine start)"
         )
+    return Path(result.path)
 
-    step("5/5 evalkit report")
-    rep = build_report([result.path], bootstrap=200)
-    from rich.console import Console
 
-    console = Console(width=max(Console().width, 120))
-    files = write_report(rep, result.path / "report", ["table", "md", "html", "json"], console)
-    print(f"\nHTML report: {files['html']}")
-    print(f"run directory: {result.path}")
+def main(argv: list[str] | None = None) -> int:
+    """The demo: model, data, cache, evaluation (+ --train: training, evaluation) and report."""
+    args = _parse(argv)
+    work = args.workdir.resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    _env(work)
+    t_start = time.perf_counter()
+    print(BANNER + ("\n" + TRAIN_BANNER if args.train else ""))
+    total = 7 if args.train else 5
+
+    from evalkit.cache import FrameCache, build_cache
+    from evalkit.engines.family import detect_family
+    from evalkit.models.tiny import build_tiny_model
+    from evalkit.runner import refs_of, resolve_benchmarks
+    from evalkit.synthvideo import generate
+
+    t = step(f"1/{total} tiny random model (evalkit model tiny --family qwen2_5_vl)")
+    model = build_tiny_model(work / "model", "qwen2_5_vl", seed=args.seed)
+    print(f"   {model} ({time.perf_counter() - t:.1f} s)")
+
+    t = step(f"2/{total} SynthVideo test split ({args.n} questions x 8 families)")
+    generate(work / "synthvideo", args.n, split="test", seed=args.seed)
+    print(f"   {work / 'synthvideo'} ({time.perf_counter() - t:.1f} s)")
+
+    from evalkit.rundir import new_run_id
+
+    run_a = new_run_id("before-training") if args.train else None
+    cfg = _run_config(args, model, work, run_a)
+    t = step(f"3/{total} frame cache (evalkit cache build, 2 worker processes)")
+    bench = resolve_benchmarks(cfg, detect_family(model).factor)[0]
+    report = build_cache(
+        FrameCache(cfg.cache_root), refs_of(bench.samples), bench.frame_spec, workers=2
+    )
+    print(f"   {report.summary()} ({time.perf_counter() - t:.1f} s)")
+    if not report.ok:
+        return 1
+    engine = "evalkit run --bench SynthVideo --engine vllm"
+    runs = [_evaluate(cfg, f"4/{total} {engine} (async pipeline, CPU)")]
+    if args.train:
+        run_b, trained = _train_and_evaluate(args, model, work)
+        runs.append(run_b)
+    _report(runs, total, trained if args.train else "")
     print(f"demo finished in {time.perf_counter() - t_start:.0f} s\n")
     print(BANNER)
     return 0
+
+
+def _train_and_evaluate(args: argparse.Namespace, model: Path, work: Path) -> tuple[Path, str]:
+    """Steps 5 and 6 of --train: the trainer as a child process, then evaluate its weights."""
+    from evalkit.demo_train import run_training, train_summary
+    from evalkit.rundir import new_run_id
+
+    t = step("5/7 python -m evalkit.trainer.demo (mix-policy GRPO on SynthVideo-train, CPU)")
+    summary = run_training(
+        model, work / "train", work / "synthvideo", args.n, args.seed, args.train_steps
+    )
+    print(f"   {summary['steps']} steps in {time.perf_counter() - t:.0f} s")
+    said = train_summary(summary)
+    print(f"   {said}")
+    cfg = _run_config(args, Path(summary["model"]), work, new_run_id("after-training"))
+    return _evaluate(cfg, "6/7 evalkit run on the trained weights (B)"), said
+
+
+def _report(runs: list[Path], total: int, trained: str = "") -> None:
+    """The report of one run, or the A-vs-B report plus per-family deltas."""
+    from rich.console import Console
+
+    from evalkit.reports import build_report, write_report
+
+    step(f"{total}/{total} evalkit report" + (" A vs B" if len(runs) > 1 else ""))
+    rep = build_report(runs, bootstrap=200)
+    console = Console(width=max(Console().width, 120))
+    files = write_report(rep, runs[0] / "report", ["table", "md", "html", "json"], console)
+    if len(runs) > 1:
+        from evalkit.demo_train import family_deltas, print_deltas
+
+        print()
+        text = print_deltas(family_deltas(runs[0], runs[1]), runs[0].name, runs[1].name, trained)
+        (runs[0] / "report" / "family_deltas.txt").write_text(text + "\n")
+    print(f"\nHTML report: {files['html']}")
+    print(f"run director{'ies' if len(runs) > 1 else 'y'}: {', '.join(map(str, runs))}")
 
 
 if __name__ == "__main__":

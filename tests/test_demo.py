@@ -44,3 +44,26 @@ def test_the_demo_runs_the_whole_job_and_writes_a_report_with_plots(tmp_path: Pa
             im.verify()
     report = json.loads((html.parent / "report.json").read_text())
     assert report["runs"][0]["benchmarks"]["SynthVideo"]["counts"]["scored"] == 8
+
+
+def test_demo_train_ends_with_an_a_vs_b_report_naming_both_runs(tmp_path: Path) -> None:
+    env = {**os.environ, **engine_env()}
+    cmd = [sys.executable, "-m", "evalkit.demo", "--workdir", str(tmp_path), "--n", "1"]
+    out = subprocess.run(
+        [*cmd, "--train", "--train-steps", "2"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    html = Path(re.search(r"HTML report: (\S+)", out.stdout).group(1))  # type: ignore[union-attr]
+    report = json.loads((html.parent / "report.json").read_text())
+    run_ids = [r["run_id"] for r in report["runs"]]
+    assert len(run_ids) == 2
+    assert run_ids[0].startswith("before-training") and run_ids[1].startswith("after-training")
+    assert [(c["a"], c["b"]) for c in report["comparisons"]] == [tuple(run_ids)]
+    deltas = (html.parent / "family_deltas.txt").read_text()
+    assert run_ids[0] in deltas and run_ids[1] in deltas
+    assert "yes_no" in deltas and "verdict (greedy evaluation" in deltas
+    assert "python -m evalkit.trainer.demo" in out.stdout
