@@ -147,3 +147,82 @@ def test_the_workload_keeps_each_videos_questions_together() -> None:
     assert len(runs) == len(vids)  # one contiguous run per video
     lv = [v for v in vids if v.id.startswith("lvbench_like/")]
     assert all(30 * 60 <= v.seconds <= 120 * 60 for v in lv)
+
+
+def _load_script() -> ModuleType:
+    perf = Path(__file__).resolve().parents[1] / "perf"
+    sys.path.insert(0, str(perf))  # the script imports its helper modules by name
+    try:
+        spec = importlib.util.spec_from_file_location("perf_scale", perf / "scale.py")
+        assert spec and spec.loader
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path.remove(str(perf))
+    return mod
+
+
+MODEL = {  # a cost model of the shape perf/scale.py measures (seconds)
+    "cost_model_fixed_s": 0.0003,
+    "cost_model_s_per_frame": 0.00024,
+    "cache_cost_model_fixed_s": 0.04,
+    "cache_cost_model_s_per_video_minute": 5.7,
+}
+
+
+def test_the_script_reports_every_policy_at_8_and_64_replicas() -> None:
+    res = _load_script().simulate(MODEL, counts=(8, 64), batch=4, handout_s=0.0, seed=0)
+    for prefix in ("sim", "cache_sim"):
+        for n in (8, 64):
+            dyn, static = res[f"{prefix}_{n}_dynamic_wall_s"], res[f"{prefix}_{n}_static_wall_s"]
+            assert res[f"{prefix}_{n}_dynamic_over_static_ratio"] == pytest.approx(
+                static / dyn, rel=1e-3
+            )
+            ideal = res[f"{prefix}_{n}_ideal_wall_s"]
+            assert ideal <= dyn <= static  # the simulated hand-out beats torchrun's shards
+            assert res[f"{prefix}_{n}_dynamic_efficiency_ratio"] == pytest.approx(
+                ideal / dyn, rel=1e-3
+            )
+    # an LVBench-like video's cache build alone (2 h at most) bounds the 64-worker build
+    assert res["cache_sim_64_dynamic_wall_s"] >= res["cache_sim_longest_video_s"]
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("evalkit.scale") is None, reason="evalkit.scale not merged yet"
+)
+def test_the_simulation_can_drive_the_real_work_queue() -> None:
+    script = _load_script()
+    hand_out = script.real_queue()
+    assert hand_out is not None
+    jobs = sim.question_jobs(sim.videos(seed=3)[:300], lambda s: 1 + s / 600)
+    seen: list[str] = []
+
+    def recording(jobs_, batch):  # every job handed out exactly once
+        take = hand_out(jobs_, batch)
+
+        def wrapped(replica, last):
+            got = take(replica, last)
+            seen.extend(j.id for j in got)
+            return got
+
+        return wrapped
+
+    out = sim.dynamic(jobs, 8, batch=4, hand_out=recording)
+    assert sorted(seen) == sorted(j.id for j in jobs)
+    assert out.wall_s <= sim.static_interleaved(jobs, 8).wall_s
+
+
+@pytest.mark.heavy
+@pytest.mark.timeout(300)
+def test_perf_scale_quick_prints_the_figures_as_json(tmp_path: Path) -> None:
+    import json
+    import os
+    import subprocess
+
+    script = Path(__file__).resolve().parents[1] / "perf" / "scale.py"
+    argv = [sys.executable, str(script), "--quick", "--no-replicas", "--out", str(tmp_path)]
+    proc = subprocess.run(argv, capture_output=True, text=True, env=os.environ, check=True)
+    res = json.loads(proc.stdout)
+    assert res["replicas_status"] == "skipped (--no-replicas)"
+    assert res["cost_model_s_per_frame"] > 0
+    assert res["sim_64_dynamic_over_static_ratio"] >= 1.0
