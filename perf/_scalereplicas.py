@@ -23,11 +23,12 @@ from typing import Any
 
 from _scalecost import _generator, log
 
-FRAMES = ["--fps", "2", "--max-frames", "16", "--max-pixels", str(224 * 168)]
+PIXELS = [str(28 * 28 * 4), str(224 * 168)]  # min, max: small frames for the tiny model
+FRAMES = ["--fps", "2", "--max-frames", "16", "--min-pixels", PIXELS[0], "--max-pixels", PIXELS[1]]
 RUN_FLAGS = ["--engine", "vllm", "--dtype", "float32", "--max-model-len", "4096"]
 RUN_FLAGS += ["--engine-opt", "enforce_eager=true", "--max-tokens", "16", "--no-progress"]
 RUN_FLAGS += ["--frames-fps", "2", "--frames-max-frames", "16"]
-RUN_FLAGS += ["--frames-max-pixels", str(224 * 168)]
+RUN_FLAGS += ["--frames-min-pixels", PIXELS[0], "--frames-max-pixels", PIXELS[1]]
 ENV = {
     "VLLM_CPU_KVCACHE_SPACE": "1",
     "HF_HUB_OFFLINE": "1",
@@ -69,8 +70,11 @@ def _data_set(work: Path, out: Path, quick: bool) -> tuple[Path, list[str]]:
     """Unified multiple-choice rows: clips of several lengths, a few questions each."""
     generate = _generator()
     lengths = (4.0, 8.0) if quick else (4.0, 8.0, 16.0, 30.0)
-    per_video = 2 if quick else 4
-    clips = [str(generate(out / f"replica_{int(s)}s_320x240.mp4", s, 320, 240)) for s in lengths]
+    per_video = 2 if quick else 8
+    clips = [
+        str(generate(out / f"replica_{int(s)}s_320x240.mp4", s, 320, 240).resolve())
+        for s in lengths
+    ]
     rows = [
         {
             "data_type": "video",
@@ -134,6 +138,7 @@ def _run(work: Path, data: Path, model: str, n: int) -> dict[str, Any]:
         f"{p}_records": len(records),
         f"{p}_unique_ids": len({r["id"] for r in records}),
         f"{p}_ok": sum(r.get("status") == "ok" for r in records),
+        f"{p}_first_error": next((r["error"] for r in records if r.get("error")), None),
         f"{p}_process_wall_s": round(wall, 2),
         f"{p}_records_span_s": round(span, 3) if span else None,
         f"{p}_samples_per_s": round(len(records) / span, 4) if span else None,
