@@ -12,6 +12,8 @@ Three policies, each returning the wall time and every replica's busy time:
   head until it divides by the world size (``drop_last=False``), so the padded samples are
   real extra work (torch/utils/data/distributed.py, ``DistributedSampler.__iter__``).
 - ``static_chunks``: contiguous equal chunks of the dataset, one per rank.
+- ``static_per_task``: lmms-eval's sharding: each benchmark interleaved on its own, the
+  shares pooled per rank, short ranks padded with their last request.
 
 A job's cost is in seconds; total work counts every job once (padding excluded), so
 efficiency = total work / (replicas x wall) is comparable across policies.
@@ -73,6 +75,29 @@ def static_chunks(jobs: Sequence[Job], world: int) -> Outcome:
     size = -(-len(jobs) // world) if jobs else 0
     loads = [sum(j.cost_s for j in jobs[r * size : (r + 1) * size]) for r in range(world)]
     return _outcome("static_chunks", loads, jobs)
+
+
+def static_per_task(jobs: Sequence[Job], world: int) -> Outcome:
+    """lmms-eval under torchrun/accelerate: each benchmark sharded ``i % world``, every
+    benchmark's share pooled on its rank, short ranks padded with copies of their last
+    request up to the longest rank's count (lmms_eval/utils.py ``create_iterator``,
+    lmms_eval/evaluator.py ``evaluate``: ``padding_requests``). The benchmark is the part
+    of a job's video id before the first ``/``."""
+    per: dict[str, list[Job]] = {}
+    for j in jobs:
+        per.setdefault(j.video.split("/", 1)[0], []).append(j)
+    ranks: list[list[Job]] = [[] for _ in range(world)]
+    pads = [0] * world
+    for part in per.values():
+        shares = [part[r::world] for r in range(world)]
+        for r, share in enumerate(shares):
+            ranks[r] += share
+            pads[r] += max(len(x) for x in shares) - len(share)
+    loads = [
+        sum(j.cost_s for j in mine) + (pad * mine[-1].cost_s if mine else 0.0)
+        for mine, pad in zip(ranks, pads, strict=True)
+    ]
+    return _outcome("static_per_task", loads, jobs)
 
 
 def pick_video(
@@ -181,6 +206,7 @@ def dynamic(
 class Family:
     """Videos like one benchmark's: how many, questions per video, duration range."""
 
+    benchmark: str
     name: str
     videos: int
     questions: int
@@ -194,11 +220,11 @@ class Family:
 # of seconds (we draw 10 s - 3 min). The datasets follow one another in that order, each
 # video's questions contiguous, as evaluation sets are stored.
 MIX = (
-    Family("lvbench_like", 103, 15, (30.0, 120.0)),
-    Family("videomme_short_like", 300, 3, (10 / 60, 2.0)),
-    Family("videomme_medium_like", 300, 3, (4.0, 15.0)),
-    Family("videomme_long_like", 300, 3, (30.0, 60.0)),
-    Family("mvbench_like", 4000, 1, (10 / 60, 3.0)),
+    Family("lvbench", "lvbench_like", 103, 15, (30.0, 120.0)),
+    Family("videomme", "videomme_short_like", 300, 3, (10 / 60, 2.0)),
+    Family("videomme", "videomme_medium_like", 300, 3, (4.0, 15.0)),
+    Family("videomme", "videomme_long_like", 300, 3, (30.0, 60.0)),
+    Family("mvbench", "mvbench_like", 4000, 1, (10 / 60, 3.0)),
 )
 
 
@@ -215,7 +241,7 @@ def videos(mix: Sequence[Family] = MIX, seed: int = 0) -> list[Video]:
     """The workload's videos in dataset order (durations drawn uniformly per family)."""
     rng = random.Random(seed)
     return [
-        Video(f"{f.name}/{i}", 60 * rng.uniform(*f.minutes), f.questions)
+        Video(f"{f.benchmark}/{f.name}/{i}", 60 * rng.uniform(*f.minutes), f.questions)
         for f in mix
         for i in range(f.videos)
     ]

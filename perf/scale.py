@@ -12,7 +12,8 @@ Prints progress on stderr and ONE JSON object last on stdout.
     benchmark-shaped workload (LVBench-like hour-long videos among many short clips),
     each question costing what the measured cost model (perf/_scalecost.py) says for its
     frame count: dynamic longest-first hand-out in small batches with video affinity vs
-    torchrun-style static shards (DistributedSampler, i % world) and contiguous chunks.
+    torchrun-style static shards (DistributedSampler, i % world over the pooled data set;
+    and lmms-eval's: each benchmark i % world, pooled per rank) and contiguous chunks.
     ``*_dynamic_over_static_ratio`` = static wall / dynamic wall (> 1: dynamic is faster);
     efficiency = total work / (replicas x wall).
 (c) The same for the cache build: one task per video, costing the measured decode
@@ -65,22 +66,27 @@ def _policies(
     return {
         "dynamic": sim.dynamic(jobs, n, batch=batch, handout_s=handout_s, hand_out=hand_out),
         "static": sim.static_interleaved(jobs, n),
+        "static_per_task": sim.static_per_task(jobs, n),
         "chunks": sim.static_chunks(jobs, n),
     }
 
 
 def _figures(prefix: str, n: int, out: dict[str, sim.Outcome]) -> dict[str, Any]:
     dyn, static, chunks = out["dynamic"], out["static"], out["chunks"]
+    per_task = out["static_per_task"]
     return {
         f"{prefix}_{n}_dynamic_wall_s": round(dyn.wall_s, 5),
         f"{prefix}_{n}_static_wall_s": round(static.wall_s, 5),
         f"{prefix}_{n}_chunks_wall_s": round(chunks.wall_s, 5),
+        f"{prefix}_{n}_static_per_task_wall_s": round(per_task.wall_s, 5),
         f"{prefix}_{n}_ideal_wall_s": round(dyn.total_work_s / n, 5),
         f"{prefix}_{n}_dynamic_over_static_ratio": round(static.wall_s / dyn.wall_s, 4),
         f"{prefix}_{n}_dynamic_over_chunks_ratio": round(chunks.wall_s / dyn.wall_s, 4),
+        f"{prefix}_{n}_dynamic_over_static_per_task_ratio": round(per_task.wall_s / dyn.wall_s, 4),
         f"{prefix}_{n}_dynamic_efficiency_ratio": round(dyn.efficiency, 4),
         f"{prefix}_{n}_static_efficiency_ratio": round(static.efficiency, 4),
         f"{prefix}_{n}_chunks_efficiency_ratio": round(chunks.efficiency, 4),
+        f"{prefix}_{n}_static_per_task_efficiency_ratio": round(per_task.efficiency, 4),
     }
 
 

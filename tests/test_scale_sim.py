@@ -73,6 +73,16 @@ def test_a_long_tail_makes_static_shards_slower() -> None:
     assert sim.dynamic(skew, 8, batch=1).wall_s == pytest.approx(67)  # 8 long + 56 s spread
 
 
+def test_lmms_eval_shards_each_benchmark_and_pads_with_the_last_request() -> None:
+    # benchmark a: 3 jobs -> rank 0 gets a0, a2; rank 1 gets a1 and one pad
+    # benchmark b: 2 jobs -> one each; rank 1's pooled list ends with b1 (cost 4): its pad
+    jobs = [Job("a0", "a/v0", 5.0), Job("a1", "a/v1", 1.0), Job("a2", "a/v2", 2.0)]
+    jobs += [Job("b0", "b/v0", 1.0), Job("b1", "b/v1", 4.0)]
+    out = sim.static_per_task(jobs, 2)
+    assert out.busy_s == (5.0 + 2.0 + 1.0, 1.0 + 4.0 + 4.0)
+    assert out.total_work_s == 13.0
+
+
 def test_padding_repeats_the_head_like_distributed_sampler() -> None:
     # 5 jobs on 4 ranks: torch pads to 8 with jobs 0,1,2 -> rank 0 runs jobs 0 and 4 (1+5),
     # rank 1 jobs 1 and 0 (2+1), rank 2 jobs 2 and 1, rank 3 jobs 3 and 2
@@ -145,7 +155,7 @@ def test_the_workload_keeps_each_videos_questions_together() -> None:
     assert len(jobs) == sum(f.videos * f.questions for f in sim.MIX)
     runs = [k for k, _ in itertools.groupby(j.video for j in jobs)]
     assert len(runs) == len(vids)  # one contiguous run per video
-    lv = [v for v in vids if v.id.startswith("lvbench_like/")]
+    lv = [v for v in vids if v.id.startswith("lvbench/")]
     assert all(30 * 60 <= v.seconds <= 120 * 60 for v in lv)
 
 
