@@ -144,7 +144,7 @@ def main() -> None:
     seconds = [float(x) for x in args.clip_seconds.split(",")]
     res: dict[str, Any] = {"quick": args.quick}
     log("measuring the cost model")
-    res |= cost.measure(seconds, (640, 360), args.out, repeats=2 if args.quick else 3)
+    res |= cost.measure(seconds, (640, 360), args.out, repeats=1 if args.quick else 2)
     replicas: dict[str, Any] = {"replicas_status": "skipped (--no-replicas)"}
     if not args.no_replicas:
         from _scalereplicas import replicas_figures
