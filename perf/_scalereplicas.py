@@ -18,6 +18,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +71,7 @@ def _data_set(work: Path, out: Path, quick: bool) -> tuple[Path, list[str]]:
     """Unified multiple-choice rows: clips of several lengths, a few questions each."""
     generate = _generator()
     lengths = (4.0, 8.0) if quick else (4.0, 8.0, 16.0, 30.0)
-    per_video = 2 if quick else 8
+    per_video = 4 if quick else 8
     clips = [
         str(generate(out / f"replica_{int(s)}s_320x240.mp4", s, 320, 240).resolve())
         for s in lengths
@@ -100,15 +101,21 @@ def _model(work: Path) -> str:
     return str(build_tiny_model(work / "model", "qwen2_5_vl", seed=0))
 
 
-def _evalkit(argv: list[str]) -> float:
-    """Run the CLI in a child process (its own engine); its wall seconds."""
+def _evalkit(argv: list[str], sampler: CpuSampler | None = None) -> float:
+    """Run the CLI in a child process (its own engine); its wall seconds. ``sampler``
+    watches the child's process tree (Ray's processes and workers included)."""
     env = {**os.environ, **ENV}
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "evalkit", *argv], env=env, text=True,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
-    if proc.returncode != 0:
-        tail = "\n".join(proc.stdout.splitlines()[-30:])
-        raise RuntimeError(f"evalkit {argv[0]} failed ({proc.returncode}):\n{tail}")
+    with tempfile.TemporaryFile("w+") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "evalkit", *argv], env=env,
+                                stdout=out, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+        if sampler is not None:
+            sampler.watch(proc.pid)
+        code = proc.wait()
+        if code != 0:
+            out.seek(0)
+            tail = "\n".join(out.read().splitlines()[-30:])
+            raise RuntimeError(f"evalkit {argv[0]} failed ({code}):\n{tail}")
     return time.perf_counter() - t0
 
 
@@ -122,7 +129,7 @@ def _run(work: Path, data: Path, model: str, n: int) -> dict[str, Any]:
         argv += ["--replicas", str(n)]
     log(f"evalkit run with {n} replica(s)")
     with CpuSampler() as cpu:
-        wall = _evalkit(argv)
+        wall = _evalkit(argv, cpu)
     records = [
         json.loads(line)
         for store in (work / "runs" / run_id).glob("*.jsonl")
@@ -142,20 +149,30 @@ def _run(work: Path, data: Path, model: str, n: int) -> dict[str, Any]:
         f"{p}_process_wall_s": round(wall, 2),
         f"{p}_records_span_s": round(span, 3) if span else None,
         f"{p}_samples_per_s": round(len(records) / span, 4) if span else None,
-        f"{p}_replica_names": sorted({str(r.get("replica")) for r in records}),
-        f"cpu_percent_{p}_mean": cpu.mean(),
-        f"cpu_percent_{p}_per_core": cpu.per_core(),
+        f"{p}_records_per_replica": dict(Counter(str(r.get("replica")) for r in records)),
+        # the whole machine (shared with other jobs) and this run's own process tree
+        f"cpu_percent_{p}_machine_mean": cpu.mean(),
+        f"cpu_percent_{p}_machine_per_core": cpu.per_core(),
+        f"{p}_run_cpu_s": round(cpu.tree_cpu_s(), 2),
+        f"{p}_run_cores_used": round(cpu.tree_cpu_s() / wall, 3),
     }
 
 
 class CpuSampler:
-    """psutil.cpu_percent per core, sampled every half second while the block runs."""
+    """psutil.cpu_percent per core, and the CPU seconds of a watched process tree, sampled
+    every half second while the block runs."""
 
     def __init__(self, every_s: float = 0.5) -> None:
         self.every_s = every_s
         self.samples: list[list[float]] = []
+        self.cpu_by_pid: dict[int, float] = {}
+        self._root: int | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def watch(self, pid: int) -> None:
+        """Count this process and its descendants' CPU time from now on."""
+        self._root = pid
 
     def __enter__(self) -> CpuSampler:
         import psutil
@@ -173,6 +190,26 @@ class CpuSampler:
 
         while not self._stop.wait(self.every_s):
             self.samples.append(psutil.cpu_percent(percpu=True))
+            if self._root is not None:
+                self._tree(psutil)
+
+    def _tree(self, psutil: Any) -> None:
+        try:
+            root = psutil.Process(self._root)
+            procs = [root, *root.children(recursive=True)]
+        except psutil.Error:
+            return
+        for proc in procs:
+            try:
+                t = proc.cpu_times()
+            except psutil.Error:
+                continue  # gone meanwhile: its last sample stands
+            # counters only grow: the latest sample is the process's total so far
+            self.cpu_by_pid[proc.pid] = t.user + t.system
+
+    def tree_cpu_s(self) -> float:
+        """CPU seconds of the watched tree (up to each process's last sample)."""
+        return sum(self.cpu_by_pid.values())
 
     def per_core(self) -> list[float]:
         """Mean busy percent of each core over the block."""
