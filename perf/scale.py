@@ -114,8 +114,14 @@ def simulate(
         "cache_sim_total_work_s": round(sum(j.cost_s for j in builds), 1),
         "cache_sim_longest_video_s": round(max(j.cost_s for j in builds), 1),
     }
+    # A bracket, not a measurement: a GPU engine's per-question cost is mostly prefill,
+    # which grows with the visual tokens, i.e. the frames; with no fixed part at all the
+    # spread between a 20-frame clip and a 768-frame hour is widest.
+    by_frames = sim.question_jobs(vids, lambda secs: float(cost.frames_for(secs)))
     for n in counts:
         res |= _figures("sim", n, _policies(questions, n, batch, handout_s, hand_out))
+        bracket = _figures("sim_frames_only", n, _policies(by_frames, n, batch, 0.0, hand_out))
+        res |= {k: v for k, v in bracket.items() if k.endswith("_ratio")}
         # the cache build hands out one video per Ray task: affinity is moot
         res |= _figures("cache_sim", n, _policies(builds, n, 1, 0.0, None))
     return res
