@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .replicas import Lane
 from .timeline import in_engine, occupancy, spans, utilisation
 
 if TYPE_CHECKING:
     from .load import RunReport
-    from .replicas import Lane
     from .stats import Comparison
 
 _STAGES = (  # (label, start stamp, end stamp, colour)
