@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .replicas import Lane
 from .timeline import in_engine, occupancy, spans, utilisation
 
 if TYPE_CHECKING:
@@ -155,4 +156,27 @@ def plot_timeline(run: RunReport, path: Path, max_rows: int = 2000) -> Path:
         )
     ax2.set_ylabel("in engine")
     ax2.set_xlabel("seconds since the first IO start")
+    return _save(fig, path)
+
+
+def plot_replicas(run: RunReport, run_lanes: list[Lane], path: Path) -> Path:
+    """One lane per replica: when it was busy, and its idle tail up to the run's end."""
+    plt = _pyplot()
+    wall = max((ln.end_s for ln in run_lanes if ln.end_s is not None), default=0.0)
+    fig, ax = plt.subplots(figsize=(9, 1.2 + 0.45 * len(run_lanes)))
+    for row, ln in enumerate(run_lanes):
+        ax.broken_barh([(a, b - a) for a, b in ln.segments], (row - 0.35, 0.7), color="#4c72b0")
+        if ln.end_s is not None and wall > ln.end_s:
+            ax.broken_barh(
+                [(ln.end_s, wall - ln.end_s)],
+                (row - 0.35, 0.7),
+                facecolor="#f2f2f2",
+                edgecolor="#aaaaaa",
+                hatch="//",
+            )
+        ax.text(wall, row, f" n={ln.samples}", va="center", fontsize=8)
+    ax.set_yticks(range(len(run_lanes)), [ln.replica for ln in run_lanes])
+    ax.set_ylim(len(run_lanes) - 0.5, -0.5)
+    ax.set_xlabel("seconds since the first IO start (busy: blue; idle tail: hatched)")
+    ax.set_title(f"{run.run_id}: samples per replica (right) and busy time", fontsize=10)
     return _save(fig, path)

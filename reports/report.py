@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from . import replicas as R
 from . import sections as S
 from .load import FailedPolicy, RunReport, load_run
 from .reference import verdicts
@@ -66,8 +67,14 @@ def build_report(
         sections += S.scorer_failures(run)
         for b in run.benchmarks.values():
             sections += S.breakdowns(b) + S.extraction(b)
-        sections += [S.references(run), util_sec, S.settings(run)]
-        data["runs"].append(run_dict(run, util))
+        sections += [S.references(run), util_sec]
+        run_data = run_dict(run, util)
+        if lanes := R.lanes(run):  # runs with --replicas only: others stay as they were
+            anchors[f"replicas:{i}"] = R.section(lanes)
+            sections.append(anchors[f"replicas:{i}"])
+            run_data["replicas"] = [ln.to_dict() for ln in lanes]
+        sections.append(S.settings(run))
+        data["runs"].append(run_data)
     sections += S.combined(runs)
     for i, (run_a, run_b, rows) in enumerate(comps):
         anchors[f"compare:{i}"] = S.comparison(run_a, run_b, rows)
@@ -110,7 +117,7 @@ def write_report(
 
 def make_plots(report: Report, folder: Path) -> list[tuple[str, Path]]:
     """Draw every figure, attach each to its section; returns (caption, PNG path) pairs."""
-    from .plots import plot_compare, plot_scores, plot_timeline
+    from .plots import plot_compare, plot_replicas, plot_scores, plot_timeline
 
     figures: list[tuple[str, str, Path]] = []  # (anchor, caption, path)
     for i, run in enumerate(report.runs):
@@ -121,6 +128,10 @@ def make_plots(report: Report, folder: Path) -> list[tuple[str, Path]]:
             path = plot_timeline(run, folder / f"timeline_{tag}.png")
             caption = f"{run.run_id}: pipeline stages per sample and requests in the engine"
             figures.append((f"timeline:{i}", caption, path))
+        lanes = R.lanes(run)
+        if any(ln.segments for ln in lanes):
+            path = plot_replicas(run, lanes, folder / f"replicas_{tag}.png")
+            figures.append((f"replicas:{i}", f"{run.run_id}: per-replica timeline", path))
     for i, (a, b, rows) in enumerate(report.comparisons):
         if rows:
             path = folder / f"compare_{i}_{_slug(b.run_id)}_vs_{_slug(a.run_id)}.png"

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalkit.records import failed_record, ok_record
+from evalkit.records import SampleRecord, failed_record, ok_record
 from evalkit.rundir import RunDir, hash_json
 from evalkit.sample import Sample
 from evalkit.scoring.types import Score
@@ -36,10 +36,20 @@ class Rec:
     rule: str | None = None
     rules: dict[str, float | None] = field(default_factory=dict)
     prediction: str = "A"
+    replica: str | None = None
+    """The replica that produced the record (a run with ``--replicas``)."""
 
 
 def record(rec: Rec, benchmark: str, fingerprint: str = "") -> dict[str, Any]:
     """The store record the pipeline would write for ``rec`` (by the pipeline's writer)."""
+    out = _written(rec, benchmark, fingerprint)
+    if rec.replica is None:
+        return out
+    # a replica tags the writer's record with its name, as evalkit.scale's replicas do
+    return SampleRecord.model_validate({**out, "replica": rec.replica}).dump()
+
+
+def _written(rec: Rec, benchmark: str, fingerprint: str) -> dict[str, Any]:
     sample = Sample(
         id=rec.id,
         task_type=rec.task_type,

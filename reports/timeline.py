@@ -27,6 +27,8 @@ class Span:
     first_token: float | None
     finished: float | None
     output_tokens: int = 0
+    replica: str | None = None
+    """The replica that ran the sample (runs with ``--replicas``)."""
 
     @property
     def end(self) -> float | None:
@@ -78,6 +80,7 @@ def spans(records: list[dict[str, Any]], benchmark: str) -> list[Span]:
                 first_token=_f(t.get("first_token")),
                 finished=_f(t.get("finished")),
                 output_tokens=int((rec.get("tokens") or {}).get("output") or 0),
+                replica=rec.get("replica"),
             )
         )
     return out
