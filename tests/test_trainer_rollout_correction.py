@@ -292,8 +292,10 @@ def test_hf_engine_logprobs_are_those_of_the_processed_distribution(tiny) -> Non
 
 @pytest.mark.timeout(600)
 def test_recipe_step_writes_the_mismatch_to_its_metrics_line(tiny, tmp_path) -> None:
+    """... and the count of responses whose scorer raised (reward/scorer_failed)."""
     import json
 
+    from evalkit.scoring import reward
     from evalkit.synthvideo import generate, read_rows, to_unified
     from evalkit.trainer.metrics import read_metrics
     from evalkit.trainer.recipe import GRPORecipe
@@ -315,13 +317,22 @@ def test_recipe_step_writes_the_mismatch_to_its_metrics_line(tiny, tmp_path) -> 
         "algorithm.rollout_correction.mode=sequence",
         "algorithm.rollout_correction.cap=3.0",
     ]
-    recipe = GRPORecipe(load_config(None, overrides))
+    calls = itertools.count()
+
+    def first_fails(sample, prediction, **kw):  # the first response's scorer "raised"
+        got = reward(sample, prediction, **kw)
+        if next(calls) == 0:
+            got |= {"accuracy": 0.0, "format": 0.0, "overall": 0.0, "scorer_failed": 1.0}
+        return got
+
+    recipe = GRPORecipe(load_config(None, overrides), reward_fn=first_fails)
     recipe.setup(resume=False)
     try:
         recipe.run()
     finally:
         recipe.cleanup()
     (line,) = read_metrics(tmp_path / "run" / "metrics.jsonl")
+    assert line["reward/scorer_failed"] == 1.0
     keys = ("abs_logp_diff", "k3_kl", "kl", "tokens", "is_mean", "is_clipfrac")
     assert {f"rollout_corr/{k}" for k in keys} <= set(line)
     assert line["rollout_corr/tokens"] > 0 and line["rollout_corr/k3_kl"] >= 0.0

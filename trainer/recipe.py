@@ -72,6 +72,8 @@ class GRPORecipe:
         self.last_update: dict[str, torch.Tensor | None] = {}
         """Rewards, ReMax baselines, advantages and response mask of the last update."""
         self.timer = PhaseTimer()
+        self.scorer_failed = 0
+        """Responses of the current step whose scorer raised (rewarded 0, counted)."""
 
     @property
     def out_dir(self) -> Path:
@@ -178,6 +180,7 @@ class GRPORecipe:
         t0 = time.perf_counter()
         cfg = self.cfg
         bs, ds = cfg.schedule.batch_size, cfg.algorithm.dynamic_sampling
+        self.scorer_failed = 0
         metrics: dict[str, Any] = {}
         tries = iter(range(10**6))
         if ds.enable:
@@ -199,6 +202,7 @@ class GRPORecipe:
             groups = self._groups(self.data.next_batch(bs), step, 0)
         metrics |= self._update(groups)
         metrics |= self.timer.take()
+        metrics["reward/scorer_failed"] = float(self.scorer_failed)  # responses rewarded 0
         metrics["time_s"] = time.perf_counter() - t0
         return metrics
 
@@ -280,6 +284,7 @@ class GRPORecipe:
             self.cfg.overlong_max_length,
             self.reward_fn,
         )
+        self.scorer_failed += len(rb.scorer_failed)  # per_key leaves them out (GDPO)
         return rb.per_key
 
     def _update(self, groups: list[Group]) -> dict[str, Any]:
