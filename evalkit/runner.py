@@ -316,7 +316,6 @@ async def _aexecute_locked(
     on_start: Callable[[str, Pipeline], None] | None,
     judge_engine: Engine | None,
 ) -> RunResult:
-    from evalkit.cache import FrameCache
     from evalkit.resume import pending
 
     factor = model_factor(cfg) if cfg.engine != "openai" else None
@@ -329,12 +328,7 @@ async def _aexecute_locked(
         n = {b.name: len(b.samples) for b in benches}
         done = {name: PipelineStats(total=k, skipped=k) for name, k in n.items()}
         return RunResult(path=path, stats=done, nothing_to_run=True)
-    cache = FrameCache(
-        cfg.cache_root,
-        identity=cfg.cache_identity,
-        codec=cfg.cache_codec,
-        jpeg_quality=cfg.cache_jpeg_quality,
-    )
+    cache = make_cache(cfg)
     own_engine = engine is None
     engine = engine or make_engine(cfg)
     stats: dict[str, PipelineStats] = {}
@@ -345,17 +339,7 @@ async def _aexecute_locked(
                     if judge is not None:  # each benchmark may prescribe its judge prompt
                         judge.template = _judge_template(bench.spec)
                     frames_seen = FrameLog()
-                    builder = RequestBuilder(
-                        cache=cache,
-                        frame_spec=bench.frame_spec,
-                        image_spec=bench.spec.images,
-                        prompt=bench.prompt,
-                        sampling=bench.sampling,
-                        require_cache=cfg.require_cache,
-                        miss_pool=pool,
-                        max_prompt_tokens=getattr(engine, "max_model_len", None),
-                        frame_log=frames_seen,
-                    )
+                    builder = make_builder(cfg, bench, cache, engine, pool, frames_seen)
                     with rundir.store(bench.name) as store:
                         pipe = Pipeline(
                             engine,
@@ -378,6 +362,40 @@ async def _aexecute_locked(
         if own_engine:
             await close_engine(engine)
     return RunResult(path=path, stats=stats)
+
+
+def make_cache(cfg: RunConfig) -> Any:
+    """The run's frame cache (``FrameCache``) under the configured identity and codec."""
+    from evalkit.cache import FrameCache
+
+    return FrameCache(
+        cfg.cache_root,
+        identity=cfg.cache_identity,
+        codec=cfg.cache_codec,
+        jpeg_quality=cfg.cache_jpeg_quality,
+    )
+
+
+def make_builder(
+    cfg: RunConfig,
+    bench: BenchRun,
+    cache: Any,
+    engine: Engine,
+    pool: ProcessPoolExecutor | None,
+    frame_log: FrameLog,
+) -> RequestBuilder:
+    """The request builder of one benchmark (frames from ``cache``, misses on ``pool``)."""
+    return RequestBuilder(
+        cache=cache,
+        frame_spec=bench.frame_spec,
+        image_spec=bench.spec.images,
+        prompt=bench.prompt,
+        sampling=bench.sampling,
+        require_cache=cfg.require_cache,
+        miss_pool=pool,
+        max_prompt_tokens=getattr(engine, "max_model_len", None),
+        frame_log=frame_log,
+    )
 
 
 def refs_of(samples: list[Sample]) -> list[VideoRef]:

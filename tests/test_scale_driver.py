@@ -1,0 +1,138 @@
+"""The driver's hand-out, re-queue and discard logic, on fake replicas (no Ray started)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("ray")
+
+from ray.exceptions import ActorDiedError
+
+from evalkit.pipeline import PipelineStats
+from evalkit.scale.cluster import ReplicaHandle
+from evalkit.scale.driver import Driver, Snapshot
+from evalkit.scale.queue import Key, WorkItem, WorkQueue
+from evalkit.store import Store
+
+
+class Ref:
+    """A finished call: its result, or the error ``ray.get`` raises."""
+
+    def __init__(self, result: Any = None, error: BaseException | None = None) -> None:
+        self.result, self.error = result, error
+
+
+class FakeRay:
+    """``wait`` answers the oldest call first; ``get`` returns or raises its outcome."""
+
+    def __init__(self) -> None:
+        self.killed: list[Any] = []
+
+    def wait(self, refs: list[Ref], num_returns: int, timeout: float) -> tuple[list[Ref], list]:
+        return refs[:num_returns], refs[num_returns:]
+
+    def get(self, ref: Ref) -> Any:
+        if ref.error is not None:
+            raise ref.error
+        return ref.result
+
+    def cancel(self, ref: Ref) -> None:
+        pass
+
+    def kill(self, actor: Any, no_restart: bool = True) -> None:
+        self.killed.append(actor)
+
+
+class Method:
+    def __init__(self, fn: Callable[[list[Key]], Ref]) -> None:
+        self.fn = fn
+
+    def remote(self, keys: list[Key]) -> Ref:
+        return self.fn(keys)
+
+
+class FakeReplica:
+    """Answers every batch with one ok record per key; ``die_on`` = the call numbers
+    (1-based) that fail as if the actor had died."""
+
+    def __init__(self, name: str, die_on: tuple[int, ...] = ()) -> None:
+        self.name, self.die_on, self.calls = name, die_on, 0
+        self.run_batch = Method(self._batch)
+
+    def _batch(self, keys: list[Key]) -> Ref:
+        self.calls += 1
+        if self.calls in self.die_on:
+            return Ref(error=ActorDiedError())
+        return Ref([(b, {"id": sid, "status": "ok", "replica": self.name}) for b, sid in keys])
+
+
+def drive(
+    tmp_path: Path, replicas: list[FakeReplica], n: int = 12, batch: int = 2
+) -> tuple[Driver, list[dict[str, Any]], list[Snapshot]]:
+    queue = WorkQueue([WorkItem(("b", f"s{i}"), float(n - i)) for i in range(n)], batch)
+    handles = [ReplicaHandle(r.name, r, None) for r in replicas]
+    seen: list[Snapshot] = []
+    with Store(tmp_path / "b.jsonl") as store:
+        driver = Driver(
+            FakeRay(), queue, handles, {"b": store}, {"b": PipelineStats()}, seen.append
+        )
+        try:
+            driver.run()
+        finally:
+            lines = [json.loads(x) for x in (tmp_path / "b.jsonl").read_text().splitlines()]
+    return driver, lines, seen
+
+
+def test_every_sample_is_recorded_once_across_replicas(tmp_path: Path) -> None:
+    driver, lines, seen = drive(tmp_path, [FakeReplica("r0"), FakeReplica("r1")])
+    assert sorted(r["id"] for r in lines) == sorted(f"s{i}" for i in range(12))
+    assert {r["replica"] for r in lines} == {"r0", "r1"}
+    assert driver.stats["b"].completed == 12
+    assert seen[-1].accepted == 12 and seen[-1].pending == 0
+
+
+def test_a_dead_replica_s_work_goes_to_the_other_and_its_late_batch_is_discarded(
+    tmp_path: Path,
+) -> None:
+    # r0's first batch fails (actor died); its second, already answered, arrives late
+    dead, live = FakeReplica("r0", die_on=(1,)), FakeReplica("r1")
+    driver, lines, _ = drive(tmp_path, [dead, live])
+    ids = [r["id"] for r in lines]
+    assert sorted(ids) == sorted(f"s{i}" for i in range(12)) and len(ids) == len(set(ids))
+    assert {r["replica"] for r in lines} == {"r1"}
+    state = driver.state["r0"]
+    assert not state.alive and state.discarded == 2 and state.done == 0
+    assert driver.ray.killed == [dead]
+    assert dead.calls == 2  # no more work after it was presumed dead
+
+
+def test_when_every_replica_dies_the_run_stops_and_keeps_its_records(tmp_path: Path) -> None:
+    replicas = [FakeReplica("r0", die_on=(3,)), FakeReplica("r1", die_on=(3,))]
+    with pytest.raises(RuntimeError, match=r"every replica died.*resume"):
+        drive(tmp_path, replicas)
+    kept = [json.loads(x)["id"] for x in (tmp_path / "b.jsonl").read_text().splitlines()]
+    assert len(kept) == 8 and len(set(kept)) == 8
+
+
+def test_longest_samples_are_handed_out_first(tmp_path: Path) -> None:
+    _, lines, _ = drive(tmp_path, [FakeReplica("r0")], n=6, batch=1)
+    assert [r["id"] for r in lines] == [f"s{i}" for i in range(6)]  # cost n - i
+
+
+def test_a_progress_callback_that_raises_stops_the_run(tmp_path: Path) -> None:
+    queue = WorkQueue([WorkItem(("b", f"s{i}")) for i in range(6)], 1)
+    replica = FakeReplica("r0")
+
+    def stop(snap: Snapshot) -> None:
+        if snap.accepted >= 2:
+            raise KeyboardInterrupt
+
+    with Store(tmp_path / "b.jsonl") as store, pytest.raises(KeyboardInterrupt):
+        handles = [ReplicaHandle("r0", replica, None)]
+        Driver(FakeRay(), queue, handles, {"b": store}, {"b": PipelineStats()}, stop).run()
+    assert len((tmp_path / "b.jsonl").read_text().splitlines()) == 2
