@@ -277,8 +277,16 @@ def execute(
     engine: Engine | None = None,
     on_start: Callable[[str, Pipeline], None] | None = None,
     judge_engine: Engine | None = None,
+    on_replicas: Callable[[Any], None] | None = None,
 ) -> RunResult:
-    """Run every benchmark of ``cfg`` through one engine into one run directory."""
+    """Run every benchmark of ``cfg`` through one engine into one run directory (with
+    ``cfg.on_ray``: through replicas on Ray, ``on_replicas`` getting their progress)."""
+    if cfg.on_ray:
+        if engine is not None or judge_engine is not None:
+            raise ConfigError("replicas build their own engines: pass no engine with --replicas")
+        from evalkit.scale.driver import run_replicas
+
+        return run_replicas(cfg, on_replicas)
     return asyncio.run(aexecute(cfg, engine, on_start, judge_engine))
 
 

@@ -136,3 +136,55 @@ def test_a_progress_callback_that_raises_stops_the_run(tmp_path: Path) -> None:
         handles = [ReplicaHandle("r0", replica, None)]
         Driver(FakeRay(), queue, handles, {"b": store}, {"b": PipelineStats()}, stop).run()
     assert len((tmp_path / "b.jsonl").read_text().splitlines()) == 2
+
+
+def test_replica_flags_reach_the_config_and_tp_the_engine() -> None:
+    import argparse
+
+    from evalkit.cli.run import add_arguments, config_from_args
+
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    argv = ["--model", "m", "--replicas", "3", "--ray-address", "ray://head:10001"]
+    cfg = config_from_args(p.parse_args([*argv, "--cpus-per-replica", "4"]))
+    assert (cfg.replicas, cfg.ray_address, cfg.cpus_per_replica) == (3, "ray://head:10001", 4)
+    assert cfg.on_ray
+    cfg = config_from_args(p.parse_args(["--model", "m", "--tensor-parallel-size", "2"]))
+    assert cfg.engine_options["tensor_parallel_size"] == 2 and not cfg.on_ray
+
+
+def test_replica_settings_leave_the_fingerprint_alone() -> None:
+    from evalkit.runner import RunConfig, result_config
+
+    one = RunConfig(model="m")
+    many = one.model_copy(update={"replicas": 8, "ray_address": "auto", "cpus_per_replica": 4})
+    assert result_config(one, []) == result_config(many, [])
+
+
+def test_an_engine_given_with_replicas_is_refused() -> None:
+    from evalkit.errors import ConfigError
+    from evalkit.runner import RunConfig, execute
+
+    with pytest.raises(ConfigError, match="build their own engines"):
+        execute(RunConfig(model="m", replicas=2), engine=object())  # type: ignore[arg-type]
+
+
+def test_a_tensor_parallel_vllm_replica_runs_its_workers_as_its_own_processes() -> None:
+    from evalkit.runner import RunConfig
+    from evalkit.scale.replica import _inside_actor
+
+    tp2 = RunConfig(model="m", engine_options={"tensor_parallel_size": 2})
+    assert _inside_actor(tp2).engine_options["engine_kwargs"] == {
+        "distributed_executor_backend": "mp"
+    }
+    assert "engine_kwargs" not in tp2.engine_options  # the run's settings stay as given
+    assert _inside_actor(RunConfig(model="m")).engine_options == {}
+
+
+def test_the_replica_sink_stamps_records_and_reports_nothing_done() -> None:
+    from evalkit.scale.replica import RecordSink
+
+    sink = RecordSink("r3")
+    sink.append({"id": "a", "status": "ok"})
+    assert sink.records == [{"id": "a", "status": "ok", "replica": "r3"}]
+    assert sink.done_ids() == set()

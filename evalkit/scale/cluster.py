@@ -130,11 +130,12 @@ def start_replicas(
 
 
 def stop_replicas(ray: Any, handles: list[ReplicaHandle], *, graceful: bool = True) -> None:
-    """Close the live replicas' engines (``graceful``), end the actors, free their groups."""
-    if graceful:
-        live = [h for h in handles if h.alive]
-        with contextlib.suppress(Exception):  # a replica that dies while closing is gone anyway
-            ray.get([h.actor.close.remote() for h in live], timeout=120)
+    """Close the live replicas' engines, end the actors, free their groups. Not
+    ``graceful`` (the run failed or was interrupted): engines get a short while to stop,
+    so their engine processes do not outlive the actors."""
+    live = [h for h in handles if h.alive]
+    with contextlib.suppress(Exception):  # a replica that dies while closing is gone anyway
+        ray.get([h.actor.close.remote() for h in live], timeout=120 if graceful else 20)
     for h in handles:
         with contextlib.suppress(Exception):
             ray.kill(h.actor, no_restart=True)

@@ -81,7 +81,7 @@ class Replica:
             self._logs[bench.name] = FrameLog()
             for s in bench.samples:
                 self._samples[(bench.name, s.id)] = s
-        engine = make_engine(cfg)
+        engine = make_engine(_inside_actor(cfg))
         self._stack.push_async_callback(close_engine, engine)
         judge_dir = self.run_path / "judge_cache"
         judge = await self._stack.enter_async_context(judge_for(cfg, None, judge_dir))
@@ -122,6 +122,18 @@ class Replica:
     async def close(self) -> None:
         """Stop the engine, the judge and the decoding pool."""
         await self._stack.aclose()
+
+
+def _inside_actor(cfg: RunConfig) -> RunConfig:
+    """``cfg`` for an engine built inside a replica actor. A tensor-parallel vLLM engine
+    runs its workers as processes of the actor, which already holds the group's GPUs;
+    vLLM's own Ray executor would ask the cluster for as many GPUs again."""
+    tp = int(cfg.engine_options.get("tensor_parallel_size") or 1)
+    if cfg.engine != "vllm" or tp <= 1:
+        return cfg
+    kwargs = {"distributed_executor_backend": "mp", **cfg.engine_options.get("engine_kwargs", {})}
+    options = {**cfg.engine_options, "engine_kwargs": kwargs}
+    return cfg.model_copy(update={"engine_options": options})
 
 
 def merge_frame_counts(
