@@ -188,3 +188,31 @@ def test_the_replica_sink_stamps_records_and_reports_nothing_done() -> None:
     sink.append({"id": "a", "status": "ok"})
     assert sink.records == [{"id": "a", "status": "ok", "replica": "r3"}]
     assert sink.done_ids() == set()
+
+
+def test_a_batch_of_records_is_appended_at_once_and_a_repeat_refused(tmp_path: Path) -> None:
+    from evalkit.errors import DataError
+
+    with Store(tmp_path / "b.jsonl") as store:
+        store.append_many([{"id": "a", "status": "ok"}, {"id": "b", "status": "failed"}])
+        with pytest.raises(DataError, match="already has a finished record"):
+            store.append_many([{"id": "c", "status": "ok"}, {"id": "a", "status": "ok"}])
+        store.append_many([{"id": "b", "status": "ok"}])  # a retried failure supersedes
+    with Store(tmp_path / "b.jsonl") as again:
+        assert {r["id"]: r["status"] for r in again.records()} == {"a": "ok", "b": "ok"}
+
+
+@pytest.mark.heavy
+@pytest.mark.timeout(180)
+def test_overhead_is_measured_on_a_local_ray_instance_of_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from evalkit.scale.driver import measure_overhead
+
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    out = measure_overhead(300, replicas=2, batch_size=8)
+    assert out["ray_start_s"] > 0 and out["driver_records_per_s"] > 0
+    assert out["driver_records"] == 300
+    import ray
+
+    assert not ray.is_initialized()  # the instance it started is shut down

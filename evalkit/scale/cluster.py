@@ -53,7 +53,8 @@ def ray_session(address: str | None = None, num_cpus: int | None = None) -> Iter
     if address:
         ray.init(address=address, include_dashboard=False)
     else:
-        ray.init(num_cpus=num_cpus, include_dashboard=False)
+        # "local": a new instance of our own, never another user's cluster found on the box
+        ray.init(address="local", num_cpus=num_cpus, include_dashboard=False)
     try:
         yield Session(ray, time.perf_counter() - t0)
     finally:

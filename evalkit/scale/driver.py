@@ -209,18 +209,22 @@ class Driver:
             self._lost(name)
             return
         state.leased = max(0, state.leased - len(lease.items))
+        kept: dict[str, list[dict[str, Any]]] = {}
         for bench, record in results:
-            self._accept(state, lease, bench, record)
+            if self._accept(state, lease, bench, record):
+                kept.setdefault(bench, []).append(record)
+        for bench, recs in kept.items():  # one fsync per benchmark of the batch
+            self.stores[bench].append_many(recs)
         self.queue.release(lease.id)  # samples the batch did not return: queued again
 
     def _accept(
         self, state: ReplicaState, lease: Lease, bench: str, record: dict[str, Any]
-    ) -> None:
+    ) -> bool:
+        """Whether the queue accepts ``record`` (counted); a refused one is discarded."""
         key: Key = (bench, str(record["id"]))
         if not self.queue.complete(lease.id, key):
             state.discarded += 1
-            return
-        self.stores[bench].append(record)
+            return False
         st = self.stats[bench]
         if record.get("status") == "ok":
             st.completed += 1
@@ -231,6 +235,7 @@ class Driver:
         else:
             st.failed += 1
             state.failed += 1
+        return True
 
     def _lost(self, name: str) -> None:
         """``name`` is presumed dead: its samples go to the others; it gets no more work."""
