@@ -216,3 +216,38 @@ def test_overhead_is_measured_on_a_local_ray_instance_of_its_own(
     import ray
 
     assert not ray.is_initialized()  # the instance it started is shut down
+
+
+def test_leases_fill_a_pipeline_on_big_runs_and_stay_small_on_small_ones() -> None:
+    from evalkit.pipeline import PipelineConfig
+    from evalkit.scale.driver import default_batch
+
+    pipe = PipelineConfig(max_in_flight=32)
+    assert default_batch(60_000, 8, 2, pipe) == 16  # two leases fill max_in_flight
+    assert default_batch(12, 2, 2, pipe) == 1  # 12 samples: several leases each
+    assert default_batch(0, 2, 2, pipe) == 1
+
+
+def test_the_progress_table_shows_each_replica_and_the_total() -> None:
+    import io
+
+    from rich.console import Console
+
+    from evalkit.scale.driver import ReplicaState
+    from evalkit.scale.progress import table
+
+    snap = Snapshot(
+        started=0.0,
+        total=10,
+        accepted=7,
+        pending=1,
+        replicas={
+            "r0": ReplicaState("r0", pid=11, done=5, leased=2),
+            "r1": ReplicaState("r1", pid=12, alive=False, done=2, discarded=1),
+        },
+    )
+    out = io.StringIO()
+    Console(file=out, width=200).print(table(snap))
+    text = out.getvalue()
+    assert "r0" in text and "running" in text and "lost" in text
+    assert "7/10" in text and "1 queued" in text

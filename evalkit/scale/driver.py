@@ -13,6 +13,7 @@ samples go to the others, and anything it still returns is discarded.
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -108,7 +109,7 @@ def _run_locked(
         items, stats = work_items(cfg, benches, stores)
         if not items:
             return RunResult(path=path, stats=stats, nothing_to_run=True)
-        size = batch_size or max(1, cfg.pipeline.max_in_flight // depth)
+        size = batch_size or default_batch(len(items), cfg.replicas, depth, cfg.pipeline)
         queue = WorkQueue(items, size)
         with ray_session(cfg.ray_address) as session:
             ray = session.ray
@@ -125,6 +126,13 @@ def _run_locked(
             finally:
                 stop_replicas(ray, handles, graceful=graceful)
     return RunResult(path=path, stats=stats)
+
+
+def default_batch(n_items: int, replicas: int, depth: int, pipeline: Any) -> int:
+    """Samples per lease: ``depth`` leases fill a replica's pipeline (``max_in_flight``),
+    but a small run still gets ~8 leases per replica, so none is left with the tail."""
+    fill = max(1, pipeline.max_in_flight // depth)
+    return max(1, min(fill, math.ceil(n_items / (8 * replicas))))
 
 
 def work_items(
