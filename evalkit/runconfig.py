@@ -135,6 +135,9 @@ class RunConfig(BaseModel):
     replicas > 1, started and shut down by the run)."""
     cpus_per_replica: int = Field(default=1, ge=1)
     """CPUs reserved per replica where there is no GPU (its placement-group bundle)."""
+    replica_restarts: int = Field(default=0, ge=0)
+    """Times Ray restarts a replica that crashed (its engine is rebuilt); its samples in
+    flight go to the other replicas either way."""
 
     @property
     def on_ray(self) -> bool:

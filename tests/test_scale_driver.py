@@ -251,3 +251,59 @@ def test_the_progress_table_shows_each_replica_and_the_total() -> None:
     text = out.getvalue()
     assert "r0" in text and "running" in text and "lost" in text
     assert "7/10" in text and "1 queued" in text
+
+
+def test_a_replica_within_its_restarts_gets_work_again_after_a_crash(tmp_path: Path) -> None:
+    crashy, other = FakeReplica("r0", die_on=(1, 2)), FakeReplica("r1")
+    queue = WorkQueue([WorkItem(("b", f"s{i}"), float(12 - i)) for i in range(12)], 2)
+    handles = [ReplicaHandle(r.name, r, None) for r in (crashy, other)]
+    with Store(tmp_path / "b.jsonl") as store:
+        driver = Driver(FakeRay(), queue, handles, {"b": store}, {"b": PipelineStats()})
+        driver.max_restarts = 1
+        driver.run()
+    lines = [json.loads(x) for x in (tmp_path / "b.jsonl").read_text().splitlines()]
+    ids = [r["id"] for r in lines]
+    assert sorted(ids) == sorted(f"s{i}" for i in range(12)) and len(ids) == len(set(ids))
+    state = driver.state["r0"]
+    # both batches in flight failed with the one crash: one restart, not two
+    assert state.alive and state.restarts == 1 and state.done > 0
+    assert driver.ray.killed == []
+
+
+@pytest.mark.heavy
+@pytest.mark.timeout(180)
+def test_ray_restarts_a_killed_replica_which_then_gets_work_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+    import signal
+
+    from evalkit.scale.cluster import Placement, ray_session, start_replicas, stop_replicas
+    from evalkit.scale.driver import EchoReplica
+
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    killed_at: list[int] = []
+
+    def kill_r1(snap: Snapshot) -> None:
+        pid = snap.replicas["r1"].pid
+        if snap.accepted >= 4 and not killed_at and pid:
+            killed_at.append(snap.accepted)
+            os.kill(pid, signal.SIGKILL)
+
+    queue = WorkQueue([WorkItem(("b", f"s{i}")) for i in range(60)], 2)
+    with ray_session(num_cpus=2) as session, Store(tmp_path / "b.jsonl") as store:
+        placement = Placement({"CPU": 1.0}, {"num_cpus": 1})
+        handles = start_replicas(session.ray, EchoReplica, (0.3,), 2, placement, 4, restarts=1)
+        driver = Driver(session.ray, queue, handles, {"b": store}, {"b": PipelineStats()}, kill_r1)
+        driver.max_restarts = 1
+        try:
+            driver.run()
+        finally:
+            stop_replicas(session.ray, handles)
+    lines = [json.loads(x) for x in (tmp_path / "b.jsonl").read_text().splitlines()]
+    ids = [r["id"] for r in lines]
+    assert killed_at and sorted(ids) == sorted(f"s{i}" for i in range(60))
+    assert len(ids) == len(set(ids))
+    state = driver.state["r1"]
+    assert state.alive and state.restarts == 1
+    assert any(r["replica"] == "r1" for r in lines[killed_at[0] + 4 :])  # back at work

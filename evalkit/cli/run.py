@@ -112,6 +112,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--cpus-per-replica", type=positive_int, help="CPUs reserved per replica without GPU"
     )
+    p.add_argument(
+        "--replica-restarts", type=int, help="times Ray restarts a crashed replica (default 0)"
+    )
     p.add_argument("--no-progress", action="store_true", help="no live progress display")
     p.add_argument(
         "--verbose", action="store_true", help="let vLLM and transformers log at INFO level"
@@ -149,6 +152,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         "replicas",
         "ray_address",
         "cpus_per_replica",
+        "replica_restarts",
     )
     for key in plain:
         value = getattr(args, key)

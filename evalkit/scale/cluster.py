@@ -95,8 +95,10 @@ def start_replicas(
     n: int,
     placement: Placement,
     concurrency: int,
+    restarts: int = 0,
 ) -> list[ReplicaHandle]:
-    """``n`` actors of ``actor_class(name, *args)``, one per placement group, set up."""
+    """``n`` actors of ``actor_class(*args, name)``, one per placement group, set up;
+    Ray restarts a crashed one up to ``restarts`` times (its calls then in flight fail)."""
     from ray.util.placement_group import placement_group
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
@@ -116,6 +118,8 @@ def start_replicas(
         name = f"r{i}"
         actor = remote.options(
             max_concurrency=concurrency,
+            max_restarts=restarts,
+            max_task_retries=0,  # a failed batch is re-leased by the driver, to any replica
             scheduling_strategy=PlacementGroupSchedulingStrategy(group),
             **placement.actor_options,
         ).remote(*args, name)

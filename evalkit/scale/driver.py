@@ -56,6 +56,8 @@ class ReplicaState:
     discarded: int = 0
     """Records refused (a stale lease: the replica was presumed dead)."""
     output_tokens: int = 0
+    restarts: int = 0
+    """Crashes Ray restarted it from (``replica_restarts``)."""
 
 
 @dataclass
@@ -116,10 +118,14 @@ def _run_locked(
             tp = int(cfg.engine_options.get("tensor_parallel_size") or 1)
             placement = placement_for(ray, cfg.engine, tp, cfg.cpus_per_replica)
             args = (cfg.model_dump(mode="json"), str(path), fingerprint)
-            handles = start_replicas(ray, Replica, args, cfg.replicas, placement, depth + 2)
+            handles = start_replicas(
+                ray, Replica, args, cfg.replicas, placement, depth + 2, cfg.replica_restarts
+            )
             graceful = False
             try:
-                Driver(ray, queue, handles, stores, stats, on_progress, depth).run()
+                driver = Driver(ray, queue, handles, stores, stats, on_progress, depth)
+                driver.max_restarts = cfg.replica_restarts
+                driver.run()
                 graceful = True
                 counts = ray.get([h.actor.frame_counts.remote() for h in handles if h.alive])
                 merge_frame_counts(path, counts)
@@ -174,6 +180,8 @@ class Driver:
         self.in_flight: dict[Any, tuple[str, Lease]] = {}  # ObjectRef -> (replica, lease)
         self.state = {h.name: ReplicaState(h.name, h.pid) for h in handles}
         self.started = time.time()
+        self.max_restarts = 0
+        """Crashes after which a replica still gets work (Ray restarts its actor)."""
 
     def run(self) -> None:
         """Until every queued sample has its record (or no replica is left)."""
@@ -214,7 +222,8 @@ class Driver:
         try:
             results = self.ray.get(ref)
         except RayActorError:
-            self._lost(name)
+            if self.queue.is_open(lease.id):  # else: failed by a crash already counted
+                self._lost(name)
             return
         state.leased = max(0, state.leased - len(lease.items))
         kept: dict[str, list[dict[str, Any]]] = {}
@@ -246,11 +255,16 @@ class Driver:
         return True
 
     def _lost(self, name: str) -> None:
-        """``name`` is presumed dead: its samples go to the others; it gets no more work."""
+        """``name`` crashed: its leases end and their samples go back to the queue; past
+        its restarts it is presumed dead and gets no more work."""
         handle, state = self.handles[name], self.state[name]
-        handle.alive = state.alive = False
         state.leased = 0
         self.queue.fail_replica(name)
+        if state.restarts < self.max_restarts:
+            state.restarts += 1
+            state.pid = None  # a new process once Ray has restarted it
+            return
+        handle.alive = state.alive = False
         with contextlib.suppress(Exception):  # it may be half alive (a hung node): end it
             self.ray.kill(handle.actor, no_restart=True)
 
@@ -276,13 +290,15 @@ class Driver:
 
 
 class EchoReplica:
-    """A replica that answers at once with a minimal record per sample: what is left of a
-    batch's time is the driver's (lease, transfer, accept, fsync'd append)."""
+    """A replica that answers each batch with a minimal record per sample, after
+    ``delay_s``: with none, what is left of a batch's time is the driver's (lease,
+    transfer, accept, fsync'd append)."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, delay_s: float = 0.0, name: str = "") -> None:
+        self.delay_s = delay_s
         self.name = name
 
-    def setup(self) -> str:
+    async def setup(self) -> str:
         """Nothing to start."""
         return self.name
 
@@ -292,11 +308,15 @@ class EchoReplica:
 
         return os.getpid()
 
-    def run_batch(self, keys: list[Key]) -> list[tuple[str, dict[str, Any]]]:
+    async def run_batch(self, keys: list[Key]) -> list[tuple[str, dict[str, Any]]]:
         """One ``ok`` record per key, stamped with this replica."""
+        if self.delay_s:
+            import asyncio
+
+            await asyncio.sleep(self.delay_s)
         return [(b, {"id": sid, "status": "ok", "replica": self.name}) for b, sid in keys]
 
-    def close(self) -> None:
+    async def close(self) -> None:
         """Nothing to stop."""
 
 
@@ -316,7 +336,7 @@ def measure_overhead(
             ray = session.ray
             t0 = time.perf_counter()
             placement = Placement({"CPU": 1.0}, {"num_cpus": 1})
-            handles = start_replicas(ray, EchoReplica, (), replicas, placement, DEPTH + 2)
+            handles = start_replicas(ray, EchoReplica, (0.0,), replicas, placement, DEPTH + 2)
             actors_s = time.perf_counter() - t0
             items = [WorkItem(("overhead", f"s{i}"), float(i % 97)) for i in range(n_records)]
             queue = WorkQueue(items, batch_size)

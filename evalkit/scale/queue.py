@@ -187,6 +187,10 @@ class WorkQueue:
 
     # -- state ---------------------------------------------------------------------------
 
+    def is_open(self, lease_id: int) -> bool:
+        """Whether the lease still holds samples (not completed, released or failed)."""
+        return lease_id in self._leases
+
     def leased(self, replica: str | None = None) -> list[Lease]:
         """Leases still open (of ``replica``, or of all)."""
         return [ls for ls in self._leases.values() if replica in (None, ls.replica)]

@@ -9,6 +9,7 @@ Everything is built by the runner's own functions, as an in-process run builds i
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 from collections import Counter
@@ -55,13 +56,21 @@ class Replica:
         self._samples: dict[tuple[str, str], Sample] = {}
         self._logs: dict[str, FrameLog] = {}
         self._parts: dict[str, Any] = {}
+        self._setting_up = asyncio.Lock()
 
     def pid(self) -> int:
         """The actor's process id (tests kill it by this)."""
         return os.getpid()
 
     async def setup(self) -> str:
-        """Load the benchmarks and start the engine, judge and decoding pool."""
+        """Load the benchmarks and start the engine, judge and decoding pool (once; a
+        restarted actor does it again on its first batch)."""
+        async with self._setting_up:
+            if not self._parts:
+                await self._setup()
+        return self.name
+
+    async def _setup(self) -> None:
         from evalkit.engines.lifecycle import close_engine
         from evalkit.engines.logs import quiet_engine_logs
         from evalkit.runner import (
@@ -87,10 +96,10 @@ class Replica:
         judge = await self._stack.enter_async_context(judge_for(cfg, None, judge_dir))
         pool = self._stack.enter_context(miss_pool(cfg.cache_workers))
         self._parts = {"engine": engine, "judge": judge, "pool": pool, "cache": make_cache(cfg)}
-        return self.name
 
     async def run_batch(self, keys: list[tuple[str, str]]) -> list[tuple[str, dict[str, Any]]]:
         """Run the leased samples through the pipeline; (benchmark, record) of each."""
+        await self.setup()
         by_bench: dict[str, list[Sample]] = {}
         for bench, sid in keys:
             by_bench.setdefault(bench, []).append(self._samples[(bench, sid)])
