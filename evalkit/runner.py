@@ -26,13 +26,13 @@ from evalkit.engines.lifecycle import close_engine
 from evalkit.errors import ConfigError
 from evalkit.pipeline import Pipeline, PipelineStats
 from evalkit.prompts import PromptPlan
-from evalkit.requests import RequestBuilder
 
 # the settings live in evalkit.runconfig; re-exported for the callers that import them here
 from evalkit.runconfig import FrameOverrides as FrameOverrides
 from evalkit.runconfig import JudgeConfig as JudgeConfig
 from evalkit.runconfig import RunConfig as RunConfig
 from evalkit.rundir import RunDir, hash_json, hash_path, new_run_id
+from evalkit.runparts import make_builder, make_cache
 from evalkit.sample import Sample, VideoRef
 from evalkit.scoring.run_scorer import RunScorer
 from evalkit.video.budget import FrameLog
@@ -370,40 +370,6 @@ async def _aexecute_locked(
         if own_engine:
             await close_engine(engine)
     return RunResult(path=path, stats=stats)
-
-
-def make_cache(cfg: RunConfig) -> Any:
-    """The run's frame cache (``FrameCache``) under the configured identity and codec."""
-    from evalkit.cache import FrameCache
-
-    return FrameCache(
-        cfg.cache_root,
-        identity=cfg.cache_identity,
-        codec=cfg.cache_codec,
-        jpeg_quality=cfg.cache_jpeg_quality,
-    )
-
-
-def make_builder(
-    cfg: RunConfig,
-    bench: BenchRun,
-    cache: Any,
-    engine: Engine,
-    pool: ProcessPoolExecutor | None,
-    frame_log: FrameLog,
-) -> RequestBuilder:
-    """The request builder of one benchmark (frames from ``cache``, misses on ``pool``)."""
-    return RequestBuilder(
-        cache=cache,
-        frame_spec=bench.frame_spec,
-        image_spec=bench.spec.images,
-        prompt=bench.prompt,
-        sampling=bench.sampling,
-        require_cache=cfg.require_cache,
-        miss_pool=pool,
-        max_prompt_tokens=getattr(engine, "max_model_len", None),
-        frame_log=frame_log,
-    )
 
 
 def refs_of(samples: list[Sample]) -> list[VideoRef]:

@@ -24,8 +24,9 @@ from evalkit.errors import ConfigError
 from evalkit.pipeline import PipelineStats
 from evalkit.runconfig import RunConfig
 from evalkit.rundir import RunDir, new_run_id
-from evalkit.runner import BenchRun, RunResult, _open_run, make_cache, model_factor
+from evalkit.runner import BenchRun, RunResult, _open_run, model_factor
 from evalkit.runner import resolve_benchmarks as resolve_benchmarks
+from evalkit.runparts import make_cache
 from evalkit.scale.cluster import (
     ReplicaHandle,
     placement_for,

@@ -75,12 +75,12 @@ class Replica:
         from evalkit.engines.logs import quiet_engine_logs
         from evalkit.runner import (
             judge_for,
-            make_cache,
             make_engine,
             miss_pool,
             model_factor,
             resolve_benchmarks,
         )
+        from evalkit.runparts import make_cache
 
         quiet_engine_logs()  # the driver's console shows progress, not engine start-up logs
         cfg = self.cfg
@@ -111,7 +111,8 @@ class Replica:
         return out
 
     def _pipeline(self, bench_name: str, sink: RecordSink) -> Pipeline:
-        from evalkit.runner import _judge_template, make_builder, make_scorer
+        from evalkit.runner import _judge_template, make_scorer
+        from evalkit.runparts import make_builder
 
         bench, p, cfg = self._benches[bench_name], self._parts, self.cfg
         judge = p["judge"]

@@ -1,0 +1,49 @@
+"""The pieces every process of a run builds alike: the frame cache and a benchmark's
+request builder (the in-process runner and each replica of a replicated run)."""
+
+from __future__ import annotations
+
+from concurrent.futures import ProcessPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from evalkit.engines.base import Engine
+from evalkit.requests import RequestBuilder
+from evalkit.runconfig import RunConfig
+from evalkit.video.budget import FrameLog
+
+if TYPE_CHECKING:
+    from evalkit.runner import BenchRun
+
+
+def make_cache(cfg: RunConfig) -> Any:
+    """The run's frame cache (``FrameCache``) under the configured identity and codec."""
+    from evalkit.cache import FrameCache
+
+    return FrameCache(
+        cfg.cache_root,
+        identity=cfg.cache_identity,
+        codec=cfg.cache_codec,
+        jpeg_quality=cfg.cache_jpeg_quality,
+    )
+
+
+def make_builder(
+    cfg: RunConfig,
+    bench: BenchRun,
+    cache: Any,
+    engine: Engine,
+    pool: ProcessPoolExecutor | None,
+    frame_log: FrameLog,
+) -> RequestBuilder:
+    """The request builder of one benchmark (frames from ``cache``, misses on ``pool``)."""
+    return RequestBuilder(
+        cache=cache,
+        frame_spec=bench.frame_spec,
+        image_spec=bench.spec.images,
+        prompt=bench.prompt,
+        sampling=bench.sampling,
+        require_cache=cfg.require_cache,
+        miss_pool=pool,
+        max_prompt_tokens=getattr(engine, "max_model_len", None),
+        frame_log=frame_log,
+    )
