@@ -163,3 +163,18 @@ def test_an_unreadable_video_gets_the_default_duration(tmp_path: Path) -> None:
     bad = tmp_path / "bad.mp4"
     bad.write_bytes(b"not a video")
     assert CostModel().duration(VideoRef(path=str(bad)), FrameSpec()) == 60.0
+
+
+def test_cost_takes_the_duration_from_a_cached_entry(
+    tmp_path: Path, index_video: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from evalkit.cache import FrameCache
+    from evalkit.scale import cost
+
+    spec = FrameSpec(fps=2.0, max_frames=8, max_pixels=112 * 84, min_pixels=28 * 28 * 4)
+    cache = FrameCache(tmp_path / "cache")
+    ref = VideoRef(path=str(index_video))
+    monkeypatch.setattr(cost, "_from_header", lambda path: 999.0)  # not to be asked
+    assert CostModel(cache).duration(ref, spec) == 999.0  # not cached yet: the header
+    cache.get(ref, spec)  # decoded once: the entry's metadata holds the duration
+    assert CostModel(cache).duration(ref, spec) == pytest.approx(3.0, abs=0.1)

@@ -56,8 +56,8 @@ class CostModel:
         return max(min(end, whole) - start, 0.0) or whole
 
     def _cached(self, ref: VideoRef, spec: FrameSpec) -> float | None:
-        if self.cache is None:
-            return None
+        if self.cache is None or getattr(self.cache, "identity", "stat") != "stat":
+            return None  # a content-keyed entry is found by hashing the whole video: too dear
         try:
             from evalkit.cache.entry import read_info
             from evalkit.cache.fileformat import open_mapped
