@@ -128,3 +128,19 @@ class RunConfig(BaseModel):
     """Concurrency bounds."""
     judge: JudgeConfig | None = None
     """LLM judge for llm_judge samples; None leaves them unscored (never 0)."""
+    replicas: int = Field(default=1, ge=1)
+    """Engines run side by side as Ray actors, fed by one driver (1 = in process; only
+    speed changes, never a result)."""
+    ray_address: str | None = None
+    """An existing Ray cluster to run the replicas on (None: a local instance when
+    replicas > 1, started and shut down by the run)."""
+    cpus_per_replica: int = Field(default=1, ge=1)
+    """CPUs reserved per replica where there is no GPU (its placement-group bundle)."""
+    replica_restarts: int = Field(default=0, ge=0)
+    """Times Ray restarts a replica that crashed (its engine is rebuilt); its samples in
+    flight go to the other replicas either way."""
+
+    @property
+    def on_ray(self) -> bool:
+        """Whether the run goes through the Ray driver (replicas or a cluster address)."""
+        return self.replicas > 1 or self.ray_address is not None

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,39 +23,24 @@ from evalkit.config import throughput_only_fields
 from evalkit.decoding import describe as describe_sampling
 from evalkit.decoding import sampling_for
 from evalkit.engines import reads_local_checkpoint
-from evalkit.engines.base import Engine, SamplingParams
+from evalkit.engines.base import Engine
 from evalkit.engines.lifecycle import close_engine
 from evalkit.errors import ConfigError
 from evalkit.pipeline import Pipeline, PipelineStats
 from evalkit.prompts import PromptPlan
-from evalkit.requests import RequestBuilder
 
 # the settings live in evalkit.runconfig; re-exported for the callers that import them here
 from evalkit.runconfig import FrameOverrides as FrameOverrides
 from evalkit.runconfig import JudgeConfig as JudgeConfig
 from evalkit.runconfig import RunConfig as RunConfig
 from evalkit.rundir import RunDir, hash_json, hash_path, new_run_id
+from evalkit.runparts import BenchRun as BenchRun
+from evalkit.runparts import make_builder, make_cache
 from evalkit.sample import Sample, VideoRef
 from evalkit.scoring.context import ScoringContext
 from evalkit.scoring.run_scorer import RunScorer
 from evalkit.video.budget import FrameLog
 from evalkit.video.types import FrameSpec
-
-
-@dataclass
-class BenchRun:
-    """One benchmark of a run: its name, frame spec, sampling and samples."""
-
-    name: str
-    spec: Any  # BenchmarkSpec (an ad-hoc --data file gets a generated one)
-    frame_spec: FrameSpec
-    sampling: SamplingParams
-    samples: list[Sample]
-    prompt: PromptPlan = field(default_factory=PromptPlan)
-    problems: list[Any] = field(default_factory=list)
-    """Rows that did not load (or loaded repaired): evalkit.bench.rows.Problem."""
-    data_info: dict[str, Any] | None = None
-    """For a benchmark made from a ``--data`` file: how its rows were matched/aggregated."""
 
 
 def resolve_benchmarks(cfg: RunConfig, factor: int | None) -> list[BenchRun]:
@@ -280,11 +265,18 @@ def execute(
     on_start: Callable[[str, Pipeline], None] | None = None,
     judge_engine: Engine | None = None,
 ) -> RunResult:
-    """Run every benchmark of ``cfg`` through one engine into one run directory."""
+    """Run every benchmark of ``cfg`` through one engine into one run directory (a run on
+    replicas, ``cfg.on_ray``, goes through ``evalkit.scale.driver.run_replicas``: the
+    scale layer builds on this one, not the other way round)."""
+    if cfg.on_ray:
+        raise ConfigError(
+            "replicas build their own engines and are driven by "
+            "evalkit.scale.driver.run_replicas(cfg) (`evalkit run --replicas N`), not execute()"
+        )
     return asyncio.run(aexecute(cfg, engine, on_start, judge_engine))
 
 
-def _open_run(cfg: RunConfig, rundir: RunDir, benches: list[BenchRun]) -> str:
+def open_run(cfg: RunConfig, rundir: RunDir, benches: list[BenchRun]) -> str:
     """Record (or check) the run's configuration and its invalid rows; the fingerprint."""
     extra = cfg.model_dump(mode="json", exclude={"resume", "force", "retry_failed"})
     # the specs as run, so reports aggregate by the rules in force (ad-hoc sets included)
@@ -318,25 +310,19 @@ async def _aexecute_locked(
     on_start: Callable[[str, Pipeline], None] | None,
     judge_engine: Engine | None,
 ) -> RunResult:
-    from evalkit.cache import FrameCache
     from evalkit.resume import pending
 
     factor = model_factor(cfg) if reads_local_checkpoint(cfg.engine) else None
     benches = resolve_benchmarks(cfg, factor)
     rundir = RunDir(path)
-    fingerprint = _open_run(cfg, rundir, benches)
+    fingerprint = open_run(cfg, rundir, benches)
     # the stores are checked (a damaged one is reported) before any engine starts
     failed_done = cfg.mode == "sync" or not cfg.retry_failed
     if not any(pending(rundir, benches, include_failed=failed_done).values()):
         n = {b.name: len(b.samples) for b in benches}
         done = {name: PipelineStats(total=k, skipped=k) for name, k in n.items()}
         return RunResult(path=path, stats=done, nothing_to_run=True)
-    cache = FrameCache(
-        cfg.cache_root,
-        identity=cfg.cache_identity,
-        codec=cfg.cache_codec,
-        jpeg_quality=cfg.cache_jpeg_quality,
-    )
+    cache = make_cache(cfg)
     own_engine = engine is None
     engine = engine or make_engine(cfg)
     stats: dict[str, PipelineStats] = {}
@@ -345,17 +331,7 @@ async def _aexecute_locked(
             with miss_pool(cfg.cache_workers) as pool:
                 for bench in benches:
                     frames_seen = FrameLog()
-                    builder = RequestBuilder(
-                        cache=cache,
-                        frame_spec=bench.frame_spec,
-                        image_spec=bench.spec.images,
-                        prompt=bench.prompt,
-                        sampling=bench.sampling,
-                        require_cache=cfg.require_cache,
-                        miss_pool=pool,
-                        max_prompt_tokens=getattr(engine, "max_model_len", None),
-                        frame_log=frames_seen,
-                    )
+                    builder = make_builder(cfg, bench, cache, engine, pool, frames_seen)
                     with rundir.store(bench.name) as store:
                         pipe = Pipeline(
                             engine,

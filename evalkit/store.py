@@ -65,6 +65,26 @@ class Store:
             os.fsync(self._fd)
             self._records[sid] = record
 
+    def append_many(self, records: list[dict[str, Any]]) -> None:
+        """Write several records durably with one fsync (a replica's batch: a crash before
+        it returns loses them all, and resume reruns them, never a part twice)."""
+        if not records:
+            return
+        lines = []
+        with self._lock:
+            batch: set[str] = set()
+            for record in records:
+                sid = str(record["id"])
+                prev = self._records.get(sid)
+                if sid in batch or (prev is not None and prev.get("status") == "ok"):
+                    raise DataError(f"{self.path}: sample {sid!r} already has a finished record")
+                batch.add(sid)
+                lines.append(json.dumps(record, ensure_ascii=False, default=_jsonable) + "\n")
+            os.write(self._fd, "".join(lines).encode())
+            os.fsync(self._fd)
+            for record in records:
+                self._records[str(record["id"])] = record
+
     def done_ids(self, *, include_failed: bool = True) -> set[str]:
         """Ids that need no rerun: finished ones, and failed ones unless retrying failures."""
         with self._lock:

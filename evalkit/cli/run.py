@@ -102,6 +102,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="judge engine setting (YAML value), repeatable",
     )
+    p.add_argument(
+        "--replicas",
+        type=positive_int,
+        help="engines side by side as Ray actors, fed by one driver (default 1: in process)",
+    )
+    p.add_argument(
+        "--ray-address", help="run the replicas on this Ray cluster (default: a local instance)"
+    )
+    p.add_argument(
+        "--cpus-per-replica", type=positive_int, help="CPUs reserved per replica without GPU"
+    )
+    p.add_argument(
+        "--replica-restarts", type=int, help="times Ray restarts a crashed replica (default 0)"
+    )
     p.add_argument("--no-progress", action="store_true", help="no live progress display")
     p.add_argument(
         "--verbose", action="store_true", help="let vLLM and transformers log at INFO level"
@@ -136,6 +150,10 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         "resume",
         "force",
         "retry_failed",
+        "replicas",
+        "ray_address",
+        "cpus_per_replica",
+        "replica_restarts",
     )
     for key in plain:
         value = getattr(args, key)
@@ -251,11 +269,21 @@ def run(args: argparse.Namespace) -> int:
     changed = overrides(cfg)
     if changed:  # result settings among them are refused unless --force (by fingerprint)
         print(f"resuming {cfg.resume} with overrides: " + "; ".join(changed))
-    progress = Progress(enabled=not args.no_progress)
-    try:
-        result = execute(cfg, on_start=progress.start)
-    finally:
-        progress.stop()
+    if cfg.on_ray:  # replicas on Ray: one line per replica and the total
+        from evalkit.scale.driver import run_replicas
+        from evalkit.scale.progress import ReplicaProgress
+
+        shown = ReplicaProgress(enabled=not args.no_progress)
+        try:
+            result = run_replicas(cfg, shown.update)
+        finally:
+            shown.stop()
+    else:
+        progress = Progress(enabled=not args.no_progress)
+        try:
+            result = execute(cfg, on_start=progress.start)
+        finally:
+            progress.stop()
     if result.nothing_to_run:
         again = "" if cfg.retry_failed else " (--retry-failed reruns the failed ones)"
         print(f"nothing to run: every sample is already recorded in {result.path}{again}")

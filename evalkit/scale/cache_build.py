@@ -37,7 +37,7 @@ from evalkit.cache.build import (
 from evalkit.cache.frame_cache import FrameCache
 from evalkit.errors import ConfigError
 from evalkit.sample import VideoRef
-from evalkit.scale._ray import ensure_ray
+from evalkit.scale.cluster import ray_session
 from evalkit.video.types import FrameSpec
 
 SHORT_BYTES = 16 * 2**20
@@ -168,7 +168,8 @@ def build_on_ray(
     instance with ``num_cpus`` is started when no ``address`` is given."""
     t0 = time.perf_counter()
     jobs = largest_first(refs)
-    with ensure_ray(address, num_cpus) as ray:
+    with ray_session(address, num_cpus) as session:
+        ray = session.ray
         pairs = resolve_nodes(node_map, ray.nodes()) if node_map else []
         batches = plan(jobs, lambda r: node_of(r.path, pairs) if pairs else None)
         workers = int(ray.cluster_resources().get("CPU", 0)) // max(1, cpus_per_task)

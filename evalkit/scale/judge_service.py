@@ -9,8 +9,9 @@ around the client, exactly as around a local engine; a request the guard gives u
 cancelled in the actor too. Ray does the rest: the actor's placement, its restart after a
 crash (once), and moving requests and completions between processes.
 
-``start_judge_service(cfg)`` must be called with Ray connected (``evalkit.scale._ray``);
-it returns ``(client, shutdown)``. Pass the client to a replica as its judge engine
+``start_judge_service(cfg)`` must be called with Ray connected
+(``evalkit.scale.cluster.ray_session``); it returns ``(client, shutdown)``. Pass the
+client to a replica as its judge engine
 (``judge_for(cfg, client, ...)`` then leaves it open: the service owns the engine) and
 call ``shutdown()`` once, after the last replica is done.
 """
@@ -27,7 +28,7 @@ from typing import Any
 from evalkit.engines.base import Completion, Engine, Request
 from evalkit.errors import ConfigError, TransientError
 from evalkit.runconfig import JudgeConfig, RunConfig
-from evalkit.scale._ray import require_ray
+from evalkit.scale.cluster import require_ray
 
 EngineFactory = Callable[[], Engine]
 """Builds the judge engine inside the actor (picklable: module-level or a partial)."""
@@ -122,7 +123,9 @@ def start_judge_service(
         raise ConfigError("start_judge_service: the run has no judge configured (judge:)")
     ray = require_ray()
     if not ray.is_initialized():
-        raise ConfigError("start_judge_service: connect to Ray first (evalkit.scale._ray)")
+        raise ConfigError(
+            "start_judge_service: connect to Ray first (evalkit.scale.cluster.ray_session)"
+        )
     actor_cls = ray.remote(JudgeActor).options(
         num_cpus=num_cpus,
         num_gpus=num_gpus,

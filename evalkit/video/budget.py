@@ -133,6 +133,16 @@ class FrameLog:
         with self._lock:
             self._seen[(plan.nframes, plan.height, plan.width, plan.capped_by)] += 1
 
+    def counts(self) -> Counter[tuple[int, int, int, str]]:
+        """(frames, height, width, capped_by) -> videos (for merging logs of replicas)."""
+        with self._lock:
+            return Counter(self._seen)
+
+    def add_counts(self, counts: Counter[tuple[int, int, int, str]]) -> None:
+        """Add another log's :meth:`counts` to this one."""
+        with self._lock:
+            self._seen.update(counts)
+
     def summary(self) -> dict[str, Any]:
         """Counts of frame counts, sizes and budgets (JSON-able)."""
         with self._lock:

@@ -1,0 +1,378 @@
+"""The driver of a replicated run: one work queue, one run directory, N replica actors.
+
+The driver opens the run directory exactly as an in-process run does (same config,
+fingerprint, stores, resume by sample id), queues the samples without a record, and
+leases small batches (longest expected cost first, see :mod:`evalkit.scale.queue`) to
+replica actors as they finish, keeping ``depth`` batches in flight per replica. Records
+come back as the batch's result; the queue accepts each sample once and the driver
+appends it to the benchmark's store (fsync'd). A replica whose call fails with
+``RayActorError`` (crash, OOM kill, node lost) is presumed dead: its leases end, its
+samples go to the others, and anything it still returns is discarded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evalkit.errors import ConfigError
+from evalkit.pipeline import PipelineStats
+from evalkit.runconfig import RunConfig
+from evalkit.rundir import RunDir, new_run_id
+from evalkit.runner import BenchRun, RunResult, model_factor, open_run
+from evalkit.runner import resolve_benchmarks as resolve_benchmarks
+from evalkit.runparts import make_cache
+from evalkit.scale.cluster import (
+    ReplicaHandle,
+    placement_for,
+    ray_session,
+    require_ray,
+    start_replicas,
+    stop_replicas,
+)
+from evalkit.scale.cost import CostModel
+from evalkit.scale.queue import Key, Lease, WorkItem, WorkQueue
+from evalkit.store import Store
+
+DEPTH = 2
+"""Batches in flight per replica: one runs while the next is already there."""
+
+
+@dataclass
+class ReplicaState:
+    """What one replica has done, for the progress display."""
+
+    name: str
+    pid: int | None = None
+    alive: bool = True
+    leased: int = 0
+    """Samples it holds now."""
+    done: int = 0
+    failed: int = 0
+    discarded: int = 0
+    """Records refused (a stale lease: the replica was presumed dead)."""
+    output_tokens: int = 0
+    restarts: int = 0
+    """Crashes Ray restarted it from (``replica_restarts``)."""
+
+
+@dataclass
+class Snapshot:
+    """The run's state, handed to the progress callback after every batch."""
+
+    started: float
+    total: int
+    accepted: int
+    pending: int
+    replicas: dict[str, ReplicaState] = field(default_factory=dict)
+
+
+Progress = Callable[[Snapshot], None]
+
+
+def run_replicas(
+    cfg: RunConfig,
+    on_progress: Progress | None = None,
+    *,
+    batch_size: int | None = None,
+    depth: int = DEPTH,
+) -> RunResult:
+    """Run ``cfg`` on ``cfg.replicas`` Ray actors into one run directory (resumable)."""
+    from evalkit.preflight import check_run
+
+    require_ray()
+    if cfg.mode == "sync":
+        raise ConfigError("--mode sync is the single-engine baseline; drop --replicas for it")
+    check_run(cfg, engine_given=False)
+    path = Path(cfg.resume) if cfg.resume else Path(cfg.runs_dir) / (cfg.run_id or new_run_id())
+    with RunDir(path).lock():
+        return _run_locked(cfg, path, on_progress, batch_size, depth)
+
+
+def _run_locked(
+    cfg: RunConfig,
+    path: Path,
+    on_progress: Progress | None,
+    batch_size: int | None,
+    depth: int,
+) -> RunResult:
+    from evalkit.scale.replica import Replica, merge_frame_counts
+
+    factor = model_factor(cfg) if cfg.engine != "openai" else None
+    benches = resolve_benchmarks(cfg, factor)
+    rundir = RunDir(path)
+    fingerprint = open_run(cfg, rundir, benches)
+    with contextlib.ExitStack() as stack:
+        stores = {b.name: stack.enter_context(rundir.store(b.name)) for b in benches}
+        items, stats = work_items(cfg, benches, stores)
+        if not items:
+            return RunResult(path=path, stats=stats, nothing_to_run=True)
+        size = batch_size or default_batch(len(items), cfg.replicas, depth, cfg.pipeline)
+        queue = WorkQueue(items, size)
+        with ray_session(cfg.ray_address) as session:
+            ray = session.ray
+            tp = int(cfg.engine_options.get("tensor_parallel_size") or 1)
+            placement = placement_for(ray, cfg.engine, tp, cfg.cpus_per_replica)
+            judge = stack.enter_context(shared_judge(cfg, ray))
+            args = (cfg.model_dump(mode="json"), str(path), fingerprint, judge)
+            handles = start_replicas(
+                ray, Replica, args, cfg.replicas, placement, depth + 2, cfg.replica_restarts
+            )
+            graceful = False
+            try:
+                driver = Driver(ray, queue, handles, stores, stats, on_progress, depth)
+                driver.max_restarts = cfg.replica_restarts
+                driver.run()
+                graceful = True
+                counts = ray.get([h.actor.frame_counts.remote() for h in handles if h.alive])
+                merge_frame_counts(path, counts)
+            finally:
+                stop_replicas(ray, handles, graceful=graceful)
+    return RunResult(path=path, stats=stats)
+
+
+@contextlib.contextmanager
+def shared_judge(cfg: RunConfig, ray: Any) -> Iterator[Any]:
+    """The run's judge engine started once, as a Ray actor the replicas share (None when
+    no judge is configured); it runs on a GPU only when the judge is a local vLLM model on
+    a cluster that has GPUs."""
+    if cfg.judge is None:
+        yield None
+        return
+    from evalkit.scale.judge_service import start_judge_service
+
+    gpus = 1 if cfg.judge.engine == "vllm" and ray.cluster_resources().get("GPU") else 0
+    client, shutdown = start_judge_service(cfg, num_gpus=gpus)
+    try:
+        yield client
+    finally:
+        shutdown()
+
+
+def default_batch(n_items: int, replicas: int, depth: int, pipeline: Any) -> int:
+    """Samples per lease: ``depth`` leases fill a replica's pipeline (``max_in_flight``),
+    but a small run still gets ~8 leases per replica, so none is left with the tail."""
+    fill = max(1, pipeline.max_in_flight // depth)
+    return max(1, min(fill, math.ceil(n_items / (8 * replicas))))
+
+
+def work_items(
+    cfg: RunConfig, benches: list[BenchRun], stores: dict[str, Store]
+) -> tuple[list[WorkItem], dict[str, PipelineStats]]:
+    """The samples without a record (failed ones too with ``retry_failed``), costed;
+    and each benchmark's counters with the resumed ones counted as skipped."""
+    costs = CostModel(make_cache(cfg))
+    items: list[WorkItem] = []
+    stats: dict[str, PipelineStats] = {}
+    for b in benches:
+        done = stores[b.name].done_ids(include_failed=not cfg.retry_failed)
+        todo = [s for s in b.samples if s.id not in done]
+        stats[b.name] = PipelineStats(total=len(b.samples), skipped=len(b.samples) - len(todo))
+        items += costs.items(b.name, todo, b.frame_spec)
+    return items, stats
+
+
+class Driver:
+    """Leases batches to replicas as they finish and keeps each accepted record once."""
+
+    def __init__(
+        self,
+        ray: Any,
+        queue: WorkQueue,
+        handles: list[ReplicaHandle],
+        stores: dict[str, Store],
+        stats: dict[str, PipelineStats],
+        on_progress: Progress | None = None,
+        depth: int = DEPTH,
+    ) -> None:
+        self.ray = ray
+        self.queue = queue
+        self.handles = {h.name: h for h in handles}
+        self.stores = stores
+        self.stats = stats
+        self.on_progress = on_progress
+        self.depth = depth
+        self.in_flight: dict[Any, tuple[str, Lease]] = {}  # ObjectRef -> (replica, lease)
+        self.state = {h.name: ReplicaState(h.name, h.pid) for h in handles}
+        self.started = time.time()
+        self.max_restarts = 0
+        """Crashes after which a replica still gets work (Ray restarts its actor)."""
+
+    def run(self) -> None:
+        """Until every queued sample has its record (or no replica is left)."""
+        try:
+            while not self.queue.finished():
+                self._top_up()
+                if not self.in_flight:
+                    raise RuntimeError(self._stuck())
+                ready, _ = self.ray.wait(list(self.in_flight), num_returns=1, timeout=1.0)
+                for ref in ready:
+                    self._collect(ref)
+                if self.on_progress is not None:
+                    self.on_progress(self.snapshot())
+        finally:
+            for ref in self.in_flight:  # late batches of dead replicas: nobody waits for them
+                with contextlib.suppress(Exception):
+                    self.ray.cancel(ref)
+
+    def _top_up(self) -> None:
+        busy: dict[str, int] = {}
+        for name, _ in self.in_flight.values():
+            busy[name] = busy.get(name, 0) + 1
+        for name, handle in self.handles.items():
+            while handle.alive and busy.get(name, 0) < self.depth:
+                lease = self.queue.lease(name)
+                if lease is None:
+                    return
+                ref = handle.actor.run_batch.remote(lease.keys)
+                self.in_flight[ref] = (name, lease)
+                busy[name] = busy.get(name, 0) + 1
+                self.state[name].leased += len(lease.items)
+
+    def _collect(self, ref: Any) -> None:
+        from ray.exceptions import RayActorError
+
+        name, lease = self.in_flight.pop(ref)
+        state = self.state[name]
+        try:
+            results = self.ray.get(ref)
+        except RayActorError:
+            if self.queue.is_open(lease.id):  # else: failed by a crash already counted
+                self._lost(name)
+            return
+        state.leased = max(0, state.leased - len(lease.items))
+        kept: dict[str, list[dict[str, Any]]] = {}
+        for bench, record in results:
+            if self._accept(state, lease, bench, record):
+                kept.setdefault(bench, []).append(record)
+        for bench, recs in kept.items():  # one fsync per benchmark of the batch
+            self.stores[bench].append_many(recs)
+        self.queue.release(lease.id)  # samples the batch did not return: queued again
+
+    def _accept(
+        self, state: ReplicaState, lease: Lease, bench: str, record: dict[str, Any]
+    ) -> bool:
+        """Whether the queue accepts ``record`` (counted); a refused one is discarded."""
+        key: Key = (bench, str(record["id"]))
+        if not self.queue.complete(lease.id, key):
+            state.discarded += 1
+            return False
+        st = self.stats[bench]
+        if record.get("status") == "ok":
+            st.completed += 1
+            state.done += 1
+            output = (record.get("tokens") or {}).get("output") or 0
+            st.output_tokens += output
+            state.output_tokens += output
+        else:
+            st.failed += 1
+            state.failed += 1
+        return True
+
+    def _lost(self, name: str) -> None:
+        """``name`` crashed: its leases end and their samples go back to the queue; past
+        its restarts it is presumed dead and gets no more work."""
+        handle, state = self.handles[name], self.state[name]
+        state.leased = 0
+        self.queue.fail_replica(name)
+        if state.restarts < self.max_restarts:
+            state.restarts += 1
+            state.pid = None  # a new process once Ray has restarted it
+            return
+        handle.alive = state.alive = False
+        with contextlib.suppress(Exception):  # it may be half alive (a hung node): end it
+            self.ray.kill(handle.actor, no_restart=True)
+
+    def _stuck(self) -> str:
+        dead = [n for n, h in self.handles.items() if not h.alive]
+        left = self.queue.total - self.queue.accepted
+        if len(dead) == len(self.handles):
+            return (
+                f"every replica died ({', '.join(dead)}); {left} samples have no record. "
+                "The records so far are kept: resume the run (--resume) to finish it"
+            )
+        return f"{left} samples have no record but none is pending or leased (a bug)"
+
+    def snapshot(self) -> Snapshot:
+        """The counters as they are now."""
+        return Snapshot(
+            started=self.started,
+            total=self.queue.total,
+            accepted=self.queue.accepted,
+            pending=self.queue.pending,
+            replicas={k: ReplicaState(**vars(v)) for k, v in self.state.items()},
+        )
+
+
+class EchoReplica:
+    """A replica that answers each batch with a minimal record per sample, after
+    ``delay_s``: with none, what is left of a batch's time is the driver's (lease,
+    transfer, accept, fsync'd append)."""
+
+    def __init__(self, delay_s: float = 0.0, name: str = "") -> None:
+        self.delay_s = delay_s
+        self.name = name
+
+    async def setup(self) -> str:
+        """Nothing to start."""
+        return self.name
+
+    def pid(self) -> int:
+        """The actor's process id."""
+        import os
+
+        return os.getpid()
+
+    async def run_batch(self, keys: list[Key]) -> list[tuple[str, dict[str, Any]]]:
+        """One ``ok`` record per key, stamped with this replica."""
+        if self.delay_s:
+            import asyncio
+
+            await asyncio.sleep(self.delay_s)
+        return [(b, {"id": sid, "status": "ok", "replica": self.name}) for b, sid in keys]
+
+    async def close(self) -> None:
+        """Nothing to stop."""
+
+
+def measure_overhead(
+    n_records: int = 2000, replicas: int = 2, batch_size: int = 16, workdir: str | None = None
+) -> dict[str, Any]:
+    """Ray start-up seconds and the records per second the driver accepts (trivial
+    replicas, real queue and fsync'd store); JSON-able, for ``perf/scale.py``."""
+    import tempfile
+
+    from evalkit.scale.cluster import Placement
+
+    with contextlib.ExitStack() as stack:
+        tmp = workdir or stack.enter_context(tempfile.TemporaryDirectory())
+        store = stack.enter_context(Store(Path(tmp) / "overhead.jsonl"))
+        with ray_session(num_cpus=replicas) as session:
+            ray = session.ray
+            t0 = time.perf_counter()
+            placement = Placement({"CPU": 1.0}, {"num_cpus": 1})
+            handles = start_replicas(ray, EchoReplica, (0.0,), replicas, placement, DEPTH + 2)
+            actors_s = time.perf_counter() - t0
+            items = [WorkItem(("overhead", f"s{i}"), float(i % 97)) for i in range(n_records)]
+            queue = WorkQueue(items, batch_size)
+            stats = {"overhead": PipelineStats(total=n_records)}
+            t1 = time.perf_counter()
+            try:
+                Driver(ray, queue, handles, {"overhead": store}, stats).run()
+            finally:
+                stop_replicas(ray, handles)
+            took = time.perf_counter() - t1
+    return {
+        "ray_start_s": session.started_s,
+        "replica_start_s": actors_s,
+        "driver_records": n_records,
+        "driver_seconds": took,
+        "driver_records_per_s": n_records / took if took > 0 else None,
+        "driver_replicas": replicas,
+        "driver_batch_size": batch_size,
+    }

@@ -1,0 +1,355 @@
+"""The driver's hand-out, re-queue and discard logic, on fake replicas (no Ray started)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("ray")
+
+from ray.exceptions import ActorDiedError
+
+from evalkit.pipeline import PipelineStats
+from evalkit.scale.cluster import ReplicaHandle
+from evalkit.scale.driver import Driver, Snapshot
+from evalkit.scale.queue import Key, WorkItem, WorkQueue
+from evalkit.store import Store
+
+
+class Ref:
+    """A finished call: its result, or the error ``ray.get`` raises."""
+
+    def __init__(self, result: Any = None, error: BaseException | None = None) -> None:
+        self.result, self.error = result, error
+
+
+class FakeRay:
+    """``wait`` answers the oldest call first; ``get`` returns or raises its outcome."""
+
+    def __init__(self) -> None:
+        self.killed: list[Any] = []
+
+    def wait(self, refs: list[Ref], num_returns: int, timeout: float) -> tuple[list[Ref], list]:
+        return refs[:num_returns], refs[num_returns:]
+
+    def get(self, ref: Ref) -> Any:
+        if ref.error is not None:
+            raise ref.error
+        return ref.result
+
+    def cancel(self, ref: Ref) -> None:
+        pass
+
+    def kill(self, actor: Any, no_restart: bool = True) -> None:
+        self.killed.append(actor)
+
+
+class Method:
+    def __init__(self, fn: Callable[[list[Key]], Ref]) -> None:
+        self.fn = fn
+
+    def remote(self, keys: list[Key]) -> Ref:
+        return self.fn(keys)
+
+
+class FakeReplica:
+    """Answers every batch with one ok record per key; ``die_on`` = the call numbers
+    (1-based) that fail as if the actor had died."""
+
+    def __init__(self, name: str, die_on: tuple[int, ...] = ()) -> None:
+        self.name, self.die_on, self.calls = name, die_on, 0
+        self.run_batch = Method(self._batch)
+
+    def _batch(self, keys: list[Key]) -> Ref:
+        self.calls += 1
+        if self.calls in self.die_on:
+            return Ref(error=ActorDiedError())
+        return Ref([(b, {"id": sid, "status": "ok", "replica": self.name}) for b, sid in keys])
+
+
+def drive(
+    tmp_path: Path, replicas: list[FakeReplica], n: int = 12, batch: int = 2
+) -> tuple[Driver, list[dict[str, Any]], list[Snapshot]]:
+    queue = WorkQueue([WorkItem(("b", f"s{i}"), float(n - i)) for i in range(n)], batch)
+    handles = [ReplicaHandle(r.name, r, None) for r in replicas]
+    seen: list[Snapshot] = []
+    with Store(tmp_path / "b.jsonl") as store:
+        driver = Driver(
+            FakeRay(), queue, handles, {"b": store}, {"b": PipelineStats()}, seen.append
+        )
+        try:
+            driver.run()
+        finally:
+            lines = [json.loads(x) for x in (tmp_path / "b.jsonl").read_text().splitlines()]
+    return driver, lines, seen
+
+
+def test_every_sample_is_recorded_once_across_replicas(tmp_path: Path) -> None:
+    driver, lines, seen = drive(tmp_path, [FakeReplica("r0"), FakeReplica("r1")])
+    assert sorted(r["id"] for r in lines) == sorted(f"s{i}" for i in range(12))
+    assert {r["replica"] for r in lines} == {"r0", "r1"}
+    assert driver.stats["b"].completed == 12
+    assert seen[-1].accepted == 12 and seen[-1].pending == 0
+
+
+def test_a_dead_replica_s_work_goes_to_the_other_and_its_late_batch_is_discarded(
+    tmp_path: Path,
+) -> None:
+    # r0's first batch fails (actor died); its second, already answered, arrives late
+    dead, live = FakeReplica("r0", die_on=(1,)), FakeReplica("r1")
+    driver, lines, _ = drive(tmp_path, [dead, live])
+    ids = [r["id"] for r in lines]
+    assert sorted(ids) == sorted(f"s{i}" for i in range(12)) and len(ids) == len(set(ids))
+    assert {r["replica"] for r in lines} == {"r1"}
+    state = driver.state["r0"]
+    assert not state.alive and state.discarded == 2 and state.done == 0
+    assert driver.ray.killed == [dead]
+    assert dead.calls == 2  # no more work after it was presumed dead
+
+
+def test_when_every_replica_dies_the_run_stops_and_keeps_its_records(tmp_path: Path) -> None:
+    replicas = [FakeReplica("r0", die_on=(3,)), FakeReplica("r1", die_on=(3,))]
+    with pytest.raises(RuntimeError, match=r"every replica died.*resume"):
+        drive(tmp_path, replicas)
+    kept = [json.loads(x)["id"] for x in (tmp_path / "b.jsonl").read_text().splitlines()]
+    assert len(kept) == 8 and len(set(kept)) == 8
+
+
+def test_longest_samples_are_handed_out_first(tmp_path: Path) -> None:
+    _, lines, _ = drive(tmp_path, [FakeReplica("r0")], n=6, batch=1)
+    assert [r["id"] for r in lines] == [f"s{i}" for i in range(6)]  # cost n - i
+
+
+def test_a_progress_callback_that_raises_stops_the_run(tmp_path: Path) -> None:
+    queue = WorkQueue([WorkItem(("b", f"s{i}")) for i in range(6)], 1)
+    replica = FakeReplica("r0")
+
+    def stop(snap: Snapshot) -> None:
+        if snap.accepted >= 2:
+            raise KeyboardInterrupt
+
+    with Store(tmp_path / "b.jsonl") as store, pytest.raises(KeyboardInterrupt):
+        handles = [ReplicaHandle("r0", replica, None)]
+        Driver(FakeRay(), queue, handles, {"b": store}, {"b": PipelineStats()}, stop).run()
+    assert len((tmp_path / "b.jsonl").read_text().splitlines()) == 2
+
+
+def test_replica_flags_reach_the_config_and_tp_the_engine() -> None:
+    import argparse
+
+    from evalkit.cli.run import add_arguments, config_from_args
+
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    argv = ["--model", "m", "--replicas", "3", "--ray-address", "ray://head:10001"]
+    cfg = config_from_args(p.parse_args([*argv, "--cpus-per-replica", "4"]))
+    assert (cfg.replicas, cfg.ray_address, cfg.cpus_per_replica) == (3, "ray://head:10001", 4)
+    assert cfg.on_ray
+    cfg = config_from_args(p.parse_args(["--model", "m", "--tensor-parallel-size", "2"]))
+    assert cfg.engine_options["tensor_parallel_size"] == 2 and not cfg.on_ray
+
+
+def test_replica_settings_leave_the_fingerprint_alone() -> None:
+    from evalkit.runner import RunConfig, result_config
+
+    one = RunConfig(model="m")
+    many = one.model_copy(update={"replicas": 8, "ray_address": "auto", "cpus_per_replica": 4})
+    assert result_config(one, []) == result_config(many, [])
+
+
+def test_a_replicated_run_is_refused_by_the_single_engine_path() -> None:
+    from evalkit.errors import ConfigError
+    from evalkit.runner import RunConfig, execute
+
+    with pytest.raises(ConfigError, match="build their own engines"):
+        execute(RunConfig(model="m", replicas=2), engine=object())  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="run_replicas"):
+        execute(RunConfig(model="m", replicas=2))
+
+
+def test_a_tensor_parallel_vllm_replica_runs_its_workers_as_its_own_processes() -> None:
+    from evalkit.runner import RunConfig
+    from evalkit.scale.replica import _inside_actor
+
+    tp2 = RunConfig(model="m", engine_options={"tensor_parallel_size": 2})
+    assert _inside_actor(tp2).engine_options["engine_kwargs"] == {
+        "distributed_executor_backend": "mp"
+    }
+    assert "engine_kwargs" not in tp2.engine_options  # the run's settings stay as given
+    assert _inside_actor(RunConfig(model="m")).engine_options == {}
+
+
+def test_the_replica_sink_stamps_records_and_reports_nothing_done() -> None:
+    from evalkit.scale.replica import RecordSink
+
+    sink = RecordSink("r3")
+    sink.append({"id": "a", "status": "ok"})
+    assert sink.records == [{"id": "a", "status": "ok", "replica": "r3"}]
+    assert sink.done_ids() == set()
+
+
+def test_a_batch_of_records_is_appended_at_once_and_a_repeat_refused(tmp_path: Path) -> None:
+    from evalkit.errors import DataError
+
+    with Store(tmp_path / "b.jsonl") as store:
+        store.append_many([{"id": "a", "status": "ok"}, {"id": "b", "status": "failed"}])
+        with pytest.raises(DataError, match="already has a finished record"):
+            store.append_many([{"id": "c", "status": "ok"}, {"id": "a", "status": "ok"}])
+        store.append_many([{"id": "b", "status": "ok"}])  # a retried failure supersedes
+    with Store(tmp_path / "b.jsonl") as again:
+        assert {r["id"]: r["status"] for r in again.records()} == {"a": "ok", "b": "ok"}
+
+
+@pytest.mark.heavy
+@pytest.mark.timeout(180)
+def test_overhead_is_measured_on_a_local_ray_instance_of_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from evalkit.scale.driver import measure_overhead
+
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    out = measure_overhead(300, replicas=2, batch_size=8)
+    assert out["ray_start_s"] > 0 and out["driver_records_per_s"] > 0
+    assert out["driver_records"] == 300
+    import ray
+
+    assert not ray.is_initialized()  # the instance it started is shut down
+
+
+def test_leases_fill_a_pipeline_on_big_runs_and_stay_small_on_small_ones() -> None:
+    from evalkit.pipeline import PipelineConfig
+    from evalkit.scale.driver import default_batch
+
+    pipe = PipelineConfig(max_in_flight=32)
+    assert default_batch(60_000, 8, 2, pipe) == 16  # two leases fill max_in_flight
+    assert default_batch(12, 2, 2, pipe) == 1  # 12 samples: several leases each
+    assert default_batch(0, 2, 2, pipe) == 1
+
+
+def test_the_progress_table_shows_each_replica_and_the_total() -> None:
+    import io
+
+    from rich.console import Console
+
+    from evalkit.scale.driver import ReplicaState
+    from evalkit.scale.progress import table
+
+    snap = Snapshot(
+        started=0.0,
+        total=10,
+        accepted=7,
+        pending=1,
+        replicas={
+            "r0": ReplicaState("r0", pid=11, done=5, leased=2),
+            "r1": ReplicaState("r1", pid=12, alive=False, done=2, discarded=1),
+        },
+    )
+    out = io.StringIO()
+    Console(file=out, width=200).print(table(snap))
+    text = out.getvalue()
+    assert "r0" in text and "running" in text and "lost" in text
+    assert "7/10" in text and "1 queued" in text
+
+
+def test_a_replica_within_its_restarts_gets_work_again_after_a_crash(tmp_path: Path) -> None:
+    crashy, other = FakeReplica("r0", die_on=(1, 2)), FakeReplica("r1")
+    queue = WorkQueue([WorkItem(("b", f"s{i}"), float(12 - i)) for i in range(12)], 2)
+    handles = [ReplicaHandle(r.name, r, None) for r in (crashy, other)]
+    with Store(tmp_path / "b.jsonl") as store:
+        driver = Driver(FakeRay(), queue, handles, {"b": store}, {"b": PipelineStats()})
+        driver.max_restarts = 1
+        driver.run()
+    lines = [json.loads(x) for x in (tmp_path / "b.jsonl").read_text().splitlines()]
+    ids = [r["id"] for r in lines]
+    assert sorted(ids) == sorted(f"s{i}" for i in range(12)) and len(ids) == len(set(ids))
+    state = driver.state["r0"]
+    # both batches in flight failed with the one crash: one restart, not two
+    assert state.alive and state.restarts == 1 and state.done > 0
+    assert driver.ray.killed == []
+
+
+@pytest.mark.heavy
+@pytest.mark.timeout(180)
+def test_ray_restarts_a_killed_replica_which_then_gets_work_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+    import signal
+
+    from evalkit.scale.cluster import Placement, ray_session, start_replicas, stop_replicas
+    from evalkit.scale.driver import EchoReplica
+
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    killed_at: list[int] = []
+
+    def kill_r1(snap: Snapshot) -> None:
+        pid = snap.replicas["r1"].pid
+        if snap.accepted >= 4 and not killed_at and pid:
+            killed_at.append(snap.accepted)
+            os.kill(pid, signal.SIGKILL)
+
+    queue = WorkQueue([WorkItem(("b", f"s{i}")) for i in range(60)], 2)
+    with ray_session(num_cpus=2) as session, Store(tmp_path / "b.jsonl") as store:
+        placement = Placement({"CPU": 1.0}, {"num_cpus": 1})
+        handles = start_replicas(session.ray, EchoReplica, (0.3,), 2, placement, 4, restarts=1)
+        driver = Driver(session.ray, queue, handles, {"b": store}, {"b": PipelineStats()}, kill_r1)
+        driver.max_restarts = 1
+        try:
+            driver.run()
+        finally:
+            stop_replicas(session.ray, handles)
+    lines = [json.loads(x) for x in (tmp_path / "b.jsonl").read_text().splitlines()]
+    ids = [r["id"] for r in lines]
+    assert killed_at and sorted(ids) == sorted(f"s{i}" for i in range(60))
+    assert len(ids) == len(set(ids))
+    state = driver.state["r1"]
+    assert state.alive and state.restarts == 1
+    assert any(r["replica"] == "r1" for r in lines[killed_at[0] + 4 :])  # back at work
+
+
+def test_the_judge_runs_once_as_a_service_the_replicas_share(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With a judge configured, the driver starts ONE judge service (on a GPU only for a
+    local vLLM judge on a cluster with GPUs), hands its client to the replicas and stops
+    it at the end; without one, no service."""
+    from evalkit.runconfig import RunConfig
+    from evalkit.scale import judge_service
+    from evalkit.scale.driver import shared_judge
+
+    started: list[float] = []
+    stopped: list[bool] = []
+
+    def fake_start(cfg: RunConfig, *, num_gpus: float = 0, **_: Any) -> tuple[str, Any]:
+        started.append(num_gpus)
+        return "client", lambda: stopped.append(True)
+
+    class Cluster:
+        def __init__(self, gpus: int) -> None:
+            self.gpus = gpus
+
+        def cluster_resources(self) -> dict[str, float]:
+            return {"CPU": 2.0, "GPU": float(self.gpus)}
+
+    monkeypatch.setattr(judge_service, "start_judge_service", fake_start)
+    with shared_judge(RunConfig(model="m"), Cluster(0)) as client:
+        assert client is None and not started
+    judged = RunConfig(model="m", judge={"model": "j", "engine": "vllm"})
+    with shared_judge(judged, Cluster(8)) as client:
+        assert client == "client" and started == [1] and not stopped
+    assert stopped == [True]
+    served = RunConfig(model="m", judge={"model": "gpt-4o", "engine": "openai"})
+    with shared_judge(served, Cluster(8)):
+        assert started == [1, 0]
+
+
+def test_a_replica_scores_with_the_judge_it_is_given() -> None:
+    from evalkit.runconfig import RunConfig
+    from evalkit.scale.replica import Replica
+
+    cfg = RunConfig(model="m").model_dump(mode="json")
+    assert Replica(cfg, "/tmp/run", "fp", "judge-client", "r0").judge_engine == "judge-client"
