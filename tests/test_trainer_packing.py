@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import os
 import re
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -264,3 +266,78 @@ def test_linear_attention_models_are_refused() -> None:
     model = SimpleNamespace(config=SimpleNamespace(text_config=text))
     with pytest.raises(EvalkitError, match="padding_free: false"):
         packing.refuse_linear_attention(model)
+
+
+@pytest.fixture(scope="module")
+def recipe_dir(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    from evalkit.models.tiny import build_tiny_model
+    from evalkit.synthvideo import generate, read_rows, to_unified
+
+    root = tmp_path_factory.mktemp("packed_recipe")
+    model = build_tiny_model(root / "tiny", "qwen2_5_vl", seed=0)
+    ann = generate(root / "sv", 2, split="train", seed=0, families=["moving_shape", "yes_no"])
+    data = ann.with_name("train.jsonl")
+    data.write_text("".join(json.dumps(to_unified(r)) + "\n" for r in read_rows(ann)))
+    return {"root": root, "model": model, "data": data}
+
+
+def _one_step(d: dict[str, Path], run: str, *extra: str) -> tuple[dict, dict[str, torch.Tensor]]:
+    from evalkit.trainer.config import load_config
+    from evalkit.trainer.recipe import GRPORecipe
+
+    overrides = [
+        f"model={d['model']}",
+        f"data.train_path={d['data']}",
+        f"data.cache_root={d['root'] / 'cache'}",
+        "data.video_max_pixels=12544",
+        "data.video_max_frames=4",
+        "rollout.n=3",
+        "rollout.max_response_tokens=12",
+        "schedule.batch_size=2",
+        "schedule.micro_batch_size=2",
+        "schedule.steps=1",
+        "optimizer.lr=0.001",
+        "algorithm.kl.estimator=k3",  # a reference model: its log-probs take the path too
+        "algorithm.kl.coef=0.01",
+        "actor.entropy_coeff=0.01",
+        f"checkpoint.dir={d['root'] / run / 'ckpt'}",
+        *extra,
+    ]
+    recipe = GRPORecipe(load_config(None, overrides))
+    recipe.setup(resume=False)
+    try:
+        (record,) = recipe.run()
+        return record, {k: v.detach().clone() for k, v in recipe.actor.state_dict().items()}
+    finally:
+        recipe.cleanup()
+
+
+@pytest.mark.timeout(600)
+def test_recipe_step_padding_free_with_token_budget_equals_the_padded_step(
+    recipe_dir: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    padded, before = _one_step(recipe_dir, "padded")
+    packed_rows: list[int] = []  # rows of every padding-free forward
+    real = packing.packed_logprobs
+
+    def spy(actor: ActorPolicy, batch: TrainBatch, *args: Any) -> Any:
+        packed_rows.append(len(batch))
+        return real(actor, batch, *args)
+
+    monkeypatch.setattr(packing, "packed_logprobs", spy)
+    packed, after = _one_step(
+        recipe_dir,
+        "packed",
+        "actor.padding_free=true",
+        "actor.use_dynamic_bsz=true",
+        "actor.max_token_len_per_gpu=700",
+        "actor.logprob_chunk_tokens=4",
+    )
+    # old, ref and update passes over 6 rows, cut by the budget (not 2 rows at a time)
+    assert sum(packed_rows) == 3 * 6 and max(packed_rows) > 2, packed_rows
+    assert packed["response_length"] == padded["response_length"]  # the same rollouts
+    for key in ("loss", "grad_norm", "entropy", "kl", "ratio_mean"):
+        assert packed[key] == pytest.approx(padded[key], rel=1e-4, abs=1e-6), key
+    assert padded["grad_norm"] > 0
+    for name, value in before.items():
+        torch.testing.assert_close(after[name], value, rtol=1e-4, atol=1e-6, msg=name)

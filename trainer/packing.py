@@ -24,14 +24,16 @@ this exact (equal to the padded forward, within float rounding):
   packed placeholders in the same order.
 
 Log-probs never materialise the (tokens, vocabulary) logits of the whole micro-batch: the
-forward returns hidden states (``logits_to_keep`` empty), the positions that predict
-response tokens are gathered, and :func:`chunked_logprobs` projects, log-softmaxes and
+forward computes no logits (``logits_to_keep`` empty), the text model's last hidden state
+is caught by a hook, the positions that predict response tokens are gathered, and :func:`chunked_logprobs` projects, log-softmaxes and
 gathers chunk by chunk (recomputed in backward, not kept). Models with linear-attention
 layers (Qwen3.5's gated delta-net) carry state across the packed boundary: refused.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -235,16 +237,17 @@ def packed_logprobs(
     check_sequence_placeholders(batch, encoded, actor.token_ids, actor.family.merge_size)
     packed = pack_batch(batch, model, [r.visual for r in encoded], actor.token_ids)
     visual, shared = actor.share_vision(keys, encoded, _concat([r.visual for r in encoded]))
-    out = model(
-        input_ids=packed.input_ids,
-        attention_mask=None,  # None: the mask comes from the packed text positions
-        position_ids=packed.position_ids,
-        use_cache=False,
-        output_hidden_states=True,
-        logits_to_keep=packed.predict_at[:0],  # no logits from the model itself
-        **actor.model_inputs(packed.input_ids, visual, shared),
-    )
-    hidden = actor.guard(out.hidden_states[-1][0], visual, shared)  # (N, H), final norm applied
+    inputs = actor.model_inputs(packed.input_ids, visual, shared)
+    with _last_hidden_state(model) as captured:
+        model(
+            input_ids=packed.input_ids,
+            attention_mask=None,  # None: the mask comes from the packed text positions
+            position_ids=packed.position_ids,
+            use_cache=False,
+            logits_to_keep=packed.predict_at[:0],  # no logits from the model itself
+            **inputs,
+        )
+    hidden = actor.guard(captured[0][0], visual, shared)  # (N, H), final norm applied
     logp, ent = chunked_logprobs(
         hidden[packed.predict_at],
         model.get_output_embeddings(),
@@ -254,6 +257,25 @@ def packed_logprobs(
         entropy_grad,
     )
     return _unpack(logp, packed), _unpack(ent, packed)
+
+
+@contextmanager
+def _last_hidden_state(model: Any) -> Iterator[list[Tensor]]:
+    """Catch the text model's ``last_hidden_state`` (after the final norm) during a forward.
+
+    A hook rather than ``output_hidden_states=True``, which would keep every layer's hidden
+    states of the micro-batch alive until the output is dropped (no-grad passes too).
+    """
+    captured: list[Tensor] = []
+
+    def keep(_module: nn.Module, _args: Any, output: Any) -> None:
+        captured.append(output.last_hidden_state)
+
+    handle = model.model.language_model.register_forward_hook(keep)
+    try:
+        yield captured
+    finally:
+        handle.remove()
 
 
 def _unpack(values: Tensor, packed: PackedBatch) -> Tensor:
