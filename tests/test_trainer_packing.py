@@ -27,7 +27,11 @@ from evalkit.video.types import Frames, VideoMeta
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-SIZES = {"qwen2_5_vl": (56, 84), "qwen3_vl": (64, 96)}  # frames on each family's patch grid
+SIZES = {
+    "qwen2_vl": (56, 84),
+    "qwen2_5_vl": (56, 84),
+    "qwen3_vl": (64, 96),
+}  # frames on each family's patch grid
 
 
 def _video(family: str, seed: int, frames: int, step_s: float) -> Frames:
@@ -52,7 +56,10 @@ def _video(family: str, seed: int, frames: int, step_s: float) -> Frames:
 
 
 def _family(actor: ActorPolicy) -> str:
-    return "qwen3_vl" if type(actor.model).__name__.startswith("Qwen3") else "qwen2_5_vl"
+    name = type(actor.model).__name__
+    return {"Qwen3VL": "qwen3_vl", "Qwen2_5_VL": "qwen2_5_vl"}.get(
+        name[: -len("ForConditionalGeneration")], "qwen2_vl"
+    )
 
 
 def _requests(family: str) -> list[Request]:
@@ -68,7 +75,7 @@ def _requests(family: str) -> list[Request]:
     ]
 
 
-@pytest.fixture(scope="module", params=["qwen2_5_vl", "qwen3_vl"])
+@pytest.fixture(scope="module", params=["qwen2_vl", "qwen2_5_vl", "qwen3_vl"])
 def actor(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> ActorPolicy:
     from evalkit.models.tiny import build_tiny_model
 
@@ -190,10 +197,13 @@ def test_positions_restart_per_sequence_and_follow_each_sequences_grids(
 
 def test_each_videos_own_time_reaches_its_sequence(actor: ActorPolicy) -> None:
     """The two videos are sampled at different rates: Qwen2.5-VL's seconds per temporal
-    patch (temporal M-RoPE spacing) or Qwen3-VL's timestamps (prompt text) differ."""
+    patch (temporal M-RoPE spacing) or Qwen3-VL's timestamps (prompt text) differ; Qwen2-VL
+    has no time input (temporal positions are patch indices)."""
     family = _family(actor)
     a, b = (actor.encode(r) for r in _requests(family)[:2])
-    if family == "qwen2_5_vl":
+    if family == "qwen2_vl":
+        assert "second_per_grid_ts" not in a.visual
+    elif family == "qwen2_5_vl":
         assert float(a.visual["second_per_grid_ts"]) == 2.0  # 2 frames per patch, 1 s apart
         assert float(b.visual["second_per_grid_ts"]) == 1.0
     else:
