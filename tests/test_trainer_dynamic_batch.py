@@ -45,6 +45,26 @@ def test_budget_packer_respects_the_budget_and_keeps_order_and_coverage():
             assert sum(lengths[i] for i in a) + lengths[b[0]] > budget
 
 
+@pytest.mark.parametrize(
+    ("lengths", "count", "want"),
+    [
+        ([3, 4, 2, 5, 1], 4, [[0], [1], [2, 3], [4]]),  # greedy gives 3; the fullest is halved
+        ([1, 1, 1, 1], 2, [[0, 1], [2, 3]]),
+        ([1, 1, 1, 1], 4, [[0], [1], [2], [3]]),
+        ([3, 4, 2, 5, 1], 2, [[0, 1], [2, 3], [4]]),  # already more than asked: unchanged
+    ],
+)
+def test_a_minimum_count_splits_runs_keeping_order(lengths, count, want):
+    """Data-parallel ranks must run the same number of micro-batches (FSDP collectives)."""
+    runs = token_budget_micro_batches(lengths, 7 if len(lengths) == 5 else 100, count)
+    assert [list(r) for r in runs] == want
+
+
+def test_more_micro_batches_than_rows_is_an_error():
+    with pytest.raises(ValueError, match="cannot cut 2 rows into 3"):
+        token_budget_micro_batches([1, 1], 10, min_count=3)
+
+
 def test_a_row_over_the_budget_is_an_error_naming_it():
     with pytest.raises(ValueError, match=r"row 1 has 9 tokens, over actor.max_token_len_per_gpu=8"):
         token_budget_micro_batches([3, 9, 2], 8)
