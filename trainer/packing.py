@@ -25,8 +25,9 @@ this exact (equal to the padded forward, within float rounding):
 
 Log-probs never materialise the (tokens, vocabulary) logits of the whole micro-batch: the
 forward computes no logits (``logits_to_keep`` empty), the text model's last hidden state
-is caught by a hook, the positions that predict response tokens are gathered, and :func:`chunked_logprobs` projects, log-softmaxes and
-gathers chunk by chunk (recomputed in backward, not kept). Models with linear-attention
+is caught by a hook, the positions that predict response tokens are gathered, and
+:func:`chunked_logprobs` projects, log-softmaxes and gathers chunk by chunk (recomputed in
+backward, not kept). Models with linear-attention
 layers (Qwen3.5's gated delta-net) carry state across the packed boundary: refused.
 """
 
