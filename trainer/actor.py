@@ -102,6 +102,10 @@ class ActorPolicy(nn.Module):
         self.share_vision_per_group = True
         """No-grad forwards encode each prompt's visual inputs once (:mod:`.shared_vision`)."""
         self.vision_cache = VisionCache()
+        self.padding_free = False
+        """Log-probs from sequences packed into one row (:mod:`.packing`), not padded rows."""
+        self.logprob_chunk_tokens = 1024
+        """Padding-free path: tokens per vocabulary projection chunk."""
 
     @classmethod
     def from_pretrained(cls, model_dir: str | Path, dtype: str = "float32") -> ActorPolicy:
@@ -135,20 +139,38 @@ class ActorPolicy(nn.Module):
 
     def logits_for(self, batch: TrainBatch) -> Tensor:
         """Logits (B, L, V) of ``batch`` with the visual inputs of its rows."""
-        if batch.row_index is None:
-            raise ValueError("ActorPolicy needs TrainBatch.row_index (set by collate)")
-        keys = [self._rows[int(i)] for i in batch.row_index]  # the objects set_rows got
-        rows = self._encoded(keys)
+        keys, rows = self.batch_rows(batch)
         visual = _concat([r.visual for r in rows])
         who = ", ".join(sorted({r.sample_id for r in rows}))
         check_placeholders(
             batch.input_ids, visual, self.token_ids, self.family.merge_size, f"batch of {who}"
         )
-        shared = None
-        if self.share_vision_per_group and not torch.is_grad_enabled():
-            shared = self.vision_cache.encoder_outputs(self.model, keys, [r.visual for r in rows])
-            visual = {k: v for k, v in visual.items() if k not in PIXEL_KEYS}
+        visual, shared = self.share_vision(keys, rows, visual)
         return self._logits(batch.input_ids, batch.attention_mask, visual, shared)
+
+    def packed_logprobs(
+        self, batch: TrainBatch, temperature: float = 1.0, entropy_grad: bool = False
+    ) -> tuple[Tensor, Tensor]:
+        """Response log-probs and entropies (B, T), padding-free (:mod:`.packing`)."""
+        from .packing import packed_logprobs
+
+        return packed_logprobs(self, batch, temperature, entropy_grad)
+
+    def batch_rows(self, batch: TrainBatch) -> tuple[list[Encoded | PromptRef], list[Encoded]]:
+        """The prompt objects of ``batch``'s rows (as set_rows got them) and their encodings."""
+        if batch.row_index is None:
+            raise ValueError("ActorPolicy needs TrainBatch.row_index (set by collate)")
+        keys = [self._rows[int(i)] for i in batch.row_index]  # the objects set_rows got
+        return keys, self._encoded(keys)
+
+    def share_vision(
+        self, keys: list[Encoded | PromptRef], rows: list[Encoded], visual: dict[str, Tensor]
+    ) -> tuple[dict[str, Tensor], dict[str, Any] | None]:
+        """Without gradient: features once per prompt in place of the pixels (or None)."""
+        if not (self.share_vision_per_group and not torch.is_grad_enabled()):
+            return visual, None
+        shared = self.vision_cache.encoder_outputs(self.model, keys, [r.visual for r in rows])
+        return {k: v for k, v in visual.items() if k not in PIXEL_KEYS}, shared
 
     def _encoded(self, rows: list[Encoded | PromptRef]) -> list[Encoded]:
         """Encode the PromptRef rows (each distinct prompt once; the n rows of a group share it)."""
@@ -172,19 +194,26 @@ class ActorPolicy(nn.Module):
         visual: dict[str, Tensor],
         encoded: dict[str, Any] | None = None,
     ) -> Tensor:
+        extra = self.model_inputs(input_ids, visual, encoded)
+        out = self.model(input_ids=input_ids, attention_mask=mask, use_cache=False, **extra)
+        return self.guard(out.logits, visual, encoded)
+
+    def model_inputs(
+        self, input_ids: Tensor, visual: dict[str, Tensor], encoded: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        """The model's keyword inputs besides ids and mask: visual tensors, encoder outputs."""
         extra: dict[str, Any] = dict(visual)
         if encoded:  # features computed once per prompt, in place of the pixels
             extra["mm_encoder_outputs"] = encoded
         if visual:  # text 0, image 1, video 2: what the processor marks, for M-RoPE positions
-            kinds = torch.zeros_like(input_ids, dtype=torch.int)
-            kinds[input_ids == self.token_ids["image"]] = 1
-            kinds[input_ids == self.token_ids["video"]] = 2
-            extra["mm_token_type_ids"] = kinds
-        out = self.model(input_ids=input_ids, attention_mask=mask, use_cache=False, **extra)
-        logits: Tensor = out.logits
+            extra["mm_token_type_ids"] = mm_token_types(input_ids, self.token_ids)
+        return extra
+
+    def guard(self, x: Tensor, visual: dict[str, Tensor], encoded: dict[str, Any] | None) -> Tensor:
+        """``x`` joined to the vision tower's graph when no pixels or features went in."""
         if not encoded and "pixel_values" not in visual and "pixel_values_videos" not in visual:
-            logits = logits + 0.0 * self.dummy_visual()
-        return logits
+            x = x + 0.0 * self.dummy_visual()
+        return x
 
     def dummy_visual(self) -> Tensor:
         """Sum of the vision tower's outputs on a tiny blank input (to be multiplied by 0).
@@ -207,6 +236,14 @@ class ActorPolicy(nn.Module):
         pixels = torch.zeros(merge * merge, dim, dtype=visual.dtype)
         out = visual(pixels, grid_thw=grid)
         return _tensor_sum(out)
+
+
+def mm_token_types(input_ids: Tensor, token_ids: dict[str, int]) -> Tensor:
+    """Per-token modality as the processor marks it (text 0, image 1, video 2)."""
+    kinds = torch.zeros_like(input_ids, dtype=torch.int)
+    kinds[input_ids == token_ids["image"]] = 1
+    kinds[input_ids == token_ids["video"]] = 2
+    return kinds
 
 
 def _concat(parts: list[dict[str, Tensor]]) -> dict[str, Tensor]:

@@ -153,7 +153,15 @@ def response_log_softmax(policy: PolicyFn, batch: TrainBatch, temperature: float
     return torch.log_softmax(logits, dim=-1)
 
 
+def packed_path(policy: Any) -> Callable[..., tuple[Tensor, Tensor]] | None:
+    """The policy's padding-free ``packed_logprobs`` when switched on (``actor.padding_free``)."""
+    return policy.packed_logprobs if getattr(policy, "padding_free", False) else None
+
+
 def response_logprobs(policy: PolicyFn, batch: TrainBatch, temperature: float = 1.0) -> Tensor:
     """Log-probs (B, T) of the response tokens under ``policy`` (logits / temperature)."""
+    packed = packed_path(policy)
+    if packed is not None:
+        return packed(batch, temperature)[0]
     logp = response_log_softmax(policy, batch, temperature)
     return logp.gather(-1, batch.response_ids.unsqueeze(-1)).squeeze(-1)

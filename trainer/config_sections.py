@@ -59,6 +59,24 @@ class ActorConfig(_Section):
     share_vision_per_group: bool = True
     """Old/ref log-prob forwards (no gradient) encode each prompt's images/video once and
     reuse the features for the group's n responses (the update forward keeps per-row vision)."""
+    padding_free: bool = False
+    """Pack each micro-batch's sequences into one row with per-sequence M-RoPE positions and
+    a block-diagonal causal mask, no padding (trainer.packing); log-probs and entropy from
+    hidden states projected in chunks of logprob_chunk_tokens. Equal to the padded path
+    within float rounding (tests/test_trainer_packing.py). Not for linear-attention models."""
+    logprob_chunk_tokens: int = Field(default=1024, ge=1)
+    """padding_free: tokens per vocabulary projection (memory: chunk x vocab floats)."""
+    use_dynamic_bsz: bool = False
+    """Micro-batches by token budget (max_token_len_per_gpu) instead of
+    schedule.micro_batch_size rows (verl's use_dynamic_bsz); results are unchanged."""
+    max_token_len_per_gpu: int | None = Field(default=None, ge=1)
+    """Token budget of one micro-batch (prompt + response tokens of its rows, unpadded)."""
+
+    @model_validator(mode="after")
+    def _check(self) -> ActorConfig:
+        if self.use_dynamic_bsz and self.max_token_len_per_gpu is None:
+            raise ValueError("actor.use_dynamic_bsz needs actor.max_token_len_per_gpu")
+        return self
 
 
 class RunConfig(_Section):

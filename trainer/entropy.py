@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
-from .batch import PolicyFn, TrainBatch, response_log_softmax
+from .batch import PolicyFn, TrainBatch, packed_path, response_log_softmax
 
 CHUNK_ROWS = 512
 """Token rows per entropy chunk (each chunk allocates rows x vocab floats)."""
@@ -40,6 +40,10 @@ def logprobs_and_entropy(
     policy: PolicyFn, batch: TrainBatch, temperature: float = 1.0, entropy_grad: bool = False
 ) -> tuple[Tensor, Tensor]:
     """Response log-probs (B, T), as :func:`trainer.batch.response_logprobs`, and entropies."""
+    packed = packed_path(policy)
+    if packed is not None:  # padding-free: both from one chunked pass (trainer.packing)
+        logp, entropy = packed(batch, temperature, entropy_grad)
+        return logp, entropy
     full = response_log_softmax(policy, batch, temperature)
     logp = full.gather(-1, batch.response_ids.unsqueeze(-1)).squeeze(-1)
     return logp, token_entropy(full, grad=entropy_grad)

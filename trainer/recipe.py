@@ -90,6 +90,8 @@ class GRPORecipe:
         torch.manual_seed(cfg.seed)
         self.actor = ActorPolicy.from_pretrained(cfg.model)
         self.actor.share_vision_per_group = cfg.actor.share_vision_per_group
+        self.actor.padding_free = cfg.actor.padding_free  # the ref copy below inherits these
+        self.actor.logprob_chunk_tokens = cfg.actor.logprob_chunk_tokens
         maybe_fsdp(self.actor.model)
         self.ref: ActorPolicy | None = None
         if cfg.algorithm.kl.estimator != "off":
@@ -299,12 +301,12 @@ class GRPORecipe:
         }
         mbs, temp = self.settings.micro_batch_size, self.settings.temperature
         with self.timer("old_logprob"):
-            old_logp = compute_logprobs(self.actor, batch, mbs, temp)
+            old_logp = compute_logprobs(self.actor, batch, mbs, temp, self.settings.max_token_len)
         ref_logp = kl = None
         if self.ref is not None:
             self.ref.set_rows(rows)
             with self.timer("ref_logprob"):
-                ref_logp = compute_logprobs(self.ref, batch, mbs, temp)
+                ref_logp = compute_logprobs(self.ref, batch, mbs, temp, self.settings.max_token_len)
             if algo.kl.in_reward:
                 kl = token_kl(algo.kl.estimator, old_logp, ref_logp) * batch.response_mask
         corr = self._correction(batch, old_logp)

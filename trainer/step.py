@@ -20,6 +20,7 @@ from .algorithms.aggregation import AggNorm, aggregate
 from .algorithms.kl import token_kl
 from .algorithms.losses import POLICY_LOSSES, LossOptions
 from .batch import PolicyFn, TrainBatch, response_logprobs
+from .dynamic_batch import micro_batch_slices
 from .entropy import logprobs_and_entropy, masked_mean
 
 if TYPE_CHECKING:
@@ -49,6 +50,8 @@ class StepSettings:
     kl_estimator: str = "off"
     kl_coef: float = 0.0
     micro_batch_size: int = 4
+    max_token_len: int | None = None
+    """Micro-batches by this token budget instead of ``micro_batch_size`` rows (dynamic bsz)."""
     grad_clip: float | None = 1.0
     temperature: float = 1.0
     ppo_epochs: int = 1
@@ -71,6 +74,7 @@ class StepSettings:
             kl_estimator=algo.kl.estimator if kl_in_loss else "off",
             kl_coef=algo.kl.coef if kl_in_loss else 0.0,
             micro_batch_size=cfg.schedule.micro_batch_size,
+            max_token_len=cfg.actor.max_token_len_per_gpu if cfg.actor.use_dynamic_bsz else None,
             grad_clip=cfg.optimizer.grad_clip,
             temperature=cfg.rollout.temperature or 1.0,
             ppo_epochs=cfg.schedule.ppo_epochs,
@@ -108,9 +112,16 @@ def _rows(inputs: StepInputs, index: Tensor | slice) -> StepInputs:
 
 @torch.no_grad()
 def compute_logprobs(
-    policy: PolicyFn, batch: TrainBatch, micro_batch_size: int, temperature: float = 1.0
+    policy: PolicyFn,
+    batch: TrainBatch,
+    micro_batch_size: int,
+    temperature: float = 1.0,
+    max_token_len: int | None = None,
 ) -> Tensor:
     """Response log-probs (B, T) without gradient, micro-batched: old or reference log-probs.
+
+    Micro-batches hold ``micro_batch_size`` rows, or as many consecutive rows as fit in
+    ``max_token_len`` tokens when it is given (:mod:`.dynamic_batch`).
 
     A policy with a ``vision_cache`` (the HF actor) encodes each prompt's visual inputs once
     for the whole pass, however its group is cut into micro-batches.
@@ -118,8 +129,8 @@ def compute_logprobs(
     cache = getattr(policy, "vision_cache", None)
     with cache.scope() if cache is not None else contextlib.nullcontext():
         parts = [
-            response_logprobs(policy, mb, temperature)
-            for mb in batch.micro_batches(micro_batch_size)
+            response_logprobs(policy, batch.select(part), temperature)
+            for part in micro_batch_slices(batch, micro_batch_size, max_token_len)
         ]
     return torch.cat(parts)
 
@@ -153,9 +164,9 @@ def accumulate_loss(
     loss_fn = POLICY_LOSSES.get(settings.policy_loss)
     total = 0.0
     sums: dict[str, float] = {}
-    bsz, size = len(inputs.batch), settings.micro_batch_size
-    for start in range(0, bsz, size):
-        mb = _rows(inputs, slice(start, start + size))
+    size, budget = settings.micro_batch_size, settings.max_token_len
+    for part in micro_batch_slices(inputs.batch, size, budget):
+        mb = _rows(inputs, part)
         mb_mask = mb.batch.response_mask
         bonus = settings.entropy_coeff != 0.0
         logp, entropy = logprobs_and_entropy(policy, mb.batch, settings.temperature, bonus)
