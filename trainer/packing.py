@@ -44,10 +44,9 @@ from torch.utils.checkpoint import checkpoint
 
 from evalkit.errors import EvalkitError
 
-from .actor import VISUAL_KEYS, PlaceholderMismatch, _concat, mm_token_types
+from .visual_inputs import VISUAL_KEYS, Encoded, PlaceholderMismatch, _concat, mm_token_types
 
 if TYPE_CHECKING:
-    from .actor import ActorPolicy, Encoded
     from .batch import TrainBatch
 
 ROPE_KEYS = ("image_grid_thw", "video_grid_thw", "second_per_grid_ts")
@@ -229,7 +228,10 @@ def refuse_linear_attention(model: Any) -> None:
 
 
 def packed_logprobs(
-    actor: ActorPolicy, batch: TrainBatch, temperature: float = 1.0, entropy_grad: bool = False
+    actor: Any,  # an ActorPolicy (duck-typed: .actor imports this module lazily)
+    batch: TrainBatch,
+    temperature: float = 1.0,
+    entropy_grad: bool = False,
 ) -> tuple[Tensor, Tensor]:
     """Response log-probs and entropies (B, T) of ``batch``, padding-free (0 off the mask)."""
     model: Any = actor.model
