@@ -14,6 +14,45 @@ from evalkit.video.types import Frames, VideoMeta
 
 CACHE_ROOT = Path(__file__).resolve().parent.parent / ".cache" / "tests"
 
+TINY_VLLM_OPTIONS = {
+    "dtype": "float32",
+    "enforce_eager": True,
+    "max_num_batched_tokens": 256,
+    "max_num_seqs": 4,
+    "max_model_len": 2048,
+}
+"""vLLM CPU engine options for the tiny model in trainer tests."""
+
+
+def write_index_video_set(
+    root: Path, n_videos: int, per_video: int, frames: Any, source: str
+) -> Path:
+    """``n_videos`` index videos under ``root/videos`` (``frames(v)`` frames each) with
+    ``per_video`` multiple-choice rows each, in ``root/set.jsonl``; returns ``root``."""
+    import json
+
+    from evalkit.video.synth import write_index_video
+
+    (root / "videos").mkdir(exist_ok=True)
+    rows = []
+    for v in range(n_videos):
+        write_index_video(root / "videos" / f"v{v}.mp4", frames(v), fps=8.0, width=160, height=120)
+        rows += [
+            {
+                "problem_id": v * 100 + q,
+                "problem": f"Question {q} about video {v}: which frame comes first?",
+                "problem_type": "multiple choice",
+                "options": ["A. first", "B. second", "C. third", "D. fourth"],
+                "solution": f"<answer>{'ABCD'[q % 4]}</answer>",
+                "path": f"v{v}.mp4",
+                "data_type": "video",
+                "data_source": source,
+            }
+            for q in range(per_video)
+        ]
+    (root / "set.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return root
+
 
 def engine_env() -> dict[str, str]:
     """Environment for vLLM on CPU: small KV cache, offline, project-local caches."""

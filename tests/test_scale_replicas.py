@@ -23,8 +23,7 @@ pytest.importorskip("ray")
 from evalkit.models.tiny import build_tiny_model
 from evalkit.runner import RunConfig
 from evalkit.scale.driver import Snapshot, run_replicas
-from evalkit.video.synth import write_index_video
-from tests._engine_env import engine_env
+from tests._engine_env import engine_env, write_index_video_set
 
 pytestmark = pytest.mark.heavy
 
@@ -44,27 +43,7 @@ FRAMES = {"fps": 2, "max_frames": 8, "max_pixels": 112 * 84, "min_pixels": 28 * 
 def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("replicas")
     build_tiny_model(root / "model", "qwen2_5_vl", seed=0)
-    (root / "videos").mkdir()
-    rows = []
-    for v in range(N_VIDEOS):
-        write_index_video(
-            root / "videos" / f"v{v}.mp4", 32 + 16 * v, fps=8.0, width=160, height=120
-        )
-        for q in range(PER_VIDEO):
-            rows.append(
-                {
-                    "problem_id": v * 100 + q,
-                    "problem": f"Question {q} about video {v}: which frame comes first?",
-                    "problem_type": "multiple choice",
-                    "options": ["A. first", "B. second", "C. third", "D. fourth"],
-                    "solution": f"<answer>{'ABCD'[q % 4]}</answer>",
-                    "path": f"v{v}.mp4",
-                    "data_type": "video",
-                    "data_source": "replicas",
-                }
-            )
-    (root / "set.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return root
+    return write_index_video_set(root, N_VIDEOS, PER_VIDEO, lambda v: 32 + 16 * v, "replicas")
 
 
 @pytest.fixture(scope="module")

@@ -9,17 +9,11 @@ import pytest
 import torch
 
 from evalkit.engines.base import Request, SamplingParams
-from tests._engine_env import apply_engine_env
+from tests._engine_env import TINY_VLLM_OPTIONS, apply_engine_env
 
 pytestmark = pytest.mark.heavy  # starts a vLLM engine on CPU (~15-60 s)
 
-OPTIONS = {
-    "dtype": "float32",
-    "enforce_eager": True,
-    "max_num_batched_tokens": 256,
-    "max_num_seqs": 4,
-    "max_model_len": 2048,
-}
+OPTIONS = TINY_VLLM_OPTIONS
 
 
 @pytest.fixture(scope="module")
