@@ -5,14 +5,20 @@ with the frames exactly as the frame cache made them (``do_resize=False``,
 ``do_sample_frames=False``), so training sees what the HF/vLLM engines see.
 
 Single process on CPU unless ``torch.distributed`` is initialised; only then is the model
-wrapped in FSDP (:func:`maybe_fsdp`). Nothing here starts a process group.
+wrapped in FSDP (:func:`maybe_fsdp`; the Ray worker group shards per block with
+:func:`trainer.distributed.fsdp.shard_actor`). Nothing here starts a process group.
+
+The modality guard: every forward makes the same vision-tower calls, image then video (the
+order of the model's own forward), a real one or a zero-weighted dummy, before any decoder
+layer runs. Under per-block FSDP every collective then pairs up across ranks whatever
+modalities each rank's micro-batch holds (see :meth:`ActorPolicy.vision_features`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from torch import Tensor, nn
@@ -23,7 +29,7 @@ from evalkit.errors import EvalkitError
 
 from .batch import TrainBatch
 from .frames import PromptLoader, PromptRef
-from .shared_vision import PIXEL_KEYS, VisionCache
+from .shared_vision import ENCODERS, PIXEL_KEYS, VisionCache
 
 VISUAL_KEYS = {
     "video": ("pixel_values_videos", "video_grid_thw"),
@@ -32,6 +38,11 @@ VISUAL_KEYS = {
 
 
 _PER_TOKEN = ("input_ids", "attention_mask", "mm_token_type_ids")
+
+DummyMode = Literal["per_kind", "any", "off"]
+"""``per_kind``: a dummy vision call for each absent modality (image, then video), so every
+forward makes exactly two; ``any``: one dummy only when the batch has no media at all (the
+single-process guard before the distributed issue); ``off``: none (negative control)."""
 
 
 class PlaceholderMismatch(EvalkitError):
@@ -102,6 +113,10 @@ class ActorPolicy(nn.Module):
         self.share_vision_per_group = True
         """No-grad forwards encode each prompt's visual inputs once (:mod:`.shared_vision`)."""
         self.vision_cache = VisionCache()
+        self.dummy_mode: DummyMode = "per_kind"
+        """Which zero-weighted vision calls stand in for absent modalities (:data:`DummyMode`)."""
+        self.vision_trace: list[str] = []
+        """Vision-tower calls made, in order (``image``, ``video:dummy``, ...); for tests."""
 
     @classmethod
     def from_pretrained(cls, model_dir: str | Path, dtype: str = "float32") -> ActorPolicy:
@@ -129,9 +144,20 @@ class ActorPolicy(nn.Module):
         self._rows = list(rows)
         self.vision_cache.clear()
 
-    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
-        """Text-only logits (no visual inputs); use :meth:`logits_for` for batch rows."""
-        return self._logits(input_ids, attention_mask, {})
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        visual: dict[str, Tensor] | None = None,
+        encoded: dict[str, Any] | None = None,
+    ) -> Tensor:
+        """Logits of ``input_ids`` with ``visual`` inputs (none: text only).
+
+        Everything runs inside this call so that, with the policy as the FSDP root
+        (:func:`trainer.distributed.fsdp.shard_actor`), the vision calls made here are part
+        of the root's forward. Use :meth:`logits_for` for batch rows.
+        """
+        return self._logits(input_ids, attention_mask, visual or {}, encoded)
 
     def logits_for(self, batch: TrainBatch) -> Tensor:
         """Logits (B, L, V) of ``batch`` with the visual inputs of its rows."""
@@ -148,7 +174,7 @@ class ActorPolicy(nn.Module):
         if self.share_vision_per_group and not torch.is_grad_enabled():
             shared = self.vision_cache.encoder_outputs(self.model, keys, [r.visual for r in rows])
             visual = {k: v for k, v in visual.items() if k not in PIXEL_KEYS}
-        return self._logits(batch.input_ids, batch.attention_mask, visual, shared)
+        return self(batch.input_ids, batch.attention_mask, visual, shared)
 
     def _encoded(self, rows: list[Encoded | PromptRef]) -> list[Encoded]:
         """Encode the PromptRef rows (each distinct prompt once; the n rows of a group share it)."""
@@ -172,9 +198,10 @@ class ActorPolicy(nn.Module):
         visual: dict[str, Tensor],
         encoded: dict[str, Any] | None = None,
     ) -> Tensor:
-        extra: dict[str, Any] = dict(visual)
-        if encoded:  # features computed once per prompt, in place of the pixels
-            extra["mm_encoder_outputs"] = encoded
+        features, zero = self.vision_features(visual, encoded or {})
+        extra: dict[str, Any] = {k: v for k, v in visual.items() if k not in PIXEL_KEYS}
+        if features:  # computed above, in the guard's fixed order, in place of the pixels
+            extra["mm_encoder_outputs"] = features
         if visual:  # text 0, image 1, video 2: what the processor marks, for M-RoPE positions
             kinds = torch.zeros_like(input_ids, dtype=torch.int)
             kinds[input_ids == self.token_ids["image"]] = 1
@@ -182,20 +209,54 @@ class ActorPolicy(nn.Module):
             extra["mm_token_type_ids"] = kinds
         out = self.model(input_ids=input_ids, attention_mask=mask, use_cache=False, **extra)
         logits: Tensor = out.logits
-        if not encoded and "pixel_values" not in visual and "pixel_values_videos" not in visual:
-            logits = logits + 0.0 * self.dummy_visual()
+        if zero is not None:  # joined to the graph with weight 0: exact zero gradients
+            logits = logits + 0.0 * zero
         return logits
 
-    def dummy_visual(self) -> Tensor:
-        """Sum of the vision tower's outputs on a tiny blank input (to be multiplied by 0).
+    def vision_features(
+        self, visual: dict[str, Tensor], encoded: dict[str, Any]
+    ) -> tuple[dict[str, Any], Tensor | None]:
+        """Encoder outputs per kind, image then video, and the sum of the dummies' outputs.
 
-        Why: a micro-batch without any image or video never touches the vision tower, so
-        its parameters get no gradient. Under FSDP every rank must run the same collective
-        ops over the same flat parameters; a rank whose batch skipped the tower would hang
-        or error at the gradient reduce-scatter. Running a smallest input (one temporal
-        patch, a 2x2 merge window) and adding 0 x its sum keeps the graph identical on every
-        rank and gives each vision parameter an exact zero gradient. Images and videos share
-        the one tower in Qwen-VL, so one dummy covers either absent modality.
+        Why: under per-block FSDP each vision-tower call is a sequence of all-gathers (and,
+        backward, reduce-scatters); a rank that calls the tower twice while another calls it
+        once never matches its collectives and hangs. With ``dummy_mode="per_kind"`` every
+        forward calls the tower exactly once for images and once for videos, in that order,
+        before the decoder: a real call through the model's ``get_*_features`` (the model's
+        own code, so the features are those its forward computes from pixels) or a dummy
+        on a blank smallest input whose outputs (Qwen3-VL's deepstack ones included) join the
+        logits with weight 0. Features given in ``encoded`` (computed once per prompt by
+        :mod:`.shared_vision`, no-grad passes of a single process) count as present.
+        """
+        model: Any = self.model
+        out: dict[str, Any] = dict(encoded)
+        zero: Tensor | None = None
+        present = [kind for kind, (pix, _, _) in ENCODERS.items() if pix in visual]
+        for kind, (pix_key, grid_key, method) in ENCODERS.items():  # image first, as the model
+            if kind in present:
+                encode = getattr(model.model, method)
+                out[kind] = encode(visual[pix_key], visual[grid_key], return_dict=True)
+                self.vision_trace.append(kind)
+                continue
+            wanted = self.dummy_mode == "per_kind" or (
+                self.dummy_mode == "any" and not present and not encoded and kind == "image"
+            )
+            if wanted and kind not in encoded:
+                part = self.dummy_visual(kind)
+                zero = part if zero is None else zero + part
+                self.vision_trace.append(f"{kind}:dummy")
+        return out, zero
+
+    def dummy_visual(self, kind: str = "image") -> Tensor:
+        """Sum of the vision tower's outputs for a blank smallest ``kind`` input (times 0 later).
+
+        Why: a micro-batch without images (or videos) never makes that vision call, so under
+        FSDP its rank would skip collectives the other ranks make, and without any media the
+        vision parameters would get no gradient at all. One temporal patch in a 2x2 merge
+        window, through the same ``get_image_features`` / ``get_video_features`` a real input
+        takes, keeps the call sequence identical on every rank; adding 0 x the sum of every
+        output (deepstack features included) gives each vision parameter an exact zero
+        gradient contribution.
         """
         fam, merge = self.family, self.family.merge_size
         model: Any = self.model
@@ -203,9 +264,8 @@ class ActorPolicy(nn.Module):
         channels = int(getattr(vc, "in_channels", getattr(vc, "in_chans", 3)))
         grid = torch.tensor([[1, merge, merge]], dtype=torch.long)
         dim = channels * fam.temporal_patch * fam.patch_size**2
-        visual = model.model.visual
-        pixels = torch.zeros(merge * merge, dim, dtype=visual.dtype)
-        out = visual(pixels, grid_thw=grid)
+        pixels = torch.zeros(merge * merge, dim, dtype=model.model.visual.dtype)
+        out = getattr(model.model, ENCODERS[kind][2])(pixels, grid, return_dict=True)
         return _tensor_sum(out)
 
 
