@@ -262,9 +262,10 @@ class ActorPolicy(nn.Module):
         model: Any = self.model
         vc = model.config.vision_config
         channels = int(getattr(vc, "in_channels", getattr(vc, "in_chans", 3)))
-        grid = torch.tensor([[1, merge, merge]], dtype=torch.long)
+        device = next(model.model.visual.parameters()).device
+        grid = torch.tensor([[1, merge, merge]], dtype=torch.long, device=device)
         dim = channels * fam.temporal_patch * fam.patch_size**2
-        pixels = torch.zeros(merge * merge, dim, dtype=model.model.visual.dtype)
+        pixels = torch.zeros(merge * merge, dim, dtype=model.model.visual.dtype, device=device)
         out = getattr(model.model, ENCODERS[kind][2])(pixels, grid, return_dict=True)
         return _tensor_sum(out)
 
