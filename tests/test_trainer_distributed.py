@@ -4,7 +4,8 @@ What is shown: a 2-worker step equals the single-process step on the same batch 
 gradients, parameters); a rank with a text-only micro-batch and a rank with a video-only
 one finish the step, make the same vision-tower calls, and end with identical parameters;
 with the dummy vision calls turned off the same split fails (an error or the process
-group's 20 s timeout) instead of passing.
+group's 20 s timeout) instead of passing. Each test starts Ray and two worker processes
+(~80 s set-up on 2 cores, ~140 s for the module), so all are heavy.
 """
 
 from __future__ import annotations

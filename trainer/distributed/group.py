@@ -177,6 +177,10 @@ class WorkerGroup:
         """Every rank's gathered full state dict (to compare ranks, or to export)."""
         return self._get([w.state_dict.remote() for w in self.workers])
 
+    def full_state(self) -> dict[str, Tensor]:
+        """The gathered full weights, once (rank 0's copy; the other ranks return {})."""
+        return self._get([w.state_dict.remote(True) for w in self.workers])[0]
+
     def grads(self) -> list[dict[str, Tensor]]:
         """Every rank's full gradients of the last update (workers built with keep_grads)."""
         return self._get([w.grads.remote() for w in self.workers])

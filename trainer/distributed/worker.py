@@ -161,9 +161,10 @@ class PolicyWorker:
         self.actor.set_rows(rows)
         return compute_logprobs(self.actor, batch, mbs, temperature).cpu()
 
-    def state_dict(self) -> dict[str, Tensor]:
-        """The full (unsharded) policy weights, on every rank (a collective)."""
-        return full_state_dict(self.actor)
+    def state_dict(self, rank0_only: bool = False) -> dict[str, Tensor]:
+        """The full (unsharded) policy weights (a collective: every rank calls it); with
+        ``rank0_only`` the other ranks return {} (nothing extra crosses Ray)."""
+        return full_state_dict(self.actor, rank0_only)
 
     def grads(self) -> dict[str, Tensor]:
         """The full gradients of the last update (``keep_grads``), after clipping."""
