@@ -189,3 +189,48 @@ def test_without_the_dummy_a_modality_split_fails_instead_of_passing(
         print(f"detected: {type(caught.value).__name__}: {str(caught.value)[:300]}")
     finally:
         group.shutdown()
+
+
+@pytest.mark.heavy
+@pytest.mark.timeout(600)
+def test_distributed_recipe_trains_writes_metrics_and_a_checkpoint(
+    tiny: Path, ray_local: Any, tmp_path: Path
+) -> None:
+    import json
+
+    from evalkit.synthvideo import generate, read_rows, to_unified
+    from evalkit.trainer.config import load_config
+    from evalkit.trainer.distributed.recipe import DistributedGRPORecipe
+
+    ann = generate(tmp_path / "sv", 2, split="train", seed=0, families=["moving_shape", "yes_no"])
+    data = ann.with_name("train.jsonl")
+    data.write_text("".join(json.dumps(to_unified(r)) + "\n" for r in read_rows(ann)))
+    cfg = load_config(
+        "trainer/configs/grpo_synthvideo_ray2.yaml",
+        [
+            f"model={tiny}",
+            f"data.train_path={data}",
+            f"data.cache_root={tmp_path / 'cache'}",
+            "rollout.n=2",
+            "rollout.max_response_tokens=8",
+            "schedule.steps=2",
+            "checkpoint.every=2",
+            f"checkpoint.dir={tmp_path / 'run' / 'ckpt'}",
+        ],
+    )
+    recipe = DistributedGRPORecipe(cfg)
+    recipe.setup()
+    try:
+        history = recipe.run()
+        assert recipe.group is not None
+        workers = recipe.group.full_state()
+    finally:
+        recipe.cleanup()
+    assert [h["step"] for h in history] == [1, 2]
+    lines = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+    assert len([json.loads(x) for x in lines if '"step"' in x]) >= 2
+    ckpt = tmp_path / "run" / "ckpt" / "step_00000002"
+    saved = torch.load(ckpt / "model.pt", weights_only=True)
+    # the driver's copy (rollout, checkpoint) holds exactly the workers' weights
+    assert sorted(saved) == sorted(workers)
+    assert all(torch.equal(saved[k], workers[k]) for k in workers)

@@ -6,6 +6,8 @@ its own rows' loss (global denominators, ``dp_size`` factor), averaged over the 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -94,3 +96,20 @@ def test_ranks_averaged_gradient_equals_one_process(mode: str) -> None:
     assert loss / world == pytest.approx(full.loss, abs=1e-6)  # the worker's reported loss
     for acc, g in zip(summed, want, strict=True):
         torch.testing.assert_close(acc / world, g, rtol=1e-5, atol=1e-7)  # FSDP's average
+
+
+def test_distributed_recipe_refuses_what_it_does_not_do_yet(tmp_path: Path) -> None:
+    from evalkit.errors import ConfigError
+    from evalkit.trainer.config import load_config
+    from evalkit.trainer.distributed.recipe import DistributedGRPORecipe
+
+    base = ["distributed.workers=2", f"checkpoint.dir={tmp_path / 'ckpt'}"]
+    cfg = load_config("trainer/configs/grpo_synthvideo_ray2.yaml", base)
+    assert cfg.distributed.workers == 2 and cfg.distributed.gpus_per_worker == 0
+    with pytest.raises(ConfigError, match="KL"):
+        DistributedGRPORecipe(load_config(None, [*base, "algorithm.kl.estimator=k3"]))
+    with pytest.raises(ConfigError, match="lr_schedule=constant"):
+        DistributedGRPORecipe(load_config(None, [*base, "optimizer.lr_schedule=cosine"]))
+    (tmp_path / "ckpt" / "step_00000003").mkdir(parents=True)
+    with pytest.raises(ConfigError, match="cannot resume yet"):
+        DistributedGRPORecipe(cfg).setup(resume=True)
