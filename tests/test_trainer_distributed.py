@@ -234,3 +234,26 @@ def test_distributed_recipe_trains_writes_metrics_and_a_checkpoint(
     # the driver's copy (rollout, checkpoint) holds exactly the workers' weights
     assert sorted(saved) == sorted(workers)
     assert all(torch.equal(saved[k], workers[k]) for k in workers)
+
+
+@pytest.mark.heavy
+@pytest.mark.timeout(600)
+def test_sharded_checkpoint_resumes_exactly(
+    pair: tuple[Any, Single], tiny: Path, tmp_path: Path
+) -> None:
+    group, single = pair
+    inputs, rows = _inputs(single.actor)
+    group.update(inputs, rows, SETTINGS)  # weights and AdamW moments away from the start
+    group.save(tmp_path / "sharded")
+    group.update(inputs, rows, SETTINGS)
+    uninterrupted = group.full_state()
+    fresh = _group(tiny)
+    try:
+        before = fresh.full_state()
+        assert any(not torch.equal(before[k], uninterrupted[k]) for k in before)
+        fresh.load(tmp_path / "sharded")
+        fresh.update(inputs, rows, SETTINGS)
+        resumed = fresh.full_state()
+    finally:
+        fresh.shutdown()
+    assert all(torch.equal(resumed[k], uninterrupted[k]) for k in uninterrupted)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -180,6 +181,14 @@ class WorkerGroup:
     def full_state(self) -> dict[str, Tensor]:
         """The gathered full weights, once (rank 0's copy; the other ranks return {})."""
         return self._get([w.state_dict.remote(True) for w in self.workers])[0]
+
+    def save(self, path: str | Path) -> None:
+        """A sharded checkpoint of weights and optimizer state (every rank writes its part)."""
+        self._get([w.save.remote(str(path)) for w in self.workers])
+
+    def load(self, path: str | Path) -> None:
+        """Load a sharded checkpoint into every rank (resharded to this group's size)."""
+        self._get([w.load.remote(str(path)) for w in self.workers])
 
     def grads(self) -> list[dict[str, Tensor]]:
         """Every rank's full gradients of the last update (workers built with keep_grads)."""

@@ -166,6 +166,18 @@ class PolicyWorker:
         ``rank0_only`` the other ranks return {} (nothing extra crosses Ray)."""
         return full_state_dict(self.actor, rank0_only)
 
+    def save(self, path: str) -> None:
+        """Write this rank's shards of weights and optimizer state (:mod:`.sharded`)."""
+        from .sharded import save_sharded
+
+        save_sharded(path, self.actor, self.optimizer)
+
+    def load(self, path: str) -> None:
+        """Load weights and optimizer state from a sharded checkpoint."""
+        from .sharded import load_sharded
+
+        load_sharded(path, self.actor, self.optimizer)
+
     def grads(self) -> dict[str, Tensor]:
         """The full gradients of the last update (``keep_grads``), after clipping."""
         return self.last_grads
