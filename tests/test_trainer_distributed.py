@@ -191,49 +191,64 @@ def test_without_the_dummy_a_modality_split_fails_instead_of_passing(
         group.shutdown()
 
 
+def _train(tiny: Path, data: Path, root: Path, steps: int, resume: bool) -> Any:
+    """A distributed recipe run of ``steps`` (checkpoint every step) into ``root``."""
+    from evalkit.trainer.config import load_config
+    from evalkit.trainer.distributed.recipe import DistributedGRPORecipe
+
+    overrides = [
+        f"model={tiny}",
+        f"data.train_path={data}",
+        f"data.cache_root={root.parent / 'cache'}",
+        "rollout.n=2",
+        "rollout.max_response_tokens=8",
+        "actor.entropy_coeff=0.01",  # a gradient at every step, whatever the rewards
+        f"schedule.steps={steps}",
+        "checkpoint.every=1",
+        f"checkpoint.dir={root / 'ckpt'}",
+    ]
+    cfg = load_config("trainer/configs/grpo_synthvideo_ray2.yaml", overrides)
+    recipe = DistributedGRPORecipe(cfg)
+    recipe.setup(resume=resume)
+    try:
+        recipe.run()
+        assert recipe.group is not None
+        recipe.final_state = recipe.group.full_state()
+    finally:
+        recipe.cleanup()
+    return recipe
+
+
 @pytest.mark.heavy
-@pytest.mark.timeout(600)
-def test_distributed_recipe_trains_writes_metrics_and_a_checkpoint(
+@pytest.mark.timeout(900)
+def test_distributed_recipe_trains_checkpoints_and_resumes_exactly(
     tiny: Path, ray_local: Any, tmp_path: Path
 ) -> None:
     import json
 
     from evalkit.synthvideo import generate, read_rows, to_unified
-    from evalkit.trainer.config import load_config
-    from evalkit.trainer.distributed.recipe import DistributedGRPORecipe
 
     ann = generate(tmp_path / "sv", 2, split="train", seed=0, families=["moving_shape", "yes_no"])
     data = ann.with_name("train.jsonl")
     data.write_text("".join(json.dumps(to_unified(r)) + "\n" for r in read_rows(ann)))
-    cfg = load_config(
-        "trainer/configs/grpo_synthvideo_ray2.yaml",
-        [
-            f"model={tiny}",
-            f"data.train_path={data}",
-            f"data.cache_root={tmp_path / 'cache'}",
-            "rollout.n=2",
-            "rollout.max_response_tokens=8",
-            "schedule.steps=2",
-            "checkpoint.every=2",
-            f"checkpoint.dir={tmp_path / 'run' / 'ckpt'}",
-        ],
-    )
-    recipe = DistributedGRPORecipe(cfg)
-    recipe.setup()
-    try:
-        history = recipe.run()
-        assert recipe.group is not None
-        workers = recipe.group.full_state()
-    finally:
-        recipe.cleanup()
-    assert [h["step"] for h in history] == [1, 2]
-    lines = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+    straight = _train(tiny, data, tmp_path / "a", 2, resume=False)
+    assert [h["step"] for h in straight.history] == [1, 2]
+    lines = (tmp_path / "a" / "metrics.jsonl").read_text().splitlines()
     assert len([json.loads(x) for x in lines if '"step"' in x]) >= 2
-    ckpt = tmp_path / "run" / "ckpt" / "step_00000002"
+    ckpt = tmp_path / "a" / "ckpt" / "step_00000002"
     saved = torch.load(ckpt / "model.pt", weights_only=True)
-    # the driver's copy (rollout, checkpoint) holds exactly the workers' weights
-    assert sorted(saved) == sorted(workers)
-    assert all(torch.equal(saved[k], workers[k]) for k in workers)
+    want = straight.final_state
+    # the driver's copy (rollout, checkpoint, export) holds exactly the workers' weights
+    assert sorted(saved) == sorted(want)
+    assert all(torch.equal(saved[k], want[k]) for k in want)
+    assert (ckpt / "sharded" / ".metadata").is_file()
+    first = torch.load(ckpt.with_name("step_00000001") / "model.pt", weights_only=True)
+    assert any(not torch.equal(first[k], want[k]) for k in want)  # step 2 moved the weights
+    _train(tiny, data, tmp_path / "b", 1, resume=False)
+    resumed = _train(tiny, data, tmp_path / "b", 2, resume=True)
+    assert [h["step"] for h in resumed.history] == [2]
+    got = resumed.final_state
+    assert all(torch.equal(got[k], want[k]) for k in want)  # stopped + resumed == straight
 
 
 @pytest.mark.heavy

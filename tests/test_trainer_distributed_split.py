@@ -111,5 +111,5 @@ def test_distributed_recipe_refuses_what_it_does_not_do_yet(tmp_path: Path) -> N
     with pytest.raises(ConfigError, match="lr_schedule=constant"):
         DistributedGRPORecipe(load_config(None, [*base, "optimizer.lr_schedule=cosine"]))
     (tmp_path / "ckpt" / "step_00000003").mkdir(parents=True)
-    with pytest.raises(ConfigError, match="cannot resume yet"):
+    with pytest.raises(ConfigError, match="has no sharded worker state"):
         DistributedGRPORecipe(cfg).setup(resume=True)

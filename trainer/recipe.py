@@ -133,18 +133,23 @@ class GRPORecipe:
             self.history.append({"step": step, **values})
             self.metrics.write(step, values)
             if (every and step % every == 0) or step == cfg.schedule.steps:
-                save_checkpoint(
-                    cfg.checkpoint.dir,
-                    step,
-                    self.actor,
-                    self.optimizer,
-                    self.data.state_dict(),
-                    extra={"model": cfg.model},
-                    keep_last=cfg.checkpoint.keep_last,
-                    scheduler=self.scheduler,
-                )
+                self._save_checkpoint(step)
             self.eval_hook.maybe_run(step, self.actor.model, self.actor.processor)
         return self.history
+
+    def _save_checkpoint(self, step: int) -> Path:
+        """The checkpoint of ``step`` (the distributed recipe adds the workers' shards)."""
+        cfg = self.cfg
+        return save_checkpoint(
+            cfg.checkpoint.dir,
+            step,
+            self.actor,
+            self.optimizer,
+            self.data.state_dict(),
+            extra={"model": cfg.model},
+            keep_last=cfg.checkpoint.keep_last,
+            scheduler=self.scheduler,
+        )
 
     def cleanup(self) -> None:
         """Wait for the last evaluation; close the engine and the metrics."""

@@ -6,16 +6,19 @@ PPO updates run on the workers, each rank on its share of the rows (token-balanc
 each training step the driver's copy is refreshed from the workers' gathered weights
 through Ray's object store (no file), so the next rollout samples from the new policy.
 
-Not yet: a reference model on the workers (KL), learning-rate schedules on the workers
-(their optimizers keep ``optimizer.lr``), and sharded checkpoints: a checkpoint holds the
-gathered weights (exportable) but not the workers' optimizer state, so a distributed run
-does not resume from it (refused with a message).
+Checkpoints: the driver's usual files (gathered weights in ``model.pt``, so ``export``
+works; step, data position, RNG) plus ``sharded/``, every rank's shards of weights and
+AdamW state (:mod:`.sharded`), which the workers load on resume.
+
+Not yet: a reference model on the workers (KL) and learning-rate schedules on the workers
+(their optimizers keep ``optimizer.lr``); both are refused with a message.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -32,6 +35,8 @@ from .group import GroupSpec, WorkerGroup
 from .worker import WorkerSpec
 
 log = logging.getLogger(__name__)
+SHARDED = "sharded"
+"""Folder of a step's checkpoint holding the workers' DCP shards (weights + AdamW state)."""
 
 
 def check_supported(cfg: TrainerConfig) -> None:
@@ -53,15 +58,17 @@ class DistributedGRPORecipe(GRPORecipe):
         self.group: WorkerGroup | None = None
 
     def setup(self, resume: bool = True) -> None:
-        """The single-process setup (driver copy, data, engine), then the worker group."""
+        """The single-process setup (driver copy, data, engine, the driver's checkpoint
+        files), then the worker group, which loads the checkpoint's shards."""
         cfg, dist = self.cfg, self.cfg.distributed
-        if resume and latest_checkpoint(cfg.checkpoint.dir) is not None:
+        latest = latest_checkpoint(cfg.checkpoint.dir) if resume else None
+        if latest is not None and not (latest / SHARDED / ".metadata").is_file():
             raise ConfigError(
-                f"{cfg.checkpoint.dir} has checkpoints, but a distributed run cannot resume "
-                "yet (the workers' optimizer state is not saved); pass --no-resume or "
-                "another checkpoint.dir"
+                f"{latest} has no sharded worker state ({SHARDED}/): not written by a "
+                "distributed run, or cut short while saving; remove that step directory "
+                "to resume from the one before, or pass --no-resume"
             )
-        super().setup(resume=False)
+        super().setup(resume=resume)
         cpus = dist.workers * dist.cpus_per_worker
         self._stack.enter_context(ensure_ray(dist.ray_address, num_cpus=int(cpus) or None))
         spec = WorkerSpec(
@@ -75,7 +82,19 @@ class DistributedGRPORecipe(GRPORecipe):
         )
         group = GroupSpec(dist.workers, dist.cpus_per_worker, dist.gpus_per_worker)
         self.group = WorkerGroup(group, spec).start()
+        if latest is not None:
+            self.group.load(latest / SHARDED)
         log.info("distributed: %d workers, FSDP units %s", dist.workers, self.group.units)
+
+    def _save_checkpoint(self, step: int) -> Path:
+        """The driver's files (atomic), then every rank's shards into ``<step>/sharded``.
+
+        A crash between the two leaves a step directory without ``sharded/.metadata``,
+        which :meth:`setup` refuses to resume from, naming it.
+        """
+        path = super()._save_checkpoint(step)
+        self._workers().save(path / SHARDED)
+        return path
 
     def _workers(self) -> WorkerGroup:
         if self.group is None:
