@@ -165,7 +165,8 @@ class ActorPolicy(nn.Module):
             raise ValueError("ActorPolicy needs TrainBatch.row_index (set by collate)")
         keys = [self._rows[int(i)] for i in batch.row_index]  # the objects set_rows got
         rows = self._encoded(keys)
-        visual = _concat([r.visual for r in rows])
+        device = batch.input_ids.device  # a GPU worker moved the batch; frames load on CPU
+        visual = {k: v.to(device) for k, v in _concat([r.visual for r in rows]).items()}
         who = ", ".join(sorted({r.sample_id for r in rows}))
         check_placeholders(
             batch.input_ids, visual, self.token_ids, self.family.merge_size, f"batch of {who}"

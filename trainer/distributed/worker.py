@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -111,6 +111,7 @@ class PolicyWorker:
             freeze_vision_tower(actor.model)
         units = shard_actor(actor, device)
         self.actor: ActorPolicy = actor
+        self.device = torch.device(device)
         self.keep_grads = spec.keep_grads
         self.last_grads: dict[str, Tensor] = {}
         self.optimizer = build_optimizer(trainable_parameters(actor), spec.optimizer)
@@ -123,7 +124,8 @@ class PolicyWorker:
         actor.set_rows(part.rows)
         actor.vision_trace.clear()
         self.optimizer.zero_grad(set_to_none=True)
-        result = accumulate_loss(actor, part.inputs, settings, norm=part.norm)
+        inputs = _to_device(part.inputs, self.device)
+        result = accumulate_loss(actor, inputs, settings, norm=part.norm)
         params = [p for p in actor.parameters() if p.grad is not None]
         max_norm = settings.grad_clip if settings.grad_clip is not None else math.inf
         grad_norm = float(local_tensor(torch.nn.utils.clip_grad_norm_(params, max_norm)))
@@ -148,7 +150,8 @@ class PolicyWorker:
         import torch.distributed as dist
 
         keys = sorted(result.metrics)
-        vec = torch.tensor([result.loss] + [result.metrics[k] for k in keys], dtype=torch.float64)
+        values = [result.loss] + [result.metrics[k] for k in keys]
+        vec = torch.tensor(values, dtype=torch.float64, device=self.device)  # NCCL: on GPU
         dist.all_reduce(vec)
         loss = float(vec[0]) / (self.world if mode in DP_SCALED else 1)
         return StepResult(loss, {k: float(v) for k, v in zip(keys, vec[1:], strict=True)})
@@ -159,7 +162,9 @@ class PolicyWorker:
         """Response log-probs of this rank's rows (old or reference), no gradient."""
         self.actor.eval()
         self.actor.set_rows(rows)
-        return compute_logprobs(self.actor, batch, mbs, temperature).cpu()
+        mask = batch.response_mask
+        moved = _to_device(StepInputs(batch, mask, mask), self.device).batch
+        return compute_logprobs(self.actor, moved, mbs, temperature).cpu()
 
     def state_dict(self, rank0_only: bool = False) -> dict[str, Tensor]:
         """The full (unsharded) policy weights (a collective: every rank calls it); with
@@ -192,6 +197,18 @@ class PolicyWorker:
 
         if dist.is_initialized():
             dist.destroy_process_group()
+
+
+def _to_device(inputs: StepInputs, device: torch.device) -> StepInputs:
+    """Every tensor of ``inputs`` (and of its batch) on ``device``; a no-op on CPU."""
+    if device.type == "cpu":
+        return inputs
+    moved = {f.name: getattr(inputs.batch, f.name) for f in fields(inputs.batch)}
+    batch = replace(inputs.batch, **{k: v.to(device) for k, v in moved.items() if v is not None})
+    extra = {f.name: getattr(inputs, f.name) for f in fields(inputs) if f.name != "batch"}
+    return replace(
+        inputs, batch=batch, **{k: v.to(device) for k, v in extra.items() if v is not None}
+    )
 
 
 def _free_port() -> int:
