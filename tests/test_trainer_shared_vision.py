@@ -71,13 +71,15 @@ def _batch(actor: ActorPolicy) -> TrainBatch:
 
 @pytest.fixture
 def vision_calls(actor: ActorPolicy) -> Iterator[list[int]]:
-    """Media (grid rows) given to the vision tower, one entry per call."""
+    """Media (grid rows) given to the vision tower, one entry per call; the modality guard's
+    zero-weighted dummy calls (all-zero pixels) are not media and are not counted."""
     calls: list[int] = []
 
     def count(_module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         grid = kwargs.get("grid_thw", args[1] if len(args) > 1 else None)
         assert grid is not None
-        calls.append(int(grid.shape[0]))
+        if not (grid.shape[0] == 1 and not args[0].any()):
+            calls.append(int(grid.shape[0]))
 
     handle = actor.model.model.visual.register_forward_pre_hook(count, with_kwargs=True)
     yield calls

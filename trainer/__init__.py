@@ -16,6 +16,8 @@ Map (each module one thing; variants chosen by name from registries):
 - ``shared_vision``: old/ref log-prob forwards encode each prompt's video once per group.
 - ``rollout``: n responses per prompt through an evalkit Engine; weight sync.
 - ``recipe``: setup / run / cleanup of one training run (``python -m evalkit.trainer train``).
+- ``distributed``: the actor update on a Ray group of FSDP2 workers (token-balanced rows,
+  per-block sharding, the modality guard across ranks); ``distributed.workers`` in config.
 - ``metrics``: ``metrics.jsonl`` (+ TensorBoard if installed) and the progress line.
 - ``eval_hook``: the evalkit pipeline on a weight snapshot every N steps, in the background.
 - ``filter``: pass-rate filtering (``python -m evalkit.trainer filter``).

@@ -13,6 +13,10 @@ def _train(args: argparse.Namespace) -> int:
 
     cfg = load_config(args.config, args.overrides)
     recipe = GRPORecipe(cfg)
+    if cfg.distributed.workers > 0:  # the actor update on a Ray worker group
+        from .distributed.recipe import DistributedGRPORecipe
+
+        recipe = DistributedGRPORecipe(cfg)
     recipe.setup(resume=not args.no_resume)
     try:
         recipe.run()

@@ -5,13 +5,19 @@ with the frames exactly as the frame cache made them (``do_resize=False``,
 ``do_sample_frames=False``), so training sees what the HF/vLLM engines see.
 
 Single process on CPU unless ``torch.distributed`` is initialised; only then is the model
-wrapped in FSDP (:func:`maybe_fsdp`). Nothing here starts a process group.
+wrapped in FSDP (:func:`maybe_fsdp`; the Ray worker group shards per block with
+:func:`trainer.distributed.fsdp.shard_actor`). Nothing here starts a process group.
+
+The modality guard: every forward makes the same vision-tower calls, image then video (the
+order of the model's own forward), a real one or a zero-weighted dummy, before any decoder
+layer runs. Under per-block FSDP every collective then pairs up across ranks whatever
+modalities each rank's micro-batch holds (see :meth:`ActorPolicy.vision_features`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from torch import Tensor, nn
@@ -22,11 +28,16 @@ from evalkit.errors import EvalkitError
 
 from .batch import TrainBatch
 from .frames import PromptLoader, PromptRef
-from .shared_vision import PIXEL_KEYS, VisionCache
+from .shared_vision import ENCODERS, PIXEL_KEYS, VisionCache
 from .visual_inputs import _PER_TOKEN, Encoded, _concat, check_placeholders, processor_inputs
 from .visual_inputs import VISUAL_KEYS as VISUAL_KEYS
 from .visual_inputs import PlaceholderMismatch as PlaceholderMismatch
 from .visual_inputs import mm_token_types as mm_token_types
+
+DummyMode = Literal["per_kind", "any", "off"]
+"""``per_kind``: a dummy vision call for each absent modality (image, then video), so every
+forward makes exactly two; ``any``: one dummy only when the batch has no media at all (the
+single-process guard before the distributed issue); ``off``: none (negative control)."""
 
 
 class ActorPolicy(nn.Module):
@@ -55,6 +66,13 @@ class ActorPolicy(nn.Module):
         self.share_vision_per_group = True
         """No-grad forwards encode each prompt's visual inputs once (:mod:`.shared_vision`)."""
         self.vision_cache = VisionCache()
+        self.dummy_mode: DummyMode = "per_kind"
+        """Which zero-weighted vision calls stand in for absent modalities (:data:`DummyMode`)."""
+        self.vision_trace: list[str] = []
+        """Vision-tower calls made, in order (``image``, ``video:dummy``, ...); for tests."""
+        self._zero: Tensor | None = None
+        """The dummies' output sum of the forward under way (:meth:`model_inputs` ->
+        :meth:`guard`)."""
         self.padding_free = False
         """Log-probs from sequences packed into one row (:mod:`.packing`), not padded rows."""
         self.logprob_chunk_tokens = 1024
@@ -86,20 +104,32 @@ class ActorPolicy(nn.Module):
         self._rows = list(rows)
         self.vision_cache.clear()
 
-    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
-        """Text-only logits (no visual inputs); use :meth:`logits_for` for batch rows."""
-        return self._logits(input_ids, attention_mask, {})
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        visual: dict[str, Tensor] | None = None,
+        encoded: dict[str, Any] | None = None,
+    ) -> Tensor:
+        """Logits of ``input_ids`` with ``visual`` inputs (none: text only).
+
+        Everything runs inside this call so that, with the policy as the FSDP root
+        (:func:`trainer.distributed.fsdp.shard_actor`), the vision calls made here are part
+        of the root's forward. Use :meth:`logits_for` for batch rows.
+        """
+        return self._logits(input_ids, attention_mask, visual or {}, encoded)
 
     def logits_for(self, batch: TrainBatch) -> Tensor:
         """Logits (B, L, V) of ``batch`` with the visual inputs of its rows."""
         keys, rows = self.batch_rows(batch)
-        visual = _concat([r.visual for r in rows])
+        device = batch.input_ids.device  # a GPU worker moved the batch; frames load on CPU
+        visual = {k: v.to(device) for k, v in _concat([r.visual for r in rows]).items()}
         who = ", ".join(sorted({r.sample_id for r in rows}))
         check_placeholders(
             batch.input_ids, visual, self.token_ids, self.family.merge_size, f"batch of {who}"
         )
         visual, shared = self.share_vision(keys, rows, visual)
-        return self._logits(batch.input_ids, batch.attention_mask, visual, shared)
+        return self(batch.input_ids, batch.attention_mask, visual, shared)
 
     def packed_logprobs(
         self, batch: TrainBatch, temperature: float = 1.0, entropy_grad: bool = False
@@ -154,40 +184,77 @@ class ActorPolicy(nn.Module):
     def model_inputs(
         self, input_ids: Tensor, visual: dict[str, Tensor], encoded: dict[str, Any] | None
     ) -> dict[str, Any]:
-        """The model's keyword inputs besides ids and mask: visual tensors, encoder outputs."""
-        extra: dict[str, Any] = dict(visual)
-        if encoded:  # features computed once per prompt, in place of the pixels
-            extra["mm_encoder_outputs"] = encoded
+        """The model's keyword inputs besides ids and mask. The vision tower runs HERE, in
+        the guard's fixed order (:meth:`vision_features`), its features passed as encoder
+        outputs in place of the pixels; the dummies' sum waits for :meth:`guard`."""
+        features, self._zero = self.vision_features(visual, encoded or {})
+        extra: dict[str, Any] = {k: v for k, v in visual.items() if k not in PIXEL_KEYS}
+        if features:
+            extra["mm_encoder_outputs"] = features
         if visual:  # text 0, image 1, video 2: what the processor marks, for M-RoPE positions
             extra["mm_token_type_ids"] = mm_token_types(input_ids, self.token_ids)
         return extra
 
     def guard(self, x: Tensor, visual: dict[str, Tensor], encoded: dict[str, Any] | None) -> Tensor:
-        """``x`` joined to the vision tower's graph when no pixels or features went in."""
-        if not encoded and "pixel_values" not in visual and "pixel_values_videos" not in visual:
-            x = x + 0.0 * self.dummy_visual()
-        return x
+        """``x`` joined with weight 0 to the dummy vision calls of this forward (exact zero
+        gradients for the absent modalities; see :meth:`vision_features`)."""
+        zero, self._zero = self._zero, None
+        return x if zero is None else x + 0.0 * zero
 
-    def dummy_visual(self) -> Tensor:
-        """Sum of the vision tower's outputs on a tiny blank input (to be multiplied by 0).
+    def vision_features(
+        self, visual: dict[str, Tensor], encoded: dict[str, Any]
+    ) -> tuple[dict[str, Any], Tensor | None]:
+        """Encoder outputs per kind, image then video, and the sum of the dummies' outputs.
 
-        Why: a micro-batch without any image or video never touches the vision tower, so
-        its parameters get no gradient. Under FSDP every rank must run the same collective
-        ops over the same flat parameters; a rank whose batch skipped the tower would hang
-        or error at the gradient reduce-scatter. Running a smallest input (one temporal
-        patch, a 2x2 merge window) and adding 0 x its sum keeps the graph identical on every
-        rank and gives each vision parameter an exact zero gradient. Images and videos share
-        the one tower in Qwen-VL, so one dummy covers either absent modality.
+        Why: under per-block FSDP each vision-tower call is a sequence of all-gathers (and,
+        backward, reduce-scatters); a rank that calls the tower twice while another calls it
+        once never matches its collectives and hangs. With ``dummy_mode="per_kind"`` every
+        forward calls the tower exactly once for images and once for videos, in that order,
+        before the decoder: a real call through the model's ``get_*_features`` (the model's
+        own code, so the features are those its forward computes from pixels) or a dummy
+        on a blank smallest input whose outputs (Qwen3-VL's deepstack ones included) join the
+        logits with weight 0. Features given in ``encoded`` (computed once per prompt by
+        :mod:`.shared_vision`, no-grad passes of a single process) count as present.
+        """
+        model: Any = self.model
+        out: dict[str, Any] = dict(encoded)
+        zero: Tensor | None = None
+        present = [kind for kind, (pix, _, _) in ENCODERS.items() if pix in visual]
+        for kind, (pix_key, grid_key, method) in ENCODERS.items():  # image first, as the model
+            if kind in present:
+                encode = getattr(model.model, method)
+                out[kind] = encode(visual[pix_key], visual[grid_key], return_dict=True)
+                self.vision_trace.append(kind)
+                continue
+            wanted = self.dummy_mode == "per_kind" or (
+                self.dummy_mode == "any" and not present and not encoded and kind == "image"
+            )
+            if wanted and kind not in encoded:
+                part = self.dummy_visual(kind)
+                zero = part if zero is None else zero + part
+                self.vision_trace.append(f"{kind}:dummy")
+        return out, zero
+
+    def dummy_visual(self, kind: str = "image") -> Tensor:
+        """Sum of the vision tower's outputs for a blank smallest ``kind`` input (times 0 later).
+
+        Why: a micro-batch without images (or videos) never makes that vision call, so under
+        FSDP its rank would skip collectives the other ranks make, and without any media the
+        vision parameters would get no gradient at all. One temporal patch in a 2x2 merge
+        window, through the same ``get_image_features`` / ``get_video_features`` a real input
+        takes, keeps the call sequence identical on every rank; adding 0 x the sum of every
+        output (deepstack features included) gives each vision parameter an exact zero
+        gradient contribution.
         """
         fam, merge = self.family, self.family.merge_size
         model: Any = self.model
         vc = model.config.vision_config
         channels = int(getattr(vc, "in_channels", getattr(vc, "in_chans", 3)))
-        grid = torch.tensor([[1, merge, merge]], dtype=torch.long)
+        device = next(model.model.visual.parameters()).device
+        grid = torch.tensor([[1, merge, merge]], dtype=torch.long, device=device)
         dim = channels * fam.temporal_patch * fam.patch_size**2
-        visual = model.model.visual
-        pixels = torch.zeros(merge * merge, dim, dtype=visual.dtype)
-        out = visual(pixels, grid_thw=grid)
+        pixels = torch.zeros(merge * merge, dim, dtype=model.model.visual.dtype, device=device)
+        out = getattr(model.model, ENCODERS[kind][2])(pixels, grid, return_dict=True)
         return _tensor_sum(out)
 
 

@@ -20,7 +20,7 @@ from evalkit.errors import ConfigError
 from evalkit.registry import did_you_mean
 
 from .config_correction import RolloutCorrectionConfig
-from .config_sections import ActorConfig, OptimizerConfig, RunConfig, _Section
+from .config_sections import ActorConfig, DistributedConfig, OptimizerConfig, RunConfig, _Section
 
 __all__ = ["ActorConfig", "OptimizerConfig", "RunConfig", "TrainerConfig", "load_config"]
 
@@ -286,6 +286,8 @@ class TrainerConfig(_Section):
     """Frozen vision tower, entropy bonus, vision shared per group."""
     trainer: RunConfig = Field(default_factory=RunConfig)
     """Validation on data.val_path and metric loggers."""
+    distributed: DistributedConfig = Field(default_factory=DistributedConfig)
+    """Ray worker group (trainer.distributed); workers: 0 trains in this process."""
 
     @model_validator(mode="after")
     def _check(self) -> TrainerConfig:

@@ -111,3 +111,18 @@ class RunConfig(_Section):
                 "(resume, reports and the eval hook write to it)"
             )
         return self
+
+
+class DistributedConfig(_Section):
+    """Data-parallel training on Ray (``trainer.distributed``); 0 workers: one process."""
+
+    workers: int = Field(default=0, ge=0)
+    """Policy workers (FSDP2 ranks): one per GPU, or per ``cpus_per_worker`` CPUs."""
+    cpus_per_worker: float = Field(default=1.0, gt=0)
+    """CPUs each worker reserves (its torch thread count, rounded down, at least 1)."""
+    gpus_per_worker: float = Field(default=0.0, ge=0)
+    """GPUs each worker reserves; above 0 the group runs NCCL, else gloo on CPU."""
+    ray_address: str | None = None
+    """An existing Ray cluster (``auto``, ``HOST:6379``); None: a local instance of our own."""
+    timeout_s: float = Field(default=600.0, gt=0)
+    """Process-group timeout: unmatched collectives fail after this, instead of hanging."""

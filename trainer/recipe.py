@@ -137,18 +137,23 @@ class GRPORecipe:
             self.history.append({"step": step, **values})
             self.metrics.write(step, values)
             if (every and step % every == 0) or step == cfg.schedule.steps:
-                save_checkpoint(
-                    cfg.checkpoint.dir,
-                    step,
-                    self.actor,
-                    self.optimizer,
-                    self.data.state_dict(),
-                    extra={"model": cfg.model},
-                    keep_last=cfg.checkpoint.keep_last,
-                    scheduler=self.scheduler,
-                )
+                self._save_checkpoint(step)
             self.eval_hook.maybe_run(step, self.actor.model, self.actor.processor)
         return self.history
+
+    def _save_checkpoint(self, step: int) -> Path:
+        """The checkpoint of ``step`` (the distributed recipe adds the workers' shards)."""
+        cfg = self.cfg
+        return save_checkpoint(
+            cfg.checkpoint.dir,
+            step,
+            self.actor,
+            self.optimizer,
+            self.data.state_dict(),
+            extra={"model": cfg.model},
+            keep_last=cfg.checkpoint.keep_last,
+            scheduler=self.scheduler,
+        )
 
     def cleanup(self) -> None:
         """Wait for the last evaluation; close the engine and the metrics."""
@@ -301,7 +306,7 @@ class GRPORecipe:
         }
         mbs, temp = self.settings.micro_batch_size, self.settings.temperature
         with self.timer("old_logprob"):
-            old_logp = compute_logprobs(self.actor, batch, mbs, temp, self.settings.max_token_len)
+            old_logp = self._logprobs(batch, rows)
         ref_logp = kl = None
         if self.ref is not None:
             self.ref.set_rows(rows)
@@ -329,7 +334,7 @@ class GRPORecipe:
         inputs = StepInputs(batch, old_logp, adv, ref_logp, corr.weights)
         sched = self.scheduler if per_update else None
         with self.timer("update"):
-            results = ppo_update(self.actor, self.optimizer, inputs, self.settings, sched)
+            results = self._policy_update(inputs, rows, sched)
         if not per_update:  # verl: once per training step, after the actor update
             self.scheduler.step()
         self.last_texts = {
@@ -348,6 +353,15 @@ class GRPORecipe:
         out["groups"] = float(len(groups))
         out["lr"] = lr
         return out
+
+    def _logprobs(self, batch: TrainBatch, rows: list[Any]) -> torch.Tensor:
+        """Old log-probs of ``batch`` (the distributed recipe asks its workers instead)."""
+        mbs, temp = self.settings.micro_batch_size, self.settings.temperature
+        return compute_logprobs(self.actor, batch, mbs, temp, self.settings.max_token_len)
+
+    def _policy_update(self, inputs: StepInputs, rows: list[Any], sched: Any) -> list[Any]:
+        """The actor update (the distributed recipe runs it on its workers)."""
+        return ppo_update(self.actor, self.optimizer, inputs, self.settings, sched)
 
     def _correction(self, batch: TrainBatch, old_logp: torch.Tensor) -> Correction:
         """Engine-vs-trainer mismatch on the online tokens, and TIS weights when asked."""

@@ -1,0 +1,10 @@
+"""Data-parallel training on Ray: one FSDP2-sharded policy worker per GPU (or CPU slot).
+
+- :mod:`.balance`: split a batch's rows across ranks, balanced by token count.
+- :mod:`.fsdp`: ``fully_shard`` per vision block, the vision tower, per decoder layer,
+  the policy last (the root); mixed precision on GPU.
+- :mod:`.worker`: what runs in each Ray actor (process group, policy, optimizer, steps).
+- :mod:`.group`: the driver's side (start the workers, send each its rows, gather).
+
+Ray is imported lazily: importing this package needs neither Ray nor a process group.
+"""

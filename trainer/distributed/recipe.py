@@ -1,0 +1,122 @@
+"""The GRPO recipe with its actor update on a Ray worker group (``distributed.workers > 0``).
+
+What runs where: rollout, rewards and advantages stay in the driver (the HF engine over the
+driver's copy of the policy; colocated vLLM engines are later work). Old log-probs and the
+PPO updates run on the workers, each rank on its share of the rows (token-balanced); after
+each training step the driver's copy is refreshed from the workers' gathered weights
+through Ray's object store (no file), so the next rollout samples from the new policy.
+
+Checkpoints: the driver's usual files (gathered weights in ``model.pt``, so ``export``
+works; step, data position, RNG) plus ``sharded/``, every rank's shards of weights and
+AdamW state (:mod:`.sharded`), which the workers load on resume.
+
+Not yet: a reference model on the workers (KL) and learning-rate schedules on the workers
+(their optimizers keep ``optimizer.lr``); both are refused with a message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from evalkit.errors import ConfigError
+from evalkit.scale.cluster import ray_session
+
+from ..checkpoint import latest_checkpoint
+from ..config import TrainerConfig
+from ..recipe import GRPORecipe
+from ..rewards import RewardFn
+from ..step import StepInputs, StepResult
+from .group import GroupSpec, WorkerGroup
+from .worker import WorkerSpec
+
+log = logging.getLogger(__name__)
+SHARDED = "sharded"
+"""Folder of a step's checkpoint holding the workers' DCP shards (weights + AdamW state)."""
+
+
+def check_supported(cfg: TrainerConfig) -> None:
+    """Refuse what the distributed recipe does not do yet, naming the key to change."""
+    if cfg.algorithm.kl.estimator != "off":
+        raise ConfigError("distributed.workers > 0: KL (a reference model) is not supported yet")
+    opt = cfg.optimizer
+    if opt.lr_schedule != "constant" or opt.warmup_steps or opt.warmup_ratio:
+        raise ConfigError("distributed.workers > 0: only optimizer.lr_schedule=constant, no warmup")
+
+
+class DistributedGRPORecipe(GRPORecipe):
+    """:class:`GRPORecipe` whose old log-probs and updates run on a :class:`WorkerGroup`."""
+
+    def __init__(self, cfg: TrainerConfig, reward_fn: RewardFn | None = None) -> None:
+        check_supported(cfg)
+        super().__init__(cfg, reward_fn)
+        self._stack = contextlib.ExitStack()
+        self.group: WorkerGroup | None = None
+
+    def setup(self, resume: bool = True) -> None:
+        """The single-process setup (driver copy, data, engine, the driver's checkpoint
+        files), then the worker group, which loads the checkpoint's shards."""
+        cfg, dist = self.cfg, self.cfg.distributed
+        latest = latest_checkpoint(cfg.checkpoint.dir) if resume else None
+        if latest is not None and not (latest / SHARDED / ".metadata").is_file():
+            raise ConfigError(
+                f"{latest} has no sharded worker state ({SHARDED}/): not written by a "
+                "distributed run, or cut short while saving; remove that step directory "
+                "to resume from the one before, or pass --no-resume"
+            )
+        super().setup(resume=resume)
+        cpus = dist.workers * dist.cpus_per_worker
+        self._stack.enter_context(ray_session(dist.ray_address, num_cpus=int(cpus) or None))
+        spec = WorkerSpec(
+            model_dir=cfg.model,
+            optimizer=cfg.optimizer,
+            world_size=dist.workers,
+            timeout_s=dist.timeout_s,
+            threads=max(1, int(dist.cpus_per_worker)),
+            freeze_vision=cfg.actor.freeze_vision_tower,
+            loader=self.loader,
+        )
+        group = GroupSpec(dist.workers, dist.cpus_per_worker, dist.gpus_per_worker)
+        self.group = WorkerGroup(group, spec).start()
+        if latest is not None:
+            self.group.load(latest / SHARDED)
+        log.info("distributed: %d workers, FSDP units %s", dist.workers, self.group.units)
+
+    def _save_checkpoint(self, step: int) -> Path:
+        """The driver's files (atomic), then every rank's shards into ``<step>/sharded``.
+
+        A crash between the two leaves a step directory without ``sharded/.metadata``,
+        which :meth:`setup` refuses to resume from, naming it.
+        """
+        path = super()._save_checkpoint(step)
+        self._workers().save(path / SHARDED)
+        return path
+
+    def _workers(self) -> WorkerGroup:
+        if self.group is None:
+            raise RuntimeError("DistributedGRPORecipe.setup() must run first")
+        return self.group
+
+    def _logprobs(self, batch: Any, rows: list[Any]) -> torch.Tensor:
+        mbs, temp = self.settings.micro_batch_size, self.settings.temperature
+        return self._workers().logprobs(batch, rows, mbs, temp)
+
+    def _policy_update(self, inputs: StepInputs, rows: list[Any], sched: Any) -> list[Any]:
+        results: list[StepResult] = self._workers().ppo_update(inputs, rows, self.settings)
+        # the next rollout (HF engine over the driver's copy) samples from the new weights
+        state = self._workers().full_state()
+        self.actor.load_state_dict(state)
+        return results
+
+    def cleanup(self) -> None:
+        """Close the engine and metrics, end the workers, leave Ray."""
+        try:
+            super().cleanup()
+        finally:
+            if self.group is not None:
+                self.group.shutdown()
+            self._stack.close()
