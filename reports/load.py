@@ -86,15 +86,7 @@ def load_benchmark(
         )
     else:
         official, label = True, spec.aggregation.name
-    others = counts.failed - len(counts.scorer_failed)
-    if others and failed == "zero":
-        notes.append(f"{others} failed sample(s) count as wrong (0) in the aggregate")
-    elif others:
-        notes.append(f"{others} failed sample(s) are left out of the aggregate")
-    if counts.scorer_failed:
-        notes.append(scorer_failed_note(counts))
-    if counts.unscored:
-        notes.append(f"{counts.unscored} sample(s) could not be scored (not counted as 0)")
+    notes += _count_notes(counts, failed)
 
     def official_of(recs: list[dict[str, Any]]) -> float | None:  # the same path, other verdicts
         return aggregate_scored(spec, scored_from_records(recs, failed=failed)[0], path).overall
@@ -116,6 +108,21 @@ def load_benchmark(
         notes=notes,
         sensitivity=sensitivity(records, result.overall, official_of),
     )
+
+
+def _count_notes(counts: Any, failed: FailedPolicy) -> list[str]:
+    """What the failed, scorer-failed and unscored samples do to the aggregate."""
+    notes = []
+    others = counts.failed - len(counts.scorer_failed)
+    if others and failed == "zero":
+        notes.append(f"{others} failed sample(s) count as wrong (0) in the aggregate")
+    elif others:
+        notes.append(f"{others} failed sample(s) are left out of the aggregate")
+    if counts.scorer_failed:
+        notes.append(scorer_failed_note(counts))
+    if counts.unscored:
+        notes.append(f"{counts.unscored} sample(s) could not be scored (not counted as 0)")
+    return notes
 
 
 def aggregate_scored(spec: Any, scored: list[Scored], path: Path) -> AggregateResult:

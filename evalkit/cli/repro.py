@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,7 +41,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Print the verdict table; name every miss on stderr; exit non-zero on a miss."""
     from rich.console import Console
-    from rich.table import Table
 
     from evalkit.cli.checks import writable_file
     from evalkit.errors import ConfigError
@@ -54,6 +54,39 @@ def run(args: argparse.Namespace) -> int:
         writable_file(args.json, "--json")
     run_ = load_run(path, failed="exclude" if args.exclude_failed else "zero")
     results = verdicts(run_, args.tolerance, args.model_name)
+    table = _verdict_table(run_, results)
+    console = Console(width=None if sys.stdout.isatty() else 200)
+    console.print(table)
+    console.print(
+        f"tolerance ±{args.tolerance:g} points; matching: {MATCH_RULE}",
+        markup=False,
+        highlight=False,
+    )
+    failing = [v for v in results if v.status in ("miss", "no score")]
+    if args.strict:
+        failing += [v for v in results if v.status == "no reference"]
+    for v in results:
+        if v.status == "no reference":
+            print(f"no reference: {v.message}", file=sys.stderr)
+    for v in failing:
+        print(f"FAIL {v.status}: {v.message}", file=sys.stderr)
+    if args.json:
+        doc = {
+            "run": str(run_.path),
+            "tolerance": args.tolerance,
+            "ok": not failing,
+            "verdicts": [v.to_dict() for v in results],
+        }
+        with open(args.json, "w") as f:
+            json.dump(doc, f, indent=2)
+    print("repro: OK" if not failing else f"repro: {len(failing)} benchmark(s) failed")
+    return 1 if failing else 0
+
+
+def _verdict_table(run_: Any, results: list[Any]) -> Any:
+    """One row per (benchmark, reference metric); a benchmark without references gets one."""
+    from rich.table import Table
+
     table = Table(title=f"reproduction check: {run_.run_id} ({run_.model})", title_justify="left")
     for col in (
         "benchmark",
@@ -89,32 +122,7 @@ def run(args: argparse.Namespace) -> int:
                 c.verdict,
                 ", ".join(c.settings_diff) or "none",
             )
-    console = Console(width=None if sys.stdout.isatty() else 200)
-    console.print(table)
-    console.print(
-        f"tolerance ±{args.tolerance:g} points; matching: {MATCH_RULE}",
-        markup=False,
-        highlight=False,
-    )
-    failing = [v for v in results if v.status in ("miss", "no score")]
-    if args.strict:
-        failing += [v for v in results if v.status == "no reference"]
-    for v in results:
-        if v.status == "no reference":
-            print(f"no reference: {v.message}", file=sys.stderr)
-    for v in failing:
-        print(f"FAIL {v.status}: {v.message}", file=sys.stderr)
-    if args.json:
-        doc = {
-            "run": str(run_.path),
-            "tolerance": args.tolerance,
-            "ok": not failing,
-            "verdicts": [v.to_dict() for v in results],
-        }
-        with open(args.json, "w") as f:
-            json.dump(doc, f, indent=2)
-    print("repro: OK" if not failing else f"repro: {len(failing)} benchmark(s) failed")
-    return 1 if failing else 0
+    return table
 
 
 def _n(v: float | None) -> str:

@@ -36,6 +36,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", help="unified JSON/JSONL file run as an ad-hoc benchmark")
     p.add_argument("--video-root", help="folder of the ad-hoc file's relative media paths")
     p.add_argument("--data-root", help="folder with one sub-folder per benchmark (official layout)")
+    _engine_args(p.add_argument_group("engine and prompt"))
+    _cache_args(p.add_argument_group("frames and cache"))
+    _rundir_args(p.add_argument_group("run directory"))
+    _judge_args(p.add_argument_group("judge"))
+    _replica_args(p.add_argument_group("replicas on Ray"))
+    p.add_argument("--no-progress", action="store_true", help="no live progress display")
+    p.add_argument(
+        "--verbose", action="store_true", help="let vLLM and transformers log at INFO level"
+    )
+    add_model_args(p, FrameOverrides, prefix="frames_")
+    add_model_args(p, PipelineConfig, prefix="pipeline_")
+
+
+def _engine_args(p: Any) -> None:
     p.add_argument("--engine", choices=engine_choices(), help="inference backend")
     p.add_argument(
         "--engine-opt",
@@ -55,6 +69,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-tokens", type=positive_int, help="generation cap override")
     p.add_argument("--limit", type=positive_int, help="first N samples of each benchmark")
     p.add_argument("--mode", choices=["async", "sync"], help="sync = vanilla batches (baseline)")
+
+
+def _cache_args(p: Any) -> None:
     p.add_argument(
         "--require-cache",
         action="store_true",
@@ -72,6 +89,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--cache-codec", choices=["raw", "jpeg"], help="cached frames: raw (default) or jpeg"
     )
     p.add_argument("--cache-jpeg-quality", type=int, help="JPEG quality of --cache-codec jpeg")
+
+
+def _rundir_args(p: Any) -> None:
     p.add_argument("--runs-dir", help="where run directories go (default runs/)")
     p.add_argument("--run-id", help="run directory name")
     p.add_argument(
@@ -89,6 +109,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--retry-failed", action="store_true", default=None, help="on resume, rerun failed samples"
     )
+
+
+def _judge_args(p: Any) -> None:
     p.add_argument("--judge-model", help="LLM judge for judged benchmarks (else: not scored)")
     p.add_argument(
         "--judge-engine",
@@ -102,6 +125,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="judge engine setting (YAML value), repeatable",
     )
+
+
+def _replica_args(p: Any) -> None:
     p.add_argument(
         "--replicas",
         type=positive_int,
@@ -116,12 +142,35 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--replica-restarts", type=int, help="times Ray restarts a crashed replica (default 0)"
     )
-    p.add_argument("--no-progress", action="store_true", help="no live progress display")
-    p.add_argument(
-        "--verbose", action="store_true", help="let vLLM and transformers log at INFO level"
-    )
-    add_model_args(p, FrameOverrides, prefix="frames_")
-    add_model_args(p, PipelineConfig, prefix="pipeline_")
+
+
+# flags copied as they are onto the RunConfig field of the same name
+_PLAIN = (
+    "model",
+    "data",
+    "video_root",
+    "data_root",
+    "engine",
+    "variant",
+    "max_tokens",
+    "limit",
+    "mode",
+    "require_cache",
+    "cache_root",
+    "cache_workers",
+    "cache_identity",
+    "cache_codec",
+    "cache_jpeg_quality",
+    "runs_dir",
+    "run_id",
+    "resume",
+    "force",
+    "retry_failed",
+    "replicas",
+    "ray_address",
+    "cpus_per_replica",
+    "replica_restarts",
+)
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
@@ -129,33 +178,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     data: dict[str, Any] = {}
     if args.config:
         data = load_yaml_model(args.config, RunConfig).model_dump(exclude_unset=True)
-    plain = (
-        "model",
-        "data",
-        "video_root",
-        "data_root",
-        "engine",
-        "variant",
-        "max_tokens",
-        "limit",
-        "mode",
-        "require_cache",
-        "cache_root",
-        "cache_workers",
-        "cache_identity",
-        "cache_codec",
-        "cache_jpeg_quality",
-        "runs_dir",
-        "run_id",
-        "resume",
-        "force",
-        "retry_failed",
-        "replicas",
-        "ray_address",
-        "cpus_per_replica",
-        "replica_restarts",
-    )
-    for key in plain:
+    for key in _PLAIN:
         value = getattr(args, key)
         if value is not None:
             data[key] = value
@@ -168,16 +191,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     options.update(_key_values(args.engine_opt, "--engine-opt"))
     data["engine_options"] = options
     if args.judge_model or args.judge_engine or args.judge_opt:
-        judge = dict(data.get("judge") or {})
-        if args.judge_model:
-            judge["model"] = args.judge_model
-        if args.judge_engine:
-            judge["engine"] = args.judge_engine
-        judge["engine_options"] = {
-            **judge.get("engine_options", {}),
-            **_key_values(args.judge_opt, "--judge-opt"),
-        }
-        data["judge"] = judge
+        data["judge"] = _judge_from_args(args, dict(data.get("judge") or {}))
     for prefix, group in (("frames_", FrameOverrides), ("pipeline_", PipelineConfig)):
         sub = dict(data.get(prefix[:-1], {}))
         for name in group.model_fields:
@@ -192,6 +206,19 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         raise ConfigError("--model is required (or `model:` in --config)")
     cfg: RunConfig = validate_model(RunConfig, data)
     return cfg
+
+
+def _judge_from_args(args: argparse.Namespace, judge: dict[str, Any]) -> dict[str, Any]:
+    """The ``judge`` section with the --judge-* flags over the YAML's."""
+    if args.judge_model:
+        judge["model"] = args.judge_model
+    if args.judge_engine:
+        judge["engine"] = args.judge_engine
+    judge["engine_options"] = {
+        **judge.get("engine_options", {}),
+        **_key_values(args.judge_opt, "--judge-opt"),
+    }
+    return judge
 
 
 def _key_values(items: list[str], flag: str) -> dict[str, Any]:
