@@ -72,7 +72,8 @@ def unique_tensors(named: NamedTensors) -> Iterator[tuple[str, torch.Tensor]]:
     """``named`` with tied tensors (same storage, offset and shape) given once, first name."""
     seen: set[tuple[int, int, tuple[int, ...]]] = set()
     for name, t in named:
-        key = (t.untyped_storage().data_ptr(), int(t.storage_offset()), tuple(t.shape))
+        local = getattr(t, "_local_tensor", t)  # a DTensor (FSDP2): its shard's storage
+        key = (local.untyped_storage().data_ptr(), int(local.storage_offset()), tuple(t.shape))
         if key in seen:
             continue
         seen.add(key)
@@ -158,6 +159,8 @@ class EngineWeightSync:
 
     def _cast(self, named: NamedTensors) -> Iterator[tuple[str, torch.Tensor]]:
         for name, t in named:
+            if hasattr(t, "full_tensor"):  # FSDP2 shard: gathered (a collective on all ranks)
+                t = t.full_tensor()
             t = t.detach()
             if self.dtype is not None and t.is_floating_point() and t.dtype != self.dtype:
                 t = t.to(self.dtype)
