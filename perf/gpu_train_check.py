@@ -31,10 +31,14 @@ from typing import Any
 import numpy as np
 import torch
 
-SIZES = {  # TinySpec fields; "small" ~ 100M parameters, "tiny" the CPU test model
+SIZES = {  # TinySpec fields; "small" ~ 70M parameters, "tiny" the CPU test model
     "tiny": {},
     "small": dict(
         text_hidden=768, text_layers=8, text_heads=12, text_kv_heads=4, head_dim=64,
+        vision_depth=4, vision_hidden=256, vision_heads=4,
+    ),
+    "medium": dict(  # ~200M: perf/weight_sync.py's larger model
+        text_hidden=1024, text_layers=12, text_heads=16, text_kv_heads=4, head_dim=64,
         vision_depth=4, vision_hidden=256, vision_heads=4,
     ),
 }  # fmt: skip
