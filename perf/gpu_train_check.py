@@ -1,6 +1,6 @@
 """Device check on one NVIDIA GPU: colocated training + vLLM rollouts, in-memory weight sync.
 
-A small random Qwen2.5-VL is built on the fly (no download; ``--size small`` ~ 100M params),
+A small random Qwen2.5-VL is built on the fly (no download; ``--size small`` ~ 50M params),
 trained for ``--steps`` steps at world size 1 in bf16 (FSDP2 ``fully_shard`` per decoder and
 vision block, root last, bf16 params / fp32 reduce; ``--no-fsdp`` for a plain module) next
 to a vLLM engine on the same GPU. Every step: wake + sync the weights (CUDA IPC buckets,
@@ -31,13 +31,13 @@ from typing import Any
 import numpy as np
 import torch
 
-SIZES = {  # TinySpec fields; "small" ~ 70M parameters, "tiny" the CPU test model
+SIZES = {  # TinySpec fields; "small" ~ 50M parameters, "tiny" the CPU test model
     "tiny": {},
     "small": dict(
         text_hidden=768, text_layers=8, text_heads=12, text_kv_heads=4, head_dim=64,
         vision_depth=4, vision_hidden=256, vision_heads=4,
     ),
-    "medium": dict(  # ~200M: perf/weight_sync.py's larger model
+    "medium": dict(  # ~120M: perf/weight_sync.py's larger model
         text_hidden=1024, text_layers=12, text_heads=16, text_kv_heads=4, head_dim=64,
         vision_depth=4, vision_hidden=256, vision_heads=4,
     ),
@@ -57,8 +57,12 @@ def build_model(out: Path, size: str) -> Path:
 
     spec = TinySpec(family="qwen2_5_vl", **SIZES[size])
     tok = build_tokenizer()
+    config = build_config(spec, tok)
+    # M-RoPE sections must sum to head_dim / 2 (vLLM asserts it; transformers does not)
+    k = spec.head_dim // 32
+    config.text_config.rope_parameters["mrope_section"] = [4 * k, 6 * k, 6 * k]
     torch.manual_seed(0)
-    model = tf.Qwen2_5_VLForConditionalGeneration(build_config(spec, tok)).float().eval()
+    model = tf.Qwen2_5_VLForConditionalGeneration(config).float().eval()
     model.generation_config.do_sample = False
     model.generation_config.eos_token_id = [tok.convert_tokens_to_ids("<|im_end|>")]
     model.save_pretrained(out, safe_serialization=True)
@@ -271,11 +275,11 @@ class _CopyWorker:
     def __call__(self, method: str, *args: Any) -> list[Any]:
         from evalkit.trainer.weight_sync import open_bucket
 
-        if method == "trainer_load_bucket":
+        if method == "trainer_load_bucket":  # (handle, first, last)
             self.got.update(open_bucket(args[0]))
-        elif method == "trainer_finish_sync":
-            self.model.load_state_dict(self.got, strict=True)
-            self.got = {}
+            if args[2]:
+                self.model.load_state_dict(self.got, strict=True)
+                self.got = {}
         return [None]
 
 

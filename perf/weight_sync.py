@@ -1,7 +1,7 @@
 """Weight sync into a vLLM CPU engine: the old file round trip vs in-memory shm buckets.
 
 For each model (the tiny test model, and a random ``medium`` Qwen2.5-VL built on the fly,
-~200M parameters, fp32), one vLLM CPU engine is started and the actor's weights are synced
+~120M parameters, fp32), one vLLM CPU engine is started and the actor's weights are synced
 ``--repeats`` times by each method; the median seconds per sync are reported:
 
 - ``file_old``: what ``sync_weights`` did before: the whole state dict written to one

@@ -73,7 +73,9 @@ class _Worker:
     def __call__(self, method: str, *args: Any) -> list[Any]:
         self.calls.append(method)
         if method == "trainer_load_bucket":
-            got = ws.open_bucket(args[0])
+            handle, first, last = args
+            self.calls[-1] += "[first]" * first + "[last]" * last
+            got = ws.open_bucket(handle)
             self.loaded.update(got)
             return [len(got)]
         return [None]
@@ -89,8 +91,12 @@ def test_shm_sync_delivers_every_tensor_exactly_and_leaves_nothing(tmp_path: Pat
     stats = ws.EngineWeightSync(worker, transport="shm", bucket_mb=1024 / 2**20).send(
         _model_tensors()
     )
-    assert worker.calls[0] == "trainer_begin_sync" and worker.calls[-1] == "trainer_finish_sync"
-    assert worker.calls.count("trainer_load_bucket") == stats.buckets >= 3
+    assert worker.calls == [  # one RPC per bucket; the first begins, the last finishes
+        "trainer_load_bucket[first]",
+        "trainer_load_bucket",
+        "trainer_load_bucket[last]",
+    ]
+    assert stats.buckets == 3
     expect = dict(ws.unique_tensors(_model_tensors()))
     assert set(worker.loaded) == set(expect) and stats.tensors == len(expect)
     for name, t in expect.items():
@@ -191,9 +197,7 @@ def test_sleep_then_sync_wakes_weights_before_sending_and_kv_cache_after() -> No
     assert core.events == [
         "sleep2",
         "wake:weights",
-        "trainer_begin_sync",
-        "trainer_load_bucket",
-        "trainer_finish_sync",
+        "trainer_load_bucket",  # the only bucket: begins and finishes the reload
         "wake:kv_cache",
         "reset_prefix",
         "reset_encoder",

@@ -12,12 +12,12 @@ handle travels by RPC (vLLM refuses to pickle RPC arguments unless
 - ``cuda_ipc`` (GPU): the bucket is one CUDA buffer; the handle holds its CUDA IPC handle
   (torch's ``reduce_tensor``, pickled to bytes) and the manifest. The worker opens it on
   its own current device (colocated: the same GPU), copies out, drops it.
-- ``file``: the old round trip (one safetensors file per bucket in a temporary directory),
-  kept only as the baseline of ``perf/weight_sync.py``.
+- ``file``: one safetensors file per bucket in a temporary directory (``TMPDIR``), for
+  workers that share a file system but not memory; never chosen by ``auto``.
 
 Worker side (:class:`WeightSyncExtension`, vLLM's ``worker_extension_cls``): one sync is
-``trainer_begin_sync`` -> ``trainer_load_bucket`` per bucket -> ``trainer_finish_sync``,
-the steps of vLLM's in-place ``reload_weights``
+one ``trainer_load_bucket`` RPC per bucket, the first one beginning and the last one
+finishing the reload: the steps of vLLM's in-place ``reload_weights``
 (``vllm/model_executor/model_loader/reload/inplace.py``: ``initialize_layerwise_reload``,
 ``model.load_weights``, ``finalize_layerwise_reload``) spread over several calls, so that
 kernel-format processing (e.g. packed CPU linears) is redone once all of a layer's
@@ -138,22 +138,28 @@ class EngineWeightSync:
     """Directory of the ``file`` transport's temporary files."""
 
     def send(self, named_tensors: NamedTensors) -> SyncStats:
-        """Begin, one RPC per bucket, finish (see the module docstring)."""
+        """One RPC per bucket, the first also beginning the reload and the last finishing
+        it (each RPC costs a round trip through the engine core: tens of ms on CPU)."""
         if self.transport not in ("shm", "cuda_ipc", "file"):
             raise EvalkitError(f"weight sync transport {self.transport!r}: use shm, cuda_ipc, file")
         stats, t0 = SyncStats(), time.perf_counter()
-        self.rpc("trainer_begin_sync")
         limit = max(int(self.bucket_mb * 2**20), ALIGN)
-        for group in buckets(self._cast(unique_tensors(named_tensors)), limit):
+        groups = buckets(self._cast(unique_tensors(named_tensors)), limit)
+        group = next(groups, None)
+        if group is None:  # nothing to send: still a complete (empty) reload
+            self.rpc("trainer_begin_sync")
+            self.rpc("trainer_finish_sync")
+        while group is not None:
+            following = next(groups, None)  # one ahead: is this bucket the last?
             handle, release = self._pack(group)
             try:
-                self.rpc("trainer_load_bucket", handle)
+                self.rpc("trainer_load_bucket", handle, stats.buckets == 0, following is None)
             finally:
                 release()
             stats.tensors += len(group)
             stats.bytes += sum(t.numel() * t.element_size() for _, t in group)
             stats.buckets += 1
-        self.rpc("trainer_finish_sync")
+            group = following
         stats.seconds = time.perf_counter() - t0
         return stats
 
@@ -283,11 +289,18 @@ class WeightSyncExtension:
         with self._config():
             initialize_layerwise_reload(self.model_runner.get_model())
 
-    def trainer_load_bucket(self, handle: dict[str, Any]) -> int:
-        """Load one bucket (see :func:`open_bucket`); returns how many tensors it held."""
+    def trainer_load_bucket(
+        self, handle: dict[str, Any], first: bool = False, last: bool = False
+    ) -> int:
+        """Load one bucket (see :func:`open_bucket`), beginning the reload before the
+        ``first`` and finishing it after the ``last``; returns how many tensors it held."""
+        if first:
+            self.trainer_begin_sync()
         weights = open_bucket(handle)
         with self._config(), torch.no_grad():
             self.model_runner.get_model().load_weights(iter(weights))
+        if last:
+            self.trainer_finish_sync()
         return len(weights)
 
     def trainer_finish_sync(self) -> None:
