@@ -9,7 +9,6 @@ from __future__ import annotations
 import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -85,12 +84,11 @@ def _shm_segments() -> set[str]:
     return {p for p in os.listdir("/dev/shm") if p.startswith("ek-sync-")}
 
 
-def test_shm_sync_delivers_every_tensor_exactly_and_leaves_nothing(tmp_path: Path) -> None:
+def test_shm_sync_delivers_every_tensor_exactly_and_reuses_its_segments() -> None:
     worker = _Worker()
     before = _shm_segments()
-    stats = ws.EngineWeightSync(worker, transport="shm", bucket_mb=1024 / 2**20).send(
-        _model_tensors()
-    )
+    sync = ws.EngineWeightSync(worker, transport="shm", bucket_mb=1024 / 2**20)
+    stats = sync.send(_model_tensors())
     assert worker.calls == [  # one RPC per bucket; the first begins, the last finishes
         "trainer_load_bucket[first]",
         "trainer_load_bucket",
@@ -101,7 +99,14 @@ def test_shm_sync_delivers_every_tensor_exactly_and_leaves_nothing(tmp_path: Pat
     assert set(worker.loaded) == set(expect) and stats.tensors == len(expect)
     for name, t in expect.items():
         assert worker.loaded[name].dtype == t.dtype and torch.equal(worker.loaded[name], t)
-    assert _shm_segments() == before  # every bucket unlinked after its RPC
+    segments = _shm_segments() - before
+    assert len(segments) == 3
+    changed = [(n, t * 2 if t.is_floating_point() else t) for n, t in expect.items()]
+    sync.send(changed)  # the next step: the same segments, refilled
+    assert _shm_segments() - before == segments
+    assert torch.equal(worker.loaded["big.weight"], dict(changed)["big.weight"])
+    sync.close()
+    assert _shm_segments() == before  # unlinked
 
 
 def test_sync_casts_floating_tensors_to_the_engine_dtype() -> None:

@@ -150,17 +150,7 @@ def sync_weights(
     asleep = _sleep_enabled(core) and loop.run(core.is_sleeping())
     if asleep:  # weights first: the KV cache would only crowd the sync's buckets
         loop.run(core.wake_up(tags=["weights"]))
-
-    def rpc(method: str, *args: Any) -> list[Any]:
-        return loop.run(core.collective_rpc(method, args=args))
-
-    device = str(core.vllm_config.device_config.device_type)
-    sync = EngineWeightSync(
-        rpc,
-        transport=resolve_transport(transport, device),
-        bucket_mb=bucket_mb,
-        dtype=core.model_config.dtype,
-    )
+    sync = _engine_sync(engine, loop, resolve_transport(transport, _device(core)), bucket_mb)
     stats = sync.send(actor.model.state_dict().items())
     if asleep:
         loop.run(core.wake_up(tags=["kv_cache"]))
@@ -200,13 +190,32 @@ def sleep_mode_available() -> tuple[bool, str]:
     return False, f"vLLM has no sleep mode on platform {current_platform.device_type!r}"
 
 
+def _engine_sync(engine: Any, loop: EngineLoop, transport: str, bucket_mb: float) -> Any:
+    """The engine's :class:`EngineWeightSync`, kept from step to step (its shared-memory
+    segments are reused: see ``trainer.weight_sync.ShmPool``)."""
+    sync = getattr(engine, "_trainer_weight_sync", None)
+    if sync is None or (sync.transport, sync.bucket_mb) != (transport, bucket_mb):
+        core = engine._engine
+
+        def rpc(method: str, *args: Any) -> list[Any]:
+            return loop.run(core.collective_rpc(method, args=args))
+
+        dtype = core.model_config.dtype
+        sync = EngineWeightSync(rpc, transport=transport, bucket_mb=bucket_mb, dtype=dtype)
+        engine._trainer_weight_sync = sync
+    return sync
+
+
+def _device(core: Any) -> str:
+    return str(core.vllm_config.device_config.device_type)
+
+
 def per_request_seeds(engine: Engine) -> bool:
     """Whether ``engine`` takes a seed per request (see :func:`sample_responses`)."""
     if isinstance(engine, SharedHFEngine):
         return True
     core = getattr(engine, "_engine", None)
-    config = getattr(core, "vllm_config", None)
-    return config is not None and str(config.device_config.device_type) != "cpu"
+    return getattr(core, "vllm_config", None) is not None and _device(core) != "cpu"
 
 
 def _vllm_core(engine: Engine) -> Any:

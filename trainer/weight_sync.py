@@ -27,12 +27,14 @@ loaders skip ``lm_head`` of tied models and take the embedding).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import mmap
 import os
 import pickle
 import secrets
 import time
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -136,6 +138,15 @@ class EngineWeightSync:
     """Cast floating tensors to this dtype before sending (the engine's dtype)."""
     scratch: str = field(default_factory=lambda: os.environ.get("TMPDIR", "/tmp"))
     """Directory of the ``file`` transport's temporary files."""
+    pool: ShmPool = field(default_factory=lambda: ShmPool())
+
+    def __post_init__(self) -> None:
+        # the segments outlive single syncs; unlinked when this object goes (or at exit)
+        weakref.finalize(self, self.pool.close)
+
+    def close(self) -> None:
+        """Unlink the shared-memory segments (the next send makes new ones)."""
+        self.pool.close()
 
     def send(self, named_tensors: NamedTensors) -> SyncStats:
         """One RPC per bucket, the first also beginning the reload and the last finishing
@@ -151,7 +162,7 @@ class EngineWeightSync:
             self.rpc("trainer_finish_sync")
         while group is not None:
             following = next(groups, None)  # one ahead: is this bucket the last?
-            handle, release = self._pack(group)
+            handle, release = self._pack(group, stats.buckets)
             try:
                 self.rpc("trainer_load_bucket", handle, stats.buckets == 0, following is None)
             finally:
@@ -172,31 +183,55 @@ class EngineWeightSync:
                 t = t.to(self.dtype)
             yield name, t
 
-    def _pack(self, group: list[tuple[str, torch.Tensor]]) -> tuple[dict[str, Any], Any]:
+    def _pack(self, group: list[tuple[str, torch.Tensor]], index: int) -> tuple[dict, Any]:
         rows, size = _manifest(group)
         if self.transport == "shm":
-            return _pack_shm(group, rows, size)
+            seg = self.pool.segment(index, size)
+            _fill(torch.frombuffer(seg.buf, dtype=torch.uint8, count=size), group, rows)
+            return {"kind": "shm", "name": seg.name, "size": seg.size, "rows": rows}, _noop
         if self.transport == "cuda_ipc":
             return _pack_cuda_ipc(group, rows, size)
         return _pack_file(group, self.scratch)
 
 
-def _pack_shm(group: list[Any], rows: list[Any], size: int) -> tuple[dict[str, Any], Any]:
-    from multiprocessing import shared_memory
+def _noop() -> None:
+    pass
 
-    shm = shared_memory.SharedMemory(create=True, size=size, name=f"ek-sync-{secrets.token_hex(6)}")
-    try:
-        _fill(torch.frombuffer(shm.buf, dtype=torch.uint8, count=size), group, rows)
-    except BaseException:
-        shm.close()
-        shm.unlink()
-        raise
 
-    def release() -> None:
-        shm.close()
-        shm.unlink()
+class ShmPool:
+    """Shared-memory segments kept from sync to sync, one per bucket index: refilled in
+    place, their pages are faulted in once (a fresh 400 MB segment costs ~10x a refill
+    here). Host memory: about the model's size in the engine's dtype, for the run."""
 
-    return {"kind": "shm", "name": shm.name, "size": size, "rows": rows}, release
+    def __init__(self) -> None:
+        self.segments: list[Any] = []
+
+    def segment(self, index: int, size: int) -> Any:
+        """Segment ``index``, at least ``size`` bytes (replaced when too small)."""
+        from multiprocessing import shared_memory
+
+        while len(self.segments) <= index:
+            self.segments.append(None)
+        seg = self.segments[index]
+        if seg is None or seg.size < size:
+            if seg is not None:
+                _unlink(seg)
+            name = f"ek-sync-{secrets.token_hex(6)}"
+            seg = self.segments[index] = shared_memory.SharedMemory(name, create=True, size=size)
+        return seg
+
+    def close(self) -> None:
+        """Unlink every segment (workers that still map one keep it until they unmap)."""
+        for seg in self.segments:
+            if seg is not None:
+                _unlink(seg)
+        self.segments = []
+
+
+def _unlink(seg: Any) -> None:
+    with contextlib.suppress(BufferError):  # a view is alive here: unmapped when it goes
+        seg.close()
+    seg.unlink()
 
 
 def _pack_cuda_ipc(group: list[Any], rows: list[Any], size: int) -> tuple[dict[str, Any], Any]:
@@ -229,7 +264,8 @@ def _pack_file(group: list[Any], scratch: str) -> tuple[dict[str, Any], Any]:
 
 
 def open_bucket(handle: dict[str, Any]) -> list[tuple[str, torch.Tensor]]:
-    """Worker side: the bucket's tensors, copied into this process's own memory."""
+    """Worker side: the bucket's tensors (``shm``: views valid until the trainer's next
+    sync; others: copies in this process's own memory)."""
     kind = handle.get("kind")
     if kind == "shm":
         return _open_shm(handle)
@@ -248,20 +284,33 @@ def open_bucket(handle: dict[str, Any]) -> list[tuple[str, torch.Tensor]]:
     raise EvalkitError(f"weight sync: unknown bucket kind {kind!r} (trainer and worker differ?)")
 
 
+_MAPS: dict[str, tuple[Any, torch.Tensor]] = {}
+"""Worker side: segment name -> (mapping, its bytes), kept while the trainer reuses it."""
+
+
 def _open_shm(handle: dict[str, Any]) -> list[tuple[str, torch.Tensor]]:
-    """Map the segment without multiprocessing's resource tracker (the trainer owns and
-    unlinks it; a tracked attach would unlink it again, or warn, when this worker exits)."""
+    """Views of the bucket's tensors in the (cached) mapping, no copy: vLLM's layerwise
+    reload keeps what it is given until the layer is complete and then copies it, and the
+    trainer refills the segment only for the next sync. Mapped without multiprocessing's
+    resource tracker (the trainer owns and unlinks it; a tracked attach would unlink it
+    again, or warn, when this worker exits)."""
     import _posixshmem
 
-    fd = _posixshmem.shm_open("/" + handle["name"], os.O_RDWR, mode=0o600)
-    try:
-        with mmap.mmap(fd, handle["size"]) as mapped:
-            buffer = torch.frombuffer(mapped, dtype=torch.uint8, count=handle["size"])
-            out = [(n, t.clone()) for n, t in _views(buffer, handle["rows"])]
-            del buffer
-    finally:
-        os.close(fd)
-    return out
+    name, size = handle["name"], handle["size"]
+    if name not in _MAPS:
+        fd = _posixshmem.shm_open("/" + name, os.O_RDWR, mode=0o600)
+        try:
+            mapped = mmap.mmap(fd, size)
+        finally:
+            os.close(fd)
+        _MAPS[name] = (mapped, torch.frombuffer(mapped, dtype=torch.uint8, count=size))
+    return _views(_MAPS[name][1], handle["rows"])
+
+
+def forget_maps(keep: set[str]) -> None:
+    """Drop the worker's mappings of segments not in ``keep`` (replaced by the trainer)."""
+    for name in set(_MAPS) - keep:
+        del _MAPS[name]  # unmapped once no tensor views it
 
 
 def resolve_transport(transport: str, device_type: str) -> str:
@@ -286,6 +335,7 @@ class WeightSyncExtension:
             initialize_layerwise_reload,
         )
 
+        self._trainer_segments: set[str] = set()
         with self._config():
             initialize_layerwise_reload(self.model_runner.get_model())
 
@@ -296,6 +346,8 @@ class WeightSyncExtension:
         ``first`` and finishing it after the ``last``; returns how many tensors it held."""
         if first:
             self.trainer_begin_sync()
+        if handle.get("kind") == "shm":
+            self._trainer_segments.add(handle["name"])
         weights = open_bucket(handle)
         with self._config(), torch.no_grad():
             self.model_runner.get_model().load_weights(iter(weights))
@@ -314,6 +366,7 @@ class WeightSyncExtension:
         runner.reset_lora_state()
         runner.reset_encoder_cache()
         runner.reset_mm_cache()
+        forget_maps(getattr(self, "_trainer_segments", set()))
 
     def trainer_load_weights(self, path: str) -> int:
         """Load a whole safetensors file (the old file round trip, kept for comparison)."""
