@@ -43,6 +43,7 @@ SIZES = {  # TinySpec fields; "small" ~ 50M parameters, "tiny" the CPU test mode
     ),
 }  # fmt: skip
 TARGET = "The red ball moves to the left, then it stops."
+VISUAL_IDS: set[int] = set()  # the tokenizer's media placeholders (set by target_ids)
 
 
 def log(msg: str) -> None:
@@ -145,6 +146,11 @@ def actor_greedy(model: Any, inputs: dict[str, Any], max_tokens: int) -> tuple[l
     return out.sequences[0, n:].tolist(), min(gaps) if gaps else 0.0
 
 
+def cut_visual(seq: list[int]) -> list[int]:
+    """``seq`` up to its first media placeholder token."""
+    return seq[: next((i for i, t in enumerate(seq) if t in VISUAL_IDS), len(seq))]
+
+
 def train_step(
     model: Any, opt: Any, inputs: dict[str, Any], target: list[int], rollouts: list[list[int]]
 ) -> float:
@@ -152,10 +158,11 @@ def train_step(
     of target tokens at the right place); one optimizer step; returns the loss."""
     model.train()
     ids = inputs["input_ids"]
+    # a sampled visual placeholder would be taken for a media slot: cut there (as the recipe)
+    rollouts = [cut_visual(r) for r in rollouts]
     seqs = [target, *rollouts]
-    rewards = torch.tensor(
-        [np.mean([a == b for a, b in zip(r, target, strict=False)]) for r in rollouts]
-    )
+    hits = [[a == b for a, b in zip(r, target, strict=False)] for r in rollouts]
+    rewards = torch.tensor([float(np.mean(h)) if h else 0.0 for h in hits])
     adv = rewards - rewards.mean() if len(rollouts) > 1 else rewards * 0
     loss = torch.zeros((), device=ids.device)
     for i, seq in enumerate(seqs):
@@ -176,6 +183,8 @@ def train_step(
 def target_ids(processor: Any) -> list[int]:
     """The fixed answer the NLL term teaches (makes the greedy path decisive in bf16)."""
     tok = processor.tokenizer
+    names = ("<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>")
+    VISUAL_IDS.update(int(tok.convert_tokens_to_ids(n)) for n in names)
     return [*tok(TARGET).input_ids, tok.convert_tokens_to_ids("<|im_end|>")]
 
 
