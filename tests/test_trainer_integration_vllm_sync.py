@@ -1,15 +1,17 @@
-"""vLLM rollout engine: after a weight sync it samples from the actor's CURRENT weights."""
+"""vLLM rollout engine: after an in-memory weight sync it samples from the actor's CURRENT
+weights (no file written); vLLM sleep mode on CPU."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 
 from evalkit.engines.base import Request, SamplingParams
-from tests._engine_env import TINY_VLLM_OPTIONS, apply_engine_env
+from tests._engine_env import TINY_VLLM_OPTIONS, apply_engine_env, make_frames
 
 pytestmark = pytest.mark.heavy  # starts a vLLM engine on CPU (~15-60 s)
 
@@ -23,52 +25,102 @@ def env() -> Iterator[None]:
         yield
 
 
-def _greedy(engine: object, loop: object, prompt: str) -> list[int]:
+def _greedy(engine: Any, loop: Any, request: Request) -> list[int]:
     from evalkit.trainer.rollout import sample_responses
 
-    req = Request(id="p", text=prompt)
     (group,) = sample_responses(
-        engine,  # type: ignore[arg-type]
-        [req],
+        engine,
+        [request],
         [1],
         SamplingParams(max_tokens=10, temperature=0.0),
         0,
-        loop,  # type: ignore[arg-type]
+        loop,
     )
     return group[0].token_ids
 
 
-def test_synced_vllm_engine_matches_the_updated_actor(env: None, tmp_path: Path) -> None:
+@torch.no_grad()
+def _actor_greedy(actor: Any, request: Request) -> list[int]:
+    """HF generate on the actor's module (no token suppressed, as vLLM suppresses none)."""
+    from evalkit.trainer.actor import processor_inputs
+
+    inputs = processor_inputs(actor.processor, actor.family, request)
+    out = actor.model.generate(**inputs, max_new_tokens=10, do_sample=False)
+    return [int(t) for t in out[0, inputs["input_ids"].shape[1] :]]
+
+
+def _files(root: Path) -> set[str]:
+    return {str(p) for p in root.rglob("*")}
+
+
+def _update(actor: Any, request: Request, steps: int = 3) -> None:
+    """A few AdamW steps that push the last prompt position towards one token."""
+    enc = actor.encode(request)
+    ids = torch.tensor([enc.prompt_ids])
+    opt = torch.optim.AdamW(actor.model.parameters(), lr=0.05)
+    actor.model.train()
+    for _ in range(steps):
+        logits = actor.forward(ids)
+        loss = -torch.log_softmax(logits[0, -1], -1)[42]
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    actor.model.eval()
+
+
+@pytest.mark.timeout(900)
+def test_synced_vllm_engine_matches_the_updated_actor(
+    env: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After an optimizer update and an in-memory sync (many small buckets) vLLM's greedy
+    tokens for a video prompt equal HF generate's on the actor, and no file was written."""
+    import tempfile
+
+    import safetensors.torch
+
     from evalkit.models.tiny import build_tiny_model
     from evalkit.trainer.actor import ActorPolicy
     from evalkit.trainer.rollout import (
         EngineLoop,
-        SharedHFEngine,
         make_rollout_engine,
+        sleep_engine,
         sync_weights,
     )
 
+    scratch = tmp_path / "tmpdir"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))  # the engine processes inherit it
+    monkeypatch.setattr(tempfile, "tempdir", None)
     model = build_tiny_model(tmp_path / "tiny", "qwen2_5_vl", seed=0)
     actor = ActorPolicy.from_pretrained(model)
     loop = EngineLoop()
-    vllm = make_rollout_engine("vllm", str(model), actor, OPTIONS, loop)
-    hf = SharedHFEngine(actor.model, actor.processor, actor.family)
+    vllm = make_rollout_engine("vllm", str(model), actor, OPTIONS, loop, sleep_level=1)
     try:
-        prompt = "Describe the red ball."
-        before = _greedy(vllm, loop, prompt)
-        assert before == _greedy(hf, loop, prompt)
-        with torch.no_grad():  # a large change of the weights, as many steps would make
-            gen = torch.Generator().manual_seed(1)
-            for p in actor.model.parameters():
-                p.add_(torch.randn(p.shape, generator=gen) * 0.05)
-        updated = _greedy(hf, loop, prompt)
-        assert updated != before
-        assert _greedy(vllm, loop, prompt) == before  # not synced yet: the old weights
-        sync_weights(vllm, actor, loop)
-        assert _greedy(vllm, loop, prompt) == updated
+        video = make_frames(4, 56, 84, seed=3)  # T/2 <= H/28: HF and vLLM M-RoPE agree
+        req = Request(id="p", text="Describe the red ball.", videos=[video])
+        before = _greedy(vllm, loop, req)
+        assert before == _actor_greedy(actor, req)
+        _update(actor, Request(id="u", text=req.text))  # text only: no visual inputs needed
+        updated = _actor_greedy(actor, req)
+        assert updated != before  # the update changed the policy's answer
+        assert _greedy(vllm, loop, req) == before  # not synced yet: the old weights
+        assert sleep_engine(vllm, loop, 1) is False  # CPU: no sleep mode, logged no-op
+
+        def no_files(*a: Any, **k: Any) -> Any:
+            raise AssertionError("weight sync wrote a file")
+
+        seen = _files(scratch)
+        with monkeypatch.context() as mp:
+            mp.setattr(safetensors.torch, "save_file", no_files)
+            mp.setattr(tempfile, "TemporaryDirectory", no_files)
+            mp.setattr(tempfile, "mkstemp", no_files)
+            stats = sync_weights(vllm, actor, loop, bucket_mb=0.25)
+        assert _files(scratch) == seen
+        assert stats is not None and stats.buckets > 1
+        assert stats.tensors == len(actor.model.state_dict())  # untied: every tensor
+        assert _greedy(vllm, loop, req) == updated
     finally:
         loop.run(vllm.close())
-        loop.run(hf.close())
         loop.close()
 
 
@@ -112,3 +164,19 @@ def test_recipe_trains_on_video_with_vllm_rollouts(env: None, tmp_path: Path) ->
         recipe.cleanup()
     assert [h["step"] for h in history] == [1, 2]
     assert all(math.isfinite(h["loss"]) and h["groups"] == 2 for h in history)
+
+
+def test_vllm_refuses_sleep_mode_on_cpu(env: None, tmp_path: Path) -> None:
+    """The fact the trainer's CPU no-op rests on: ModelConfig raises for enable_sleep_mode
+    when ``current_platform.is_sleep_mode_available()`` is False (CUDA/ROCm/XPU only)."""
+    from vllm import AsyncEngineArgs
+
+    from evalkit.models.tiny import build_tiny_model
+    from evalkit.trainer.rollout import sleep_mode_available
+
+    ok, why = sleep_mode_available()
+    assert not ok and "cpu" in why
+    model = build_tiny_model(tmp_path / "tiny", "qwen2_5_vl", seed=0)
+    args = AsyncEngineArgs(model=str(model), dtype="float32", enable_sleep_mode=True)
+    with pytest.raises(ValueError, match="Sleep mode is not supported"):
+        args.create_engine_config()

@@ -20,7 +20,14 @@ from evalkit.errors import ConfigError
 from evalkit.registry import did_you_mean
 
 from .config_correction import RolloutCorrectionConfig
-from .config_sections import ActorConfig, DistributedConfig, OptimizerConfig, RunConfig, _Section
+from .config_sections import (
+    ActorConfig,
+    DistributedConfig,
+    OptimizerConfig,
+    RolloutConfig,
+    RunConfig,
+    _Section,
+)
 
 __all__ = ["ActorConfig", "OptimizerConfig", "RunConfig", "TrainerConfig", "load_config"]
 
@@ -57,23 +64,6 @@ class DataConfig(_Section):
     """Where rollout and the actor get frames: ``cache`` maps the entries (the product);
     ``decode`` decodes the video again in every stage, as the reference trainers do
     (``perf/train_step.py``'s comparison arm)."""
-
-
-class RolloutConfig(_Section):
-    """How responses are sampled for each prompt."""
-
-    n: int = Field(default=8, ge=1)
-    """Responses per prompt (the group size)."""
-    temperature: float = Field(default=1.0, ge=0)
-    """Sampling temperature of online responses."""
-    top_p: float = Field(default=1.0, gt=0, le=1)
-    """Nucleus sampling threshold."""
-    max_response_tokens: int = Field(default=1024, gt=0)
-    """Response budget in tokens; longer responses are cut (and offline ones truncated)."""
-    engine: str = "hf"
-    """Name of the evalkit engine that generates rollouts (hf, vllm, ...)."""
-    engine_options: dict[str, Any] = Field(default_factory=dict)
-    """Settings of a non-hf rollout engine (its evalkit engine config), e.g. max_num_seqs."""
 
 
 class KLConfig(_Section):

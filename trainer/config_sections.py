@@ -1,12 +1,14 @@
-"""Config sections of the recipe pieces: optimizer + LR schedule, actor options, run options.
+"""Config sections of the recipe pieces: optimizer + LR schedule, actor options, run options,
+rollout.
 
 Split from :mod:`trainer.config` (which re-exports them) to keep each module small; the
-YAML keys are ``optimizer``, ``actor`` and ``trainer`` (verl's names for the same knobs).
+YAML keys are ``optimizer``, ``actor``, ``trainer`` and ``rollout`` (verl's names for the
+same knobs).
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -126,3 +128,28 @@ class DistributedConfig(_Section):
     """An existing Ray cluster (``auto``, ``HOST:6379``); None: a local instance of our own."""
     timeout_s: float = Field(default=600.0, gt=0)
     """Process-group timeout: unmatched collectives fail after this, instead of hanging."""
+
+
+class RolloutConfig(_Section):
+    """How responses are sampled for each prompt."""
+
+    n: int = Field(default=8, ge=1)
+    """Responses per prompt (the group size)."""
+    temperature: float = Field(default=1.0, ge=0)
+    """Sampling temperature of online responses."""
+    top_p: float = Field(default=1.0, gt=0, le=1)
+    """Nucleus sampling threshold."""
+    max_response_tokens: int = Field(default=1024, gt=0)
+    """Response budget in tokens; longer responses are cut (and offline ones truncated)."""
+    engine: str = "hf"
+    """Name of the evalkit engine that generates rollouts (hf, vllm, ...)."""
+    engine_options: dict[str, Any] = Field(default_factory=dict)
+    """Settings of a non-hf rollout engine (its evalkit engine config), e.g. max_num_seqs."""
+    sync_bucket_mb: float = Field(default=512.0, gt=0)
+    """Weight sync into a vLLM engine: most MB per bucket (one RPC each; trainer.weight_sync)."""
+    sync_transport: Literal["auto", "shm", "cuda_ipc", "file"] = "auto"
+    """How buckets travel: auto = CUDA IPC on GPU, shared memory on CPU; file = the old
+    safetensors round trip (a baseline for perf/weight_sync.py, not for runs)."""
+    sleep_level: int = Field(default=1, ge=0, le=2)
+    """vLLM sleep during training (0 off, 1 offload weights, 2 drop them: they are synced
+    on wake anyway); a no-op where vLLM has no sleep mode (CPU)."""

@@ -42,6 +42,7 @@ from .rollout import (
     cut_at_visual_tokens,
     make_rollout_engine,
     sample_responses,
+    sleep_engine,
     sync_weights,
     visual_token_ids,
 )
@@ -108,8 +109,9 @@ class GRPORecipe:
         self.optimizer, self.scheduler = build_training(cfg, self.actor)
         self.settings = StepSettings.from_config(cfg)
         self.loop = EngineLoop()
+        ro = cfg.rollout
         self.engine = make_rollout_engine(
-            cfg.rollout.engine, cfg.model, self.actor, cfg.rollout.engine_options, self.loop
+            ro.engine, cfg.model, self.actor, ro.engine_options, self.loop, ro.sleep_level
         )
         latest = latest_checkpoint(cfg.checkpoint.dir) if resume else None
         if latest is not None:
@@ -167,7 +169,7 @@ class GRPORecipe:
         if self.validator is None or not self.validator.due(step, self.start_step):
             return {}
         self.actor.model.eval()
-        sync_weights(self.engine, self.actor, self.loop)
+        self._sync()
         cfg = self.cfg
         sampling = SamplingParams(
             max_tokens=cfg.rollout.max_response_tokens,
@@ -178,6 +180,7 @@ class GRPORecipe:
         values = self.validator.run(
             self.engine, self.loop, self.actor, self._rewards, sampling, seed
         )
+        sleep_engine(self.engine, self.loop, cfg.rollout.sleep_level)
         return values | {"val/step": float(step)}
 
     # -- one step -------------------------------------------------------------------------
@@ -234,7 +237,7 @@ class GRPORecipe:
             logprobs=True,  # the engine's own, for the rollout correction
         )
         self.actor.model.eval()
-        sync_weights(self.engine, self.actor, self.loop)
+        self._sync()
         seed = (cfg.seed * 1_000_003 + step * 1009 + attempt * 101) * 64
         online = sample_responses(self.engine, requests, counts, sampling, seed, self.loop)
         remax = cfg.algorithm.advantage == "remax"
@@ -242,6 +245,7 @@ class GRPORecipe:
         tok = self.actor.processor.tokenizer
         banned = set(visual_token_ids(tok, self.actor.family))
         online = [[cut_at_visual_tokens(r, banned, tok) for r in group] for group in online]
+        sleep_engine(self.engine, self.loop, cfg.rollout.sleep_level)  # GPU memory to training
         self.timer.stop("rollout")
         del requests  # the frames stay with the rollout; groups carry prompts[i]
         groups = []
@@ -268,6 +272,11 @@ class GRPORecipe:
                 group.meta["baseline"] = baselines[gi]
             groups.append(group)
         return groups
+
+    def _sync(self) -> None:
+        """Wake the rollout engine and give it the actor's current weights."""
+        ro = self.cfg.rollout
+        sync_weights(self.engine, self.actor, self.loop, ro.sync_bucket_mb, ro.sync_transport)
 
     def _greedy_baselines(self, items: list[TrainItem], requests: list[Any]) -> list[float]:
         """ReMax: the overall reward of one greedy response per prompt (verl's baseline)."""

@@ -8,12 +8,17 @@ The engine samples tokens; log-probs are recomputed by the training model
 Weight sync. The HF rollout engine (:class:`SharedHFEngine`) generates with the actor's own
 in-memory module, so after each optimizer step it already samples from the current weights:
 sync is free and exact. A vLLM engine holds its own copy in its worker processes; it is
-started with :class:`WeightSyncExtension` as vLLM's worker extension, and
-:func:`sync_weights` writes the actor's state dict to a safetensors file and
-tells every worker its PATH through ``collective_rpc``; each loads it with vLLM's in-place
-``reload_weights``; then the prefix and encoder caches (old weights) are dropped. A file
-round trip per step is fine for small models on one machine; large models want CUDA IPC or
-an NCCL broadcast (not implemented).
+started with :class:`~trainer.weight_sync.WeightSyncExtension` as vLLM's worker extension,
+and :func:`sync_weights` sends the actor's tensors in memory, in buckets, through
+``collective_rpc`` (shared memory on CPU, CUDA IPC on GPU: :mod:`trainer.weight_sync`);
+then the prefix and encoder caches (old weights) are dropped.
+
+Colocation. On a GPU shared with training, :func:`sleep_engine` puts vLLM to sleep after
+the rollout (weights offloaded or dropped, KV cache freed) and :func:`sync_weights` wakes
+it in two stages, weights then KV cache, as verl's hybrid engine does. vLLM offers sleep
+mode on CUDA/ROCm/XPU only (``Platform.is_sleep_mode_available``; ``enable_sleep_mode``
+raises on CPU, whose ``CPUWorker.sleep`` / ``wake_up`` only log "not supported"), so on
+CPU both are no-ops with a logged reason.
 
 vLLM's ``AsyncLLM`` is bound to the event loop it was created in, so all engine calls go
 through one persistent :class:`EngineLoop` for the whole run.
@@ -23,11 +28,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import tempfile
 from collections.abc import Callable, Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from pathlib import Path
 from typing import Any, TypeVar
 
 from evalkit.engines.base import Completion, Engine, Request, SamplingParams
@@ -37,6 +40,7 @@ from evalkit.errors import EvalkitError
 from evalkit.registry import Registry
 
 from .batch import Response
+from .weight_sync import EngineWeightSync, SyncStats, WeightSyncExtension, resolve_transport
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -91,23 +95,7 @@ class EngineLoop:
         self.loop.close()
 
 
-class WeightSyncExtension:
-    """vLLM worker extension (``worker_extension_cls``): load weights sent by the trainer."""
-
-    reload_weights: Any  # provided by the vLLM worker class this extends
-
-    def trainer_load_weights(self, path: str) -> int:
-        """Load a safetensors file of HF-named weights into the worker's model."""
-        from safetensors.torch import load_file
-
-        weights = load_file(path)
-        # vLLM's in-place reload: it also redoes the kernel-format processing done after the
-        # first load (e.g. packed CPU linears), which a plain load_weights would miss
-        self.reload_weights(weights_iterator=iter(weights.items()), is_checkpoint_format=True)
-        return len(weights)
-
-
-SYNC_EXTENSION = f"{__name__}.WeightSyncExtension"
+SYNC_EXTENSION = f"{WeightSyncExtension.__module__}.WeightSyncExtension"
 
 
 def _shared_hf(actor: Any) -> Engine:
@@ -115,12 +103,19 @@ def _shared_hf(actor: Any) -> Engine:
     return SharedHFEngine(actor.model, actor.processor, actor.family)
 
 
-def _vllm_options(options: dict[str, Any]) -> dict[str, Any]:
-    """vLLM's workers load new weights through the sync extension."""
+def _vllm_options(options: dict[str, Any], sleep_level: int) -> dict[str, Any]:
+    """vLLM's workers load new weights through the sync extension (and sleep while the
+    actor trains where the platform has sleep mode)."""
     extra = dict(options.get("engine_kwargs") or {})
     extra.setdefault("worker_extension_cls", SYNC_EXTENSION)
     # log-probs of what was sampled (after temperature/top-p), as verl's rollout asks
     extra.setdefault("logprobs_mode", "processed_logprobs")
+    if sleep_level > 0:
+        ok, why = sleep_mode_available()
+        if ok:
+            extra.setdefault("enable_sleep_mode", True)
+        else:
+            log.info("rollout.sleep_level=%d ignored: %s", sleep_level, why)
     return {**options, "engine_kwargs": extra}
 
 
@@ -129,19 +124,28 @@ def _vllm_options(options: dict[str, Any]) -> dict[str, Any]:
 # it take new weights. Any other backend is built as registered, loading ``model_dir``.
 SHARED_ROLLOUT: Registry[Callable[[Any], Engine]] = Registry("shared rollout engine")
 SHARED_ROLLOUT.register("hf", _shared_hf)
-ROLLOUT_OPTIONS: Registry[Callable[[dict[str, Any]], dict[str, Any]]] = Registry("rollout options")
+ROLLOUT_OPTIONS: Registry[Callable[[dict[str, Any], int], dict[str, Any]]] = Registry(
+    "rollout options"
+)
 ROLLOUT_OPTIONS.register("vllm", _vllm_options)
 
 
 def make_rollout_engine(
-    name: str, model_dir: str, actor: Any, options: dict[str, Any], loop: EngineLoop
+    name: str,
+    model_dir: str,
+    actor: Any,
+    options: dict[str, Any],
+    loop: EngineLoop,
+    sleep_level: int = 0,
 ) -> Engine:
-    """The rollout engine: ``hf`` shares the actor's module, others load ``model_dir``."""
+    """The rollout engine: ``hf`` shares the actor's module, others load ``model_dir``
+    (vLLM with sleep mode when ``sleep_level > 0`` and the platform has it)."""
     if name in SHARED_ROLLOUT:
         return SHARED_ROLLOUT.get(name)(actor)
     from evalkit.engines import ENGINE_CONFIGS, ENGINES
 
-    opts = ROLLOUT_OPTIONS.get(name)(dict(options)) if name in ROLLOUT_OPTIONS else dict(options)
+    adapt = ROLLOUT_OPTIONS.get(name) if name in ROLLOUT_OPTIONS else None
+    opts = adapt(dict(options), sleep_level) if adapt is not None else dict(options)
     config = ENGINE_CONFIGS.get(name).model_validate({"model": model_dir, **opts})
 
     async def build() -> Engine:
@@ -151,41 +155,112 @@ def make_rollout_engine(
     return loop.run(build())
 
 
-def sync_weights(engine: Engine, actor: Any, loop: EngineLoop) -> None:
-    """Make the rollout engine sample from the actor's current weights (see module docstring)."""
+def sync_weights(
+    engine: Engine,
+    actor: Any,
+    loop: EngineLoop,
+    bucket_mb: float = 512.0,
+    transport: str = "auto",
+) -> SyncStats | None:
+    """Make the rollout engine sample from the actor's current weights (module docstring):
+    wake the weights, send them in buckets, wake the KV cache, drop stale caches."""
     if isinstance(engine, SharedHFEngine):
         if engine.model is not actor.model:
             raise EvalkitError("SharedHFEngine must hold the actor's own module")
-        return
+        return None
+    core = _vllm_core(engine)
+    asleep = _sleep_enabled(core) and loop.run(core.is_sleeping())
+    if asleep:  # weights first: the KV cache would only crowd the sync's buckets
+        loop.run(core.wake_up(tags=["weights"]))
+    sync = _engine_sync(engine, loop, resolve_transport(transport, _device(core)), bucket_mb)
+    stats = sync.send(actor.model.state_dict().items())
+    if asleep:
+        loop.run(core.wake_up(tags=["kv_cache"]))
+    # computed with the old weights: cached prefixes and vision-encoder outputs (the
+    # scheduler's bookkeeping too, or it would expect entries the worker dropped)
+    loop.run(core.reset_prefix_cache())
+    loop.run(core.reset_encoder_cache())
+    log.debug("weight sync: %s", stats)
+    return stats
+
+
+def sleep_engine(engine: Engine, loop: EngineLoop, level: int = 1) -> bool:
+    """Free the rollout engine's memory for training (vLLM sleep: level 1 offloads the
+    weights to host memory, 2 discards them; the KV cache is discarded at both). A no-op
+    (False, reason logged once) where the engine was started without sleep mode: the HF
+    engine, vLLM on CPU, ``rollout.sleep_level=0``. The next :func:`sync_weights` wakes it."""
+    if level <= 0 or isinstance(engine, SharedHFEngine):
+        return False
+    core = _vllm_core(engine)
+    if not _sleep_enabled(core):
+        _log_once(
+            "rollout engine has no sleep mode (vLLM supports it on CUDA/ROCm/XPU only; "
+            "its CPU worker ignores sleep): it keeps its memory during training"
+        )
+        return False
+    if not loop.run(core.is_sleeping()):
+        loop.run(core.sleep(level))
+    return True
+
+
+def sleep_mode_available() -> tuple[bool, str]:
+    """Whether vLLM offers sleep mode on this machine's platform, and why not."""
+    from vllm.platforms import current_platform
+
+    if current_platform.is_sleep_mode_available():
+        return True, ""
+    return False, f"vLLM has no sleep mode on platform {current_platform.device_type!r}"
+
+
+def _engine_sync(engine: Any, loop: EngineLoop, transport: str, bucket_mb: float) -> Any:
+    """The engine's :class:`EngineWeightSync`, kept from step to step (its shared-memory
+    segments are reused: see ``trainer.weight_sync.ShmPool``)."""
+    sync = getattr(engine, "_trainer_weight_sync", None)
+    if sync is None or (sync.transport, sync.bucket_mb) != (transport, bucket_mb):
+        core = engine._engine
+
+        def rpc(method: str, *args: Any) -> list[Any]:
+            return loop.run(core.collective_rpc(method, args=args))
+
+        dtype = core.model_config.dtype
+        sync = EngineWeightSync(rpc, transport=transport, bucket_mb=bucket_mb, dtype=dtype)
+        engine._trainer_weight_sync = sync
+    return sync
+
+
+def _device(core: Any) -> str:
+    return str(core.vllm_config.device_config.device_type)
+
+
+def per_request_seeds(engine: Engine) -> bool:
+    """Whether ``engine`` takes a seed per request (see :func:`sample_responses`)."""
+    if isinstance(engine, SharedHFEngine):
+        return True
+    core = getattr(engine, "_engine", None)
+    return getattr(core, "vllm_config", None) is not None and _device(core) != "cpu"
+
+
+def _vllm_core(engine: Engine) -> Any:
     core = getattr(engine, "_engine", None)  # VLLMEngine's AsyncLLM
     if core is None or not hasattr(core, "collective_rpc"):
         raise EvalkitError(
             f"{type(engine).__name__}: no way to load new weights into this rollout engine; "
             "use rollout.engine=hf or vllm"
         )
-    with tempfile.TemporaryDirectory(prefix="trainer-sync-") as tmp:
-        path = _write_weights(actor.model, Path(tmp) / "weights.safetensors")
-        loop.run(core.collective_rpc("trainer_load_weights", args=(str(path),)))
-    # computed with the old weights: cached prefixes and vision-encoder outputs (the
-    # scheduler's bookkeeping too, or it would expect entries the worker dropped)
-    loop.run(core.reset_prefix_cache())
-    loop.run(core.reset_encoder_cache())
+    return core
 
 
-def _write_weights(model: Any, path: Path) -> Path:
-    """The model's state dict as one safetensors file (tied tensors written once each)."""
-    from safetensors.torch import save_file
+def _sleep_enabled(core: Any) -> bool:
+    return bool(getattr(core.model_config, "enable_sleep_mode", False))
 
-    seen: set[int] = set()
-    tensors = {}
-    for name, value in model.state_dict().items():
-        t = value.detach().cpu().contiguous()
-        if t.data_ptr() in seen:  # a tied weight: safetensors refuses shared storage
-            t = t.clone()
-        seen.add(t.data_ptr())
-        tensors[name] = t
-    save_file(tensors, str(path))
-    return path
+
+_LOGGED: set[str] = set()
+
+
+def _log_once(message: str) -> None:
+    if message not in _LOGGED:
+        _LOGGED.add(message)
+        log.info(message)
 
 
 async def _generate_all(
@@ -212,12 +287,14 @@ def sample_responses(
     """``counts[i]`` sampled responses to ``requests[i]``: one request with ``n=counts[i]``
     per prompt, so the engine encodes each prompt's video and prefills it once per group.
 
-    HF requests are seeded from ``seed``, so a step's rollouts depend only on the weights
-    and the step's seed: a resumed run samples the same tokens. vLLM's are unseeded: its
-    CPU sampler rejects per-request seeds ("CPU Generator does not use offset"); the
-    engine's own seed applies, so those rollouts are not replayed bit for bit on resume.
+    Requests are seeded per prompt (``seed + i``, in vLLM's SamplingParams.seed), so a
+    step's rollouts depend only on the weights and the step's seed: a resumed run samples
+    the same tokens. Except vLLM on CPU: a seeded request whose prefill is split into
+    chunks fails there (``GPUModelRunner`` rewinds the request's generator with
+    ``set_offset``, which a CPU generator lacks: "CPU Generator does not use offset"), so
+    those are unseeded and the engine's own seed applies.
     """
-    seeded = isinstance(engine, SharedHFEngine)
+    seeded = per_request_seeds(engine)
     reqs, owner = [], []
     for i, (r, k) in enumerate(zip(requests, counts, strict=True)):
         if k > 0:  # a group filled offline (mix policy) needs no rollout

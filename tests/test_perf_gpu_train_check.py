@@ -1,0 +1,44 @@
+"""perf/gpu_train_check.py's dry run: the device check's training, FSDP2 and sync code run
+on CPU (gloo, tiny model, shared-memory buckets into a second model copy), so it does not rot."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.timeout(300)
+def test_dry_run_trains_syncs_and_matches_greedy_tokens(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "TMPDIR": str(tmp_path)}
+    env["OMP_NUM_THREADS"] = "1"
+    argv = [sys.executable, "perf/gpu_train_check.py", "--dry-run", "--steps", "2"]
+    out = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=280)
+    assert out.returncode == 0, out.stderr[-3000:]
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    assert res["ok"] and res["greedy_match"] and res["stale_differs"] and res["fsdp"]
+    assert [s["step"] for s in res["steps"]] == [1, 2]
+    assert all(s["buckets"] > 1 for s in res["steps"])
+    assert res["steps"][1]["loss"] < res["steps"][0]["loss"]
+
+
+def test_without_a_gpu_the_real_check_refuses_cleanly() -> None:
+    import importlib.util
+
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    spec = importlib.util.spec_from_file_location(
+        "gpu_train_check", ROOT / "perf/gpu_train_check.py"
+    )
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.main([]) == 2
