@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,7 +37,7 @@ class Report:
 
 
 def build_report(
-    paths: list[str | Path],
+    paths: Sequence[str | Path],
     *,
     tolerance: float = 1.0,
     model_name: str | None = None,
