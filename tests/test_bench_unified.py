@@ -93,7 +93,7 @@ def test_grounding_answers_wrapped_in_think_or_answer_tags(tmp_path: Path) -> No
             problem_id=1,
             problem_type="temporal grounding",
             options=[],
-            solution='<think>{"time": [16.0, 19.0], "boxes": {}}</think><[PLHD21_x]>',
+            solution='<think>{"time": [12.5, 17.0], "boxes": {}}</think><[PLHD21_x]>',
         ),
         _row(
             problem_id=2,
@@ -103,7 +103,7 @@ def test_grounding_answers_wrapped_in_think_or_answer_tags(tmp_path: Path) -> No
         ),
     ]
     tg, stg = load_unified(_write(tmp_path, rows))
-    assert (tg.task_type, tg.target) == ("temporal_grounding", [16.0, 19.0])
+    assert (tg.task_type, tg.target) == ("temporal_grounding", [12.5, 17.0])
     assert stg.task_type == "spatiotemporal_grounding"
     assert stg.target == {"time": [1.0, 2.0], "boxes": {"1": [0, 0, 5, 5]}}
 

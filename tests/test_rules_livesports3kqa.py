@@ -13,7 +13,7 @@ from tests._rules_b import real_samples, render_official, sample, scored, verdic
 
 CASES = [
     ("C", 1.0),
-    ("C: Bench press challenge", 1.0),
+    ("C: a third option text", 1.0),  # the letter, then the option text
     (" C", 1.0),  # the letter token after "Answer:" carries a space
     ("\nC.", 1.0),
     ("c", 0.0),  # the letter tokens are upper case
