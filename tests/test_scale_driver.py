@@ -347,9 +347,38 @@ def test_the_judge_runs_once_as_a_service_the_replicas_share(
         assert started == [1, 0]
 
 
-def test_a_replica_scores_with_the_judge_it_is_given() -> None:
+def test_a_replica_scores_with_the_judge_it_is_given(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The replica opens its judge around the shared service's client (not a judge of its
+    own): what it hands ``judge_for`` is the client it was given."""
+    import asyncio
+    import contextlib
+
+    from evalkit import runner
     from evalkit.runconfig import RunConfig
     from evalkit.scale.replica import Replica
 
-    cfg = RunConfig(model="m").model_dump(mode="json")
-    assert Replica(cfg, "/tmp/run", "fp", "judge-client", "r0").judge_engine == "judge-client"
+    given: list[Any] = []
+
+    @contextlib.asynccontextmanager
+    async def judge_for(cfg: Any, engine: Any, cache_dir: Path) -> Any:
+        given.append(engine)
+        yield "judge"
+
+    class Engine:
+        async def close(self) -> None:
+            return None
+
+    monkeypatch.setattr(runner, "judge_for", judge_for)
+    monkeypatch.setattr(runner, "make_engine", lambda cfg: Engine())
+    monkeypatch.setattr(runner, "resolve_benchmarks", lambda cfg, factor: [])
+    cfg = RunConfig(model="m", engine="openai").model_dump(mode="json")
+    replica = Replica(cfg, str(tmp_path), "fp", "judge-client", "r0")
+
+    async def setup_and_close() -> None:
+        await replica.setup()
+        await replica.close()
+
+    asyncio.run(setup_and_close())
+    assert given == ["judge-client"]
