@@ -103,19 +103,15 @@ def run(args: argparse.Namespace) -> int:
     if result.kept:
         print(f"{result.kept} sample(s) were already scored in this run and are kept as they were")
     if result.missing:
-        shown = ", ".join(map(repr, result.missing[:_SHOW]))
-        more = f" and {len(result.missing) - _SHOW} more" if len(result.missing) > _SHOW else ""
         print(
-            f"{len(result.missing)} sample(s) have no prediction ({shown}{more}): recorded as "
-            "failed, counted wrong by the official aggregate (report --exclude-failed leaves "
-            "them out)"
+            f"{len(result.missing)} sample(s) have no prediction ({_ids(result.missing)}): "
+            "recorded as failed, counted wrong by the official aggregate (report "
+            "--exclude-failed leaves them out)"
         )
     if result.failed:
-        shown = ", ".join(map(repr, result.failed[:_SHOW]))
-        more = f" and {len(result.failed) - _SHOW} more" if len(result.failed) > _SHOW else ""
         print(
-            f"scorer failed on {len(result.failed)} sample(s) ({shown}{more}): a bug in the "
-            "scorer, recorded with its traceback and left out of the aggregate"
+            f"scorer failed on {len(result.failed)} sample(s) ({_ids(result.failed)}): a bug in "
+            "the scorer, recorded with its traceback and left out of the aggregate"
         )
     print(f"report: evalkit report {result.path}")
     return 0
@@ -309,3 +305,9 @@ def _check_ids(file: Path, texts: dict[str, str | None], bench: str, ids: list[s
         f"{file}: {len(unknown)} prediction id(s) are not samples of {bench}: {shown}{more}; "
         f"{bench}'s ids look like {examples} — write the ids evalkit loads for this benchmark"
     )
+
+
+def _ids(ids: list[str]) -> str:
+    """The first ids, quoted, and how many more there are."""
+    more = f" and {len(ids) - _SHOW} more" if len(ids) > _SHOW else ""
+    return ", ".join(map(repr, ids[:_SHOW])) + more
