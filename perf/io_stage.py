@@ -31,14 +31,15 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from evalkit.cache import FrameCache
 from evalkit.sample import VideoRef
-from evalkit.video.types import Frames, FrameSpec, VideoMeta
+from evalkit.video.types import FrameSpec
+
+sys.path.insert(0, str(Path(__file__).parent))  # perf/ itself, also when imported
+from cache import synthetic_frames
+from cache import touch_pages as touch
 
 SPEC = FrameSpec(fps=2.0, max_frames=64, max_pixels=150528)
-PAGE = 4096
 IN_FLIGHT = 4
 
 
@@ -46,35 +47,16 @@ def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def touch(a: np.ndarray) -> int:
-    """One byte per page of ``a`` (what a copy into engine input would fault in)."""
-    flat = a.reshape(-1)
-    return int(flat[:: PAGE // flat.itemsize].sum(dtype=np.uint64))
-
-
 def make_entries(root: Path, n: int, shape: tuple[int, int, int, int]) -> list[VideoRef]:
     """``n`` cache entries of random frames (no decoding: the IO stage is under test)."""
     cache = FrameCache(root / "cache")
-    t, h, w, _ = shape
+    frames = synthetic_frames(shape)  # perf/cache.py's: random frames, consistent meta
     refs = []
     for i in range(n):
         src = root / f"source_{i}.bin"
         src.write_bytes(f"stands in for video {i}".encode())
-        array = np.random.default_rng(i).integers(0, 256, shape, dtype=np.uint8)
-        meta = VideoMeta(
-            source_fps=30.0,
-            total_frames=t * 15,
-            duration_s=t / 2,
-            indices=[k * 15 for k in range(t)],
-            timestamps=[k / 2 for k in range(t)],
-            height=h,
-            width=w,
-            source_height=720,
-            source_width=1280,
-            decoder="synthetic",
-        )
         ref = VideoRef(path=str(src))
-        cache.put(ref, SPEC, Frames(array, meta))
+        cache.put(ref, SPEC, frames)
         refs.append(ref)
     time.sleep(2.5)  # integrity stamps are written only for settled files
     for ref in refs:
