@@ -15,7 +15,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 import torch
 
@@ -26,7 +25,7 @@ from evalkit.trainer.batch import Group, Response, collate
 from evalkit.trainer.config_sections import OptimizerConfig
 from evalkit.trainer.model_parts import trainable_parameters
 from evalkit.trainer.step import StepInputs, StepSettings, accumulate_loss, build_optimizer
-from evalkit.video.types import Frames, VideoMeta
+from tests.test_trainer_actor import _video_request  # the same 4-frame random clip
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 OPT = OptimizerConfig(lr=1e-4, weight_decay=0.0, grad_clip=1.0)
@@ -49,24 +48,6 @@ def ray_local() -> Iterator[Any]:
     ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()
-
-
-def _video_request(rid: str = "clip-1") -> Request:
-    t, h, w = 4, 56, 84
-    meta = VideoMeta(
-        source_fps=4.0,
-        total_frames=16,
-        duration_s=4.0,
-        indices=[0, 4, 8, 12],
-        timestamps=[0.0, 1.0, 2.0, 3.0],
-        height=h,
-        width=w,
-        source_height=h,
-        source_width=w,
-        decoder="synthetic",
-    )
-    pixels = np.random.default_rng(0).integers(0, 255, (t, h, w, 3), dtype=np.uint8)
-    return Request(id=rid, text="What moves?", videos=[Frames(pixels, meta)])
 
 
 def _inputs(actor: ActorPolicy) -> tuple[StepInputs, list[Encoded]]:
