@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from evalkit.video.synth import write_index_video
+from tests._sensitivity_rules import last_letter_registered
 
 
 @pytest.fixture(scope="session")
@@ -32,3 +33,10 @@ def one_torch_thread() -> Iterator[None]:
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture
+def last_letter_rule() -> Iterator[str]:
+    """The test-only rule ``sensitivity_test_last_letter``, registered for one test."""
+    with last_letter_registered() as name:
+        yield name

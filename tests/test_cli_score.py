@@ -23,6 +23,9 @@ from evalkit.reports.load import read_records
 from tests._sensitivity_rules import LAST_LETTER
 from tests.fixtures.bench import official
 
+# the test-only rule LAST_LETTER is registered per test (tests/_sensitivity_rules.py)
+pytestmark = pytest.mark.usefixtures("last_letter_rule")
+
 PREDICTIONS: list[dict[str, Any]] = [
     {"id": "001-1", "prediction": "A"},
     {"id": "001-2", "prediction": "C"},

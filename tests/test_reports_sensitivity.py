@@ -39,6 +39,9 @@ from tests._browser import chromium
 from tests._sensitivity_rules import LAST_LETTER
 from tests.scripted_engine import ScriptedEngine
 
+# the test-only rule LAST_LETTER is registered per test (tests/_sensitivity_rules.py)
+pytestmark = pytest.mark.usefixtures("last_letter_rule")
+
 REPLIES = {
     "s1": "C",
     "s2": "B or C",

@@ -51,3 +51,16 @@ def test_a_rule_registered_after_a_lookup_is_seen(monkeypatch: pytest.MonkeyPatc
         assert list(rules_for("cache_probe")) == [EVALKIT]  # answer cached now
         rule("late_rule", "cache_probe", source="test")(lambda p, t, s: Score(0.0))
         assert list(rules_for("cache_probe")) == [EVALKIT, "late_rule"]
+
+
+def test_a_test_rule_is_registered_only_while_asked_for_and_unregister_names_unknowns() -> None:
+    from evalkit.scoring import rules as registry
+    from tests._sensitivity_rules import LAST_LETTER, last_letter_registered
+
+    before = set(registry.rules_for("multiple_choice"))
+    assert LAST_LETTER not in before  # nothing registers it at import
+    with last_letter_registered():
+        assert registry.has_rule(LAST_LETTER, "mcq")
+    assert set(registry.rules_for("multiple_choice")) == before
+    with pytest.raises(RegistryError, match="not registered"):
+        registry.unregister(LAST_LETTER, "multiple_choice")

@@ -19,6 +19,9 @@ from evalkit.scoring.verdicts import Verdicts, compact_verdict
 from tests._sensitivity_rules import LAST_LETTER
 from tests.test_scoring_judge import FakeJudgeEngine
 
+# the test-only rule LAST_LETTER is registered per test (tests/_sensitivity_rules.py)
+pytestmark = pytest.mark.usefixtures("last_letter_rule")
+
 
 def _mc(target: str = "C") -> Sample:
     return Sample(

@@ -78,6 +78,15 @@ def rule(
     return deco
 
 
+def unregister(name: str, *task_types: str) -> None:
+    """Remove rule ``name`` from each of ``task_types`` (a plugin or test undoing ``rule``)."""
+    for task_type in task_types:
+        kind = tasks.canonical(task_type)
+        if _RULES.get(kind, {}).pop(name, None) is None:
+            raise RegistryError(f"rule {name!r} is not registered for {kind!r}")
+    _TABLES.clear()
+
+
 def _load_all() -> None:
     """Import every rule module of this package once (they register on import)."""
     global _loaded
