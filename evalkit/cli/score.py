@@ -153,7 +153,7 @@ def score_predictions(
     _check_ids(file, texts, bench_run.name, [s.id for s in bench_run.samples])
     rundir = RunDir(Path(cfg.runs_dir) / (cfg.run_id or new_run_id("score")))
     with rundir.lock():  # one writer per run directory, as for evalkit run
-        fingerprint = rundir.open(*_configs(cfg, bench_run, file), force=force)
+        fingerprint = rundir.open(_manifest(cfg, bench_run, file), force=force)
         return _score_into(rundir, fingerprint, bench_run, texts, file)
 
 
@@ -224,8 +224,10 @@ def _benchmark(cfg: Any) -> Any:
     return BenchRun(spec.name, spec, spec.frames, SamplingParams(), samples)
 
 
-def _configs(cfg: Any, bench: Any, file: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``config.json``'s result config and extra part, as ``evalkit run`` writes them."""
+def _manifest(cfg: Any, bench: Any, file: Path) -> Any:
+    """The run's manifest (``RunManifest``), as ``evalkit run`` writes it, with the
+    predictions file in place of the generation settings."""
+    from evalkit.manifest import RunManifest
     from evalkit.runner import result_config
 
     rc = result_config(cfg, [bench])
@@ -234,8 +236,7 @@ def _configs(cfg: Any, bench: Any, file: Path) -> tuple[dict[str, Any], dict[str
     rc["predictions"] = {"file": file.name, "sha256": _sha256(file)}
     extra = cfg.model_dump(mode="json")
     extra.update(command="score", predictions=str(file))
-    extra["specs"] = {bench.name: bench.spec.model_dump(mode="json")}
-    return rc, extra
+    return RunManifest.build(rc, extra, specs={bench.name: bench.spec})
 
 
 def _completion(sample: Sample, text: str) -> Any:
