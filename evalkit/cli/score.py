@@ -215,13 +215,22 @@ def _benchmark(cfg: Any) -> Any:
 
     if cfg.data:
         from evalkit.bench.unified import load_unified, unified_spec
+        from evalkit.bench.unified_known import DataBench
 
         spec = unified_spec(cfg.data, cfg.video_root)
         samples = load_unified(cfg.data, cfg.video_root)
-    else:
-        spec = get_benchmark(cfg.bench[0])  # NAME:VARIANT; an unknown one: RegistryError
-        samples = load(spec, _bench_root(cfg, spec), check_media=False)
+        # recorded as a --data benchmark of no known source: reports give its pooled mean,
+        # labelled as such, not the generated spec's mean as if it were official
+        db = DataBench(spec.name, spec, list(samples), note=_POOLED)
+        run = BenchRun(spec.name, spec, spec.frames, SamplingParams(), db.samples)
+        run.data_info = db.info(Path(cfg.data))
+        return run
+    spec = get_benchmark(cfg.bench[0])  # NAME:VARIANT; an unknown one: RegistryError
+    samples = load(spec, _bench_root(cfg, spec), check_media=False)
     return BenchRun(spec.name, spec, spec.frames, SamplingParams(), samples)
+
+
+_POOLED = "evalkit score --data: every row pooled (ad-hoc data, no official rule)"
 
 
 def _manifest(cfg: Any, bench: Any, file: Path) -> Any:
@@ -236,7 +245,8 @@ def _manifest(cfg: Any, bench: Any, file: Path) -> Any:
     rc["predictions"] = {"file": file.name, "sha256": _sha256(file)}
     extra = cfg.model_dump(mode="json")
     extra.update(command="score", predictions=str(file))
-    return RunManifest.build(rc, extra, specs={bench.name: bench.spec})
+    data = {bench.name: bench.data_info} if bench.data_info else {}
+    return RunManifest.build(rc, extra, specs={bench.name: bench.spec}, data_benchmarks=data)
 
 
 def _completion(sample: Sample, text: str) -> Any:
