@@ -263,6 +263,9 @@ def _label(key: Key) -> str:
     return f"{key[0]}:{key[1]}" if key[1] else key[0]
 
 
+UNKNOWN_ROWS_NOTE = "rows of no known benchmark: pooled mean (ad-hoc data, no official rule)"
+
+
 def _bench(
     file: Path, video_root: str | Path | None, key: Key, spec: BenchmarkSpec | None
 ) -> DataBench:
@@ -270,7 +273,7 @@ def _bench(
         return DataBench(
             name=file.stem,
             spec=unified_spec(file, video_root),
-            note="rows of no known benchmark: pooled mean (ad-hoc data, no official rule)",
+            note=UNKNOWN_ROWS_NOTE,
         )
     label = _label(key)
     return DataBench(name=f"{label} ({file.name})", spec=spec, benchmark=label)

@@ -180,11 +180,10 @@ def _adhoc(cfg: Any, path: Path, name: str, samples: list[Sample]) -> Any:
     """An ad-hoc ``--data`` benchmark of rows of no known source (``data_benches``)."""
     from evalkit import runner
     from evalkit.bench.unified import unified_spec
-    from evalkit.bench.unified_known import DataBench
+    from evalkit.bench.unified_known import UNKNOWN_ROWS_NOTE, DataBench
 
     file = path.parent / f"{name}.jsonl"  # never read: the records carry what a report needs
-    note = "rows of no known benchmark: pooled mean (ad-hoc data, no official rule)"
-    db = DataBench(name=name, spec=unified_spec(file), samples=samples, note=note)
+    db = DataBench(name, unified_spec(file), samples, note=UNKNOWN_ROWS_NOTE)
     run = runner.bench_run(cfg, db.spec, db.samples, None)
     run.name, run.data_info = db.name, db.info(file)
     return run
