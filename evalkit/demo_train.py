@@ -99,7 +99,9 @@ class FamilyDelta:
 def _per_sample(run_dir: Path, bench: str) -> dict[str, dict[str, Any]]:
     """id -> (family, score value, format, extracted answer) of the run's scored records."""
     out = {}
-    for line in (run_dir / f"{bench}.jsonl").read_text().splitlines():
+    from evalkit.rundir import RunDir
+
+    for line in RunDir(run_dir).store_path(bench).read_text().splitlines():
         rec = json.loads(line)
         score = rec.get("score") or {}
         if rec.get("status") != "ok" or score.get("value") is None:

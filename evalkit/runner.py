@@ -26,6 +26,7 @@ from evalkit.engines import reads_local_checkpoint
 from evalkit.engines.base import Engine
 from evalkit.engines.lifecycle import close_engine
 from evalkit.errors import ConfigError
+from evalkit.manifest import RunManifest
 from evalkit.pipeline import Pipeline, PipelineStats
 from evalkit.prompts import PromptPlan
 
@@ -53,13 +54,13 @@ def resolve_benchmarks(cfg: RunConfig, factor: int | None) -> list[BenchRun]:
         spec = get_benchmark(name)  # NAME:VARIANT; an unknown variant is a RegistryError
         root = _bench_root(cfg, spec)
         loaded = load(spec, root)
-        runs.append(_bench_run(cfg, spec, loaded, factor, problems=loaded.problems))
+        runs.append(bench_run(cfg, spec, loaded, factor, problems=loaded.problems))
     if cfg.data:
         # one benchmark per known source named by the rows (official rule), the rest pooled
         from evalkit.bench.unified_known import data_benches
 
         for db in data_benches(cfg.data, cfg.video_root):
-            run = _bench_run(cfg, db.spec, db.samples, factor, problems=db.problems)
+            run = bench_run(cfg, db.spec, db.samples, factor, problems=db.problems)
             run.name, run.data_info = db.name, db.info(Path(cfg.data))
             runs.append(run)
     if not runs:
@@ -67,13 +68,14 @@ def resolve_benchmarks(cfg: RunConfig, factor: int | None) -> list[BenchRun]:
     return runs
 
 
-def _bench_run(
+def bench_run(
     cfg: RunConfig,
     spec: Any,
     samples: list[Sample],
     factor: int | None,
     problems: list[Any] | None = None,
 ) -> BenchRun:
+    """One benchmark as ``cfg`` runs it: frames, prompt plan, sampling, samples."""
     prompt = PromptPlan.for_spec(spec, cfg.variant)
     thinking = prompt.thinking(spec.task_types)
     return BenchRun(
@@ -276,13 +278,21 @@ def execute(
     return asyncio.run(aexecute(cfg, engine, on_start, judge_engine))
 
 
-def open_run(cfg: RunConfig, rundir: RunDir, benches: list[BenchRun]) -> str:
-    """Record (or check) the run's configuration and its invalid rows; the fingerprint."""
+def run_manifest(cfg: RunConfig, benches: list[BenchRun]) -> RunManifest:
+    """The run's manifest: result config (the fingerprint), settings, specs as run."""
     extra = cfg.model_dump(mode="json", exclude={"resume", "force", "retry_failed"})
-    # the specs as run, so reports aggregate by the rules in force (ad-hoc sets included)
-    extra["specs"] = {b.name: b.spec.model_dump(mode="json") for b in benches}
-    extra["data_benchmarks"] = {b.name: b.data_info for b in benches if b.data_info}
-    fingerprint = rundir.open(result_config(cfg, benches), extra, force=cfg.force)
+    return RunManifest.build(
+        result_config(cfg, benches),
+        extra,
+        # the specs as run, so reports aggregate by the rules in force (ad-hoc sets included)
+        specs={b.name: b.spec for b in benches},
+        data_benchmarks={b.name: b.data_info for b in benches if b.data_info},
+    )
+
+
+def open_run(cfg: RunConfig, rundir: RunDir, benches: list[BenchRun]) -> str:
+    """Record (or check) the run's manifest and its invalid rows; the fingerprint."""
+    fingerprint = rundir.open(run_manifest(cfg, benches), force=cfg.force)
     for b in benches:  # invalid rows, for the report (invalid/<benchmark>.jsonl)
         rundir.write_problems(b.name, b.problems)
     return fingerprint
@@ -327,7 +337,7 @@ async def _aexecute_locked(
     engine = engine or make_engine(cfg)
     stats: dict[str, PipelineStats] = {}
     try:
-        async with judge_for(cfg, judge_engine, path / "judge_cache") as judge:
+        async with judge_for(cfg, judge_engine, rundir.judge_cache_path) as judge:
             with miss_pool(cfg.cache_workers) as pool:
                 for bench in benches:
                     frames_seen = FrameLog()
@@ -349,7 +359,8 @@ async def _aexecute_locked(
                             stats[bench.name] = await pipe.run(
                                 bench.samples, retry_failed=cfg.retry_failed
                             )
-                    frames_seen.write(path, bench.name)  # for the summary and the report
+                    # for the summary and the report
+                    frames_seen.write(rundir.frames_path, bench.name)
     finally:
         if own_engine:
             await close_engine(engine)

@@ -134,10 +134,13 @@ def _run(work: Path, data: Path, model: str, n: int) -> dict[str, Any]:
     log(f"evalkit run with {n} replica(s)")
     with CpuSampler() as cpu:
         wall = _evalkit(argv, cpu)
+    from evalkit.rundir import RunDir
+
+    run = RunDir(work / "runs" / run_id)
     records = [
         json.loads(line)
-        for store in (work / "runs" / run_id).glob("*.jsonl")
-        for line in store.read_text().splitlines()
+        for bench in run.benchmarks()
+        for line in run.store_path(bench).read_text().splitlines()
         if line.strip()
     ]
     stamps = [r.get("timings") or {} for r in records]

@@ -169,10 +169,13 @@ def run_stage(stage: Stage, deadline: float) -> tuple[float, float, str | None]:
 
 def arm_figures(run_dir: Path, launched: float) -> dict[str, Any]:
     """Samples, ok samples, samples/s and engine start-up from an arm's run directory."""
+    from evalkit.rundir import RunDir
+
+    run = RunDir(run_dir)
     lines = [
         json.loads(line)
-        for store in sorted(run_dir.glob("*.jsonl"))  # one results store per benchmark
-        for line in store.read_text().splitlines()
+        for bench in run.benchmarks()  # one results store per benchmark
+        for line in run.store_path(bench).read_text().splitlines()
         if line.strip()
     ]
     records = [r for r in lines if "id" in r and isinstance(r.get("timings"), dict)]

@@ -1,10 +1,11 @@
 """A run directory -> per-benchmark official aggregates, counts, settings and timings.
 
-Everything here is read from the run directory alone (``config.json`` + one JSONL store
-per benchmark): records carry the sample's task type, target and breakdown fields, so no
-dataset is needed. The official rule comes from the benchmark's spec in the registry; a
-benchmark without a spec (an ad-hoc ``--data`` file) gets a pooled mean broken down by
-task type, labelled as such.
+Everything here is read from the run directory alone (its manifest, ``config.json``, + one
+JSONL store per benchmark): records carry the sample's task type, target and breakdown
+fields, so no dataset is needed. The official rule comes from the benchmark's spec as run
+(recorded in the manifest; the live registry only for runs that recorded none, said so in
+the report, see ``reports.specs``); a benchmark without a spec (an ad-hoc ``--data`` file)
+gets a pooled mean broken down by task type, labelled as such.
 """
 
 from __future__ import annotations
@@ -16,13 +17,15 @@ from typing import Any
 from evalkit.bench.aggregate import AggregateResult, Scored, aggregate, aggregations
 from evalkit.bench.unified_known import recorded_data_spec
 from evalkit.errors import DataError
-from evalkit.rundir import RunDir, hash_json
+from evalkit.manifest import RunManifest
+from evalkit.rundir import RunDir, store_stem
 from evalkit.sample import Sample
 
 from .judging import judge_notes
 from .model import BenchmarkReport, Counts, FailedPolicy, RunReport
 from .provenance import check_records, provenance_note, rejected_notes, split_foreign
 from .sensitivity import sensitivity
+from .specs import SpecAsRun, spec_as_run
 from .stats import standard_error
 
 ADHOC_AGGREGATION = "pooled mean by task_type (ad-hoc data: no official spec)"
@@ -37,30 +40,31 @@ def load_run(
     if not rundir.config_path.is_file():
         raise DataError(f"{rundir.path}: not a run directory (no config.json)")
     config = rundir.config()
+    manifest = rundir.manifest()
     configurations = rundir.configurations()
-    benches = dict((config.get("result_config") or {}).get("benchmarks") or {})
-    by_file = {_safe(name): name for name in benches}
+    by_file = {store_stem(name): name for name in manifest.result_config.benchmarks}
     out: dict[str, BenchmarkReport] = {}
     for stem in rundir.benchmarks():
         name = by_file.get(stem, stem)
-        path = rundir.path / f"{stem}.jsonl"
-        bench = load_benchmark(path, name, config, failed=failed, configurations=configurations)
+        path = rundir.store_path(stem)
+        bench = load_benchmark(path, name, manifest, failed=failed, configurations=configurations)
         bench.stderr, bench.stderr_method = standard_error(bench, n_boot=bootstrap, seed=seed)
         out[name] = bench
     if not out:
         raise DataError(f"{rundir.path}: the run has no results yet (no <benchmark>.jsonl)")
-    return RunReport(rundir.path, rundir.path.name, config, out, failed)
+    live = [name for name, b in out.items() if b.live_spec]
+    return RunReport(rundir.path, rundir.path.name, config, out, failed, live_specs=live)
 
 
 def load_benchmark(
     path: Path,
     name: str,
-    config: dict[str, Any],
+    manifest: RunManifest,
     *,
     failed: FailedPolicy = "zero",
     configurations: list[dict[str, Any]] | None = None,
 ) -> BenchmarkReport:
-    """One benchmark's store, aggregated by its spec's official rule.
+    """One benchmark's store, aggregated by the official rule of its spec as run.
 
     Only valid records made under one of ``configurations`` (config.json and its
     amendments; default: the run's) count; the others are named in the notes.
@@ -70,22 +74,12 @@ def load_benchmark(
     records, foreign = split_foreign(records, configurations)
     scored, counts = scored_from_records(records, failed=failed)
     counts.malformed, counts.foreign = len(problems), len(foreign)
-    entry = ((config.get("result_config") or {}).get("benchmarks") or {}).get(name) or {}
-    data = recorded_data_spec(config, name)  # a --data file's rows: the spec they ran under
-    spec, variant, notes = (data[0], None, [data[2]]) if data else resolve_spec(name, config, entry)
+    as_run, official, label = _as_run(name, manifest)
+    spec, notes = as_run.spec, list(as_run.notes)
     notes += problem_notes(RunDir(path.parent).problems(name), counts)
     notes += rejected_notes(problems, foreign) + provenance_note(name, records, configurations)
     notes += judge_notes(records)
     result = aggregate_scored(spec, scored, path)
-    if spec is None:
-        official, label = False, ADHOC_AGGREGATION
-    elif data and not data[1]:
-        official, label = (
-            False,
-            f"pooled mean ({spec.name}'s official rule needs fields the rows lack)",
-        )
-    else:
-        official, label = True, spec.aggregation.name
     notes += _count_notes(counts, failed)
 
     def official_of(recs: list[dict[str, Any]]) -> float | None:  # the same path, other verdicts
@@ -102,12 +96,32 @@ def load_benchmark(
         aggregation=label,
         official=official,
         spec=spec,
-        variant=variant,
-        settings=_settings(config, entry),
+        variant=as_run.variant,
+        settings=_settings(manifest, name),
         group_sizes={f: _group_sizes(scored, f) for f in breakdown_fields},
         notes=notes,
         sensitivity=sensitivity(records, result.overall, official_of),
+        live_spec=as_run.live,
     )
+
+
+def _as_run(name: str, manifest: RunManifest) -> tuple[SpecAsRun, bool, str]:
+    """The spec a benchmark is aggregated by, whether that is official, and its label."""
+    data = recorded_data_spec(manifest, name)  # a --data file's rows: the spec they ran under
+    if data is not None:
+        spec, official, note = data
+        as_run = SpecAsRun(spec, None, [note])
+        if spec is not None and not official:
+            return (
+                as_run,
+                False,
+                f"pooled mean ({spec.name}'s official rule needs fields the rows lack)",
+            )
+    else:
+        as_run = spec_as_run(name, manifest)
+    if as_run.spec is None:
+        return as_run, False, ADHOC_AGGREGATION
+    return as_run, True, as_run.spec.aggregation.name
 
 
 def _count_notes(counts: Any, failed: FailedPolicy) -> list[str]:
@@ -215,50 +229,6 @@ def _scored(sample: Sample, value: float | None, metadata: dict[str, Any]) -> Sc
     return Scored(sample, value)
 
 
-def resolve_spec(
-    name: str, config: dict[str, Any], entry: dict[str, Any]
-) -> tuple[Any, str | None, list[str]]:
-    """The registry spec a benchmark ran under, its variant, and notes on how it was found.
-
-    The variant is the one whose spec hash equals the hash recorded in ``config.json``;
-    when none does (the YAML changed since the run, e.g. a reference score was added),
-    it is read from the run's ``--bench NAME:VARIANT`` list.
-    """
-    from evalkit.bench.registry import get_benchmark
-    from evalkit.registry import RegistryError
-
-    if entry and entry.get("spec_hash") is None:
-        return None, None, []
-    try:
-        base = get_benchmark(name)
-    except RegistryError:
-        return None, None, [f"no spec named {name!r} in the registry: pooled mean, not official"]
-    recorded = entry.get("spec_hash")
-    for variant in [None, *sorted(base.variants)]:
-        spec = base.with_variant(variant)
-        if recorded and hash_json(spec.model_dump(mode="json")) == recorded:
-            return spec, variant, []
-    variant = _variant_from_bench_list(base, config)
-    notes = []
-    if recorded:
-        notes.append(
-            f"{name}'s spec changed since the run (hash {recorded} no longer matches); "
-            "aggregated with the current spec"
-        )
-    return base.with_variant(variant), variant, notes
-
-
-def _variant_from_bench_list(base: Any, config: dict[str, Any]) -> str | None:
-    from evalkit.bench.spec import normalize_name
-
-    keys = {normalize_name(n) for n in [base.name, *base.aliases]}
-    for item in (config.get("extra") or {}).get("bench") or []:
-        head, _, variant = str(item).partition(":")
-        if variant and normalize_name(head) in keys and variant in base.variants:
-            return variant
-    return None
-
-
 def _adhoc(scored: list[Scored]) -> AggregateResult:
     tagged = [
         dataclasses.replace(
@@ -285,8 +255,9 @@ def _group_sizes(scored: list[Scored], name: str) -> dict[str, int]:
     return dict(sorted(sizes.items()))
 
 
-def _settings(config: dict[str, Any], entry: dict[str, Any]) -> dict[str, Any]:
-    rc = config.get("result_config") or {}
+def _settings(manifest: RunManifest, name: str) -> dict[str, Any]:
+    rc = manifest.result_config.dump()
+    entry = (rc.get("benchmarks") or {}).get(name) or {}
     return {
         "model": rc.get("model"),
         "engine": rc.get("engine"),
@@ -296,8 +267,3 @@ def _settings(config: dict[str, Any], entry: dict[str, Any]) -> dict[str, Any]:
         "frames": entry.get("frames") or {},
         "engine_options": rc.get("engine_options") or {},
     }
-
-
-def _safe(name: str) -> str:
-    # The same file-name rule as RunDir.store.
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)

@@ -64,6 +64,8 @@ class BenchmarkReport:
     references: list[Any] = field(default_factory=list)  # reports.reference.ReferenceCheck
     sensitivity: Sensitivity | None = None
     """The official number under each extraction rule (None: records predate rules)."""
+    live_spec: bool = False
+    """Aggregated by the live registry's spec: the run recorded no spec it ran under."""
 
     @property
     def overall(self) -> float | None:
@@ -80,6 +82,8 @@ class RunReport:
     config: dict[str, Any]
     benchmarks: dict[str, BenchmarkReport]
     failed_policy: FailedPolicy = "zero"
+    live_specs: list[str] = field(default_factory=list)
+    """Benchmarks aggregated by the live registry's spec (none recorded), named in the report."""
 
     @property
     def result_config(self) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from evalkit.rundir import config_diff
 
 from .reference import MATCH_RULE
+from .specs import live_note
 from .timeline import Utilisation, spans, utilisation
 
 if TYPE_CHECKING:
@@ -72,7 +73,8 @@ def summary(run: RunReport) -> Section:
                 verdict,
             ]
         )
-    notes = [f"{b.name}: {n}" for b in run.benchmarks.values() for n in b.notes]
+    notes = [live_note(run.live_specs)] if run.live_specs else []
+    notes += [f"{b.name}: {n}" for b in run.benchmarks.values() for n in b.notes]
     notes += [
         f"{b.name}: headline extraction rule {headline_rules(b)}"
         for b in run.benchmarks.values()
@@ -274,9 +276,10 @@ def references(run: RunReport) -> Section:
 def frame_notes(run: RunReport) -> list[str]:
     """Per benchmark: the frames the model saw (count, size) and the budget that set the
     size, which can be far below ``max_pixels`` when the total-pixel budget caps it."""
+    from evalkit.rundir import RunDir
     from evalkit.video.budget import describe, read_frames
 
-    seen = read_frames(run.path)
+    seen = read_frames(RunDir(run.path).frames_path)
     return [
         f"{name}: frames as run: {describe(seen[name])}" for name in run.benchmarks if name in seen
     ]

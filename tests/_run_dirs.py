@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.engines.base import Completion, Request, Timings
+from evalkit.rundir import RunDir
 from evalkit.runner import RunConfig
 from tests.fixtures.bench.media import tiny_video
 
@@ -65,14 +66,15 @@ def run_config(root: Path, **kw: Any) -> RunConfig:
 
 def cut_store(run: Path, keep: int) -> None:
     """Keep the first ``keep`` records (a run that crashed after writing them)."""
-    store = run / f"{BENCH}.jsonl"
+    store = RunDir(run).store_path(BENCH)
     lines = store.read_text().splitlines(keepends=True)
     store.write_text("".join(lines[:keep]))
 
 
 def ids(run: Path) -> list[str]:
     """Every id recorded in the store, one per line, in file order."""
-    return [json.loads(x)["id"] for x in (run / f"{BENCH}.jsonl").read_text().splitlines()]
+    lines = RunDir(run).store_path(BENCH).read_text().splitlines()
+    return [json.loads(x)["id"] for x in lines]
 
 
 def expected_ids(n: int) -> list[str]:

@@ -9,10 +9,10 @@ import pytest
 
 from evalkit.records import RecordProblem, SampleRecord, check_line, failed_record, ok_record
 from evalkit.reports import load_run
-from evalkit.reports.synthetic import Rec, write_run
 from evalkit.sample import Sample
 from evalkit.scoring.types import Score
 from evalkit.scoring.verdicts import Verdicts
+from evalkit.testing.runs import Rec, write_run
 
 SAMPLE = Sample(
     id="7",

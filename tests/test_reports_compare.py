@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from evalkit.reports import compare, load_run
-from evalkit.reports.synthetic import Rec, write_run
 from evalkit.reports.timeline import Span, in_engine, occupancy, utilisation
+from evalkit.testing.runs import Rec, write_run
 
 
 def _vmme(values: list[float]) -> list[Rec]:

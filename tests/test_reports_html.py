@@ -18,7 +18,7 @@ from PIL import Image
 
 from evalkit.cli.main import main
 from evalkit.reports import build_report, load_run, write_report
-from evalkit.reports.synthetic import Rec, write_run
+from evalkit.testing.runs import Rec, write_run
 from tests._browser import chromium
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

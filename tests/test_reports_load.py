@@ -12,7 +12,7 @@ from evalkit.bench.registry import get_benchmark
 from evalkit.errors import DataError
 from evalkit.reports import load_run
 from evalkit.reports.load import ADHOC_AGGREGATION, read_records, scored_from_records
-from evalkit.reports.synthetic import Rec, write_run
+from evalkit.testing.runs import Rec, write_run
 
 
 def _vmme(id_: str, duration: str, domain: str, task: str, value: float | None = 1.0,
@@ -159,17 +159,32 @@ def test_a_torn_last_line_is_skipped_without_touching_the_file(vmme_run: Path) -
     assert path.read_bytes() == before  # a running evaluation may still be writing it
 
 
-def test_a_changed_spec_is_noted_and_the_variant_read_from_the_bench_list(tmp_path: Path) -> None:
+def test_without_a_recorded_spec_a_changed_one_is_noted_and_the_variant_read_from_the_bench_list(
+    tmp_path: Path,
+) -> None:
     import json
 
     path = write_run(tmp_path / "r", "m", {"Video-MME": VMME}, variant="with_subtitles")
     cfg = json.loads((path / "config.json").read_text())
+    del cfg["specs"], cfg["schema_version"]  # as written before runs recorded their specs
     cfg["result_config"]["benchmarks"]["Video-MME"]["spec_hash"] = "0123456789abcdef"
     (path / "config.json").write_text(json.dumps(cfg))
     b = load_run(path).benchmarks["Video-MME"]
-    assert b.variant == "with_subtitles"
+    assert b.variant == "with_subtitles" and b.live_spec
     assert any("spec changed since the run" in n for n in b.notes)
     assert b.overall == pytest.approx(400 / 7)
+
+
+def test_a_recorded_spec_that_does_not_match_its_hash_is_not_trusted(tmp_path: Path) -> None:
+    import json
+
+    path = write_run(tmp_path / "r", "m", {"Video-MME": VMME}, variant="with_subtitles")
+    cfg = json.loads((path / "config.json").read_text())
+    cfg["specs"]["Video-MME"]["description"] = "edited by hand after the run"
+    (path / "config.json").write_text(json.dumps(cfg))
+    b = load_run(path).benchmarks["Video-MME"]
+    assert b.live_spec and b.variant == "with_subtitles"  # matched by the recorded hash
+    assert any("does not match its spec_hash" in n for n in b.notes)
 
 
 def test_records_missing_a_field_the_rule_needs_name_the_file(tmp_path: Path) -> None:

@@ -11,10 +11,10 @@ from evalkit.engines.base import Completion, Request
 from evalkit.errors import VideoError
 from evalkit.pipeline import Pipeline, PipelineConfig
 from evalkit.reports import load_run
-from evalkit.reports.synthetic import open_run
 from evalkit.reports.timeline import spans, utilisation
 from evalkit.sample import Sample
 from evalkit.scoring.types import Score
+from evalkit.testing.runs import open_run
 from tests.scripted_engine import ScriptedEngine
 
 DURATIONS = ("short", "medium", "long")

@@ -9,7 +9,7 @@ import pytest
 
 from evalkit.reports import build_report, load_run, write_report
 from evalkit.reports.replicas import NO_REPLICA, lanes
-from evalkit.reports.synthetic import Rec, write_run
+from evalkit.testing.runs import Rec, write_run
 
 T0 = 1000.0
 TITLE = "Per-replica timeline"

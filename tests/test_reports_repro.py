@@ -10,7 +10,7 @@ import pytest
 from evalkit.cli.main import main
 from evalkit.reports import load_run, verdicts
 from evalkit.reports.reference import model_names
-from evalkit.reports.synthetic import Rec, write_run
+from evalkit.testing.runs import Rec, write_run
 
 QWEN25 = "/ckpt/Qwen2.5-VL-7B-Instruct"  # Video-MME reference (base spec): 65.1
 

@@ -28,10 +28,10 @@ from rich.console import Console
 from evalkit.engines.base import Request
 from evalkit.pipeline import Pipeline, PipelineConfig
 from evalkit.reports import build_report, load_run, write_report
-from evalkit.reports.synthetic import open_run
 from evalkit.runner import make_scorer
 from evalkit.sample import Sample
 from evalkit.scoring import Score, score
+from evalkit.testing.runs import open_run
 from tests._registered import task_type
 from tests.scripted_engine import ScriptedEngine
 

@@ -32,9 +32,9 @@ from evalkit.bench.spec import ScoringSpec
 from evalkit.engines.base import Request
 from evalkit.pipeline import Pipeline, PipelineConfig
 from evalkit.reports import build_report, load_run, write_report
-from evalkit.reports.synthetic import Rec, open_run, write_run
 from evalkit.runner import make_scorer
 from evalkit.sample import Sample
+from evalkit.testing.runs import Rec, open_run, write_run
 from tests._browser import chromium
 from tests._sensitivity_rules import LAST_LETTER
 from tests.scripted_engine import ScriptedEngine

@@ -14,9 +14,9 @@ from evalkit.bench.aggregate_official import across_variants, combined_headlines
 from evalkit.bench.loader import load
 from evalkit.bench.registry import get_benchmark
 from evalkit.reports.report import build_report
-from evalkit.reports.synthetic import Rec, write_run
 from evalkit.sample import Sample
 from evalkit.scoring import score
+from evalkit.testing.runs import Rec, write_run
 from tests._rules_b import render_official, sample, scored, verdict
 from tests.fixtures.bench import official
 

@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalkit import tasks
 from evalkit.bench.rows import Loaded, Problem, RowError
@@ -32,6 +32,9 @@ from evalkit.bench.unified import iter_file_rows, load_unified, unified_spec
 from evalkit.errors import DataError
 from evalkit.registry import RegistryError
 from evalkit.sample import Sample
+
+if TYPE_CHECKING:
+    from evalkit.manifest import RunManifest
 
 # Spec field -> unified row fields tried in order (the spec's own field name is tried
 # first). From EasyVideoR1's eval/data/valid_data files: VSI-Bench keeps the question
@@ -260,6 +263,9 @@ def _label(key: Key) -> str:
     return f"{key[0]}:{key[1]}" if key[1] else key[0]
 
 
+UNKNOWN_ROWS_NOTE = "rows of no known benchmark: pooled mean (ad-hoc data, no official rule)"
+
+
 def _bench(
     file: Path, video_root: str | Path | None, key: Key, spec: BenchmarkSpec | None
 ) -> DataBench:
@@ -267,7 +273,7 @@ def _bench(
         return DataBench(
             name=file.stem,
             spec=unified_spec(file, video_root),
-            note="rows of no known benchmark: pooled mean (ad-hoc data, no official rule)",
+            note=UNKNOWN_ROWS_NOTE,
         )
     label = _label(key)
     return DataBench(name=f"{label} ({file.name})", spec=spec, benchmark=label)
@@ -298,16 +304,15 @@ def data_benches(file: str | Path, video_root: str | Path | None = None) -> list
 
 
 def recorded_data_spec(
-    config: dict[str, Any], name: str
+    manifest: RunManifest, name: str
 ) -> tuple[BenchmarkSpec | None, bool, str] | None:
     """For a run benchmark made from a ``--data`` file: the spec it ran under (None for
     rows of no known benchmark), whether its aggregate is official, and the note saying
     how its rows were matched. None when ``name`` is not a ``--data`` benchmark."""
-    extra = config.get("extra") or {}
-    info = (extra.get("data_benchmarks") or {}).get(name)
+    info = manifest.data_benchmarks.get(name)
     if info is None:
         return None
-    raw = (extra.get("specs") or {}).get(name)
+    raw = manifest.specs.get(name)
     if not info.get("benchmark") or raw is None:
         return None, False, str(info.get("note") or "")
     return BenchmarkSpec.model_validate(raw), bool(info.get("official")), str(info.get("note"))

@@ -153,7 +153,7 @@ def score_predictions(
     _check_ids(file, texts, bench_run.name, [s.id for s in bench_run.samples])
     rundir = RunDir(Path(cfg.runs_dir) / (cfg.run_id or new_run_id("score")))
     with rundir.lock():  # one writer per run directory, as for evalkit run
-        fingerprint = rundir.open(*_configs(cfg, bench_run, file), force=force)
+        fingerprint = rundir.open(_manifest(cfg, bench_run, file), force=force)
         return _score_into(rundir, fingerprint, bench_run, texts, file)
 
 
@@ -215,17 +215,28 @@ def _benchmark(cfg: Any) -> Any:
 
     if cfg.data:
         from evalkit.bench.unified import load_unified, unified_spec
+        from evalkit.bench.unified_known import DataBench
 
         spec = unified_spec(cfg.data, cfg.video_root)
         samples = load_unified(cfg.data, cfg.video_root)
-    else:
-        spec = get_benchmark(cfg.bench[0])  # NAME:VARIANT; an unknown one: RegistryError
-        samples = load(spec, _bench_root(cfg, spec), check_media=False)
+        # recorded as a --data benchmark of no known source: reports give its pooled mean,
+        # labelled as such, not the generated spec's mean as if it were official
+        db = DataBench(spec.name, spec, list(samples), note=_POOLED)
+        run = BenchRun(spec.name, spec, spec.frames, SamplingParams(), db.samples)
+        run.data_info = db.info(Path(cfg.data))
+        return run
+    spec = get_benchmark(cfg.bench[0])  # NAME:VARIANT; an unknown one: RegistryError
+    samples = load(spec, _bench_root(cfg, spec), check_media=False)
     return BenchRun(spec.name, spec, spec.frames, SamplingParams(), samples)
 
 
-def _configs(cfg: Any, bench: Any, file: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``config.json``'s result config and extra part, as ``evalkit run`` writes them."""
+_POOLED = "evalkit score --data: every row pooled (ad-hoc data, no official rule)"
+
+
+def _manifest(cfg: Any, bench: Any, file: Path) -> Any:
+    """The run's manifest (``RunManifest``), as ``evalkit run`` writes it, with the
+    predictions file in place of the generation settings."""
+    from evalkit.manifest import RunManifest
     from evalkit.runner import result_config
 
     rc = result_config(cfg, [bench])
@@ -234,8 +245,8 @@ def _configs(cfg: Any, bench: Any, file: Path) -> tuple[dict[str, Any], dict[str
     rc["predictions"] = {"file": file.name, "sha256": _sha256(file)}
     extra = cfg.model_dump(mode="json")
     extra.update(command="score", predictions=str(file))
-    extra["specs"] = {bench.name: bench.spec.model_dump(mode="json")}
-    return rc, extra
+    data = {bench.name: bench.data_info} if bench.data_info else {}
+    return RunManifest.build(rc, extra, specs={bench.name: bench.spec}, data_benchmarks=data)
 
 
 def _completion(sample: Sample, text: str) -> Any:

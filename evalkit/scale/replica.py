@@ -18,6 +18,7 @@ from typing import Any, cast
 
 from evalkit.pipeline import Pipeline
 from evalkit.runconfig import RunConfig
+from evalkit.rundir import RunDir
 from evalkit.sample import Sample
 from evalkit.store import Store
 from evalkit.video.budget import FrameLog
@@ -96,7 +97,7 @@ class Replica:
                 self._samples[(bench.name, s.id)] = s
         engine = make_engine(_inside_actor(cfg))
         self._stack.push_async_callback(close_engine, engine)
-        judge_dir = self.run_path / "judge_cache"
+        judge_dir = RunDir(self.run_path).judge_cache_path
         judge = await self._stack.enter_async_context(judge_for(cfg, self.judge_engine, judge_dir))
         pool = self._stack.enter_context(miss_pool(cfg.cache_workers))
         self._parts = {"engine": engine, "judge": judge, "pool": pool, "cache": make_cache(cfg)}
@@ -161,4 +162,4 @@ def merge_frame_counts(
     for name, counter in merged.items():
         log = FrameLog()
         log.add_counts(counter)
-        log.write(run_path, name)
+        log.write(RunDir(run_path).frames_path, name)

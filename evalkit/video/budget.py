@@ -158,11 +158,10 @@ class FrameLog:
             out["capped_by"][why] += k
         return {key: dict(c) for key, c in out.items()} | {"videos": sum(seen.values())}
 
-    def write(self, run_dir: Path, benchmark: str) -> None:
-        """Merge this benchmark's summary into ``run_dir/frames.json`` (a resumed run
-        adds its videos to those of the earlier sessions)."""
-        path = run_dir / FRAMES_FILE
-        doc = read_frames(run_dir)
+    def write(self, path: Path, benchmark: str) -> None:
+        """Merge this benchmark's summary into ``path`` (a run's ``RunDir.frames_path``;
+        a resumed run adds its videos to those of the earlier sessions)."""
+        doc = read_frames(path)
         mine = self.summary()
         old = doc.get(benchmark) or {}
         for key in ("frames", "size", "capped_by"):
@@ -176,13 +175,10 @@ class FrameLog:
         write_text_atomic(path, json.dumps(doc, indent=1, sort_keys=True))
 
 
-FRAMES_FILE = "frames.json"
-
-
-def read_frames(run_dir: Path) -> dict[str, Any]:
-    """``frames.json`` of a run directory ({} when absent or unreadable)."""
+def read_frames(path: Path) -> dict[str, Any]:
+    """A run's ``frames.json`` (``RunDir.frames_path``; {} when absent or unreadable)."""
     try:
-        doc = json.loads((Path(run_dir) / FRAMES_FILE).read_text())
+        doc = json.loads(Path(path).read_text())
     except (OSError, ValueError):
         return {}
     return doc if isinstance(doc, dict) else {}

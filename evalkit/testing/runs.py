@@ -1,8 +1,10 @@
-"""Write run directories by hand, in the exact layout ``evalkit run`` produces.
+"""Run directories for tests and examples of the report, written by the product's writers.
 
-For tests and examples of the report: a ``config.json`` with the result config (model,
-engine, prompt variant, per-benchmark spec hash, frames, max_tokens) and one store per
-benchmark holding ``ok`` / ``failed`` records written by the pipeline's own record writer.
+``open_run`` opens the directory through the runner's own ``open_run`` (the same
+``RunManifest`` and ``RunDir`` as ``evalkit run``: result config, specs as run, versions),
+from a ``RunConfig`` and the benchmarks as the runner resolves them; ``write_run`` then
+appends ``ok`` / ``failed`` records made by the pipeline's record writers. Only the
+samples' outcomes are scripted (``Rec``), never the shape of the directory.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.records import SampleRecord, failed_record, ok_record
-from evalkit.rundir import RunDir, hash_json
+from evalkit.rundir import RunDir
 from evalkit.sample import Sample
 from evalkit.scoring.types import Score
 from evalkit.scoring.verdicts import Verdicts
@@ -49,8 +51,9 @@ def record(rec: Rec, benchmark: str, fingerprint: str = "") -> dict[str, Any]:
     return SampleRecord.model_validate({**out, "replica": rec.replica}).dump()
 
 
-def _written(rec: Rec, benchmark: str, fingerprint: str) -> dict[str, Any]:
-    sample = Sample(
+def sample_of(rec: Rec, benchmark: str) -> Sample:
+    """The sample ``rec`` stands for (what a record keeps of it: task type, target, fields)."""
+    return Sample(
         id=rec.id,
         task_type=rec.task_type,
         question="",
@@ -58,6 +61,10 @@ def _written(rec: Rec, benchmark: str, fingerprint: str) -> dict[str, Any]:
         benchmark=benchmark,
         fields=rec.fields,
     )
+
+
+def _written(rec: Rec, benchmark: str, fingerprint: str) -> dict[str, Any]:
+    sample = sample_of(rec, benchmark)
     timings = rec.timings or {}
     if rec.failed_stage:
         error = "EngineError: synthetic failure"
@@ -84,14 +91,16 @@ def write_run(
     benches: dict[str, list[Rec]],
     *,
     variant: str | None = None,
-    prompt_variant: str = "plain",
+    prompt_variant: str | None = "plain",
     frames: dict[str, Any] | None = None,
     max_tokens: int | None = None,
 ) -> Path:
     """A run directory with one store per benchmark (registry names or ad-hoc names).
 
     ``frames`` overrides the spec's pinned frame settings, ``variant`` picks a spec variant
-    (recorded through the spec hash and the ``--bench NAME:VARIANT`` list, as a run does).
+    (``--bench NAME:VARIANT``), ``prompt_variant`` is ``--variant`` (None: each spec's
+    pinned one), ``max_tokens`` is ``--max-tokens``. A name the registry does not know is an
+    ad-hoc ``--data`` file of that stem (rows of no known benchmark: a pooled mean).
     """
     run, fp, names = open_run(
         path,
@@ -101,6 +110,7 @@ def write_run(
         prompt_variant=prompt_variant,
         frames=frames,
         max_tokens=max_tokens,
+        samples={name: [sample_of(r, name) for r in recs] for name, recs in benches.items()},
     )
     for recs, stored in zip(benches.values(), names, strict=True):
         with run.store(stored) as store:
@@ -115,47 +125,65 @@ def open_run(
     benches: list[str],
     *,
     variant: str | None = None,
-    prompt_variant: str = "plain",
+    prompt_variant: str | None = "plain",
     frames: dict[str, Any] | None = None,
     max_tokens: int | None = None,
+    samples: dict[str, list[Sample]] | None = None,
 ) -> tuple[RunDir, str, list[str]]:
-    """Write ``config.json`` as ``evalkit run`` would; returns (run, fingerprint, names)."""
+    """Open the run as ``evalkit run`` would (``runner.open_run``); returns (run,
+    fingerprint, the benchmarks' names in the run)."""
+    from evalkit import runner
+    from evalkit.bench.registry import get_benchmark
+
+    path = Path(path)
+    known = [b for b in benches if _known(b)]
+    adhoc = [path.parent / f"{b}.jsonl" for b in benches if b not in known]
+    if len(adhoc) > 1:
+        raise ValueError(f"one ad-hoc --data file per run, got {len(adhoc)}: {adhoc}")
+    cfg = runner.RunConfig.model_validate(
+        {
+            "model": model,
+            "bench": [f"{b}:{variant}" if variant else b for b in known],
+            "data": str(adhoc[0]) if adhoc else None,
+            "variant": prompt_variant,
+            "frames": frames or {},
+            "max_tokens": max_tokens,
+            "runs_dir": str(path.parent),
+            "run_id": path.name,
+        }
+    )
+    runs = []
+    for name in benches:
+        given = (samples or {}).get(name, [])
+        if name in known:
+            spec = get_benchmark(name).with_variant(variant)
+            runs.append(runner.bench_run(cfg, spec, given, None))
+        else:
+            runs.append(_adhoc(cfg, path, name, given))
+    run = RunDir(path)
+    fp = runner.open_run(cfg, run, runs)
+    return run, fp, [b.name for b in runs]
+
+
+def _known(name: str) -> bool:
     from evalkit.bench.registry import get_benchmark
     from evalkit.registry import RegistryError
 
-    entries: dict[str, Any] = {}
-    bench_list = []
-    for name in benches:
-        try:
-            spec = get_benchmark(name).with_variant(variant)
-        except RegistryError:
-            spec = None
-        if spec is None:
-            entries[name] = {
-                "spec_hash": None,
-                "data": f"{name}.jsonl",
-                "frames": {"fps": 2.0, **(frames or {})},
-                "max_tokens": max_tokens or 256,
-            }
-            bench_list.append(name)
-            continue
-        gen = spec.generation
-        cap = gen.max_tokens if prompt_variant == "plain" else gen.max_tokens_thinking
-        entries[spec.name] = {
-            "spec_hash": hash_json(spec.model_dump(mode="json")),
-            "data": None,
-            "frames": {**spec.frames.model_dump(mode="json"), **(frames or {})},
-            "max_tokens": max_tokens or cap,
-        }
-        bench_list.append(f"{spec.name}:{variant}" if variant else spec.name)
-    result_config = {
-        "model": model,
-        "model_hash": hash_json(model),
-        "engine": "vllm",
-        "engine_options": {},
-        "variant": prompt_variant,
-        "benchmarks": entries,
-    }
-    run = RunDir(path)
-    fp = run.open(result_config, {"bench": bench_list, "model": model}, force=False)
-    return run, fp, list(entries)
+    try:
+        get_benchmark(name)
+    except RegistryError:
+        return False
+    return True
+
+
+def _adhoc(cfg: Any, path: Path, name: str, samples: list[Sample]) -> Any:
+    """An ad-hoc ``--data`` benchmark of rows of no known source (``data_benches``)."""
+    from evalkit import runner
+    from evalkit.bench.unified import unified_spec
+    from evalkit.bench.unified_known import UNKNOWN_ROWS_NOTE, DataBench
+
+    file = path.parent / f"{name}.jsonl"  # never read: the records carry what a report needs
+    db = DataBench(name, unified_spec(file), samples, note=UNKNOWN_ROWS_NOTE)
+    run = runner.bench_run(cfg, db.spec, db.samples, None)
+    run.name, run.data_info = db.name, db.info(file)
+    return run
