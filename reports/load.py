@@ -13,7 +13,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from evalkit.bench.aggregate import AggregateResult, Scored, aggregate, aggregations
+from evalkit.bench.aggregations import AGGREGATIONS, AggregateResult, Scored, aggregate
 from evalkit.bench.unified_known import recorded_data_spec
 from evalkit.errors import DataError
 from evalkit.rundir import RunDir, hash_json
@@ -269,7 +269,7 @@ def _adhoc(scored: list[Scored]) -> AggregateResult:
         )
         for s in scored
     ]
-    return aggregations.get("mean")(tagged, ["task_type"])
+    return AGGREGATIONS.get("mean")(tagged, ["task_type"])
 
 
 def _group_sizes(scored: list[Scored], name: str) -> dict[str, int]:

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from evalkit.bench.aggregate import Scored
+from evalkit.bench.aggregations import Scored
 
 Form = Callable[[np.ndarray], np.ndarray]
 """counts (B, C) -> overall number per replicate (B,), NaN where undefined."""

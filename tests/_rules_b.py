@@ -7,7 +7,7 @@ from typing import Any
 
 import jinja2
 
-from evalkit.bench.aggregate import Scored
+from evalkit.bench.aggregations import Scored
 from evalkit.bench.spec import BenchmarkSpec
 from evalkit.bench.unified import load_unified
 from evalkit.sample import Sample

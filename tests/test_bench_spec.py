@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.bench.aggregate import aggregations
+from evalkit.bench.aggregations import AGGREGATIONS
 from evalkit.bench.registry import BenchmarkRegistry, benchmarks_dir, get_benchmark, load_spec
 from evalkit.bench.spec import normalize_name
 from evalkit.errors import ConfigError
@@ -24,7 +24,7 @@ def test_every_shipped_yaml_loads_with_all_its_variants(path: Path) -> None:
     spec = load_spec(path)
     for variant in [None, *spec.variants]:
         v = spec.with_variant(variant)
-        assert v.aggregation.name in aggregations or ":" in v.aggregation.name
+        assert v.aggregation.name in AGGREGATIONS or ":" in v.aggregation.name
         assert v.aggregation.source.strip()
         assert v.files and v.layout.strip()
 

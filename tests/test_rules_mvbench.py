@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from evalkit.bench.aggregate import aggregate
+from evalkit.bench.aggregations import aggregate
 from evalkit.bench.registry import get_benchmark
 from evalkit.scoring import score
 from evalkit.scoring.rules import get_rule

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from evalkit.bench.aggregate import Scored, aggregate
+from evalkit.bench.aggregations import Scored, aggregate
 from evalkit.bench.registry import get_benchmark
 from evalkit.scoring.rules.odvbench import process
 from tests._rules_b import render_official, sample, verdict

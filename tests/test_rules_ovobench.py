@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from evalkit.bench.aggregate import aggregate
+from evalkit.bench.aggregations import aggregate
 from evalkit.bench.loader import load
 from evalkit.bench.registry import get_benchmark
 from evalkit.scoring import score

@@ -9,8 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from evalkit.bench.aggregate import Scored
-from evalkit.bench.aggregate_official import across_variants, combined_headlines
+from evalkit.bench.aggregations import Scored
+from evalkit.bench.aggregations.variants import across_variants, combined_headlines
 from evalkit.bench.loader import load
 from evalkit.bench.registry import get_benchmark
 from evalkit.reports.report import build_report

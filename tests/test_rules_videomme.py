@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from evalkit.bench.aggregate import Scored, mean
+from evalkit.bench.aggregations import Scored
+from evalkit.bench.aggregations.means import mean
 from evalkit.bench.registry import get_benchmark
 from evalkit.sample import Sample
 from evalkit.scoring import score

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from evalkit.bench.aggregate import aggregate
+from evalkit.bench.aggregations import aggregate
 from evalkit.bench.registry import get_benchmark
 from evalkit.scoring import score
 from tests._rules_b import real_samples, render_official, sample, scored, verdict, wrong_reply

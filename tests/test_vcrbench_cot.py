@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.bench.aggregate import AggregateResult, Scored, aggregate
+from evalkit.bench.aggregations import AggregateResult, Scored, aggregate
 from evalkit.bench.loader import load
 from evalkit.bench.registry import get_benchmark
 from evalkit.engines.base import Completion, Request, Timings

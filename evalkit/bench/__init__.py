@@ -8,12 +8,11 @@ and ``load_data`` maps their rows onto the benchmarks they name; ``aggregate(spe
 scored)`` computes the benchmark's official number with its breakdowns.
 """
 
-from evalkit.bench import aggregate_ext, aggregate_official  # noqa: F401  (register aggregations)
-from evalkit.bench.aggregate import (
+from evalkit.bench.aggregations import (
+    AGGREGATIONS,
     AggregateResult,
     Scored,
     aggregate,
-    aggregations,
 )
 from evalkit.bench.loader import ValidationReport, load, validate
 from evalkit.bench.registry import get_benchmark, registry
@@ -23,6 +22,7 @@ from evalkit.bench.unified import load_unified, unified_spec
 from evalkit.bench.unified_known import load_data
 
 __all__ = [
+    "AGGREGATIONS",
     "AggregateResult",
     "BenchmarkSpec",
     "Loaded",
@@ -30,7 +30,6 @@ __all__ = [
     "Scored",
     "ValidationReport",
     "aggregate",
-    "aggregations",
     "get_benchmark",
     "load",
     "load_data",
