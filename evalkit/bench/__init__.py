@@ -14,9 +14,9 @@ from evalkit.bench.aggregations import (
     Scored,
     aggregate,
 )
+from evalkit.bench.files import Loaded, Problem
 from evalkit.bench.loader import ValidationReport, load, validate
 from evalkit.bench.registry import get_benchmark, registry
-from evalkit.bench.rows import Loaded, Problem
 from evalkit.bench.spec import BenchmarkSpec
 from evalkit.bench.unified import load_unified, unified_spec
 from evalkit.bench.unified_known import load_data

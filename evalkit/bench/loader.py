@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.bench import parse
+from evalkit.bench.files import Loaded, Problem, Row, RowError, iter_rows, unique_id
 from evalkit.bench.layout import MediaPath
-from evalkit.bench.rows import Loaded, Problem, Row, RowError, iter_rows, unique_id
 from evalkit.bench.spec import BenchmarkSpec
 from evalkit.errors import DataError
 from evalkit.sample import OPTION_LETTERS, ImageRef, Sample, VideoRef

@@ -24,7 +24,7 @@ from typing import Any
 
 from evalkit import tasks
 from evalkit.bench import parse
-from evalkit.bench.rows import Loaded, Problem, RowError, unique_id
+from evalkit.bench.files import Loaded, Problem, RowError, unique_id
 from evalkit.bench.spec import BenchmarkSpec
 from evalkit.errors import DataError, not_utf8
 from evalkit.registry import RegistryError

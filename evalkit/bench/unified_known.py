@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit import tasks
-from evalkit.bench.rows import Loaded, Problem, RowError
+from evalkit.bench.files import Loaded, Problem, RowError
 from evalkit.bench.spec import AggregationSpec, BenchmarkSpec, normalize_name
 from evalkit.bench.unified import iter_file_rows, load_unified, unified_spec
 from evalkit.errors import DataError

@@ -1,4 +1,4 @@
-"""Reading annotation files of an official release into plain rows, with where each came from."""
+"""Reading annotation files into plain rows, with where each came from, and what was wrong."""
 
 from __future__ import annotations
 
