@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit import tasks
-from evalkit.bench import parse
+from evalkit.bench import answers
 from evalkit.bench.files import Loaded, Problem, RowError, unique_id
 from evalkit.bench.spec import BenchmarkSpec
 from evalkit.errors import DataError, not_utf8
@@ -116,11 +116,13 @@ def build_sample(row: dict[str, Any], file: Path, where: str, video_root: Path |
     except KeyError as exc:
         raise RowError("problem_type", str(exc.args[0])) from None
     try:
-        options = parse.parse_options(row.get("options"))
+        options = answers.parse_options(row.get("options"))
     except ValueError as exc:
         raise RowError("options", str(exc)) from None
     try:
-        target = tasks.get(task).parse_target(parse.unwrap_solution(row["solution"]), len(options))
+        target = tasks.get(task).parse_target(
+            answers.unwrap_solution(row["solution"]), len(options)
+        )
     except ValueError as exc:
         raise RowError("solution", str(exc)) from None
     if task == "multiple_choice" and not options:
