@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from evalkit import tasks
-from evalkit.bench.files import Loaded, Problem, RowError
+from evalkit.bench.files import Loaded, Problem, RowError, iter_file_rows
 from evalkit.bench.spec import AggregationSpec, BenchmarkSpec, normalize_name
-from evalkit.bench.unified import iter_file_rows, load_unified, unified_spec
+from evalkit.bench.unified import load_unified, unified_spec
 from evalkit.errors import DataError
 from evalkit.registry import RegistryError
 from evalkit.sample import Sample
