@@ -23,7 +23,7 @@ from .judging import judge_notes
 from .model import BenchmarkReport, Counts, FailedPolicy, RunReport
 from .provenance import check_records, provenance_note, rejected_notes, split_foreign
 from .sensitivity import sensitivity
-from .stats import standard_error
+from .uncertainty import standard_error
 
 ADHOC_AGGREGATION = "pooled mean by task_type (ad-hoc data: no official spec)"
 _SCORED_HAS_METADATA = "metadata" in {f.name for f in dataclasses.fields(Scored)}

@@ -17,7 +17,7 @@ from .timeline import Utilisation, spans, utilisation
 
 if TYPE_CHECKING:
     from .model import BenchmarkReport, RunReport
-    from .stats import Comparison
+    from .uncertainty import Comparison
 
 
 @dataclass
