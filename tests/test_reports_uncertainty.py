@@ -9,9 +9,9 @@ import pytest
 
 from evalkit.bench.aggregations import Scored
 from evalkit.bench.registry import get_benchmark
+from evalkit.reports.bootstrap import cluster_key, linear_form
 from evalkit.reports.reference import metric_value
 from evalkit.reports.uncertainty import Clusters
-from evalkit.reports.vectorised import cluster_key, linear_form
 from evalkit.sample import Sample
 
 
