@@ -71,7 +71,7 @@ def percent(values: Iterable[float]) -> float | None:
     return 100.0 * sum(vals) / len(vals) if vals else None
 
 
-def _groups(sample: Sample, name: str) -> list[str]:
+def groups_of(sample: Sample, name: str) -> list[str]:
     """Groups a sample belongs to for field ``name`` (a list value = several groups)."""
     v = sample.fields.get(name)
     if v is None:
@@ -83,7 +83,7 @@ def breakdown(units: Sequence[tuple[Sample, float]], name: str) -> dict[str, flo
     """Pooled percentage per group of ``name`` over (sample, value) units."""
     by: dict[str, list[float]] = defaultdict(list)
     for sample, value in units:
-        for g in _groups(sample, name):
+        for g in groups_of(sample, name):
             by[g].append(value)
     return {g: v for g, vals in sorted(by.items()) if (v := percent(vals)) is not None}
 
