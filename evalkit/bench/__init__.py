@@ -14,12 +14,13 @@ from evalkit.bench.aggregations import (
     Scored,
     aggregate,
 )
-from evalkit.bench.files import Loaded, Problem
+from evalkit.bench.files import Loaded
 from evalkit.bench.loader import ValidationReport, load, validate
 from evalkit.bench.registry import get_benchmark, registry
 from evalkit.bench.spec import BenchmarkSpec
 from evalkit.bench.unified import load_unified, unified_spec
 from evalkit.bench.unified_known import load_data
+from evalkit.errors import Problem
 
 __all__ = [
     "AGGREGATIONS",

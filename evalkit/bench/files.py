@@ -11,54 +11,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from evalkit.bench.layout import FileSpec
-from evalkit.errors import DataError, not_utf8
+from evalkit.errors import DataError, Problem, not_utf8
 from evalkit.sample import Sample
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One thing wrong with a local copy: which file, which row, which field, and what.
-
-    ``level`` "error": the row (or, with ``row`` None, the file) did not load;
-    "warning": the row loaded but needed a repair (a repeated id given a suffix).
-    """
-
-    file: str
-    row: str | None
-    field: str | None
-    message: str
-    level: Literal["error", "warning"] = "error"
-
-    def __str__(self) -> str:
-        where = self.file
-        if self.row is not None:
-            where += f", {self.row}"
-        if self.field is not None:
-            where += f", field {self.field!r}"
-        tag = "warning: " if self.level == "warning" else ""
-        return f"{where}: {tag}{self.message}"
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form (``reason`` is the message), as recorded in a run directory."""
-        return {
-            "file": self.file,
-            "row": self.row,
-            "field": self.field,
-            "reason": self.message,
-            "level": self.level,
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Problem:
-        """Inverse of :meth:`to_dict`."""
-        warning = d.get("level") == "warning"
-        return cls(
-            str(d["file"]),
-            d.get("row"),
-            d.get("field"),
-            str(d["reason"]),
-            "warning" if warning else "error",
-        )
 
 
 class RowError(Exception):

@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.bench import answers
-from evalkit.bench.files import Loaded, Problem, Row, RowError, iter_rows, unique_id
+from evalkit.bench.files import Loaded, Row, RowError, iter_rows, unique_id
 from evalkit.bench.layout import MediaPath
 from evalkit.bench.spec import BenchmarkSpec
-from evalkit.errors import DataError
+from evalkit.errors import DataError, Problem
 from evalkit.sample import OPTION_LETTERS, ImageRef, Sample, VideoRef
 
 

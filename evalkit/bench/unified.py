@@ -23,9 +23,9 @@ from typing import Any
 
 from evalkit import tasks
 from evalkit.bench import answers
-from evalkit.bench.files import Loaded, Problem, RowError, iter_file_rows, unique_id
+from evalkit.bench.files import Loaded, RowError, iter_file_rows, unique_id
 from evalkit.bench.spec import BenchmarkSpec
-from evalkit.errors import DataError
+from evalkit.errors import DataError, Problem
 from evalkit.registry import RegistryError
 from evalkit.sample import ImageRef, Sample, VideoRef
 
