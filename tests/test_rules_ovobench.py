@@ -13,7 +13,8 @@ from evalkit.bench.loader import load
 from evalkit.bench.registry import get_benchmark
 from evalkit.scoring import score
 from evalkit.scoring.rules import get_rule
-from tests._rule_cases import real_samples, render_official, sample, scored, verdict, wrong_reply
+from tests._official_prompts import render_official
+from tests._rule_cases import real_samples, sample, scored, verdict, wrong_reply
 from tests.fixtures.bench import official_reasoning_streaming
 
 MC_CASES = [

@@ -17,7 +17,8 @@ from evalkit.reports.report import build_report
 from evalkit.reports.synthetic import Rec, write_run
 from evalkit.sample import Sample
 from evalkit.scoring import score
-from tests._rule_cases import render_official, sample, scored, verdict
+from tests._official_prompts import render_official
+from tests._rule_cases import sample, scored, verdict
 from tests.fixtures.bench import official
 
 OPTS = ["dunking a basketball", "dribbling a basketball", "passing a basketball"]

@@ -14,8 +14,7 @@ from evalkit.engines.base import Completion, Request, Timings
 from evalkit.sample import Sample
 from evalkit.scoring import LLMJudge, ScoringContext, score
 from evalkit.scoring.rules import has_rule
-
-from ._official_prompts import render_official
+from tests._official_prompts import render_official
 
 _REF = "2nd: (a2, c2)"
 
