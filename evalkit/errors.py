@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any, Literal
+
 
 class EvalkitError(Exception):
     """Base class of every error evalkit raises on purpose."""
@@ -39,6 +42,56 @@ class TransientError(EvalkitError):
 class Terminated(KeyboardInterrupt):
     """The process got SIGTERM: unwinds like Ctrl-C (asyncio cancels tasks, ``finally``
     blocks close engines), and the command exits 143."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a row of a file: which file, which row, which field, and what.
+
+    The one row-error type: a benchmark file's row that did not load (``evalkit.bench``),
+    a results-store line that is not a valid record (``evalkit.records``). ``row`` says
+    where in the file for people (``line 3``, ``item 2``, ``key 'x'``; None: the whole
+    file); ``field`` the field at fault (None: the row as a whole). ``level`` "error": the
+    row (or file) was left out; "warning": it loaded after a repair (a repeated id given
+    a suffix).
+    """
+
+    file: str
+    row: str | None
+    field: str | None
+    message: str
+    level: Literal["error", "warning"] = "error"
+
+    def __str__(self) -> str:
+        where = self.file
+        if self.row is not None:
+            where += f", {self.row}"
+        if self.field is not None:
+            where += f", field {self.field!r}"
+        tag = "warning: " if self.level == "warning" else ""
+        return f"{where}: {tag}{self.message}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (``reason`` is the message), as recorded in a run directory."""
+        return {
+            "file": self.file,
+            "row": self.row,
+            "field": self.field,
+            "reason": self.message,
+            "level": self.level,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Problem:
+        """Inverse of :meth:`to_dict`."""
+        warning = d.get("level") == "warning"
+        return cls(
+            str(d["file"]),
+            d.get("row"),
+            d.get("field"),
+            str(d["reason"]),
+            "warning" if warning else "error",
+        )
 
 
 def not_utf8(exc: UnicodeDecodeError) -> str:

@@ -10,11 +10,11 @@ into a crash or a score outside [0, 1].
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from evalkit.errors import Problem
 from evalkit.sample import Sample
 from evalkit.scoring.types import Score, ScorerFailure
 from evalkit.scoring.verdicts import Verdicts
@@ -130,28 +130,15 @@ class SampleRecord(BaseModel):
         return self.model_dump(exclude_unset=True)
 
 
-@dataclass(frozen=True)
-class RecordProblem:
-    """A line of a results store that is not a valid record (left out of the report)."""
-
-    file: str
-    line: int
-    field: str
-    reason: str
-
-    def __str__(self) -> str:
-        where = f" field {self.field}" if self.field else ""
-        return f"{self.file}:{self.line}:{where}: {self.reason}"
-
-
-def check_line(raw: bytes | str, file: str, line: int) -> SampleRecord | RecordProblem:
+def check_line(raw: bytes | str, file: str, line: int) -> SampleRecord | Problem:
     """One store line as a record, or what is wrong with it (file, line, field)."""
+    row = f"line {line}"
     try:
         obj = json.loads(raw)
     except ValueError as exc:
-        return RecordProblem(file, line, "", f"not JSON ({exc})")
+        return Problem(file, row, None, f"not JSON ({exc})")
     if not isinstance(obj, dict):
-        return RecordProblem(file, line, "", f"not a JSON object ({type(obj).__name__})")
+        return Problem(file, row, None, f"not a JSON object ({type(obj).__name__})")
     try:
         return SampleRecord.model_validate(obj)
     except ValidationError as exc:
@@ -159,7 +146,7 @@ def check_line(raw: bytes | str, file: str, line: int) -> SampleRecord | RecordP
         where = ".".join(str(p) for p in err["loc"])
         more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
         got = f", got {_short(err['input'])}" if where and "input" in err else ""
-        return RecordProblem(file, line, where, f"{err['msg']}{got}{more}")
+        return Problem(file, row, where or None, f"{err['msg']}{got}{more}")
 
 
 def _short(value: Any, limit: int = 60) -> str:

@@ -28,7 +28,7 @@ class BenchRun:
     samples: list[Sample]
     prompt: PromptPlan = field(default_factory=PromptPlan)
     problems: list[Any] = field(default_factory=list)
-    """Rows that did not load (or loaded repaired): evalkit.bench.rows.Problem."""
+    """Rows that did not load (or loaded repaired): evalkit.errors.Problem."""
     data_info: dict[str, Any] | None = None
     """For a benchmark made from a ``--data`` file: how its rows were matched/aggregated."""
 

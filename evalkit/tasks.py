@@ -122,7 +122,7 @@ def names() -> list[str]:
 
 
 _S = "evalkit.scoring."
-_P = "evalkit.bench.parse:"
+_P = "evalkit.bench.answers:"
 _BUILTIN = (
     TaskType(
         "multiple_choice",

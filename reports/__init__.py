@@ -15,7 +15,7 @@ if __name__ != "evalkit.reports":
 from .load import BenchmarkReport, Counts, RunReport, load_run
 from .reference import ReferenceCheck, Verdict, verdicts
 from .report import FORMATS, Report, build_report, write_report
-from .stats import Comparison, compare
+from .uncertainty import Comparison, compare
 
 __all__ = [
     "FORMATS",

@@ -14,7 +14,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from evalkit.bench.aggregate import AggregateResult, Scored, aggregate, aggregations
+from evalkit.bench.aggregations import AGGREGATIONS, AggregateResult, Scored, aggregate
 from evalkit.bench.unified_known import recorded_data_spec
 from evalkit.errors import DataError
 from evalkit.manifest import RunManifest
@@ -26,7 +26,7 @@ from .model import BenchmarkReport, Counts, FailedPolicy, RunReport
 from .provenance import check_records, provenance_note, rejected_notes, split_foreign
 from .sensitivity import sensitivity
 from .specs import SpecAsRun, spec_as_run
-from .stats import standard_error
+from .uncertainty import standard_error
 
 ADHOC_AGGREGATION = "pooled mean by task_type (ad-hoc data: no official spec)"
 _SCORED_HAS_METADATA = "metadata" in {f.name for f in dataclasses.fields(Scored)}
@@ -239,7 +239,7 @@ def _adhoc(scored: list[Scored]) -> AggregateResult:
         )
         for s in scored
     ]
-    return aggregations.get("mean")(tagged, ["task_type"])
+    return AGGREGATIONS.get("mean")(tagged, ["task_type"])
 
 
 def _group_sizes(scored: list[Scored], name: str) -> dict[str, int]:

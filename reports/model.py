@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from evalkit.bench.aggregate import AggregateResult, Scored
+from evalkit.bench.aggregations import AggregateResult, Scored
 
 from .sensitivity import Sensitivity
 

@@ -10,7 +10,7 @@ from .timeline import in_engine, occupancy, spans, utilisation
 
 if TYPE_CHECKING:
     from .model import RunReport
-    from .stats import Comparison
+    from .uncertainty import Comparison
 
 _STAGES = (  # (label, start stamp, end stamp, colour)
     ("IO", "io_start", "io_end", "#4c72b0"),

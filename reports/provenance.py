@@ -13,25 +13,26 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from evalkit.records import RecordProblem, check_line
+from evalkit.errors import Problem
+from evalkit.records import check_line
 from evalkit.rundir import config_diff
 
 _SHOW = 3
 
 
-def check_records(path: Path) -> tuple[list[dict[str, Any]], list[RecordProblem]]:
+def check_records(path: Path) -> tuple[list[dict[str, Any]], list[Problem]]:
     """The latest valid record per sample id, and every line that is not a valid record.
 
     Read-only: a torn last line (a run may still be writing) is skipped, not cut off.
     """
     data = path.read_bytes()
     latest: dict[str, dict[str, Any]] = {}
-    problems: list[RecordProblem] = []
+    problems: list[Problem] = []
     for lineno, line in enumerate(data[: data.rfind(b"\n") + 1].splitlines(), 1):
         if not line.strip():
             continue
         rec = check_line(line, path.name, lineno)
-        if isinstance(rec, RecordProblem):
+        if isinstance(rec, Problem):
             problems.append(rec)
         else:
             latest[rec.id] = rec.dump()  # a later record (a retry) supersedes an earlier one
@@ -49,7 +50,7 @@ def split_foreign(
     return mine, [r for r in records if r["fingerprint"] not in known]
 
 
-def rejected_notes(problems: list[RecordProblem], foreign: list[dict[str, Any]]) -> list[str]:
+def rejected_notes(problems: list[Problem], foreign: list[dict[str, Any]]) -> list[str]:
     """Notes naming the malformed lines and the records of an unknown configuration."""
     notes = []
     if problems:

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalkit.bench.aggregate import AggregateResult
+from evalkit.bench.aggregations import AggregateResult
 from evalkit.bench.spec import normalize_name
 from evalkit.prompts import PromptPlan
 

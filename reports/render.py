@@ -13,8 +13,8 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from .model import RunReport
-    from .stats import Comparison
     from .timeline import Utilisation
+    from .uncertainty import Comparison
 
 
 def to_terminal(sections: list[Section], console: Console) -> None:

@@ -14,8 +14,8 @@ from . import sections as S
 from .load import FailedPolicy, RunReport, load_run
 from .reference import verdicts
 from .render import comparison_dict, run_dict, to_html, to_markdown, to_terminal
-from .stats import Comparison, compare
 from .timeline import spans
+from .uncertainty import Comparison, compare
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -18,7 +18,7 @@ from .timeline import Utilisation, spans, utilisation
 
 if TYPE_CHECKING:
     from .model import BenchmarkReport, RunReport
-    from .stats import Comparison
+    from .uncertainty import Comparison
 
 
 @dataclass
@@ -135,7 +135,7 @@ def _policy_note(run: RunReport) -> str:
 def combined(runs: list[RunReport]) -> list[Section]:
     """Headlines a spec defines across its variants (TempCompass's avg_all), per model,
     when the runs hold each variant it combines exactly once; none otherwise."""
-    from evalkit.bench.aggregate_official import combined_headlines
+    from evalkit.bench.aggregations.variants import combined_headlines
 
     by_model: dict[str, list[BenchmarkReport]] = {}
     for run in runs:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from evalkit.bench.aggregate import Scored, aggregations, macro_mean, mbin, mean
+from evalkit.bench.aggregations import AGGREGATIONS, Scored
+from evalkit.bench.aggregations.means import macro_mean, mean
+from evalkit.bench.aggregations.question_groups import mbin
 from evalkit.registry import RegistryError
 from evalkit.sample import Sample
 
@@ -48,7 +50,7 @@ def test_mbin_leaves_out_a_question_with_an_unscored_pair() -> None:
 
 def test_an_unknown_aggregation_suggests_close_names() -> None:
     with pytest.raises(RegistryError, match="did you mean 'macro_mean'"):
-        aggregations.get("macro_mea")
+        AGGREGATIONS.get("macro_mea")
 
 
 def test_records_from_the_results_store_aggregate_without_the_dataset() -> None:

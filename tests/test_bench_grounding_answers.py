@@ -11,7 +11,7 @@ from evalkit.bench.registry import get_benchmark
 from evalkit.sample import Sample
 from evalkit.scoring import score
 from tests._realdata import REAL
-from tests.fixtures.bench import official2
+from tests.fixtures.bench import official_reasoning_streaming
 
 REALDATA = REAL
 
@@ -19,7 +19,7 @@ REALDATA = REAL
 @pytest.fixture(scope="module")
 def door(tmp_path_factory: pytest.TempPathFactory) -> Sample:
     """The Charades-STA fixture query whose answer is [2.0, 6.0] seconds."""
-    root = official2.charadessta(tmp_path_factory.mktemp("charades"))
+    root = official_reasoning_streaming.charadessta(tmp_path_factory.mktemp("charades"))
     (s,) = [s for s in load(get_benchmark("Charades-STA"), root) if s.question.endswith("door")]
     assert s.target == [2.0, 6.0]
     return s

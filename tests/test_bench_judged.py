@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.bench.aggregate import AggregateResult, Scored, aggregate
+from evalkit.bench.aggregations import AggregateResult, Scored, aggregate
 from evalkit.bench.loader import load
 from evalkit.bench.registry import get_benchmark
 from evalkit.engines.base import Completion, Request, Timings
 from evalkit.prompts import PROMPTS_DIR
 from evalkit.scoring import LLMJudge, ScoringContext, score
 from evalkit.scoring.context import NO_CONTEXT
-from tests.fixtures.bench import official2
+from tests.fixtures.bench import official_reasoning_streaming
 
 
 class ExactJudge:
@@ -68,7 +68,10 @@ def test_judged_specs_name_their_default_judge_and_prompt(name: str) -> None:
 
 
 def test_vcrbench_rows_become_choice_or_judged_samples(tmp_path: Path) -> None:
-    by = {s.id: s for s in load(get_benchmark("VCR-Bench"), official2.vcrbench(tmp_path))}
+    by = {
+        s.id: s
+        for s in load(get_benchmark("VCR-Bench"), official_reasoning_streaming.vcrbench(tmp_path))
+    }
     assert by["1"].task_type == "multiple_choice" and by["4"].task_type == "llm_judge"
     assert by["1"].question == "Question 1?"  # the embedded option lines are cut off
     assert by["1"].options == [f"option {k}1" for k in "ABCD"] and by["4"].options == []
@@ -77,7 +80,7 @@ def test_vcrbench_rows_become_choice_or_judged_samples(tmp_path: Path) -> None:
 
 
 def test_vcrbench_without_a_judge_is_partially_scored(tmp_path: Path) -> None:
-    res = _run("VCR-Bench", official2.vcrbench(tmp_path), VCR_REPLIES)
+    res = _run("VCR-Bench", official_reasoning_streaming.vcrbench(tmp_path), VCR_REPLIES)
     assert (res.n, res.n_scored, res.n_unscored) == (5, 3, 2)
     assert res.overall == pytest.approx(200 / 3)  # the 3 choice questions only, not 2/5 as 0
     # the judged dimensions are absent (unscored), not 0
@@ -89,14 +92,16 @@ def test_vcrbench_without_a_judge_is_partially_scored(tmp_path: Path) -> None:
 
 
 def test_videoreasonbench_without_a_judge_has_no_number_at_all(tmp_path: Path) -> None:
-    res = _run("VideoReasonBench", official2.videoreasonbench(tmp_path), VRB_REPLIES)
+    res = _run(
+        "VideoReasonBench", official_reasoning_streaming.videoreasonbench(tmp_path), VRB_REPLIES
+    )
     assert (res.n, res.n_scored, res.n_unscored) == (5, 0, 5)
     assert res.overall is None and res.breakdowns["level"] == {}
 
 
 def test_videoreasonbench_rows_from_keyed_question_files(tmp_path: Path) -> None:
     spec = get_benchmark("VideoReasonBench")
-    by = {s.id: s for s in load(spec, official2.videoreasonbench(tmp_path))}
+    by = {s.id: s for s in load(spec, official_reasoning_streaming.videoreasonbench(tmp_path))}
     assert sorted(by) == ["cup/q1", "cup/q2", "file_sys/q3", "file_sys/q4", "file_sys/q5"]
     assert by["cup/q2"].fields["skill"] == "infer_state"  # order_state, merged as upstream
     assert by["cup/q2"].fields["state_size"] == "2" and by["cup/q2"].fields["level"] == "infer"
@@ -106,13 +111,20 @@ def test_videoreasonbench_rows_from_keyed_question_files(tmp_path: Path) -> None
 
 def test_with_a_judge_engine_every_sample_is_scored(tmp_path: Path) -> None:
     ctx = ScoringContext(LLMJudge(ExactJudge(), model="exact-judge"))
-    res = _run("VCR-Bench", official2.vcrbench(tmp_path / "vcr"), VCR_REPLIES, ctx)
+    res = _run(
+        "VCR-Bench", official_reasoning_streaming.vcrbench(tmp_path / "vcr"), VCR_REPLIES, ctx
+    )
     assert (res.n_scored, res.n_unscored) == (5, 0)
     assert res.overall == pytest.approx(60.0)  # 1, 0, 1 (choice) + 1, 0 (judged)
     assert res.breakdowns["duration_group"] == pytest.approx(
         {"0-60": 100.0, "60-300": 0.0, "300+": 100.0}
     )
-    res = _run("VideoReasonBench", official2.videoreasonbench(tmp_path / "vrb"), VRB_REPLIES, ctx)
+    res = _run(
+        "VideoReasonBench",
+        official_reasoning_streaming.videoreasonbench(tmp_path / "vrb"),
+        VRB_REPLIES,
+        ctx,
+    )
     # q5 (prediction_operation) has no reference to judge against: not scored, counted
     assert (res.n, res.n_scored, res.n_unscored) == (5, 4, 1)
     assert res.overall == 75.0  # q1, q3, q4 right; q2 wrong

@@ -20,7 +20,7 @@ SUITE = (
     "LongVideoBench",
     "MMVU",
     "Video-MMMU",
-    # Benchmarks II
+    # reasoning, spatial, grounding, streaming
     "Video-Holmes",
     "MINERVA",
     "VCR-Bench",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.bench.aggregate import AggregateResult, Scored, aggregate
+from evalkit.bench.aggregations import AggregateResult, Scored, aggregate
 from evalkit.bench.loader import load, validate
 from evalkit.bench.registry import get_benchmark
 from evalkit.bench.spec import BenchmarkSpec

@@ -1,6 +1,6 @@
-"""Benchmarks II end to end on tiny official-layout copies: load -> prompt -> score
-hand-written predictions with the real scorers -> the OFFICIAL aggregate equals the
-hand-computed value (with its breakdowns)."""
+"""Reasoning, spatial, grounding and streaming benchmarks end to end on tiny official-layout
+copies: load -> prompt -> score hand-written predictions with the real scorers -> the
+OFFICIAL aggregate equals the hand-computed value (with its breakdowns)."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.bench.aggregate import AggregateResult, Scored, aggregate
+from evalkit.bench.aggregations import AggregateResult, Scored, aggregate
 from evalkit.bench.loader import load
 from evalkit.bench.registry import get_benchmark
 from evalkit.bench.spec import BenchmarkSpec
 from evalkit.prompts import PromptPlan
 from evalkit.sample import Sample, VideoRef
 from evalkit.scoring import score
-from tests.fixtures.bench import official2
+from tests.fixtures.bench import official_reasoning_streaming
 
 
 def rendered(spec: BenchmarkSpec, samples: list[Sample]) -> None:
@@ -62,7 +62,7 @@ def answers(table: dict[str, str]) -> Callable[[Sample], str]:
 
 
 def test_videoholmes_accuracy_overall_and_per_question_type(tmp_path: Path) -> None:
-    root = official2.videoholmes(tmp_path)
+    root = official_reasoning_streaming.videoholmes(tmp_path)
     by, res = run("Video-Holmes", root, answers({"q1": "A", "q2": "A", "q3": "C", "q4": "A"}))
     assert by["q1"].options == [f"{k} reason q1" for k in "ABCDEF"]
     assert by["q1"].media[0].path.endswith("videos/v1.mp4")
@@ -72,7 +72,7 @@ def test_videoholmes_accuracy_overall_and_per_question_type(tmp_path: Path) -> N
 
 
 def test_minerva_five_choices_and_index_answers(tmp_path: Path) -> None:
-    root = official2.minerva(tmp_path)
+    root = official_reasoning_streaming.minerva(tmp_path)
     by, res = run("MINERVA", root, answers({"k1": "A", "k2": "E", "k3": "B"}))
     assert [by[k].target for k in ("k1", "k2", "k3")] == ["A", "E", "C"]
     assert all(len(s.options) == 5 for s in by.values())
@@ -80,7 +80,7 @@ def test_minerva_five_choices_and_index_answers(tmp_path: Path) -> None:
 
 
 def test_longvideoreason_reorders_options_and_reports_per_category(tmp_path: Path) -> None:
-    root = official2.longvideoreason(tmp_path)
+    root = official_reasoning_streaming.longvideoreason(tmp_path)
     replies = {"0": "B", "1": "D", "2": "C", "3": "C", "4": "B"}
     by, res = run("LongVideo-Reason", root, answers(replies))
     assert by["1"].options == ["alpha", "beta", "gamma", "delta"]  # listed D, A, B, C
@@ -112,7 +112,7 @@ def _vsi_predict(s: Sample) -> str:
 def test_vsibench_overall_is_the_mean_of_8_task_scores_with_merged_directions(
     tmp_path: Path,
 ) -> None:
-    root = official2.vsibench(tmp_path)
+    root = official_reasoning_streaming.vsibench(tmp_path)
     by, res = run("VSI-Bench", root, _vsi_predict)
     assert by["5"].task_type == "regression" and by["1"].task_type == "multiple_choice"
     assert by["1"].media[0].path.endswith("scannet/scene1.mp4")
@@ -131,20 +131,20 @@ def test_vsibench_overall_is_the_mean_of_8_task_scores_with_merged_directions(
 
 
 def test_vsibench_debiased_variant_reads_its_own_split(tmp_path: Path) -> None:
-    root = official2.vsibench(tmp_path)
+    root = official_reasoning_streaming.vsibench(tmp_path)
     by, res = run("VSI-Bench:debiased", root, _vsi_predict)
     assert sorted(by) == ["4", "5", "6"]
     assert res.overall == pytest.approx((100 + 100 + 70) / 3)
 
 
 def test_vsibench_original_release_parquet_gives_the_same_numbers(tmp_path: Path) -> None:
-    root = official2.vsibench(tmp_path)
+    root = official_reasoning_streaming.vsibench(tmp_path)
     _, res = run("VSI-Bench:original", root, _vsi_predict)
     assert res.overall == pytest.approx((200 / 3 + 100 + 100 + 70) / 4)
 
 
 def test_charades_sta_recall_at_iou_and_miou(tmp_path: Path) -> None:
-    root = official2.charadessta(tmp_path)
+    root = official_reasoning_streaming.charadessta(tmp_path)
     replies = {  # by caption: the common answer shapes of models
         "person opens a door": '{"start": 2, "end": 6}',  # IoU 1
         "person sits down": "From 3.0 - 7.0 seconds.",  # 3/5 = 0.6
@@ -162,7 +162,7 @@ def test_charades_sta_recall_at_iou_and_miou(tmp_path: Path) -> None:
 
 
 def test_stvg_viou_tiou_thresholds_and_reward_form(tmp_path: Path) -> None:
-    root = official2.stvg(tmp_path)
+    root = official_reasoning_streaming.stvg(tmp_path)
     preds = {
         "stvg/0": '{"time": [0, 4], "boxes": {"1": [0, 0, 10, 10], "2": [0, 0, 10, 10]}}',
         # time [4, 8] vs [2, 6]: tIoU 1/3; one box of two, IoU 0.5 -> vIoU 0.25
@@ -191,7 +191,7 @@ def _ovo_predict(s: Sample) -> str:
 
 
 def test_ovobench_per_task_then_per_category_then_overall(tmp_path: Path) -> None:
-    root = official2.ovobench(tmp_path)
+    root = official_reasoning_streaming.ovobench(tmp_path)
     by, res = run("OVO-Bench", root, _ovo_predict)
     assert sorted(by) == ["1", "2", "3", "4", "5", "6/0", "6/1", "7/0", "7/1", "7/2", "8/0"]
     assert by["6/1"].task_type == "numerical" and by["6/1"].target == 2
@@ -218,7 +218,7 @@ def test_ovobench_per_task_then_per_category_then_overall(tmp_path: Path) -> Non
 
 
 def test_odvbench_accuracy_per_subset_with_question_windows(tmp_path: Path) -> None:
-    root = official2.odvbench(tmp_path)
+    root = official_reasoning_streaming.odvbench(tmp_path)
     picks = {"sign": "B", "car": "A", "crossing": "A"}  # right, wrong, right
     by, res = run("ODV-Bench", root, lambda s: f"The answer is {picks[s.question.split()[-1]]}.")
     car = next(s for s in by.values() if s.question.endswith("car"))
@@ -234,7 +234,7 @@ def test_odvbench_accuracy_per_subset_with_question_windows(tmp_path: Path) -> N
 
 
 def test_livesports_qa_clips_cut_to_the_event_and_per_question_type(tmp_path: Path) -> None:
-    root = official2.livesportsqa(tmp_path)
+    root = official_reasoning_streaming.livesportsqa(tmp_path)
     by, res = run(
         "LiveSports-3K-QA", root, answers({"g1_e1_q1": "A", "g1_e1_q2": "C", "g1_e2_q1": "C"})
     )
@@ -247,7 +247,7 @@ def test_livesports_qa_clips_cut_to_the_event_and_per_question_type(tmp_path: Pa
 
 def test_stvg_scores_without_tube_metadata_are_unscored_not_zero(tmp_path: Path) -> None:
     spec = get_benchmark("STVG")
-    samples = load(spec, official2.stvg(tmp_path))
+    samples = load(spec, official_reasoning_streaming.stvg(tmp_path))
     res = aggregate(spec, [Scored(s, 1.0) for s in samples])  # e.g. a summary without metadata
     assert (res.n, res.n_scored, res.n_unscored) == (2, 0, 2)
     assert res.overall is None

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from evalkit.bench.aggregate import aggregate
+from evalkit.bench.aggregations import aggregate
 from evalkit.bench.loader import load
 from evalkit.bench.registry import get_benchmark
 from evalkit.engines.base import Completion, Request, Timings
@@ -16,7 +16,7 @@ from evalkit.rundir import RunDir
 from evalkit.runner import RunConfig, execute
 from evalkit.sample import VideoRef
 from evalkit.video.synth import read_indices
-from tests.fixtures.bench import official2
+from tests.fixtures.bench import official_reasoning_streaming
 
 
 class RecordingEngine:
@@ -38,7 +38,7 @@ class RecordingEngine:
 
 
 def test_ovobench_run_shows_the_engine_only_the_past_and_aggregates(tmp_path: Path) -> None:
-    root = official2.ovobench(tmp_path / "OVO-Bench")
+    root = official_reasoning_streaming.ovobench(tmp_path / "OVO-Bench")
     cfg = RunConfig(
         model="recording-engine",
         bench=["OVO-Bench"],
@@ -55,7 +55,7 @@ def test_ovobench_run_shows_the_engine_only_the_past_and_aggregates(tmp_path: Pa
     for sid, indices in engine.seen.items():
         ref = samples[sid].media[0]
         assert isinstance(ref, VideoRef) and ref.end is not None
-        assert max(indices) <= math.floor(ref.end * official2.INDEX_FPS), sid
+        assert max(indices) <= math.floor(ref.end * official_reasoning_streaming.INDEX_FPS), sid
     # yes/no and count probes are prompted with their own official templates
     assert "Answer only with “Yes” or “No”." in engine.prompts["7/0"]
     assert "Options:" in engine.prompts["1"]

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
-from evalkit.bench.aggregate import aggregations
+from evalkit.bench.aggregations import AGGREGATIONS
 from evalkit.bench.registry import BenchmarkRegistry, benchmarks_dir, get_benchmark, load_spec
 from evalkit.bench.spec import normalize_name
 from evalkit.errors import ConfigError
@@ -24,7 +25,7 @@ def test_every_shipped_yaml_loads_with_all_its_variants(path: Path) -> None:
     spec = load_spec(path)
     for variant in [None, *spec.variants]:
         v = spec.with_variant(variant)
-        assert v.aggregation.name in aggregations or ":" in v.aggregation.name
+        assert v.aggregation.name in AGGREGATIONS or ":" in v.aggregation.name
         assert v.aggregation.source.strip()
         assert v.files and v.layout.strip()
 
@@ -123,3 +124,18 @@ def test_task_types_and_scorers_are_known_to_the_scoring_router(path: Path) -> N
         for task_type, scorer_name in v.scorers.items():
             assert canonical_task_type(task_type) == task_type
             assert scorer_name in SCORERS
+
+
+# A newline right after a block tag, or at the very end, is dropped by evalkit's renderer
+# (trim_blocks, keep_trailing_newline off): `+%}` or {{ '\n' }} keeps it as written.
+_LOST_NEWLINE = re.compile(r"(?<![+-])%\}\n")
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=[p.stem for p in SHIPPED])
+def test_no_pinned_official_prompt_has_a_newline_evalkit_would_drop(path: Path) -> None:
+    spec = load_spec(path)
+    for variant in [None, *spec.variants]:
+        for task_type, official in spec.with_variant(variant).prompt.official.items():
+            where = f"{path.name} variant {variant} {task_type}"
+            assert not _LOST_NEWLINE.search(official.template), f"{where}: newline after a tag"
+            assert not official.template.endswith("\n"), f"{where}: final newline"

@@ -19,9 +19,9 @@ from evalkit.requests import RequestBuilder
 from evalkit.sample import Sample, VideoRef
 from evalkit.video import load_video
 from evalkit.video.synth import read_indices
-from tests.fixtures.bench import official2
+from tests.fixtures.bench import official_reasoning_streaming
 
-FPS = official2.INDEX_FPS
+FPS = official_reasoning_streaming.INDEX_FPS
 
 
 def video(sample: Sample) -> VideoRef:
@@ -46,7 +46,7 @@ def _requests(
 
 
 def test_ovobench_no_frame_after_the_question_time_reaches_the_model(tmp_path: Path) -> None:
-    root = official2.ovobench(tmp_path / "data")
+    root = official_reasoning_streaming.ovobench(tmp_path / "data")
     seen = _requests("OVO-Bench", root, tmp_path / "cache")
     assert len(seen) == 11
     for sample, indices, stamps in seen:
@@ -60,7 +60,7 @@ def test_ovobench_no_frame_after_the_question_time_reaches_the_model(tmp_path: P
 
 
 def test_the_same_video_asked_at_two_times_gets_two_cache_entries(tmp_path: Path) -> None:
-    root = official2.ovobench(tmp_path / "data")
+    root = official_reasoning_streaming.ovobench(tmp_path / "data")
     spec = get_benchmark("OVO-Bench")
     by = {s.id: s for s in load(spec, root)}
     early, late = video(by["7/0"]), video(by["7/1"])
@@ -71,7 +71,7 @@ def test_the_same_video_asked_at_two_times_gets_two_cache_entries(tmp_path: Path
 
 def test_without_the_window_later_frames_would_be_shown(tmp_path: Path) -> None:
     """Control: the check above can fail. The full video has frames after t."""
-    root = official2.ovobench(tmp_path / "data")
+    root = official_reasoning_streaming.ovobench(tmp_path / "data")
     spec = get_benchmark("OVO-Bench")
     sample = next(s for s in load(spec, root) if s.id == "3")  # asked at 2.5 s
     ref = video(sample)
@@ -83,8 +83,8 @@ def test_without_the_window_later_frames_would_be_shown(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("name, builder", [
-    ("ODV-Bench", official2.odvbench),
-    ("LiveSports-3K-QA", official2.livesportsqa),
+    ("ODV-Bench", official_reasoning_streaming.odvbench),
+    ("LiveSports-3K-QA", official_reasoning_streaming.livesportsqa),
 ])  # fmt: skip
 def test_segment_questions_see_only_their_window(
     name: str, builder: Callable[[Path], Path], tmp_path: Path

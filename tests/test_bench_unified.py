@@ -54,7 +54,7 @@ def test_a_plain_multiple_choice_row(tmp_path: Path) -> None:
 
 
 def test_an_ad_hoc_file_gets_a_spec_with_pooled_mean_and_breakdowns(tmp_path: Path) -> None:
-    from evalkit.bench.aggregate import Scored, aggregate
+    from evalkit.bench.aggregations import Scored, aggregate
     from evalkit.bench.unified import unified_spec
 
     path = _write(tmp_path, [_row(problem_id=1), _row(problem_id=2, data_source="Other")])

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from evalkit.bench.aggregate import Scored, aggregate
+from evalkit.bench.aggregations import Scored, aggregate
 from evalkit.bench.unified_known import DataBench, data_benches, load_data, match_benchmark
 from evalkit.errors import DataError
 from evalkit.sample import Sample

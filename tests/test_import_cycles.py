@@ -20,7 +20,7 @@ def test_the_graph_covers_the_subpackages_and_sees_every_kind_of_edge() -> None:
     for name in ("evalkit.reports.load", "evalkit.trainer.config", "evalkit.benchmarks"):
         assert name in graph.modules
     assert "evalkit.tasks" in graph.eager["evalkit.prompts"]
-    assert "evalkit.reports.stats" in graph.eager["evalkit.reports.load"]
+    assert "evalkit.reports.uncertainty" in graph.eager["evalkit.reports.load"]
     assert "evalkit.resume" in graph.lazy["evalkit.runner"]  # inside a function
 
 

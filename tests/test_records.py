@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.records import RecordProblem, SampleRecord, check_line, failed_record, ok_record
+from evalkit.errors import Problem
+from evalkit.records import SampleRecord, check_line, failed_record, ok_record
 from evalkit.reports import load_run
 from evalkit.sample import Sample
 from evalkit.scoring.types import Score
@@ -90,13 +91,13 @@ def test_a_malformed_line_is_named_by_its_field(change: dict[str, object], field
         {**ok_record(SAMPLE, Score(1.0), ["B"], fingerprint="f", timings={}), **change}
     )
     problem = check_line(line, "Video-MME.jsonl", 3)
-    assert isinstance(problem, RecordProblem) and (problem.line, problem.field) == (3, field)
+    assert isinstance(problem, Problem) and (problem.row, problem.field) == ("line 3", field)
 
 
 def test_a_line_without_an_id_or_not_json_is_named() -> None:
     rec = ok_record(SAMPLE, Score(1.0), ["B"], fingerprint="f", timings={})
     rec.pop("id")
-    assert str(check_line(json.dumps(rec), "b.jsonl", 2)).startswith("b.jsonl:2: field id:")
+    assert str(check_line(json.dumps(rec), "b.jsonl", 2)).startswith("b.jsonl, line 2, field 'id':")
     assert "not JSON" in str(check_line("{oops", "b.jsonl", 5))
 
 
@@ -149,7 +150,7 @@ def test_a_malformed_record_is_left_out_and_named_never_a_crash_or_a_wild_score(
     (note,) = [n for n in b.notes if "malformed" in n]
     assert (
         note.startswith("1 malformed record(s) left out")
-        and f"Video-MME.jsonl:5: field {field}:" in note
+        and f"Video-MME.jsonl, line 5, field {field!r}:" in note
     )
 
 

@@ -27,13 +27,13 @@ from evalkit.engines.base import Completion, Request, Timings
 from evalkit.reports import build_report, write_report
 from evalkit.runner import RunConfig, execute
 from evalkit.scoring import rules
-from tests.fixtures.bench import official, official2
+from tests.fixtures.bench import official, official_reasoning_streaming
 
 SNAPSHOTS = Path(__file__).parent / "snapshots" / "report"
 UPDATE = os.environ.get("EVALKIT_UPDATE_SNAPSHOTS") == "1"
 REPLIES = ["A", "B", "The answer is C.", "3.5", "I cannot tell", "[2.0, 5.0]"]
-BENCHES = {"Video-MME": official.videomme, "VSI-Bench": official2.vsibench}
-BENCHES["VCR-Bench"] = official2.vcrbench
+BENCHES = {"Video-MME": official.videomme, "VSI-Bench": official_reasoning_streaming.vsibench}
+BENCHES["VCR-Bench"] = official_reasoning_streaming.vcrbench
 
 
 class HashReplies:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.bench.aggregate import aggregate
+from evalkit.bench.aggregations import aggregate
 from evalkit.bench.registry import get_benchmark
 from evalkit.errors import DataError
 from evalkit.reports import load_run

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from evalkit.bench.aggregate import aggregate
+from evalkit.bench.aggregations import aggregate
 from evalkit.bench.registry import get_benchmark
 from evalkit.scoring import score
-from tests._rules_b import real_samples, render_official, sample, scored, verdict, wrong_reply
+from tests._official_prompts import render_official
+from tests._rule_cases import real_samples, sample, scored, verdict, wrong_reply
 
 CASES = [
     ("C", 1.0),

@@ -10,7 +10,7 @@ from evalkit.bench.registry import get_benchmark
 from evalkit.sample import Sample
 from evalkit.scoring import score
 from evalkit.scoring.rules import get_rule
-from tests._render_official import official_template, render_both
+from tests._official_prompts import render_official
 from tests._scoring_helpers import sample
 
 FIVE = ["a book", "a pen", "a cup", "a lamp", "a phone"]
@@ -81,7 +81,7 @@ def test_pinned_prompt_is_the_lmms_eval_val_v_prompt() -> None:
         "Answer with the option's letter from the given choices directly.\n"
     )
     assert get_benchmark("LongVideoBench").prompt.variant == "official"
-    assert render_both(official_template("LongVideoBench"), s) == [expected] * 2
+    assert render_official("LongVideoBench", "*", s) == expected
 
 
 def test_interleaved_variant_keeps_the_subtitle_prompt() -> None:

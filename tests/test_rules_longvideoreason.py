@@ -8,8 +8,7 @@ import pytest
 from evalkit.bench.registry import get_benchmark
 from evalkit.sample import Sample
 from evalkit.scoring import score
-
-from ._official_prompts import render_official
+from tests._official_prompts import render_official
 
 _PROBLEM = "What happens first?\nD. four\nA. one\nB. two\nC. three"
 

@@ -9,7 +9,7 @@ from evalkit.bench.registry import get_benchmark
 from evalkit.sample import Sample
 from evalkit.scoring import score
 from evalkit.scoring.rules import get_rule
-from tests._render_official import official_template, render_both
+from tests._official_prompts import render_official
 from tests._scoring_helpers import sample
 
 OPTIONS = ["a cat", "a dog", "a bird", "a fish"]
@@ -64,7 +64,7 @@ def test_pinned_prompt_is_the_official_question_block() -> None:
     )
     spec = get_benchmark("MLVU")
     assert spec.prompt.variant == "official"
-    assert render_both(official_template("MLVU"), s) == [expected] * 2
+    assert render_official("MLVU", "*", s) == expected
     assert spec.prompt.official["*"].system == (
         "Carefully watch this video and pay attention to every detail. Based on your "
         "observations, select the best option that accurately addresses the question."

@@ -10,8 +10,7 @@ from evalkit.bench.registry import get_benchmark
 from evalkit.sample import Sample
 from evalkit.scoring import score
 from evalkit.scoring.rules import get_rule
-
-from ._official_prompts import render_official
+from tests._official_prompts import render_official
 
 _OPTIONS = ["mitosis", "meiosis", "binary fission", "budding", "osmosis"]
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from evalkit.bench.aggregate import Scored, aggregate
+from evalkit.bench.aggregations import Scored, aggregate
 from evalkit.bench.registry import get_benchmark
 from evalkit.scoring.rules.odvbench import process
-from tests._rules_b import render_official, sample, verdict
+from tests._official_prompts import render_official
+from tests._rule_cases import sample, verdict
 
 CASES = [
     ("B", 1.0),  # process: "b" -> stand-alone letter B

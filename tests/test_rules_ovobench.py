@@ -8,13 +8,14 @@ from typing import Any
 
 import pytest
 
-from evalkit.bench.aggregate import aggregate
+from evalkit.bench.aggregations import aggregate
 from evalkit.bench.loader import load
 from evalkit.bench.registry import get_benchmark
 from evalkit.scoring import score
 from evalkit.scoring.rules import get_rule
-from tests._rules_b import real_samples, render_official, sample, scored, verdict, wrong_reply
-from tests.fixtures.bench import official2
+from tests._official_prompts import render_official
+from tests._rule_cases import real_samples, sample, scored, verdict, wrong_reply
+from tests.fixtures.bench import official_reasoning_streaming
 
 MC_CASES = [
     ("B", "B", 1.0),
@@ -146,7 +147,7 @@ def test_official_prompts_render_constant_py_templates() -> None:
 
 def test_loaded_probes_carry_what_the_official_prompts_fill_in(tmp_path: Path) -> None:
     spec = get_benchmark("OVO-Bench")
-    by = {s.id: s for s in load(spec, official2.ovobench(tmp_path))}
+    by = {s.id: s for s in load(spec, official_reasoning_streaming.ovobench(tmp_path))}
     assert by["6/0"].fields["probe_text"] == "jump"
     assert by["7/1"].fields["probe_text"] == "stir"
     assert by["8/0"].fields["probe_text"] == "Where do they go?"

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from evalkit.bench import get_benchmark, load
-from evalkit.bench.aggregate import Scored
-from evalkit.bench.aggregate_ext import spatiotemporal_grounding
+from evalkit.bench.aggregations import Scored
+from evalkit.bench.aggregations.grounding import spatiotemporal_grounding
 from evalkit.bench.unified import load_unified
 from evalkit.sample import Sample
 from evalkit.scoring import score

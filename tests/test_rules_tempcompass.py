@@ -9,15 +9,16 @@ from types import SimpleNamespace
 
 import pytest
 
-from evalkit.bench.aggregate import Scored
-from evalkit.bench.aggregate_official import across_variants, combined_headlines
+from evalkit.bench.aggregations import Scored
+from evalkit.bench.aggregations.variants import across_variants, combined_headlines
 from evalkit.bench.loader import load
 from evalkit.bench.registry import get_benchmark
 from evalkit.reports.report import build_report
 from evalkit.sample import Sample
 from evalkit.scoring import score
 from evalkit.testing.runs import Rec, write_run
-from tests._rules_b import render_official, sample, scored, verdict
+from tests._official_prompts import render_official
+from tests._rule_cases import sample, scored, verdict
 from tests.fixtures.bench import official
 
 OPTS = ["dunking a basketball", "dribbling a basketball", "passing a basketball"]

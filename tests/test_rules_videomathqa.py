@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from evalkit.bench.aggregate import Scored, aggregate
+from evalkit.bench.aggregations import Scored, aggregate
 from evalkit.bench.registry import get_benchmark
 from evalkit.sample import Sample
 from evalkit.scoring import score
-
-from ._official_prompts import render_official
+from tests._official_prompts import render_official
 
 
 def _sample(target: str = "C", n: int = 5, qid: str = "q1", **fields: object) -> Sample:

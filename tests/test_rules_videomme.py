@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from evalkit.bench.aggregate import Scored, mean
+from evalkit.bench.aggregations import Scored
+from evalkit.bench.aggregations.means import mean
 from evalkit.bench.registry import get_benchmark
 from evalkit.sample import Sample
 from evalkit.scoring import score
 from evalkit.scoring.rules import get_rule
-from tests._render_official import official_template, render_both
+from tests._official_prompts import render_official
 from tests._scoring_helpers import sample
 
 OPTIONS = ["Black.", "Gray.", "Green.", "Brown."]
@@ -107,8 +108,8 @@ README_WITHOUT_SUBTITLES = (
 def test_pinned_prompt_is_the_readme_prompt() -> None:
     spec = get_benchmark("Video-MME")
     assert spec.prompt.variant == "official"
-    got = render_both(official_template("Video-MME"), _example())
-    assert got == [README_WITHOUT_SUBTITLES] * 2
+    got = render_official("Video-MME", "*", _example())
+    assert got == README_WITHOUT_SUBTITLES
 
 
 def test_pinned_subtitle_prompt_puts_the_lines_first() -> None:
@@ -116,14 +117,14 @@ def test_pinned_subtitle_prompt_puts_the_lines_first() -> None:
         subtitle_path="x.srt",
         subtitles=[{"start": 0.0, "end": 1.0, "text": "Hi guys, I'm going to show you how"}],
     )
-    got = render_both(official_template("Video-MME", "with_subtitles"), sample)
+    got = render_official("Video-MME", "*", sample, "with_subtitles")
     expected = (
         "This video's subtitles are listed below:\nHi guys, I'm going to show you how\n"
         + README_WITHOUT_SUBTITLES
     )
-    assert got == [expected] * 2
+    assert got == expected
 
 
 def test_pinned_subtitle_prompt_without_subtitles_is_the_plain_one() -> None:
-    got = render_both(official_template("Video-MME", "with_subtitles"), _example())
-    assert got == [README_WITHOUT_SUBTITLES] * 2
+    got = render_official("Video-MME", "*", _example(), "with_subtitles")
+    assert got == README_WITHOUT_SUBTITLES

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from evalkit.bench.aggregate import Scored, aggregate
+from evalkit.bench.aggregations import Scored, aggregate
 from evalkit.bench.registry import get_benchmark
 from evalkit.sample import Sample
 from evalkit.scoring import score
 from evalkit.scoring.rules import get_rule
-from tests._render_official import official_template, render_both
+from tests._official_prompts import render_official
 from tests._scoring_helpers import sample
 
 OPTIONS = [f"option {i}" for i in range(8)]
@@ -87,7 +87,7 @@ def test_pinned_prompt_is_the_official_text_items_joined() -> None:
         f"Question: What does the man do first?\n{OPTION_LINES}\n{INSTRUCT}"
     )
     assert get_benchmark("Video-MME-v2").prompt.variant == "official"
-    assert render_both(official_template("Video-MME-v2"), _example()) == [expected] * 2
+    assert render_official("Video-MME-v2", "*", _example()) == expected
 
 
 def test_pinned_subtitle_prompt_joins_the_words() -> None:
@@ -100,14 +100,13 @@ def test_pinned_subtitle_prompt_joins_the_words() -> None:
         "hello there friends\n"
         f"Question: What does the man do first?\n{OPTION_LINES}\n{INSTRUCT}"
     )
-    got = render_both(official_template("Video-MME-v2", "with_subtitles"), sample)
-    assert got == [expected] * 2
+    got = render_official("Video-MME-v2", "*", sample, "with_subtitles")
+    assert got == expected
 
 
 def test_pinned_subtitle_prompt_without_a_file_leaves_the_line_empty() -> None:
-    got = render_both(official_template("Video-MME-v2", "with_subtitles"), _example())
-    assert got[0] == got[1]
-    assert "listed below:\n\nQuestion: What" in got[0]
+    got = render_official("Video-MME-v2", "*", _example(), "with_subtitles")
+    assert "listed below:\n\nQuestion: What" in got
 
 
 def _grouped(group: str, kind: str, position: int) -> Sample:

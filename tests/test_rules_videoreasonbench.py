@@ -8,14 +8,13 @@ import re
 
 import pytest
 
-from evalkit.bench.aggregate import Scored, aggregate
+from evalkit.bench.aggregations import Scored, aggregate
 from evalkit.bench.registry import get_benchmark
 from evalkit.engines.base import Completion, Request, Timings
 from evalkit.sample import Sample
 from evalkit.scoring import LLMJudge, ScoringContext, score
 from evalkit.scoring.rules import has_rule
-
-from ._official_prompts import render_official
+from tests._official_prompts import render_official
 
 _REF = "2nd: (a2, c2)"
 

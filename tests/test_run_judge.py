@@ -9,7 +9,7 @@ from typing import Any
 from evalkit.engines.base import Completion, Request, Timings
 from evalkit.rundir import RunDir
 from evalkit.runner import JudgeConfig, RunConfig, execute
-from tests.fixtures.bench import official2
+from tests.fixtures.bench import official_reasoning_streaming
 from tests.test_bench_judged import VCR_REPLIES, ExactJudge
 
 
@@ -27,7 +27,7 @@ def run(
     tmp_path: Path, judge: JudgeConfig | None, run_id: str, judge_engine: Any = None
 ) -> list[dict]:
     """``evalkit run`` of VCR-Bench's fixture; the judge engine defaults to ExactJudge."""
-    official2.vcrbench(tmp_path / "VCR-Bench")
+    official_reasoning_streaming.vcrbench(tmp_path / "VCR-Bench")
     cfg = RunConfig(
         model="reply-engine",
         bench=["VCR-Bench"],

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from evalkit.bench.aggregate import Scored, aggregate
+from evalkit.bench.aggregations import Scored, aggregate
 from evalkit.bench.loader import load
 from evalkit.bench.registry import get_benchmark
 from evalkit.prompts import render

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from evalkit import tasks
-from evalkit.bench.rows import RowError
+from evalkit.bench.files import RowError
 from evalkit.bench.unified import build_sample, load_unified
 from evalkit.prompts import render, template_name
 from evalkit.registry import RegistryError

@@ -8,11 +8,11 @@ import itertools
 import pytest
 import torch
 
+from evalkit.testing.toy_rl import BOS, EOS, PAD, ToyPolicy
 from evalkit.trainer.batch import Group, Response, collate, response_logprobs
 from evalkit.trainer.config import load_config
 from evalkit.trainer.dynamic_batch import micro_batch_slices, token_budget_micro_batches
 from evalkit.trainer.step import StepInputs, StepSettings, accumulate_loss, compute_logprobs
-from evalkit.trainer.toy import BOS, EOS, PAD, ToyPolicy
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from evalkit.errors import ConfigError
+from evalkit.testing.toy_rl import ToyRun
 from evalkit.trainer import checkpoint as ckpt
 from evalkit.trainer.algorithms.advantages import AdvantageInputs, compute_advantages
 from evalkit.trainer.algorithms.losses import LossOptions
@@ -25,7 +26,6 @@ from evalkit.trainer.step import (
     ppo_update,
     summarize_updates,
 )
-from evalkit.trainer.toy import ToyRun
 
 SETTINGS = StepSettings(loss_options=LossOptions(0.2, 0.28), micro_batch_size=3)
 

@@ -7,6 +7,7 @@ import copy
 import pytest
 import torch
 
+from evalkit.testing.toy_rl import BOS, EOS, PAD, ToyPolicy, ToyRun, sample_responses, toy_reward
 from evalkit.trainer.algorithms.aggregation import AggNorm
 from evalkit.trainer.algorithms.losses import LossOptions
 from evalkit.trainer.batch import Group, Response, collate, response_logprobs
@@ -19,7 +20,6 @@ from evalkit.trainer.step import (
     compute_logprobs,
     policy_step,
 )
-from evalkit.trainer.toy import BOS, EOS, PAD, ToyPolicy, ToyRun, sample_responses, toy_reward
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.bench.aggregate import AggregateResult, Scored, aggregate
+from evalkit.bench.aggregations import AggregateResult, Scored, aggregate
 from evalkit.bench.loader import load
 from evalkit.bench.registry import get_benchmark
 from evalkit.engines.base import Completion, Request, Timings
@@ -19,7 +19,7 @@ from evalkit.sample import Sample
 from evalkit.scoring import LLMJudge, Score, ScoringContext, score
 from evalkit.scoring.context import NO_CONTEXT
 from evalkit.scoring.judge import parse_cot_steps
-from tests.fixtures.bench import official2
+from tests.fixtures.bench import official_reasoning_streaming
 from tests.test_bench_judged import VCR_REPLIES, ExactJudge
 from tests.test_run_judge import run as run_vcrbench
 
@@ -84,7 +84,10 @@ def _aggregate(scores: dict[str, tuple[Sample, Score]]) -> AggregateResult:
 
 
 def test_samples_keep_the_reference_steps(tmp_path: Path) -> None:
-    by = {s.id: s for s in load(get_benchmark("VCR-Bench"), official2.vcrbench(tmp_path))}
+    by = {
+        s.id: s
+        for s in load(get_benchmark("VCR-Bench"), official_reasoning_streaming.vcrbench(tmp_path))
+    }
     assert by["1"].fields["reasoning"] == ["1. step", "2. step"]
     assert by["4"].fields["extra_metrics"] == ["cot_steps"]
 
@@ -94,7 +97,9 @@ def test_the_judge_is_asked_about_the_reference_steps_and_the_whole_response(
 ) -> None:
     engine = CotJudge()
     ctx = ScoringContext(LLMJudge(engine, model="cot-judge"))
-    sample = next(s for s in load(get_benchmark("VCR-Bench"), official2.vcrbench(tmp_path)))
+    sample = next(
+        s for s in load(get_benchmark("VCR-Bench"), official_reasoning_streaming.vcrbench(tmp_path))
+    )
     score(sample, "<think>first I look</think><answer>A</answer>", ctx)
     asks = [p for p in engine.prompts if "Reference rationale" in p]
     assert len(asks) == 2 and all("1. step\n2. step" in p for p in asks)
@@ -102,7 +107,7 @@ def test_the_judge_is_asked_about_the_reference_steps_and_the_whole_response(
 
 
 def test_per_sample_recall_and_precision_from_the_judge(tmp_path: Path) -> None:
-    scores = _scores(official2.vcrbench(tmp_path), _cot_judge())
+    scores = _scores(official_reasoning_streaming.vcrbench(tmp_path), _cot_judge())
     got = {k: v.metadata for k, (_, v) in scores.items()}
     assert (got["1"]["cot_recall"], got["1"]["cot_precision"]) == (0.5, 1.0)
     assert got["1"]["cot_recall_perception"] == 1.0 and got["1"]["cot_recall_reasoning"] == 0.0
@@ -116,14 +121,14 @@ def test_per_sample_recall_and_precision_from_the_judge(tmp_path: Path) -> None:
 
 
 def test_an_unparsable_reply_leaves_its_figures_absent_with_the_reason(tmp_path: Path) -> None:
-    _, got = _scores(official2.vcrbench(tmp_path), _cot_judge())["4"]
+    _, got = _scores(official_reasoning_streaming.vcrbench(tmp_path), _cot_judge())["4"]
     assert got.metadata["cot_recall"] is None and got.metadata["cot_precision"] == 0.5
     assert "recall: reply is not a JSON step list" in got.explanation
     assert got.metadata["cot_recall_judgement"] == "I cannot compare these steps."
 
 
 def test_without_a_judge_cot_is_absent_and_accuracy_unchanged(tmp_path: Path) -> None:
-    scores = _scores(official2.vcrbench(tmp_path))
+    scores = _scores(official_reasoning_streaming.vcrbench(tmp_path))
     for _, got in scores.values():
         assert got.metadata["cot_recall"] is None and got.metadata["cot_precision"] is None
         assert "no judge configured" in got.explanation
@@ -135,7 +140,7 @@ def test_without_a_judge_cot_is_absent_and_accuracy_unchanged(tmp_path: Path) ->
 
 
 def test_aggregate_is_f1_of_the_mean_recall_and_mean_precision(tmp_path: Path) -> None:
-    res = _aggregate(_scores(official2.vcrbench(tmp_path), _cot_judge()))
+    res = _aggregate(_scores(official_reasoning_streaming.vcrbench(tmp_path), _cot_judge()))
     assert res.overall == pytest.approx(60.0)  # accuracy as with the plain judge
     recall, precision = 11 / 18, 4 / 5  # mean over q1, q2, q5 / over all five
     assert res.metrics["cot_recall"] == pytest.approx(100 * recall)
@@ -172,7 +177,9 @@ def test_parsed_cot_replies_are_cached_and_reused(tmp_path: Path) -> None:
         async def generate(self, request: Request) -> Completion:
             raise ConnectionError("judge is down")
 
-    sample = next(s for s in load(get_benchmark("VCR-Bench"), official2.vcrbench(tmp_path)))
+    sample = next(
+        s for s in load(get_benchmark("VCR-Bench"), official_reasoning_streaming.vcrbench(tmp_path))
+    )
     judge = LLMJudge(CotJudge(), model="cot-judge", cache_dir=tmp_path / "judge_cache")
     first = judge.judge_cot(sample, "A", ["1. step", "2. step"])
     judge.engine = Down()  # type: ignore[assignment]
@@ -188,7 +195,9 @@ def test_async_callers_get_the_cot_figures_too(tmp_path: Path) -> None:
 
     from evalkit.scoring import ascore
 
-    sample = next(s for s in load(get_benchmark("VCR-Bench"), official2.vcrbench(tmp_path)))
+    sample = next(
+        s for s in load(get_benchmark("VCR-Bench"), official_reasoning_streaming.vcrbench(tmp_path))
+    )
 
     async def go() -> Score:
         judge = LLMJudge(CotJudge(), model="cot-judge", loop=asyncio.get_running_loop())

@@ -10,7 +10,6 @@ Map (each module one thing; variants chosen by name from registries):
 - ``mix_policy``: the offline trajectory in the last slot of a group (append or replace_last).
 - ``step``: micro-batched policy updates, mini-batches x PPO epochs (loss, KL, clipping, AdamW).
 - ``checkpoint``: atomic save / exact resume (model, optimizer, RNG, step, data position).
-- ``toy``: a tiny MLP policy and task that exercise the whole loop in tests.
 - ``data``: unified-schema rows as evalkit Samples, frame-cache paths, a resumable order.
 - ``actor``: the HF Qwen-VL policy (dummy visual input, strict placeholder check, FSDP).
 - ``shared_vision``: old/ref log-prob forwards encode each prompt's video once per group.

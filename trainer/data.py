@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from evalkit.bench.unified import read_rows, row_to_sample
+from evalkit.bench.files import read_rows
+from evalkit.bench.unified import row_to_sample
 from evalkit.engines.base import SamplingParams
 from evalkit.errors import DataError
 from evalkit.prompts import PromptPlan

@@ -137,7 +137,7 @@ def run_filter(
     concurrency: int = 8,
 ) -> FilterReport:
     """``python -m evalkit.trainer filter``: load items, sample k each, keep 0 < rate < 1."""
-    from evalkit.bench.unified import read_rows
+    from evalkit.bench.files import read_rows
     from evalkit.cache import FrameCache
     from evalkit.engines import ENGINE_CONFIGS, ENGINES
     from evalkit.engines.family import detect_family

@@ -8,21 +8,22 @@ and ``load_data`` maps their rows onto the benchmarks they name; ``aggregate(spe
 scored)`` computes the benchmark's official number with its breakdowns.
 """
 
-from evalkit.bench import aggregate_ext, aggregate_official  # noqa: F401  (register aggregations)
-from evalkit.bench.aggregate import (
+from evalkit.bench.aggregations import (
+    AGGREGATIONS,
     AggregateResult,
     Scored,
     aggregate,
-    aggregations,
 )
+from evalkit.bench.files import Loaded
 from evalkit.bench.loader import ValidationReport, load, validate
 from evalkit.bench.registry import get_benchmark, registry
-from evalkit.bench.rows import Loaded, Problem
 from evalkit.bench.spec import BenchmarkSpec
 from evalkit.bench.unified import load_unified, unified_spec
 from evalkit.bench.unified_known import load_data
+from evalkit.errors import Problem
 
 __all__ = [
+    "AGGREGATIONS",
     "AggregateResult",
     "BenchmarkSpec",
     "Loaded",
@@ -30,7 +31,6 @@ __all__ = [
     "Scored",
     "ValidationReport",
     "aggregate",
-    "aggregations",
     "get_benchmark",
     "load",
     "load_data",

@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalkit.bench import parse
+from evalkit.bench import answers
+from evalkit.bench.files import Loaded, Row, RowError, iter_rows, unique_id
 from evalkit.bench.layout import MediaPath
-from evalkit.bench.rows import Loaded, Problem, Row, RowError, iter_rows, unique_id
 from evalkit.bench.spec import BenchmarkSpec
-from evalkit.errors import DataError
+from evalkit.errors import DataError, Problem
 from evalkit.sample import OPTION_LETTERS, ImageRef, Sample, VideoRef
 
 
@@ -162,7 +162,7 @@ def _options(spec: BenchmarkSpec, row: dict[str, Any], question: str) -> tuple[s
     m = spec.mapping
     if m.options_in_question:
         try:
-            return parse.split_question_options(question)
+            return answers.split_question_options(question)
         except ValueError as exc:
             raise RowError(m.question, str(exc)) from None
     if m.option_fields:
@@ -170,7 +170,7 @@ def _options(spec: BenchmarkSpec, row: dict[str, Any], question: str) -> tuple[s
         return question, [o for o in opts if o]
     if m.options:
         try:
-            return question, parse.parse_options(_get(row, m.options))
+            return question, answers.parse_options(_get(row, m.options))
         except ValueError as exc:
             raise RowError(m.options, str(exc)) from None
     return question, []
@@ -186,7 +186,7 @@ def _target(spec: BenchmarkSpec, row: dict[str, Any], options: list[str], task_t
         return raw  # letters/indices only mean something for choice questions
     try:
         if kind == "letter":
-            return parse.parse_letter(raw, len(options))
+            return answers.parse_letter(raw, len(options))
         if kind == "index":
             idx = int(raw)
             if not 0 <= idx < len(options):

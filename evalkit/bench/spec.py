@@ -76,7 +76,7 @@ class ScoringSpec(BaseModel):
 
 class CrossVariantSpec(BaseModel):
     """A headline over several variants, each run separately (TempCompass's "Avg. All"
-    over its four formats); computed by ``evalkit.bench.aggregate_official``."""
+    over its four formats); computed by ``evalkit.bench.aggregations.variants``."""
 
     model_config = _STRICT
     name: str

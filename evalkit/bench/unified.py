@@ -17,16 +17,15 @@ mapped onto its spec by :mod:`evalkit.bench.unified_known`.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from evalkit import tasks
-from evalkit.bench import parse
-from evalkit.bench.rows import Loaded, Problem, RowError, unique_id
+from evalkit.bench import answers
+from evalkit.bench.files import Loaded, RowError, iter_file_rows, unique_id
 from evalkit.bench.spec import BenchmarkSpec
-from evalkit.errors import DataError, not_utf8
+from evalkit.errors import DataError, Problem
 from evalkit.registry import RegistryError
 from evalkit.sample import ImageRef, Sample, VideoRef
 
@@ -49,45 +48,6 @@ def canonical(problem_type: str) -> str:
         return tasks.canonical(problem_type)
     except RegistryError as exc:
         raise KeyError(str(exc)) from None
-
-
-def iter_file_rows(file: Path) -> Iterator[tuple[str, Any]]:
-    """(where, row) pairs of a ``.json`` list or a ``.jsonl`` file; a broken JSONL line is
-    a (where, Problem) pair. DataError when the file as a whole cannot be read."""
-    try:
-        text = file.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise DataError(f"{file}: cannot read: {exc}") from None
-    except UnicodeDecodeError as exc:
-        raise DataError(f"{file}: {not_utf8(exc)}") from None
-    if file.suffix == ".jsonl":
-        for n, line in enumerate(text.splitlines(), 1):
-            if line.strip():
-                try:
-                    yield f"line {n}", json.loads(line)
-                except json.JSONDecodeError as exc:
-                    yield (
-                        f"line {n}",
-                        Problem(str(file), f"line {n}", None, f"not valid JSON: {exc}"),
-                    )
-        return
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DataError(f"{file}: not valid JSON: {exc}") from None
-    if not isinstance(data, list):
-        raise DataError(f"{file}: expected a JSON list of rows, got {type(data).__name__}")
-    yield from ((f"item {i}", r) for i, r in enumerate(data))
-
-
-def read_rows(file: Path) -> list[tuple[str, Any]]:
-    """(where, row) pairs of a ``.json`` list or a ``.jsonl`` file; DataError at a broken line."""
-    out = []
-    for where, row in iter_file_rows(file):
-        if isinstance(row, Problem):
-            raise DataError(str(row))
-        out.append((where, row))
-    return out
 
 
 def _source(row: dict[str, Any], file: Path) -> str:
@@ -116,11 +76,13 @@ def build_sample(row: dict[str, Any], file: Path, where: str, video_root: Path |
     except KeyError as exc:
         raise RowError("problem_type", str(exc.args[0])) from None
     try:
-        options = parse.parse_options(row.get("options"))
+        options = answers.parse_options(row.get("options"))
     except ValueError as exc:
         raise RowError("options", str(exc)) from None
     try:
-        target = tasks.get(task).parse_target(parse.unwrap_solution(row["solution"]), len(options))
+        target = tasks.get(task).parse_target(
+            answers.unwrap_solution(row["solution"]), len(options)
+        )
     except ValueError as exc:
         raise RowError("solution", str(exc)) from None
     if task == "multiple_choice" and not options:

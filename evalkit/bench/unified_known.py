@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evalkit import tasks
-from evalkit.bench.rows import Loaded, Problem, RowError
+from evalkit.bench.files import Loaded, RowError, iter_file_rows
 from evalkit.bench.spec import AggregationSpec, BenchmarkSpec, normalize_name
-from evalkit.bench.unified import iter_file_rows, load_unified, unified_spec
-from evalkit.errors import DataError
+from evalkit.bench.unified import load_unified, unified_spec
+from evalkit.errors import DataError, Problem
 from evalkit.registry import RegistryError
 from evalkit.sample import Sample
 

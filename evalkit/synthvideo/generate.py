@@ -183,6 +183,8 @@ def write_unified(annotation: str | os.PathLike[str]) -> Path:
 
 
 def read_rows(annotation: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """The rows of an annotation file, in order."""
-    with open(annotation, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+    """The rows of an annotation file, in order (DataError names a broken line)."""
+    # lazily: the one row reader lives in evalkit.bench, which synthvideo need not load
+    from evalkit.bench.files import read_rows as file_rows
+
+    return [row for _, row in file_rows(Path(annotation))]

@@ -1,4 +1,4 @@
-"""Synthetic videos whose frames carry their own index, and broken inputs for tests.
+"""Synthetic videos whose frames carry their own index.
 
 Each frame is a grid of large cells (ROWS x COLS). Two cells are colour markers (top-left
 pure red, bottom-right pure blue: they catch a decoder that returns BGR or a frame in the
@@ -166,24 +166,3 @@ def write_index_video(
             container.mux(stream.encode(frame))
         container.mux(stream.encode(None))
     return path
-
-
-def write_truncated(
-    src: str | os.PathLike[str], dst: str | os.PathLike[str], keep: float = 0.5
-) -> Path:
-    """Copy the first ``keep`` fraction of ``src``'s bytes to ``dst`` (a cut-off download)."""
-    data = Path(src).read_bytes()
-    Path(dst).write_bytes(data[: int(len(data) * keep)])
-    return Path(dst)
-
-
-def write_zero_bytes(path: str | os.PathLike[str]) -> Path:
-    """An empty file (a failed copy)."""
-    Path(path).write_bytes(b"")
-    return Path(path)
-
-
-def write_text_file(path: str | os.PathLike[str], text: str = "this is not a video\n") -> Path:
-    """A text file, whatever its suffix says (e.g. an HTML error page saved as .mp4)."""
-    Path(path).write_text(text * 20)
-    return Path(path)

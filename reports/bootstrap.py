@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from evalkit.bench.aggregate import Scored
+from evalkit.bench.aggregations import Scored
+from evalkit.bench.aggregations.base import groups_of
 
 Form = Callable[[np.ndarray], np.ndarray]
 """counts (B, C) -> overall number per replicate (B,), NaN where undefined."""
@@ -75,21 +76,14 @@ def _mean_form(scored: Sequence[Scored], rows: list[int], n: int) -> Form:
     return lambda c: _ratio(c @ total, c @ count)
 
 
-def _groups_of(s: Scored, field: str) -> list[str]:
-    v = s.sample.fields.get(field)
-    if v is None:
-        return []
-    return [str(x) for x in v] if isinstance(v, list | tuple) else [str(v)]
-
-
 def _macro_form(scored: Sequence[Scored], rows: list[int], n: int, field: str, groups: Any) -> Form:
-    names = sorted({g for s in scored if s.value is not None for g in _groups_of(s, field)})
+    names = sorted({g for s in scored if s.value is not None for g in groups_of(s.sample, field)})
     col = {g: j for j, g in enumerate(names)}
     total, count = np.zeros((n, len(names))), np.zeros((n, len(names)))
     for s, r in zip(scored, rows, strict=True):
         if s.value is None:
             continue
-        for g in _groups_of(s, field):
+        for g in groups_of(s.sample, field):
             total[r, col[g]] += s.value
             count[r, col[g]] += 1
     keep = [col[g] for g in groups if g in col] if groups else list(range(len(names)))

@@ -1,4 +1,4 @@
-"""Reading annotation files of an official release into plain rows, with where each came from."""
+"""Reading annotation files into plain rows, with where each came from, and what was wrong."""
 
 from __future__ import annotations
 
@@ -11,54 +11,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from evalkit.bench.layout import FileSpec
-from evalkit.errors import not_utf8
+from evalkit.errors import DataError, Problem, not_utf8
 from evalkit.sample import Sample
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One thing wrong with a local copy: which file, which row, which field, and what.
-
-    ``level`` "error": the row (or, with ``row`` None, the file) did not load;
-    "warning": the row loaded but needed a repair (a repeated id given a suffix).
-    """
-
-    file: str
-    row: str | None
-    field: str | None
-    message: str
-    level: Literal["error", "warning"] = "error"
-
-    def __str__(self) -> str:
-        where = self.file
-        if self.row is not None:
-            where += f", {self.row}"
-        if self.field is not None:
-            where += f", field {self.field!r}"
-        tag = "warning: " if self.level == "warning" else ""
-        return f"{where}: {tag}{self.message}"
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form (``reason`` is the message), as recorded in a run directory."""
-        return {
-            "file": self.file,
-            "row": self.row,
-            "field": self.field,
-            "reason": self.message,
-            "level": self.level,
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Problem:
-        """Inverse of :meth:`to_dict`."""
-        warning = d.get("level") == "warning"
-        return cls(
-            str(d["file"]),
-            d.get("row"),
-            d.get("field"),
-            str(d["reason"]),
-            "warning" if warning else "error",
-        )
 
 
 class RowError(Exception):
@@ -121,8 +75,9 @@ class Row:
     data: dict[str, Any]
 
 
-class RowsError(Exception):
-    """A file could not be read at all (internal; turned into a Problem)."""
+class FileError(DataError):
+    """A file could not be read at all; ``problem`` says which and why (a spec's loader
+    turns it into a Problem of its own, the unified readers let it propagate)."""
 
     def __init__(self, problem: Problem) -> None:
         self.problem = problem
@@ -146,19 +101,19 @@ def _format(spec: FileSpec, path: Path) -> str:
     suffix = path.suffix.lower().lstrip(".")
     if suffix in ("json", "jsonl", "parquet", "csv"):
         return suffix
-    raise RowsError(Problem(str(path), None, None, "unknown file format; set 'format' in the spec"))
+    raise FileError(Problem(str(path), None, None, "unknown file format; set 'format' in the spec"))
 
 
 def _records(obj: Any, key: str | None, path: Path) -> list[Any]:
     if key:
         for part in key.split("."):
             if not isinstance(obj, dict) or part not in obj:
-                raise RowsError(
+                raise FileError(
                     Problem(str(path), None, key, f"no key {part!r} in the JSON object")
                 )
             obj = obj[part]
     if not isinstance(obj, list):
-        raise RowsError(
+        raise FileError(
             Problem(str(path), None, key, f"expected a JSON list of rows, got {type(obj).__name__}")
         )
     return obj
@@ -175,17 +130,13 @@ def _read(spec: FileSpec, path: Path) -> Iterator[tuple[str, Any]]:
                     try:
                         yield f"line {lineno}", json.loads(line)
                     except json.JSONDecodeError as exc:
-                        yield (
-                            f"line {lineno}",
-                            RowsError(
-                                Problem(str(path), f"line {lineno}", None, f"not valid JSON: {exc}")
-                            ),
-                        )
+                        where = f"line {lineno}"
+                        yield where, Problem(str(path), where, None, f"not valid JSON: {exc}")
         elif fmt == "json":
             try:
                 obj = json.loads(path.read_text(encoding="utf-8"))
             except json.JSONDecodeError as exc:
-                raise RowsError(Problem(str(path), None, None, f"not valid JSON: {exc}")) from exc
+                raise FileError(Problem(str(path), None, None, f"not valid JSON: {exc}")) from exc
             if spec.keyed and not spec.records and isinstance(obj, dict):
                 for key, rec in obj.items():
                     row = {**rec, spec.keyed: key} if isinstance(rec, dict) else rec
@@ -204,9 +155,26 @@ def _read(spec: FileSpec, path: Path) -> Iterator[tuple[str, Any]]:
             for i, rec in enumerate(frame.to_dict(orient="records")):
                 yield f"row {i}", plain(rec)
     except OSError as exc:
-        raise RowsError(Problem(str(path), None, None, f"cannot read: {exc}")) from exc
+        raise FileError(Problem(str(path), None, None, f"cannot read: {exc}")) from exc
     except UnicodeDecodeError as exc:
-        raise RowsError(Problem(str(path), None, None, not_utf8(exc))) from exc
+        raise FileError(Problem(str(path), None, None, not_utf8(exc))) from exc
+
+
+def iter_file_rows(file: Path) -> Iterator[tuple[str, Any]]:
+    """(where, row) pairs of a ``.json`` list or (by its suffix) a ``.jsonl`` file; a broken
+    JSONL line is a (where, Problem) pair. FileError when the file cannot be read at all."""
+    fmt: Literal["json", "jsonl"] = "jsonl" if file.suffix == ".jsonl" else "json"
+    yield from _read(FileSpec(path=file.name, format=fmt), file)
+
+
+def read_rows(file: Path) -> list[tuple[str, Any]]:
+    """(where, row) pairs of a ``.json`` list or a ``.jsonl`` file; DataError at a broken line."""
+    out = []
+    for where, row in iter_file_rows(file):
+        if isinstance(row, Problem):
+            raise DataError(str(row))
+        out.append((where, row))
+    return out
 
 
 def iter_rows(spec: FileSpec, root: Path) -> Iterator[Row | Problem]:
@@ -224,8 +192,8 @@ def iter_rows(spec: FileSpec, root: Path) -> Iterator[Row | Problem]:
         position = 0
         try:
             for where, rec in _read(spec, path):
-                if isinstance(rec, RowsError):
-                    yield Problem(label, where, None, rec.problem.message)
+                if isinstance(rec, Problem):
+                    yield Problem(label, where, None, rec.message)
                     continue
                 if not isinstance(rec, dict):
                     yield Problem(label, where, None, f"a row must be an object, got {rec!r:.60}")
@@ -235,7 +203,7 @@ def iter_rows(spec: FileSpec, root: Path) -> Iterator[Row | Problem]:
                 data = {**spec.constants, **plain(rec), "_position": position}
                 position += 1
                 yield from _explode(spec, label, where, data)
-        except RowsError as exc:
+        except FileError as exc:
             p = exc.problem
             yield Problem(label, p.row, p.field, p.message)
 

@@ -1,14 +1,11 @@
 """Builders for the official-rule tests of MVBench, TempCompass, VSI-Bench, OVO-Bench,
-ODV-Bench and LiveSports-3K-QA: samples, a rule's verdict, an official prompt rendered."""
+ODV-Bench and LiveSports-3K-QA: samples, a rule's verdict, real rows, a wrong reply."""
 
 from __future__ import annotations
 
 from typing import Any
 
-import jinja2
-
-from evalkit.bench.aggregate import Scored
-from evalkit.bench.spec import BenchmarkSpec
+from evalkit.bench.aggregations import Scored
 from evalkit.bench.unified import load_unified
 from evalkit.sample import Sample
 from evalkit.scoring.rules import get_rule
@@ -39,21 +36,6 @@ def sample(
 def verdict(name: str, s: Sample, reply: str) -> Score:
     """Rule ``name`` of the sample's task type on ``reply`` (exceptions propagate)."""
     return get_rule(name, s.task_type).fn(reply, s.target, s)
-
-
-def render_official(spec: BenchmarkSpec, task_type: str, s: Sample) -> str:
-    """The spec's pinned official prompt for ``task_type`` rendered for ``s`` (strict)."""
-    official = spec.prompt.official.get(task_type) or spec.prompt.official["*"]
-    env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
-    letters = s.letters
-    spoken = f"{', '.join(letters[:-1])} or {letters[-1]}" if len(letters) > 1 else "".join(letters)
-    return env.from_string(official.template).render(
-        question=s.question,
-        options=list(zip(letters, s.options, strict=True)),
-        letters=spoken,
-        fields=s.fields,
-        sample=s,
-    )
 
 
 def scored(task_type: str, value: float | None, **fields: Any) -> Scored:

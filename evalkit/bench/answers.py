@@ -1,4 +1,4 @@
-"""Small parsers shared by the loaders: lettered options, answer letters, wrapped solutions."""
+"""Parsers of a row's options and answer: option letters, wrapped solutions, targets."""
 
 from __future__ import annotations
 

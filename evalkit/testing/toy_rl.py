@@ -1,12 +1,12 @@
-"""A tiny policy and task for tests and demos: the whole update loop without a real model.
+"""A tiny policy and task for tests: the whole update loop without a real model.
 
 :class:`ToyPolicy` is a 2-layer MLP over a toy vocabulary that predicts the next token from
 the current one. The task: the prompt is ``[BOS, a]`` with ``a`` one of K question tokens; a
 response is correct when its first token is a's answer token ``a + K`` and well-formed when
 it ends with EOS (answer tokens are disjoint from question tokens, so one current-token
-policy can satisfy both). :class:`ToyRun` wires rollout ->
-rewards -> GRPO advantages -> :func:`trainer.step.policy_step`, with a shuffled data order,
-so checkpoint/resume can be tested for exact continuation.
+policy can satisfy both). :class:`ToyRun` wires rollout -> rewards -> GRPO advantages ->
+:func:`evalkit.trainer.step.ppo_update`, with a shuffled data order, so checkpoint/resume
+can be tested for exact continuation. Only tests use it (no demo or perf script does).
 """
 
 from __future__ import annotations
@@ -18,14 +18,14 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from .algorithms.advantages import AdvantageInputs, compute_advantages
-from .algorithms.rollout_correction import rollout_correction
-from .batch import Response, TrainBatch, collate, response_logprobs
-from .config import MixPolicyConfig, OptimizerConfig
-from .config_correction import RolloutCorrectionConfig
-from .lr_schedule import build_scheduler
-from .mix_policy import build_group, online_count
-from .step import StepInputs, StepResult, StepSettings, ppo_update
+from evalkit.trainer.algorithms.advantages import AdvantageInputs, compute_advantages
+from evalkit.trainer.algorithms.rollout_correction import rollout_correction
+from evalkit.trainer.batch import Response, TrainBatch, collate, response_logprobs
+from evalkit.trainer.config import MixPolicyConfig, OptimizerConfig
+from evalkit.trainer.config_correction import RolloutCorrectionConfig
+from evalkit.trainer.lr_schedule import build_scheduler
+from evalkit.trainer.mix_policy import build_group, online_count
+from evalkit.trainer.step import StepInputs, StepResult, StepSettings, ppo_update
 
 PAD, EOS, BOS = 0, 1, 2
 

@@ -7,11 +7,11 @@ import random
 import numpy as np
 import pytest
 
-from evalkit.bench.aggregate import Scored
+from evalkit.bench.aggregations import Scored
 from evalkit.bench.registry import get_benchmark
+from evalkit.reports.bootstrap import cluster_key, linear_form
 from evalkit.reports.reference import metric_value
-from evalkit.reports.stats import Clusters
-from evalkit.reports.vectorised import cluster_key, linear_form
+from evalkit.reports.uncertainty import Clusters
 from evalkit.sample import Sample
 
 
@@ -22,7 +22,7 @@ def _scored(i: int, value: float | None, **fields: object) -> Scored:
 
 
 def _official(spec):  # the official rule, overall only
-    from evalkit.bench.aggregate import aggregate
+    from evalkit.bench.aggregations import aggregate
 
     return lambda scored: aggregate(spec, scored).overall
 
@@ -85,7 +85,7 @@ def test_a_form_that_does_not_reproduce_the_official_number_is_refused() -> None
 
 
 def test_metric_value_reads_overall_breakdowns_and_extra_metrics() -> None:
-    from evalkit.bench.aggregate import AggregateResult
+    from evalkit.bench.aggregations import AggregateResult
 
     r = AggregateResult(50.0, {"duration": {"long": 40.0}}, metrics={"pooled": 55.0})
     assert metric_value(r, "overall") == 50.0

@@ -3,7 +3,7 @@
 A pooled mean has a closed-form standard error. Every other official rule (macro means,
 multi-binary groups, Video-MME-v2's non-linear group scores, adapters) is bootstrapped on
 the official number itself: through an exact vectorised form of the rule where one is
-verified (``reports.vectorised``), else by re-running the official aggregation on each
+verified (``reports.bootstrap``), else by re-running the official aggregation on each
 replicate. Resampling draws whole clusters — the aggregation's ``group_field`` when it
 has one, else single samples — because questions scored as a group are not independent.
 Run-vs-run deltas use one paired draw for both runs. Every bootstrap is seeded.
@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from evalkit.bench.aggregate import Scored, aggregate
+from evalkit.bench.aggregations import Scored, aggregate
 
-from .vectorised import bootstrap_counts, cluster_key, linear_form
+from .bootstrap import bootstrap_counts, cluster_key, linear_form
 
 if TYPE_CHECKING:
     from .model import BenchmarkReport

@@ -1,12 +1,9 @@
-"""Official aggregates that the generic ones do not express.
+"""One headline over several variants of a spec, each run on its own.
 
-- ``mean_answered`` (ODV-Bench): pooled accuracy over ANSWERED questions; a sample whose
-  score says ``metadata["answered"] is False`` (an empty reply) is left out of the
-  denominator, as StreamForest's ``odvbench_aggregate_results`` does.
-- :func:`across_variants`: one headline over several variants of a spec, each run on its
-  own (TempCompass's four question formats -> its "Avg. All"), declared in the spec by
-  ``aggregation.across_variants``; :func:`combined_headlines` computes it for every spec
-  of a run whose variants' results are all present.
+:func:`across_variants` combines the variants' results (TempCompass's four question
+formats -> its "Avg. All"), declared in the spec by ``aggregation.across_variants``;
+:func:`combined_headlines` computes it for every spec of a run whose variants' results
+are all present.
 """
 
 from __future__ import annotations
@@ -14,36 +11,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from evalkit.bench.aggregate import (
+from evalkit.bench.aggregations.base import (
     AggregateResult,
     Scored,
-    _pct,
-    _result,
-    _units,
     aggregate,
-    aggregations,
+    percent,
+    scored_units,
 )
 
 BASE = "base"
 """The name :func:`across_variants` and the spec use for the spec without a variant."""
-
-
-@aggregations("mean_answered")
-def mean_answered(scored: Sequence[Scored], breakdowns: Sequence[str] = ()) -> AggregateResult:
-    """Pooled accuracy (and per-group) over the answered samples only.
-
-    ODV-Bench (MCG-NJU/StreamForest lmms_eval/tasks/odvbench/utils.py
-    ``odvbench_aggregate_results``) counts a question only when its prediction is not
-    empty, overall and per task / subtask / subsubtask. Left-out samples are reported in
-    ``metrics["unanswered"]``; ``metrics["all_questions"]`` is the accuracy with them as 0.
-    """
-    kept = [s for s in scored if s.metadata.get("answered") is not False]
-    units = _units(kept)
-    out = _result(kept, units, _pct(v for _, v in units), breakdowns)
-    out.n = len(scored)
-    out.metrics["unanswered"] = float(len(scored) - len(kept))
-    out.metrics["all_questions"] = _pct(v for _, v in _units(scored)) or 0.0
-    return out
 
 
 def across_variants(spec: Any, by_variant: Mapping[str, Sequence[Scored]]) -> AggregateResult:
@@ -73,18 +50,18 @@ def across_variants(spec: Any, by_variant: Mapping[str, Sequence[Scored]]) -> Ag
         result = aggregate(variant_spec, by_variant[name])
         if result.overall is not None:
             per[name] = result.overall
-        pooled += [v for _, v in _units(by_variant[name])]
+        pooled += [v for _, v in scored_units(by_variant[name])]
         n, n_scored = n + result.n, n_scored + result.n_scored
     empty = [v for v in cross.variants if v not in per]
     if empty:
         overall = None
     elif cross.how == "pooled":
-        overall = _pct(pooled)
+        overall = percent(pooled)
     else:
         overall = sum(per.values()) / len(per)
     out = AggregateResult(overall, {"variant": per}, n, n_scored, n - n_scored)
     out.metrics["mean_of_variants"] = sum(per.values()) / len(per) if per else 0.0
-    out.metrics["pooled"] = _pct(pooled) or 0.0
+    out.metrics["pooled"] = percent(pooled) or 0.0
     out.metrics["variants_without_score"] = float(len(empty))
     return out
 
