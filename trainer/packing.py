@@ -313,10 +313,12 @@ def _packed_on(packed: PackedBatch, device: torch.device) -> PackedBatch:
     """``packed`` with its tensors on ``device`` (a no-op on CPU)."""
     if device.type == "cpu":
         return packed
-    moved = {f.name: getattr(packed, f.name) for f in dataclasses.fields(packed)}
-    return dataclasses.replace(
-        packed, **{k: v.to(device) for k, v in moved.items() if isinstance(v, Tensor)}
-    )
+    moved: dict[str, Any] = {
+        f.name: getattr(packed, f.name).to(device)
+        for f in dataclasses.fields(packed)
+        if isinstance(getattr(packed, f.name), Tensor)
+    }
+    return dataclasses.replace(packed, **moved)
 
 
 def _unpack(values: Tensor, packed: PackedBatch) -> Tensor:
