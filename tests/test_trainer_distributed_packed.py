@@ -1,12 +1,12 @@
 """Padding-free packing, token-budget micro-batches and per-prompt vision on 2 FSDP2 workers.
 
-One module-scoped group (local Ray, gloo, ``padding_free`` and vision sharing on) against
-the padded single-process reference: a packed step with rank 0 holding image and text rows
-and rank 1 video rows equals the padded step; under a token budget the ranks agree on one
-micro-batch count although their own counts differ; old log-probs with vision encoded once
-per prompt (2 prompts on one rank, none on the other) equal the per-row path; a
-placeholder/feature mismatch raises on the workers' packed path. Heavy: Ray and two worker
-processes take ~80 s to start on 2 cores.
+One module-scoped group per family (Qwen2.5-VL, Qwen3-VL; local Ray, gloo, ``padding_free``
+and vision sharing on) against the padded single-process reference: a packed step with
+rank 0 holding image and text rows and rank 1 video rows equals the padded step; under a
+token budget the ranks agree on one micro-batch count although their own counts differ;
+old log-probs with vision encoded once per prompt (2 prompts on one rank, none on the
+other) equal the per-row path; a placeholder/feature mismatch raises on the workers' packed
+path. Heavy: Ray and two worker processes per family (~70 s a family on 2 cores).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from evalkit.trainer.step import (
     build_optimizer,
     compute_logprobs,
 )
-from tests.test_trainer_actor import _video_request  # the same 4-frame random clip
+from tests.test_trainer_packing import SIZES, _video  # random clips on each patch grid
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 OPT = OptimizerConfig(lr=1e-4, weight_decay=0.0, grad_clip=1.0)
@@ -44,11 +44,17 @@ SETTINGS = StepSettings(micro_batch_size=2, grad_clip=1.0, loss_agg_mode="token-
 VIDEO, IMAGE, TEXT = [0, 1], [2, 3], [4, 5]  # batch rows of each prompt
 
 
+@pytest.fixture(scope="module", params=["qwen2_5_vl", "qwen3_vl"])
+def family(request: pytest.FixtureRequest) -> str:
+    name: str = request.param
+    return name
+
+
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def tiny(family: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
     from evalkit.models.tiny import build_tiny_model
 
-    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "m", "qwen2_5_vl", seed=0)
+    return build_tiny_model(tmp_path_factory.mktemp("tiny") / family, family, seed=0)
 
 
 @pytest.fixture(scope="module")
@@ -81,10 +87,11 @@ def group(tiny: Path, ray_local: Any) -> Iterator[Any]:
     started.shutdown()
 
 
-def _rows(actor: ActorPolicy) -> list[Encoded]:
+def _rows(actor: ActorPolicy, family: str) -> list[Encoded]:
     """A video, an image and a text prompt, two rows each (rows 0-1, 2-3, 4-5)."""
-    image = np.random.default_rng(9).integers(0, 255, (56, 84, 3), dtype=np.uint8)
-    video = actor.encode(_video_request())
+    image = np.random.default_rng(9).integers(0, 255, (*SIZES[family], 3), dtype=np.uint8)
+    clip = _video(family, 1, 4, 1.0)
+    video = actor.encode(Request(id="clip-1", text="What moves?", videos=[clip]))
     still = actor.encode(Request(id="still-1", text="What colour dominates?", images=[image]))
     text = actor.encode(Request(id="text-1", text="Is the sky blue?"))
     return [video, video, still, still, text, text]
@@ -151,10 +158,10 @@ def initial(group: Any) -> dict[str, torch.Tensor]:
 @pytest.mark.heavy
 @pytest.mark.timeout(500)
 def test_packed_step_with_modalities_split_across_ranks_equals_the_padded_step(
-    group: Any, tiny: Path, initial: dict[str, torch.Tensor]
+    group: Any, tiny: Path, family: str, initial: dict[str, torch.Tensor]
 ) -> None:
     _restore(group, initial)
-    rows = _rows(ActorPolicy.from_pretrained(tiny))
+    rows = _rows(ActorPolicy.from_pretrained(tiny), family)
     inputs = _inputs(rows)
     want_loss, want = _padded_step(tiny, inputs, rows, SETTINGS)
     # rank 0: the image and the text rows; rank 1: the video rows (+ 2 zero-weight fillers)
@@ -172,10 +179,10 @@ def test_packed_step_with_modalities_split_across_ranks_equals_the_padded_step(
 @pytest.mark.heavy
 @pytest.mark.timeout(500)
 def test_token_budget_ranks_agree_on_one_micro_batch_count(
-    group: Any, tiny: Path, initial: dict[str, torch.Tensor]
+    group: Any, tiny: Path, family: str, initial: dict[str, torch.Tensor]
 ) -> None:
     _restore(group, initial)
-    rows = _rows(ActorPolicy.from_pretrained(tiny))
+    rows = _rows(ActorPolicy.from_pretrained(tiny), family)
     inputs = _inputs(rows)
     parts = [TEXT, VIDEO + IMAGE]
     shards = [s.inputs.batch for s in split_for_ranks(inputs, rows, 2, parts)]  # as sent
@@ -194,11 +201,11 @@ def test_token_budget_ranks_agree_on_one_micro_batch_count(
 @pytest.mark.heavy
 @pytest.mark.timeout(500)
 def test_shared_vision_logprobs_on_the_workers_equal_the_per_row_path(
-    group: Any, tiny: Path, initial: dict[str, torch.Tensor]
+    group: Any, tiny: Path, family: str, initial: dict[str, torch.Tensor]
 ) -> None:
     _restore(group, initial)
     actor = ActorPolicy.from_pretrained(tiny)
-    rows = _rows(actor)
+    rows = _rows(actor, family)
     batch = _inputs(rows).batch
     actor.share_vision_per_group = False
     actor.set_rows(rows)
@@ -214,13 +221,15 @@ def test_shared_vision_logprobs_on_the_workers_equal_the_per_row_path(
 
 @pytest.mark.heavy
 @pytest.mark.timeout(300)
-def test_placeholder_mismatch_on_the_workers_packed_path_raises(group: Any, tiny: Path) -> None:
+def test_placeholder_mismatch_on_the_workers_packed_path_raises(
+    group: Any, tiny: Path, family: str
+) -> None:
     from ray.exceptions import RayError
 
-    rows = _rows(ActorPolicy.from_pretrained(tiny))[:2]
+    actor = ActorPolicy.from_pretrained(tiny)
+    rows = _rows(actor, family)[:2]
     ids = list(rows[0].prompt_ids)
-    video_token = ActorPolicy.from_pretrained(tiny).token_ids["video"]
-    ids.remove(video_token)  # e.g. a prompt cut inside its video
+    ids.remove(actor.token_ids["video"])  # e.g. a prompt cut inside its video
     cut = Encoded("clip-cut", ids, rows[0].visual)
     batch = collate([Group(0, ids, [Response([105, 106]), Response([107])])], pad_id=0)
     with pytest.raises(RayError, match=r"clip-cut.*padding-free.*video placeholder tokens but"):
