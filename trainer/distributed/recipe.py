@@ -10,6 +10,11 @@ Checkpoints: the driver's usual files (gathered weights in ``model.pt``, so ``ex
 works; step, data position, RNG) plus ``sharded/``, every rank's shards of weights and
 AdamW state (:mod:`.sharded`), which the workers load on resume.
 
+``actor.padding_free``, ``actor.use_dynamic_bsz`` (token budget per rank, the micro-batch
+count agreed across ranks) and ``actor.share_vision_per_group`` (old log-probs encode each
+prompt's vision once, tower calls agreed across ranks) apply on the workers as on one
+process (:mod:`.lockstep`).
+
 Not yet: a reference model on the workers (KL) and learning-rate schedules on the workers
 (their optimizers keep ``optimizer.lr``); both are refused with a message.
 """
