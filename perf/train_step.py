@@ -16,6 +16,11 @@ step time from its ``time_s``. The arms alternate step by step (so load on this 
 machine hits both alike); the first step of each is a warm-up and excluded; figures are
 medians over the remaining steps. Ratios are decode arm / cache arm.
 
+The workers row (:mod:`_train_workers`; ``--no-workers-row`` skips it): the same step on
+1 vs 2 Ray FSDP2 workers (cache arm, no KL), its phases (rollout, old log-probs, update,
+sync) as ``workers_<n>_<phase>_s`` and ``workers_2_over_1[_<phase>]_ratio``. On 2 cores it
+shows the overhead of the workers, not a speed-up (see that module's docstring).
+
 Videos: SynthVideo clips (``evalkit.synthvideo``, 640x480, 30 fps source) played forwards
 and backwards to 1-3 minutes, H.264 (x264 veryfast, CRF 23, default GOP), written once
 into ``perf/out/train_step/`` and reused. The model is the tiny random Qwen2.5-VL
@@ -24,7 +29,7 @@ weighs more here than beside a 7B model; compare the ratios with that in mind.
 
 Prints progress on stderr and ONE JSON object last on stdout.
 
-    python perf/train_step.py [--quick] [--steps 3] [--out perf/out/train_step]
+    python perf/train_step.py [--quick] [--steps 3] [--no-workers-row] [--out DIR]
 """
 
 from __future__ import annotations
@@ -214,6 +219,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--quick", action="store_true", help="two short small clips, one step")
     ap.add_argument("--steps", type=int, default=None, help="measured steps (default 3, 1 quick)")
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "out" / "train_step")
+    ap.add_argument(
+        "--workers-row",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also time the step on 1 vs 2 Ray workers (needs evalkit[ray])",
+    )
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     setup = QUICK if args.quick else FULL
@@ -228,8 +239,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     finally:
         for recipe in recipes.values():
             recipe.cleanup()
+    workers: dict[str, Any] = {}
+    if args.workers_row:
+        from _train_workers import run_workers_row
+
+        workers = run_workers_row(model, data, args.out, setup, steps, log)
     result = {
         **summarize(history),
+        **workers,
         "measured_steps": steps,
         "setup": describe(recipes["cache"], setup, model),
         "quick": args.quick,

@@ -21,7 +21,7 @@ RATIOS = (
 )
 
 
-@pytest.mark.heavy  # ~40 s: two tiny-model recipes, two short clips decoded and cached
+@pytest.mark.heavy  # ~70 s: two tiny-model recipes, then 1 and 2 Ray workers (3 processes)
 @pytest.mark.timeout(600)
 def test_quick_run_prints_per_phase_seconds_and_ratios(tmp_path: Path) -> None:
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
@@ -43,3 +43,10 @@ def test_quick_run_prints_per_phase_seconds_and_ratios(tmp_path: Path) -> None:
     # the arms differ only in where frames come from: the training is the same
     assert result["identical_losses"] is True
     assert result["setup"]["videos"] == 2 and result["setup"]["frames_per_video"] == [8, 8]
+    # the workers row: the same step on 1 and on 2 Ray FSDP2 workers, phase by phase
+    for n in (1, 2):
+        for phase in ("step", "rollout", "old_logprob", "update", "sync"):
+            assert result[f"workers_{n}_{phase}_s"] > 0
+    assert result["workers_2_over_1_ratio"] > 0
+    assert result["workers_first_step_loss"] != 0.0
+    assert result["workers_first_step_loss_diff"] < 1e-5  # 1 and 2 ranks train the same

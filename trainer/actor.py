@@ -16,6 +16,7 @@ modalities each rank's micro-batch holds (see :meth:`ActorPolicy.vision_features
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -106,17 +107,24 @@ class ActorPolicy(nn.Module):
 
     def forward(
         self,
-        input_ids: Tensor,
+        input_ids: Tensor | None = None,
         attention_mask: Tensor | None = None,
         visual: dict[str, Tensor] | None = None,
         encoded: dict[str, Any] | None = None,
-    ) -> Tensor:
-        """Logits of ``input_ids`` with ``visual`` inputs (none: text only).
+        body: Callable[[], Any] | None = None,
+    ) -> Any:
+        """Logits of ``input_ids`` with ``visual`` inputs (none: text only), or the result
+        of ``body()`` (the padding-free forward of :mod:`.packing`, vision pre-encoding).
 
         Everything runs inside this call so that, with the policy as the FSDP root
-        (:func:`trainer.distributed.fsdp.shard_actor`), the vision calls made here are part
-        of the root's forward. Use :meth:`logits_for` for batch rows.
+        (:func:`trainer.distributed.fsdp.shard_actor`), the vision calls and the HF model
+        made here are part of the root's forward: FSDP2 unshards the root's parameters
+        (embeddings, lm_head) only there. Use :meth:`logits_for` for batch rows.
         """
+        if body is not None:
+            return body()
+        if input_ids is None:
+            raise TypeError("ActorPolicy.forward needs input_ids (or a body to run)")
         return self._logits(input_ids, attention_mask, visual or {}, encoded)
 
     def logits_for(self, batch: TrainBatch) -> Tensor:

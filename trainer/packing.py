@@ -33,9 +33,10 @@ layers (Qwen3.5's gated delta-net) carry state across the packed boundary: refus
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -52,7 +53,7 @@ if TYPE_CHECKING:
 ROPE_KEYS = ("image_grid_thw", "video_grid_thw", "second_per_grid_ts")
 
 
-@dataclass
+@dataclasses.dataclass
 class PackedBatch:
     """A micro-batch's sequences in one row, and where its response tokens are predicted."""
 
@@ -233,13 +234,32 @@ def packed_logprobs(
     temperature: float = 1.0,
     entropy_grad: bool = False,
 ) -> tuple[Tensor, Tensor]:
-    """Response log-probs and entropies (B, T) of ``batch``, padding-free (0 off the mask)."""
+    """Response log-probs and entropies (B, T) of ``batch``, padding-free (0 off the mask).
+
+    The whole pass runs as the body of the policy's own forward (``actor(body=...)``): with
+    the policy as the FSDP2 root (Ray workers), the root's pre-forward unshards embeddings
+    and lm_head and its post-forward hooks the returned tensors for backward, exactly as
+    on the padded path; calling the inner HF model directly would skip the root.
+    """
+    run = functools.partial(_packed_pass, actor, batch, temperature, entropy_grad)
+    out: tuple[Tensor, Tensor] = actor(body=run)
+    return out
+
+
+def _packed_pass(
+    actor: Any, batch: TrainBatch, temperature: float, entropy_grad: bool
+) -> tuple[Tensor, Tensor]:
+    """:func:`packed_logprobs` inside the root forward: check, pack, forward, project."""
     model: Any = actor.model
     refuse_linear_attention(model)
     keys, encoded = actor.batch_rows(batch)
     check_sequence_placeholders(batch, encoded, actor.token_ids, actor.family.merge_size)
-    packed = pack_batch(batch, model, [r.visual for r in encoded], actor.token_ids)
-    visual, shared = actor.share_vision(keys, encoded, _concat([r.visual for r in encoded]))
+    device = batch.input_ids.device  # a GPU worker moved the batch; positions are laid on CPU
+    on_cpu = batch if device.type == "cpu" else _batch_on_cpu(batch)
+    packed = pack_batch(on_cpu, model, [r.visual for r in encoded], actor.token_ids)
+    packed = _packed_on(packed, device)
+    visual = {k: v.to(device) for k, v in _concat([r.visual for r in encoded]).items()}
+    visual, shared = actor.share_vision(keys, encoded, visual)
     inputs = actor.model_inputs(packed.input_ids, visual, shared)
     with _last_hidden_state(model) as captured:
         model(
@@ -279,6 +299,26 @@ def _last_hidden_state(model: Any) -> Iterator[list[Tensor]]:
         yield captured
     finally:
         handle.remove()
+
+
+def _batch_on_cpu(batch: TrainBatch) -> TrainBatch:
+    """``batch`` with its tensors on the CPU (where packing lays out positions)."""
+    moved = {f.name: getattr(batch, f.name) for f in dataclasses.fields(batch)}
+    return dataclasses.replace(
+        batch, **{k: v.cpu() for k, v in moved.items() if isinstance(v, Tensor)}
+    )
+
+
+def _packed_on(packed: PackedBatch, device: torch.device) -> PackedBatch:
+    """``packed`` with its tensors on ``device`` (a no-op on CPU)."""
+    if device.type == "cpu":
+        return packed
+    moved: dict[str, Any] = {
+        f.name: getattr(packed, f.name).to(device)
+        for f in dataclasses.fields(packed)
+        if isinstance(getattr(packed, f.name), Tensor)
+    }
+    return dataclasses.replace(packed, **moved)
 
 
 def _unpack(values: Tensor, packed: PackedBatch) -> Tensor:

@@ -117,11 +117,13 @@ def compute_logprobs(
     micro_batch_size: int,
     temperature: float = 1.0,
     max_token_len: int | None = None,
+    min_micro_batches: int = 0,
 ) -> Tensor:
     """Response log-probs (B, T) without gradient, micro-batched: old or reference log-probs.
 
     Micro-batches hold ``micro_batch_size`` rows, or as many consecutive rows as fit in
-    ``max_token_len`` tokens when it is given (:mod:`.dynamic_batch`).
+    ``max_token_len`` tokens when it is given (:mod:`.dynamic_batch`), at least
+    ``min_micro_batches`` of them (data-parallel ranks agree on one count).
 
     A policy with a ``vision_cache`` (the HF actor) encodes each prompt's visual inputs once
     for the whole pass, however its group is cut into micro-batches.
@@ -130,7 +132,9 @@ def compute_logprobs(
     with cache.scope() if cache is not None else contextlib.nullcontext():
         parts = [
             response_logprobs(policy, batch.select(part), temperature)
-            for part in micro_batch_slices(batch, micro_batch_size, max_token_len)
+            for part in micro_batch_slices(
+                batch, micro_batch_size, max_token_len, min_micro_batches
+            )
         ]
     return torch.cat(parts)
 
@@ -151,13 +155,15 @@ def accumulate_loss(
     settings: StepSettings,
     backward: bool = True,
     norm: AggNorm | None = None,
+    min_micro_batches: int = 0,
 ) -> StepResult:
     """Sum of micro-batch losses with mini-batch-wide denominators; backward per micro-batch.
 
     Because every denominator is global (:class:`AggNorm`), the sum equals the loss of the
     whole mini-batch in one pass and the accumulated gradient equals its gradient. ``norm``
     defaults to this mini-batch's own counts; a data-parallel caller passes counts reduced
-    over its ranks instead.
+    over its ranks instead, and with a token budget ``min_micro_batches``: the count its
+    ranks agreed on (each micro-batch is a sequence of FSDP collectives).
     """
     mask = inputs.batch.response_mask
     norm = norm or AggNorm.of(mask, settings.agg_max_len)
@@ -165,7 +171,7 @@ def accumulate_loss(
     total = 0.0
     sums: dict[str, float] = {}
     size, budget = settings.micro_batch_size, settings.max_token_len
-    for part in micro_batch_slices(inputs.batch, size, budget):
+    for part in micro_batch_slices(inputs.batch, size, budget, min_micro_batches):
         mb = _rows(inputs, part)
         mb_mask = mb.batch.response_mask
         bonus = settings.entropy_coeff != 0.0

@@ -4,6 +4,8 @@
 - :mod:`.fsdp`: ``fully_shard`` per vision block, the vision tower, per decoder layer,
   the policy last (the root); mixed precision on GPU.
 - :mod:`.worker`: what runs in each Ray actor (process group, policy, optimizer, steps).
+- :mod:`.lockstep`: the counts every rank agrees on before collectives that depend on
+  its rows (token-budget micro-batches, vision encoded once per prompt).
 - :mod:`.group`: the driver's side (start the workers, send each its rows, gather).
 
 Ray is imported lazily: importing this package needs neither Ray nor a process group.

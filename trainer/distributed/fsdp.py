@@ -6,7 +6,11 @@ The units: every vision block, then the vision tower itself (patch embedding, me
 Qwen3-VL's deepstack mergers), every decoder layer, and last the :class:`ActorPolicy` as
 the root (embeddings, final norm, lm_head). The policy is the root, not the HF model,
 because the modality guard's vision calls happen in ``ActorPolicy.forward`` before the HF
-model's forward: FSDP2 requires the root's forward to run first.
+model's forward: FSDP2 requires the root's forward to run first. The padding-free path
+(:mod:`trainer.packing`) and the per-prompt vision pre-encoding (:mod:`.lockstep`) run as
+the ``body`` of that same forward, so the root's parameters (embeddings, final norm,
+lm_head) are unsharded for them too; outside it they are DTensor shards ("mixed
+torch.Tensor and DTensor" in the embedding).
 
 Mixed precision: bf16 parameters for compute with fp32 gradient reduction on GPU (the
 sharded master weights and the optimizer stay fp32); fp32 throughout on CPU, where gloo

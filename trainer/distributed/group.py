@@ -158,13 +158,17 @@ class WorkerGroup:
         rows: list[Encoded | PromptRef],
         micro_batch_size: int,
         temperature: float = 1.0,
+        max_token_len: int | None = None,
+        parts: list[list[int]] | None = None,
     ) -> Tensor:
-        """Response log-probs (B, T) of ``batch``, each rank computing its share."""
+        """Response log-probs (B, T) of ``batch``, each rank computing its share (micro-batches
+        of ``micro_batch_size`` rows, or by ``max_token_len`` tokens; ``parts`` as in
+        :meth:`update`)."""
         zeros = torch.zeros(batch.response_ids.shape)
         probe = StepInputs(batch, zeros, zeros)
-        shards = split_for_ranks(probe, rows, self.spec.world_size)
+        shards = split_for_ranks(probe, rows, self.spec.world_size, parts)
         futures = [
-            w.logprobs.remote(s.inputs.batch, s.rows, micro_batch_size, temperature)
+            w.logprobs.remote(s.inputs.batch, s.rows, micro_batch_size, temperature, max_token_len)
             for w, s in zip(self.workers, shards, strict=True)
         ]
         out = torch.zeros(batch.response_ids.shape)

@@ -10,6 +10,11 @@ Checkpoints: the driver's usual files (gathered weights in ``model.pt``, so ``ex
 works; step, data position, RNG) plus ``sharded/``, every rank's shards of weights and
 AdamW state (:mod:`.sharded`), which the workers load on resume.
 
+``actor.padding_free``, ``actor.use_dynamic_bsz`` (token budget per rank, the micro-batch
+count agreed across ranks) and ``actor.share_vision_per_group`` (old log-probs encode each
+prompt's vision once, tower calls agreed across ranks) apply on the workers as on one
+process (:mod:`.lockstep`).
+
 Not yet: a reference model on the workers (KL) and learning-rate schedules on the workers
 (their optimizers keep ``optimizer.lr``); both are refused with a message.
 """
@@ -79,6 +84,9 @@ class DistributedGRPORecipe(GRPORecipe):
             threads=max(1, int(dist.cpus_per_worker)),
             freeze_vision=cfg.actor.freeze_vision_tower,
             loader=self.loader,
+            padding_free=cfg.actor.padding_free,
+            logprob_chunk_tokens=cfg.actor.logprob_chunk_tokens,
+            share_vision=cfg.actor.share_vision_per_group,
         )
         group = GroupSpec(dist.workers, dist.cpus_per_worker, dist.gpus_per_worker)
         self.group = WorkerGroup(group, spec).start()
@@ -103,13 +111,15 @@ class DistributedGRPORecipe(GRPORecipe):
 
     def _logprobs(self, batch: Any, rows: list[Any]) -> torch.Tensor:
         mbs, temp = self.settings.micro_batch_size, self.settings.temperature
-        return self._workers().logprobs(batch, rows, mbs, temp)
+        return self._workers().logprobs(batch, rows, mbs, temp, self.settings.max_token_len)
 
     def _policy_update(self, inputs: StepInputs, rows: list[Any], sched: Any) -> list[Any]:
         results: list[StepResult] = self._workers().ppo_update(inputs, rows, self.settings)
-        # the next rollout (HF engine over the driver's copy) samples from the new weights
-        state = self._workers().full_state()
-        self.actor.load_state_dict(state)
+        # the next rollout (HF engine over the driver's copy) samples from the new weights;
+        # timed apart as timing_s/sync (it also counts within timing_s/update)
+        with self.timer("sync"):
+            state = self._workers().full_state()
+            self.actor.load_state_dict(state)
         return results
 
     def cleanup(self) -> None:

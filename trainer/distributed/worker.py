@@ -24,6 +24,7 @@ from torch import Tensor
 from ..algorithms.aggregation import AggNorm
 from ..step import StepInputs, StepResult, StepSettings, accumulate_loss, compute_logprobs
 from .fsdp import full_state_dict, local_tensor, shard_actor
+from .lockstep import agreed_micro_batches, lockstep_vision
 
 if TYPE_CHECKING:
     from ..actor import ActorPolicy, DummyMode, Encoded
@@ -57,6 +58,11 @@ class WorkerSpec:
     """Turns PromptRef rows into model inputs on this rank (frames read from the cache)."""
     keep_grads: bool = False
     """Keep the last update's full (clipped) gradients for :meth:`PolicyWorker.grads`."""
+    padding_free: bool = False
+    """``actor.padding_free``: packed sequences (:mod:`trainer.packing`), through the root."""
+    logprob_chunk_tokens: int = 1024
+    share_vision: bool = False
+    """Log-prob passes encode each prompt's vision once (:func:`.lockstep.lockstep_vision`)."""
 
 
 @dataclass
@@ -105,8 +111,13 @@ class PolicyWorker:
             actor.to("cuda")
         actor.loader = spec.loader
         actor.dummy_mode = spec.dummy_mode
-        # a per-prompt vision cache makes a data-dependent number of tower calls: off here
-        actor.share_vision_per_group = False
+        actor.padding_free, actor.logprob_chunk_tokens = (
+            spec.padding_free,
+            spec.logprob_chunk_tokens,
+        )
+        # a per-prompt cache makes a data-dependent number of tower calls: lockstep_vision
+        # agrees on the count across ranks first (logprobs below)
+        actor.share_vision_per_group = spec.share_vision
         if spec.freeze_vision:
             freeze_vision_tower(actor.model)
         units = shard_actor(actor, device)
@@ -125,7 +136,9 @@ class PolicyWorker:
         actor.vision_trace.clear()
         self.optimizer.zero_grad(set_to_none=True)
         inputs = _to_device(part.inputs, self.device)
-        result = accumulate_loss(actor, inputs, settings, norm=part.norm)
+        size, budget = settings.micro_batch_size, settings.max_token_len
+        count = agreed_micro_batches(inputs.batch, size, budget, self.device)
+        result = accumulate_loss(actor, inputs, settings, norm=part.norm, min_micro_batches=count)
         params = [p for p in actor.parameters() if p.grad is not None]
         max_norm = settings.grad_clip if settings.grad_clip is not None else math.inf
         grad_norm = float(local_tensor(torch.nn.utils.clip_grad_norm_(params, max_norm)))
@@ -157,14 +170,24 @@ class PolicyWorker:
         return StepResult(loss, {k: float(v) for k, v in zip(keys, vec[1:], strict=True)})
 
     def logprobs(
-        self, batch: TrainBatch, rows: list[Encoded | PromptRef], mbs: int, temperature: float
+        self,
+        batch: TrainBatch,
+        rows: list[Encoded | PromptRef],
+        mbs: int,
+        temperature: float,
+        max_token_len: int | None = None,
     ) -> Tensor:
         """Response log-probs of this rank's rows (old or reference), no gradient."""
-        self.actor.eval()
-        self.actor.set_rows(rows)
+        actor = self.actor
+        actor.eval()
+        actor.set_rows(rows)
+        actor.vision_trace.clear()
         mask = batch.response_mask
         moved = _to_device(StepInputs(batch, mask, mask), self.device).batch
-        return compute_logprobs(self.actor, moved, mbs, temperature).cpu()
+        count = agreed_micro_batches(moved, mbs, max_token_len, self.device)
+        with torch.no_grad(), lockstep_vision(actor, moved):
+            out = compute_logprobs(actor, moved, mbs, temperature, max_token_len, count)
+        return out.cpu()
 
     def state_dict(self, rank0_only: bool = False) -> dict[str, Tensor]:
         """The full (unsharded) policy weights (a collective: every rank calls it); with
