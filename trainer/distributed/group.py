@@ -158,13 +158,15 @@ class WorkerGroup:
         rows: list[Encoded | PromptRef],
         micro_batch_size: int,
         temperature: float = 1.0,
+        ref: bool = False,
     ) -> Tensor:
-        """Response log-probs (B, T) of ``batch``, each rank computing its share."""
+        """Response log-probs (B, T) of ``batch``, each rank computing its share (with
+        ``ref``: the workers' frozen reference policy's)."""
         zeros = torch.zeros(batch.response_ids.shape)
         probe = StepInputs(batch, zeros, zeros)
         shards = split_for_ranks(probe, rows, self.spec.world_size)
         futures = [
-            w.logprobs.remote(s.inputs.batch, s.rows, micro_batch_size, temperature)
+            w.logprobs.remote(s.inputs.batch, s.rows, micro_batch_size, temperature, ref)
             for w, s in zip(self.workers, shards, strict=True)
         ]
         out = torch.zeros(batch.response_ids.shape)
@@ -173,6 +175,14 @@ class WorkerGroup:
                 if i is not None:
                     out[i] = part[j]
         return out
+
+    def step_schedule(self) -> None:
+        """Advance every rank's learning-rate schedule once."""
+        self._get([w.step_schedule.remote() for w in self.workers])
+
+    def schedule_state(self) -> dict[str, Any]:
+        """Rank 0's scheduler state (every rank's is the same)."""
+        return dict(self._get([self.workers[0].schedule_state.remote()])[0])
 
     def state_dicts(self) -> list[dict[str, Tensor]]:
         """Every rank's gathered full state dict (to compare ranks, or to export)."""
