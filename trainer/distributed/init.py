@@ -25,7 +25,6 @@ from torch import nn
 
 if TYPE_CHECKING:
     from ..actor import ActorPolicy
-    from .worker import WorkerSpec
 
 InitMode = Literal["all_load", "rank0"]
 
@@ -88,9 +87,17 @@ def broadcast_buffers(module: nn.Module) -> None:
 
 
 def prepare_policies(
-    actor: ActorPolicy, rank: int, spec: WorkerSpec, device: torch.device
+    actor: ActorPolicy,
+    rank: int,
+    device: torch.device,
+    *,
+    init: InitMode = "all_load",
+    reference: bool = False,
+    ref_offload: bool = False,
+    gradient_checkpointing: bool = False,
 ) -> tuple[list[str], ActorPolicy | None]:
-    """Shard the rank's ``actor`` in place and build its reference when ``spec.reference``.
+    """Shard the rank's ``actor`` in place and build its reference when ``reference``
+    (the options are :class:`.worker.WorkerSpec`'s fields of the same names).
 
     Order matters: the reference is copied before activation checkpointing is switched on
     (it never trains) and before sharding (a sharded module is not deep-copied); rank 0's
@@ -101,14 +108,14 @@ def prepare_policies(
     from .fsdp import shard_actor
     from .reference import frozen_copy
 
-    source = source_state(actor, rank) if spec.init == "rank0" else {}
-    ref = frozen_copy(actor) if spec.reference else None
-    if spec.gradient_checkpointing:
+    source = source_state(actor, rank) if init == "rank0" else {}
+    ref = frozen_copy(actor) if reference else None
+    if gradient_checkpointing:
         enable_gradient_checkpointing(actor.model)
     units = shard_actor(actor, device.type)
     if ref is not None:
-        shard_actor(ref, device.type, offload=spec.ref_offload and device.type == "cuda")
-    if spec.init == "rank0":
+        shard_actor(ref, device.type, offload=ref_offload and device.type == "cuda")
+    if init == "rank0":
         broadcast_from_rank0(actor, source, device)
         if ref is not None:  # the reference starts from the same weights
             broadcast_from_rank0(ref, source, device)

@@ -125,7 +125,15 @@ class PolicyWorker:
         if spec.freeze_vision:
             freeze_vision_tower(actor.model)
         self.device = torch.device(device)
-        units, self.ref = prepare_policies(actor, rank, spec, self.device)
+        units, self.ref = prepare_policies(
+            actor,
+            rank,
+            self.device,
+            init=spec.init,
+            reference=spec.reference,
+            ref_offload=spec.ref_offload,
+            gradient_checkpointing=spec.gradient_checkpointing,
+        )
         self.actor: ActorPolicy = actor
         self.keep_grads = spec.keep_grads
         self.last_grads: dict[str, Tensor] = {}
