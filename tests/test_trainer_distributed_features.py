@@ -10,10 +10,12 @@ Two worker groups, each checked against a single-process policy that steps in lo
   rank starts with the checkpoint's weights and buffers (rotary inv_freq included), the
   reference too; three steps follow the single-process schedule (lr and parameters), and
   a sharded checkpoint restores the schedule's position.
-- the recipe: 3 steps of the ray2 config with KL and cosine + warmup on 2 workers follow
-  the single-process recipe (loss, kl, lr, final weights), without the scheduler warning.
+- the recipe (first, before the groups exist): 3 steps of the ray2 config with KL and
+  cosine + warmup on 2 workers follow the single-process recipe (loss, kl, lr, final
+  weights), without the scheduler-order warning.
 
-About 2.5 minutes for the module on 2 cores (two groups, two recipe runs): all heavy.
+~30 s for the module on an idle 2-core box, minutes on a busy one (three Ray groups):
+all heavy.
 """
 
 from __future__ import annotations
@@ -66,8 +68,9 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def ray_local() -> Iterator[Any]:
     ray = pytest.importorskip("ray")
     os.environ["RAY_AUTH_MODE"] = "disabled"
-    # 4 logical slots on 2 cores: both groups stay alive (idle) for the module
-    ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False)
+    # 6 logical slots on 2 cores: the two groups stay alive (idle) for the module, and the
+    # recipe's own 2 workers must still find room whatever the order the tests run in
+    ray.init(address="local", num_cpus=6, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()
 
@@ -130,6 +133,65 @@ def group_b(tiny: Path, ray_local: Any) -> Iterator[tuple[Any, Single]]:
     group = _group(tiny, COSINE, init="rank0", reference=True)
     yield group, Single(tiny, COSINE)
     group.shutdown()
+
+
+def _recipe_run(tiny: Path, data: Path, root: Path, workers: int) -> Any:
+    """3 steps of the ray2 config with KL in the loss and a cosine schedule with warmup."""
+    from evalkit.trainer.config import load_config
+    from evalkit.trainer.distributed.recipe import DistributedGRPORecipe
+    from evalkit.trainer.recipe import GRPORecipe
+
+    overrides = [
+        f"model={tiny}",
+        f"data.train_path={data}",
+        f"data.cache_root={root.parent / 'cache'}",
+        "rollout.n=2",
+        "rollout.max_response_tokens=8",
+        "actor.entropy_coeff=0.01",  # a gradient at every step, whatever the rewards
+        "algorithm.kl.estimator=k3",
+        "algorithm.kl.coef=0.5",
+        "optimizer.lr_schedule=cosine",
+        "optimizer.warmup_steps=1",
+        "schedule.steps=3",
+        "checkpoint.every=3",
+        f"checkpoint.dir={root / 'ckpt'}",
+        f"distributed.workers={workers}",
+    ]
+    cfg = load_config("trainer/configs/grpo_synthvideo_ray2.yaml", overrides)
+    recipe = DistributedGRPORecipe(cfg) if workers else GRPORecipe(cfg)
+    recipe.setup(resume=False)
+    try:
+        recipe.run()
+        recipe.final_state = recipe.actor.state_dict()  # the driver's copy: the workers'
+    finally:
+        recipe.cleanup()
+    return recipe
+
+
+@pytest.mark.timeout(900)
+def test_recipe_with_kl_and_schedule_on_workers_follows_one_process(
+    tiny: Path, ray_local: Any, tmp_path: Path
+) -> None:
+    import json
+    import warnings
+
+    from evalkit.synthvideo import generate, read_rows, to_unified
+
+    ann = generate(tmp_path / "sv", 2, split="train", seed=0, families=["moving_shape", "yes_no"])
+    data = ann.with_name("train.jsonl")
+    data.write_text("".join(json.dumps(to_unified(r)) + "\n" for r in read_rows(ann)))
+    single = _recipe_run(tiny, data, tmp_path / "one", 0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        dist = _recipe_run(tiny, data, tmp_path / "two", 2)
+    assert not [w for w in caught if "lr_scheduler.step()" in str(w.message)]
+    assert [h["lr"] for h in dist.history] == pytest.approx([0.0, 1e-4, 0.5e-4], abs=1e-12)
+    assert dist.history[2]["kl"] > 0  # step 1 ran at lr 0; step 2 moved the policy
+    for got, want in zip(dist.history, single.history, strict=True):
+        for key in ("loss", "kl", "lr"):
+            assert abs(got[key] - want[key]) < 1e-5, (got["step"], key)
+    assert _worst(dist.final_state, single.final_state) < 1e-5
+    assert (tmp_path / "two" / "ckpt" / "step_00000003" / "sharded" / ".metadata").is_file()
 
 
 def _worst(got: dict[str, torch.Tensor], want: dict[str, torch.Tensor]) -> float:
@@ -252,62 +314,3 @@ def test_schedule_with_warmup_follows_one_process_and_resumes(
     group.step_schedule()
     again = group.full_state()
     assert all(torch.equal(again[k], third[k]) for k in third)
-
-
-def _recipe_run(tiny: Path, data: Path, root: Path, workers: int) -> Any:
-    """3 steps of the ray2 config with KL in the loss and a cosine schedule with warmup."""
-    from evalkit.trainer.config import load_config
-    from evalkit.trainer.distributed.recipe import DistributedGRPORecipe
-    from evalkit.trainer.recipe import GRPORecipe
-
-    overrides = [
-        f"model={tiny}",
-        f"data.train_path={data}",
-        f"data.cache_root={root.parent / 'cache'}",
-        "rollout.n=2",
-        "rollout.max_response_tokens=8",
-        "actor.entropy_coeff=0.01",  # a gradient at every step, whatever the rewards
-        "algorithm.kl.estimator=k3",
-        "algorithm.kl.coef=0.5",
-        "optimizer.lr_schedule=cosine",
-        "optimizer.warmup_steps=1",
-        "schedule.steps=3",
-        "checkpoint.every=3",
-        f"checkpoint.dir={root / 'ckpt'}",
-        f"distributed.workers={workers}",
-    ]
-    cfg = load_config("trainer/configs/grpo_synthvideo_ray2.yaml", overrides)
-    recipe = DistributedGRPORecipe(cfg) if workers else GRPORecipe(cfg)
-    recipe.setup(resume=False)
-    try:
-        recipe.run()
-        recipe.final_state = recipe.actor.state_dict()  # the driver's copy: the workers'
-    finally:
-        recipe.cleanup()
-    return recipe
-
-
-@pytest.mark.timeout(900)
-def test_recipe_with_kl_and_schedule_on_workers_follows_one_process(
-    tiny: Path, ray_local: Any, tmp_path: Path
-) -> None:
-    import json
-    import warnings
-
-    from evalkit.synthvideo import generate, read_rows, to_unified
-
-    ann = generate(tmp_path / "sv", 2, split="train", seed=0, families=["moving_shape", "yes_no"])
-    data = ann.with_name("train.jsonl")
-    data.write_text("".join(json.dumps(to_unified(r)) + "\n" for r in read_rows(ann)))
-    single = _recipe_run(tiny, data, tmp_path / "one", 0)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        dist = _recipe_run(tiny, data, tmp_path / "two", 2)
-    assert not [w for w in caught if "lr_scheduler.step()" in str(w.message)]
-    assert [h["lr"] for h in dist.history] == pytest.approx([0.0, 1e-4, 0.5e-4], abs=1e-12)
-    assert dist.history[2]["kl"] > 0  # step 1 ran at lr 0; step 2 moved the policy
-    for got, want in zip(dist.history, single.history, strict=True):
-        for key in ("loss", "kl", "lr"):
-            assert abs(got[key] - want[key]) < 1e-5, (got["step"], key)
-    assert _worst(dist.final_state, single.final_state) < 1e-5
-    assert (tmp_path / "two" / "ckpt" / "step_00000003" / "sharded" / ".metadata").is_file()
