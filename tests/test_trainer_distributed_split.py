@@ -98,7 +98,9 @@ def test_ranks_averaged_gradient_equals_one_process(mode: str) -> None:
         torch.testing.assert_close(acc / world, g, rtol=1e-5, atol=1e-7)  # FSDP's average
 
 
-def test_distributed_recipe_refuses_what_it_does_not_do_yet(tmp_path: Path) -> None:
+def test_distributed_recipe_takes_kl_and_schedules_but_not_a_checkpoint_without_shards(
+    tmp_path: Path,
+) -> None:
     from evalkit.errors import ConfigError
     from evalkit.trainer.config import load_config
     from evalkit.trainer.distributed.recipe import DistributedGRPORecipe
@@ -106,10 +108,14 @@ def test_distributed_recipe_refuses_what_it_does_not_do_yet(tmp_path: Path) -> N
     base = ["distributed.workers=2", f"checkpoint.dir={tmp_path / 'ckpt'}"]
     cfg = load_config("trainer/configs/grpo_synthvideo_ray2.yaml", base)
     assert cfg.distributed.workers == 2 and cfg.distributed.gpus_per_worker == 0
-    with pytest.raises(ConfigError, match="KL"):
-        DistributedGRPORecipe(load_config(None, [*base, "algorithm.kl.estimator=k3"]))
-    with pytest.raises(ConfigError, match="lr_schedule=constant"):
-        DistributedGRPORecipe(load_config(None, [*base, "optimizer.lr_schedule=cosine"]))
+    assert cfg.distributed.init == "all_load"
+    extra = [
+        "algorithm.kl.estimator=k3",
+        "optimizer.lr_schedule=cosine",
+        "optimizer.warmup_steps=1",
+    ]
+    recipe = DistributedGRPORecipe(load_config(None, [*base, *extra]))  # refused before
+    assert not recipe.ref_on_driver  # the workers hold the reference
     (tmp_path / "ckpt" / "step_00000003").mkdir(parents=True)
     with pytest.raises(ConfigError, match="has no sharded worker state"):
         DistributedGRPORecipe(cfg).setup(resume=True)

@@ -73,6 +73,9 @@ class ActorConfig(_Section):
     schedule.micro_batch_size rows (verl's use_dynamic_bsz); results are unchanged."""
     max_token_len_per_gpu: int | None = Field(default=None, ge=1)
     """Token budget of one micro-batch (prompt + response tokens of its rows, unpadded)."""
+    gradient_checkpointing: bool = False
+    """Recompute each decoder/vision block's activations in the backward instead of keeping
+    them (HF gradient_checkpointing_enable, non-reentrant): less memory, ~1/3 more compute."""
 
     @model_validator(mode="after")
     def _check(self) -> ActorConfig:
@@ -128,6 +131,12 @@ class DistributedConfig(_Section):
     """An existing Ray cluster (``auto``, ``HOST:6379``); None: a local instance of our own."""
     timeout_s: float = Field(default=600.0, gt=0)
     """Process-group timeout: unmatched collectives fail after this, instead of hanging."""
+    init: Literal["all_load", "rank0"] = "all_load"
+    """How the workers get the weights: every rank reads the checkpoint (all_load), or only
+    rank 0 does and broadcasts while the others start from the meta device (rank0: one
+    reader, no N full copies in host memory; for large models)."""
+    ref_offload: bool = False
+    """GPU only: the workers' reference policy (KL) keeps its shards in CPU memory."""
 
 
 class RolloutConfig(_Section):

@@ -1,4 +1,5 @@
-"""Which parameters of the policy train: the vision tower can be frozen.
+"""Which parameters of the policy train (the vision tower can be frozen), and how its
+blocks keep activations (gradient checkpointing).
 
 Qwen-VL models keep their vision encoder (and its patch merger) under ``model.visual``
 (transformers >= 4.52; ``visual`` on the top module in older releases).
@@ -33,3 +34,12 @@ def freeze_vision_tower(model: nn.Module) -> int:
 def trainable_parameters(module: nn.Module) -> list[nn.Parameter]:
     """The parameters the optimizer gets: those that require a gradient."""
     return [p for p in module.parameters() if p.requires_grad]
+
+
+def enable_gradient_checkpointing(model: nn.Module) -> None:
+    """HF activation checkpointing on every decoder and vision block, non-reentrant (the
+    variant that works under FSDP2 and with inputs that do not require grad)."""
+    enable = getattr(model, "gradient_checkpointing_enable", None)
+    if enable is None:
+        raise ValueError(f"{type(model).__name__} does not support gradient checkpointing")
+    enable(gradient_checkpointing_kwargs={"use_reentrant": False})

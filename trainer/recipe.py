@@ -34,6 +34,7 @@ from .loggers import make_sinks
 from .lr_schedule import current_lr
 from .metrics import MetricsLog
 from .mix_policy import build_group, merge_offline_rewards, online_count
+from .model_parts import enable_gradient_checkpointing
 from .recipe_setup import build_training, load_train_data, load_validator
 from .reward_loader import load_reward_function
 from .rewards import RewardFn, compute_rewards
@@ -60,6 +61,9 @@ log = logging.getLogger(__name__)
 
 class GRPORecipe:
     """Owns the actor, data, rollout engine, optimizer, metrics and eval hook of one run."""
+
+    ref_on_driver = True
+    """Whether this process holds the reference policy (False: the workers hold it)."""
 
     def __init__(self, cfg: TrainerConfig, reward_fn: RewardFn | None = None) -> None:
         self.cfg = cfg
@@ -93,10 +97,12 @@ class GRPORecipe:
         self.actor.share_vision_per_group = cfg.actor.share_vision_per_group
         self.actor.padding_free = cfg.actor.padding_free  # the ref copy below inherits these
         self.actor.logprob_chunk_tokens = cfg.actor.logprob_chunk_tokens
-        maybe_fsdp(self.actor.model)
         self.ref: ActorPolicy | None = None
-        if cfg.algorithm.kl.estimator != "off":
+        if cfg.algorithm.kl.estimator != "off" and self.ref_on_driver:
             self.ref = copy.deepcopy(self.actor).eval().requires_grad_(False)
+        if cfg.actor.gradient_checkpointing:  # after the copy: the reference never trains
+            enable_gradient_checkpointing(self.actor.model)
+        maybe_fsdp(self.actor.model)
         cache = FrameCache(cfg.data.cache_root)
         self.data, self.filtered_overlong = load_train_data(cfg, self.actor, cache)
         self.validator = load_validator(cfg, self.actor, cache)
@@ -206,7 +212,7 @@ class GRPORecipe:
             metrics |= result.metrics()
             if not groups:
                 if cfg.optimizer.lr_step_per == "train_step":
-                    self.scheduler.step()  # the lr stays a function of the step number
+                    self._step_schedule()  # the lr stays a function of the step number
                 return metrics | {"skipped_no_signal": 1.0, "time_s": time.perf_counter() - t0}
         else:
             groups = self._groups(self.data.next_batch(bs), step, 0)
@@ -313,14 +319,12 @@ class GRPORecipe:
         rewards = {
             k: torch.cat([g.meta["rewards"][k] for g in groups]) for k in groups[0].meta["rewards"]
         }
-        mbs, temp = self.settings.micro_batch_size, self.settings.temperature
         with self.timer("old_logprob"):
             old_logp = self._logprobs(batch, rows)
         ref_logp = kl = None
-        if self.ref is not None:
-            self.ref.set_rows(rows)
+        if algo.kl.estimator != "off":
             with self.timer("ref_logprob"):
-                ref_logp = compute_logprobs(self.ref, batch, mbs, temp, self.settings.max_token_len)
+                ref_logp = self._ref_logprobs(batch, rows)
             if algo.kl.in_reward:
                 kl = token_kl(algo.kl.estimator, old_logp, ref_logp) * batch.response_mask
         corr = self._correction(batch, old_logp)
@@ -345,7 +349,7 @@ class GRPORecipe:
         with self.timer("update"):
             results = self._policy_update(inputs, rows, sched)
         if not per_update:  # verl: once per training step, after the actor update
-            self.scheduler.step()
+            self._step_schedule()
         self.last_texts = {
             str(getattr(g.sample, "id", g.group_id)): [
                 r.text for r in g.responses if not r.is_offline
@@ -367,6 +371,18 @@ class GRPORecipe:
         """Old log-probs of ``batch`` (the distributed recipe asks its workers instead)."""
         mbs, temp = self.settings.micro_batch_size, self.settings.temperature
         return compute_logprobs(self.actor, batch, mbs, temp, self.settings.max_token_len)
+
+    def _ref_logprobs(self, batch: TrainBatch, rows: list[Any]) -> torch.Tensor:
+        """Reference log-probs of ``batch`` (the distributed recipe asks its workers)."""
+        if self.ref is None:
+            raise RuntimeError("KL is on but no reference policy was built")
+        self.ref.set_rows(rows)
+        mbs, temp = self.settings.micro_batch_size, self.settings.temperature
+        return compute_logprobs(self.ref, batch, mbs, temp, self.settings.max_token_len)
+
+    def _step_schedule(self) -> None:
+        """Advance the learning-rate schedule once per training step (or skipped step)."""
+        self.scheduler.step()
 
     def _policy_update(self, inputs: StepInputs, rows: list[Any], sched: Any) -> list[Any]:
         """The actor update (the distributed recipe runs it on its workers)."""

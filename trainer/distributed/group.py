@@ -160,15 +160,18 @@ class WorkerGroup:
         temperature: float = 1.0,
         max_token_len: int | None = None,
         parts: list[list[int]] | None = None,
+        ref: bool = False,
     ) -> Tensor:
         """Response log-probs (B, T) of ``batch``, each rank computing its share (micro-batches
         of ``micro_batch_size`` rows, or by ``max_token_len`` tokens; ``parts`` as in
-        :meth:`update`)."""
+        :meth:`update`); with ``ref``: the workers' frozen reference policy's."""
         zeros = torch.zeros(batch.response_ids.shape)
         probe = StepInputs(batch, zeros, zeros)
         shards = split_for_ranks(probe, rows, self.spec.world_size, parts)
         futures = [
-            w.logprobs.remote(s.inputs.batch, s.rows, micro_batch_size, temperature, max_token_len)
+            w.logprobs.remote(
+                s.inputs.batch, s.rows, micro_batch_size, temperature, max_token_len, ref
+            )
             for w, s in zip(self.workers, shards, strict=True)
         ]
         out = torch.zeros(batch.response_ids.shape)
@@ -177,6 +180,14 @@ class WorkerGroup:
                 if i is not None:
                     out[i] = part[j]
         return out
+
+    def step_schedule(self) -> None:
+        """Advance every rank's learning-rate schedule once."""
+        self._get([w.step_schedule.remote() for w in self.workers])
+
+    def schedule_state(self) -> dict[str, Any]:
+        """Rank 0's scheduler state (every rank's is the same)."""
+        return dict(self._get([self.workers[0].schedule_state.remote()])[0])
 
     def state_dicts(self) -> list[dict[str, Tensor]]:
         """Every rank's gathered full state dict (to compare ranks, or to export)."""

@@ -15,8 +15,12 @@ count agreed across ranks) and ``actor.share_vision_per_group`` (old log-probs e
 prompt's vision once, tower calls agreed across ranks) apply on the workers as on one
 process (:mod:`.lockstep`).
 
-Not yet: a reference model on the workers (KL) and learning-rate schedules on the workers
-(their optimizers keep ``optimizer.lr``); both are refused with a message.
+KL: the workers hold the frozen reference (:mod:`.reference`) and compute its log-probs;
+the driver builds none. Learning-rate schedules: the workers' optimizers carry the
+schedule (stepped per optimizer step on the workers, or per training step when the driver
+says so) and save it in ``sharded/``; the driver's optimizer never steps, its scheduler
+only mirrors the workers' state, for the ``lr`` metric and the driver's checkpoint (so
+stepping it here would warn "lr_scheduler.step() before optimizer.step()").
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from evalkit.scale.cluster import ray_session
 
 from ..checkpoint import latest_checkpoint
 from ..config import TrainerConfig
+from ..lr_schedule import schedule_length
 from ..recipe import GRPORecipe
 from ..rewards import RewardFn
 from ..step import StepInputs, StepResult
@@ -44,20 +49,12 @@ SHARDED = "sharded"
 """Folder of a step's checkpoint holding the workers' DCP shards (weights + AdamW state)."""
 
 
-def check_supported(cfg: TrainerConfig) -> None:
-    """Refuse what the distributed recipe does not do yet, naming the key to change."""
-    if cfg.algorithm.kl.estimator != "off":
-        raise ConfigError("distributed.workers > 0: KL (a reference model) is not supported yet")
-    opt = cfg.optimizer
-    if opt.lr_schedule != "constant" or opt.warmup_steps or opt.warmup_ratio:
-        raise ConfigError("distributed.workers > 0: only optimizer.lr_schedule=constant, no warmup")
-
-
 class DistributedGRPORecipe(GRPORecipe):
     """:class:`GRPORecipe` whose old log-probs and updates run on a :class:`WorkerGroup`."""
 
+    ref_on_driver = False
+
     def __init__(self, cfg: TrainerConfig, reward_fn: RewardFn | None = None) -> None:
-        check_supported(cfg)
         super().__init__(cfg, reward_fn)
         self._stack = contextlib.ExitStack()
         self.group: WorkerGroup | None = None
@@ -87,6 +84,12 @@ class DistributedGRPORecipe(GRPORecipe):
             padding_free=cfg.actor.padding_free,
             logprob_chunk_tokens=cfg.actor.logprob_chunk_tokens,
             share_vision=cfg.actor.share_vision_per_group,
+            reference=cfg.algorithm.kl.estimator != "off",
+            ref_offload=dist.ref_offload,
+            gradient_checkpointing=cfg.actor.gradient_checkpointing,
+            init=dist.init,
+            schedule_steps=schedule_length(cfg),
+            lr_step_per=cfg.optimizer.lr_step_per,
         )
         group = GroupSpec(dist.workers, dist.cpus_per_worker, dist.gpus_per_worker)
         self.group = WorkerGroup(group, spec).start()
@@ -113,8 +116,28 @@ class DistributedGRPORecipe(GRPORecipe):
         mbs, temp = self.settings.micro_batch_size, self.settings.temperature
         return self._workers().logprobs(batch, rows, mbs, temp, self.settings.max_token_len)
 
+    def _ref_logprobs(self, batch: Any, rows: list[Any]) -> torch.Tensor:
+        mbs, temp = self.settings.micro_batch_size, self.settings.temperature
+        return self._workers().logprobs(
+            batch, rows, mbs, temp, self.settings.max_token_len, ref=True
+        )
+
+    def _step_schedule(self) -> None:
+        self._workers().step_schedule()
+        self._mirror_schedule()
+
+    def _mirror_schedule(self) -> None:
+        """The driver's scheduler and optimizer lr set to the workers' (no step here)."""
+        self.scheduler.load_state_dict(self._workers().schedule_state())
+        for group, lr in zip(
+            self.optimizer.param_groups, self.scheduler.get_last_lr(), strict=True
+        ):
+            group["lr"] = lr
+
     def _policy_update(self, inputs: StepInputs, rows: list[Any], sched: Any) -> list[Any]:
+        # the workers step their own schedules per optimizer step (sched is the driver's)
         results: list[StepResult] = self._workers().ppo_update(inputs, rows, self.settings)
+        self._mirror_schedule()
         # the next rollout (HF engine over the driver's copy) samples from the new weights;
         # timed apart as timing_s/sync (it also counts within timing_s/update)
         with self.timer("sync"):

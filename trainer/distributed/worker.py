@@ -23,7 +23,8 @@ from torch import Tensor
 
 from ..algorithms.aggregation import AggNorm
 from ..step import StepInputs, StepResult, StepSettings, accumulate_loss, compute_logprobs
-from .fsdp import full_state_dict, local_tensor, shard_actor
+from .fsdp import full_state_dict, local_tensor
+from .init import InitMode, load_policy, prepare_policies
 from .lockstep import agreed_micro_batches, lockstep_vision
 
 if TYPE_CHECKING:
@@ -63,6 +64,19 @@ class WorkerSpec:
     logprob_chunk_tokens: int = 1024
     share_vision: bool = False
     """Log-prob passes encode each prompt's vision once (:func:`.lockstep.lockstep_vision`)."""
+    reference: bool = False
+    """Hold a frozen sharded copy of the starting policy for reference log-probs (KL)."""
+    ref_offload: bool = False
+    """GPU only: the reference's shards wait in CPU memory between uses."""
+    gradient_checkpointing: bool = False
+    """Recompute each block's activations in the backward (HF, non-reentrant)."""
+    init: InitMode = "all_load"
+    """all_load: every rank reads the weights; rank0: rank 0 reads and broadcasts (.init)."""
+    schedule_steps: int = 1
+    """Length of the learning-rate schedule (:func:`trainer.lr_schedule.schedule_length`)."""
+    lr_step_per: str = "train_step"
+    """optimizer_step: the schedule advances after every update here; train_step: when
+    the driver calls :meth:`PolicyWorker.step_schedule`."""
 
 
 @dataclass
@@ -88,7 +102,7 @@ class PolicyWorker:
         """Join the process group, load and shard the policy, build the optimizer."""
         import torch.distributed as dist
 
-        from ..actor import ActorPolicy
+        from ..lr_schedule import build_scheduler
         from ..model_parts import freeze_vision_tower, trainable_parameters
         from ..step import build_optimizer
 
@@ -105,10 +119,11 @@ class PolicyWorker:
             timeout=timedelta(seconds=spec.timeout_s),
         )
         device = "cuda" if spec.backend == "nccl" else "cpu"
-        actor = ActorPolicy.from_pretrained(spec.model_dir)
+        actor = load_policy(spec.model_dir, rank, spec.init)
         if device == "cuda":
             torch.cuda.set_device(0)  # Ray gives each actor its own visible GPU
-            actor.to("cuda")
+            if spec.init == "all_load":  # rank0: fully_shard moves the shards to the GPU
+                actor.to("cuda")
         actor.loader = spec.loader
         actor.dummy_mode = spec.dummy_mode
         actor.padding_free, actor.logprob_chunk_tokens = (
@@ -120,12 +135,22 @@ class PolicyWorker:
         actor.share_vision_per_group = spec.share_vision
         if spec.freeze_vision:
             freeze_vision_tower(actor.model)
-        units = shard_actor(actor, device)
-        self.actor: ActorPolicy = actor
         self.device = torch.device(device)
+        units, self.ref = prepare_policies(
+            actor,
+            rank,
+            self.device,
+            init=spec.init,
+            reference=spec.reference,
+            ref_offload=spec.ref_offload,
+            gradient_checkpointing=spec.gradient_checkpointing,
+        )
+        self.actor: ActorPolicy = actor
         self.keep_grads = spec.keep_grads
         self.last_grads: dict[str, Tensor] = {}
         self.optimizer = build_optimizer(trainable_parameters(actor), spec.optimizer)
+        self.scheduler = build_scheduler(self.optimizer, spec.optimizer, spec.schedule_steps)
+        self.lr_step_per = spec.lr_step_per
         return units
 
     def update(self, part: RankInputs, settings: StepSettings) -> StepResult:
@@ -151,6 +176,8 @@ class PolicyWorker:
             }
         if not skipped:
             self.optimizer.step()
+        if self.lr_step_per == "optimizer_step":  # as trainer.step.ppo_update, skip or not
+            self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         out = self._reduce(result, settings.loss_agg_mode)
         out.metrics["grad_norm"] = grad_norm  # already global: the norm of the full gradient
@@ -176,18 +203,30 @@ class PolicyWorker:
         mbs: int,
         temperature: float,
         max_token_len: int | None = None,
+        ref: bool = False,
     ) -> Tensor:
-        """Response log-probs of this rank's rows (old or reference), no gradient."""
-        actor = self.actor
-        actor.eval()
-        actor.set_rows(rows)
-        actor.vision_trace.clear()
+        """Response log-probs of this rank's rows, no gradient: the actor's (old), or with
+        ``ref`` the frozen reference's."""
+        policy = self.actor if not ref else self.ref
+        if policy is None:
+            raise RuntimeError("reference log-probs asked of workers built without reference")
+        policy.eval()
+        policy.set_rows(rows)
+        policy.vision_trace.clear()
         mask = batch.response_mask
         moved = _to_device(StepInputs(batch, mask, mask), self.device).batch
         count = agreed_micro_batches(moved, mbs, max_token_len, self.device)
-        with torch.no_grad(), lockstep_vision(actor, moved):
-            out = compute_logprobs(actor, moved, mbs, temperature, max_token_len, count)
+        with torch.no_grad(), lockstep_vision(policy, moved):
+            out = compute_logprobs(policy, moved, mbs, temperature, max_token_len, count)
         return out.cpu()
+
+    def step_schedule(self) -> None:
+        """Advance the learning-rate schedule once (``lr_step_per: train_step``)."""
+        self.scheduler.step()
+
+    def schedule_state(self) -> dict[str, object]:
+        """The scheduler's state (the same on every rank): the driver mirrors it."""
+        return dict(self.scheduler.state_dict())
 
     def state_dict(self, rank0_only: bool = False) -> dict[str, Tensor]:
         """The full (unsharded) policy weights (a collective: every rank calls it); with
@@ -198,13 +237,13 @@ class PolicyWorker:
         """Write this rank's shards of weights and optimizer state (:mod:`.sharded`)."""
         from .sharded import save_sharded
 
-        save_sharded(path, self.actor, self.optimizer)
+        save_sharded(path, self.actor, self.optimizer, self.scheduler)
 
     def load(self, path: str) -> None:
         """Load weights and optimizer state from a sharded checkpoint."""
         from .sharded import load_sharded
 
-        load_sharded(path, self.actor, self.optimizer)
+        load_sharded(path, self.actor, self.optimizer, self.scheduler)
 
     def grads(self) -> dict[str, Tensor]:
         """The full gradients of the last update (``keep_grads``), after clipping."""
