@@ -22,7 +22,7 @@ from evalkit.errors import EvalkitError
 from evalkit.trainer.actor import ActorPolicy
 from evalkit.trainer.batch import Group, Response, TrainBatch, collate
 from evalkit.trainer.step import compute_logprobs
-from evalkit.video.types import Frames, VideoMeta
+from tests.test_trainer_packing import SIZES, _video  # random clips on each patch grid
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -30,34 +30,17 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 FAMILIES = ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5"]
 
 
-def _side(actor: ActorPolicy) -> int:
-    return int(actor.family.patch_size * actor.family.merge_size)
-
-
-def _video(actor: ActorPolicy, seed: int, frames: int) -> Frames:
-    h, w = 2 * _side(actor), 3 * _side(actor)
-    meta = VideoMeta(
-        source_fps=2.0,
-        total_frames=frames,
-        duration_s=frames / 2.0,
-        indices=list(range(frames)),
-        timestamps=[i / 2.0 for i in range(frames)],
-        height=h,
-        width=w,
-        source_height=h,
-        source_width=w,
-        decoder="synthetic",
-    )
-    pixels = np.random.default_rng(seed).integers(0, 255, (frames, h, w, 3), dtype=np.uint8)
-    return Frames(pixels, meta)
+def _family(actor: ActorPolicy) -> str:
+    return str(actor.model.config.model_type)
 
 
 def _requests(actor: ActorPolicy) -> list[Request]:
-    side = _side(actor)
-    image = np.random.default_rng(7).integers(0, 255, (3 * side, 2 * side, 3), dtype=np.uint8)
+    family = _family(actor)
+    h, w = SIZES[family]
+    image = np.random.default_rng(7).integers(0, 255, (w, h, 3), dtype=np.uint8)  # portrait
     return [
-        Request(id="clip", text="What moves?", videos=[_video(actor, 1, 4)]),
-        Request(id="both", text="Same colour?", videos=[_video(actor, 2, 2)], images=[image]),
+        Request(id="clip", text="What moves?", videos=[_video(family, 1, 4, 0.5)]),
+        Request(id="both", text="Same colour?", videos=[_video(family, 2, 2, 0.5)], images=[image]),
         Request(id="still", text="Colour of the square?", images=[image]),
         Request(id="plain", text="Say yes."),
     ]

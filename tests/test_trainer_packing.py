@@ -31,6 +31,7 @@ SIZES = {
     "qwen2_vl": (56, 84),
     "qwen2_5_vl": (56, 84),
     "qwen3_vl": (64, 96),
+    "qwen3_5": (64, 96),
 }  # frames on each family's patch grid
 
 
