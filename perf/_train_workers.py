@@ -1,14 +1,14 @@
 """perf/train_step.py's workers row: the same training step on 1 vs 2 Ray FSDP2 workers.
 
 Both arms are :class:`trainer.distributed.recipe.DistributedGRPORecipe` on the same data,
-model and seeds (cache arm frames; KL off, the default: the workers run no reference
-model yet; an entropy bonus so every step has a gradient), differing only in
-``distributed.workers``. Rollout stays in the driver in both (HF engine); old
-log-probs and the update run on the workers, each rank on its share of the rows; ``sync``
-is the gather of the full weights into the driver's copy after the update (timed apart
-and taken out of ``update`` here). One Ray instance hosts both groups (3 logical CPUs, one
-torch thread per worker); the arms alternate step by step, the first step of each is a
-warm-up, figures are medians of the rest.
+model, seeds and overrides as train_step.py's arms (cache arm frames; KL k3, the reference
+policy on the workers; plus an entropy bonus so every step has a gradient), differing only
+in ``distributed.workers``. Rollout stays in the driver in both (HF engine); old and
+reference log-probs and the update run on the workers, each rank on its share of the rows;
+``sync`` is the gather of the full weights into the driver's copy after the update (timed
+apart and taken out of ``update`` here). One Ray instance hosts both groups (3 logical
+CPUs, one torch thread per worker); the arms alternate step by step, the first step of
+each is a warm-up, figures are medians of the rest.
 
 On a 2-core machine this measures overhead, not scaling: the 2-worker arm's ranks share
 the cores with each other and with the driver, and gloo all-gathers every block's weights
@@ -24,42 +24,25 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-PHASES = ("rollout", "old_logprob", "update", "sync")
+PHASES = ("rollout", "old_logprob", "ref_logprob", "update", "sync")
 COUNTS = (1, 2)
 
 
-def make_recipe(workers: int, model: Path, data: Path, out: Path, setup: dict[str, Any]) -> Any:
-    """A distributed recipe with ``workers`` ranks, set up (workers started)."""
+def make_recipe(workers: int, base: Callable[[Path], list[str]], out: Path) -> Any:
+    """A distributed recipe with ``workers`` ranks, set up (workers started); ``base``
+    gives train_step.py's shared overrides for a run folder."""
     from evalkit.trainer.config import load_config
     from evalkit.trainer.distributed.recipe import DistributedGRPORecipe
 
-    n_videos = len(setup["durations_s"])
-    run = out / "runs" / f"workers_{workers}"
-    cfg = load_config(
-        None,
-        [
-            f"model={model}",
-            f"data.train_path={data}",
-            f"data.cache_root={out / 'cache'}",
-            "data.frame_source=cache",
-            f"data.fps={setup['fps']}",
-            f"data.video_max_frames={setup['max_frames']}",
-            f"data.video_max_pixels={setup['max_pixels']}",
-            "data.max_prompt_tokens=8192",
-            "data.shuffle=false",
-            f"rollout.n={setup['n']}",
-            f"rollout.max_response_tokens={setup['max_response_tokens']}",
-            f"schedule.batch_size={n_videos}",
-            f"schedule.micro_batch_size={setup['n']}",
-            "actor.entropy_coeff=0.01",  # a non-zero loss whatever the (random) rewards
-            f"distributed.workers={workers}",
-            "distributed.cpus_per_worker=1",
-            "distributed.timeout_s=600",
-            f"checkpoint.dir={run / 'ckpt'}",
-            f"output_dir={run}",
-        ],
-    )
-    recipe = DistributedGRPORecipe(cfg)
+    overrides = [
+        *base(out / "runs" / f"workers_{workers}"),
+        "data.frame_source=cache",
+        "actor.entropy_coeff=0.01",  # a non-zero loss whatever the (random) rewards
+        f"distributed.workers={workers}",
+        "distributed.cpus_per_worker=1",
+        "distributed.timeout_s=600",
+    ]
+    recipe = DistributedGRPORecipe(load_config(None, overrides))
     recipe.setup(resume=False)
     return recipe
 
@@ -96,12 +79,7 @@ def summarize(history: dict[int, list[dict[str, Any]]]) -> dict[str, Any]:
 
 
 def run_workers_row(
-    model: Path,
-    data: Path,
-    out: Path,
-    setup: dict[str, Any],
-    steps: int,
-    log: Callable[[str], None],
+    base: Callable[[Path], list[str]], out: Path, steps: int, log: Callable[[str], None]
 ) -> dict[str, Any]:
     """Warm-up + ``steps`` steps on 1 and on 2 workers, alternating; the row's figures."""
     import ray
@@ -111,7 +89,7 @@ def run_workers_row(
     recipes: dict[int, Any] = {}
     try:
         for n in COUNTS:
-            recipes[n] = make_recipe(n, model, data, out, setup)
+            recipes[n] = make_recipe(n, base, out)
             log(f"workers row: {n} worker(s) started")
         history: dict[int, list[dict[str, Any]]] = {n: [] for n in COUNTS}
         for step in range(1, steps + 2):

@@ -16,10 +16,11 @@ step time from its ``time_s``. The arms alternate step by step (so load on this 
 machine hits both alike); the first step of each is a warm-up and excluded; figures are
 medians over the remaining steps. Ratios are decode arm / cache arm.
 
-The workers row (:mod:`_train_workers`; ``--no-workers-row`` skips it): the same step on
-1 vs 2 Ray FSDP2 workers (cache arm, no KL), its phases (rollout, old log-probs, update,
-sync) as ``workers_<n>_<phase>_s`` and ``workers_2_over_1[_<phase>]_ratio``. On 2 cores it
-shows the overhead of the workers, not a speed-up (see that module's docstring).
+The workers row (:mod:`_train_workers`; ``--no-workers-row`` skips it): the same step on 1
+vs 2 Ray FSDP2 workers (cache arm, the same KL, its reference on the workers), its phases
+(rollout, old and reference log-probs, update, sync) as ``workers_<n>_<phase>_s`` and
+``workers_2_over_1[_<phase>]_ratio``. On 2 cores it shows the overhead of the workers, not
+a speed-up (see that module's docstring).
 
 Videos: SynthVideo clips (``evalkit.synthvideo``, 640x480, 30 fps source) played forwards
 and backwards to 1-3 minutes, H.264 (x264 veryfast, CRF 23, default GOP), written once
@@ -127,35 +128,38 @@ def prepare(out: Path, setup: dict[str, Any]) -> tuple[Path, Path]:
     return model, data
 
 
+def recipe_overrides(
+    model: Path, data: Path, out: Path, setup: dict[str, Any], run: Path
+) -> list[str]:
+    """The config overrides every arm shares (the workers row's too); ``run``: its folder."""
+    n_videos = len(setup["durations_s"])
+    return [
+        f"model={model}",
+        f"data.train_path={data}",
+        f"data.cache_root={out / 'cache'}",
+        f"data.fps={setup['fps']}",
+        f"data.video_max_frames={setup['max_frames']}",
+        f"data.video_max_pixels={setup['max_pixels']}",
+        "data.max_prompt_tokens=8192",
+        "data.shuffle=false",
+        f"rollout.n={setup['n']}",
+        f"rollout.max_response_tokens={setup['max_response_tokens']}",
+        f"schedule.batch_size={n_videos}",
+        f"schedule.micro_batch_size={setup['n']}",  # one prompt per micro-batch
+        "algorithm.kl.estimator=k3",
+        "algorithm.kl.coef=0.001",
+        f"checkpoint.dir={run / 'ckpt'}",
+        f"output_dir={run}",
+    ]
+
+
 def make_recipe(arm: str, model: Path, data: Path, out: Path, setup: dict[str, Any]) -> Any:
     """A recipe ready to step (setup done: model loaded, frame cache built)."""
     from evalkit.trainer.config import load_config
     from evalkit.trainer.recipe import GRPORecipe
 
-    n_videos = len(setup["durations_s"])
-    cfg = load_config(
-        None,
-        [
-            f"model={model}",
-            f"data.train_path={data}",
-            f"data.cache_root={out / 'cache'}",
-            f"data.frame_source={arm}",
-            f"data.fps={setup['fps']}",
-            f"data.video_max_frames={setup['max_frames']}",
-            f"data.video_max_pixels={setup['max_pixels']}",
-            "data.max_prompt_tokens=8192",
-            "data.shuffle=false",
-            f"rollout.n={setup['n']}",
-            f"rollout.max_response_tokens={setup['max_response_tokens']}",
-            f"schedule.batch_size={n_videos}",
-            f"schedule.micro_batch_size={setup['n']}",  # one prompt per micro-batch
-            "algorithm.kl.estimator=k3",
-            "algorithm.kl.coef=0.001",
-            f"checkpoint.dir={out / 'runs' / arm / 'ckpt'}",
-            f"output_dir={out / 'runs' / arm}",
-        ],
-    )
-    recipe = GRPORecipe(cfg)
+    base = recipe_overrides(model, data, out, setup, out / "runs" / arm)
+    recipe = GRPORecipe(load_config(None, [*base, f"data.frame_source={arm}"]))
     recipe.setup(resume=False)
     return recipe
 
@@ -243,7 +247,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.workers_row:
         from _train_workers import run_workers_row
 
-        workers = run_workers_row(model, data, args.out, setup, steps, log)
+        def base(run: Path) -> list[str]:
+            return recipe_overrides(model, data, args.out, setup, run)
+
+        workers = run_workers_row(base, args.out, steps, log)
     result = {
         **summarize(history),
         **workers,

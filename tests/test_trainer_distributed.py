@@ -25,6 +25,7 @@ from evalkit.trainer.batch import Group, Response, collate
 from evalkit.trainer.config_sections import OptimizerConfig
 from evalkit.trainer.model_parts import trainable_parameters
 from evalkit.trainer.step import StepInputs, StepSettings, accumulate_loss, build_optimizer
+from tests._distributed import local_ray, tiny_model
 from tests.test_trainer_actor import _video_request  # the same 4-frame random clip
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -34,20 +35,15 @@ SETTINGS = StepSettings(micro_batch_size=1, grad_clip=1.0, loss_agg_mode="token-
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from evalkit.models.tiny import build_tiny_model
-
-    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "m", "qwen2_5_vl", seed=0)
+    return tiny_model(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
 def ray_local() -> Iterator[Any]:
-    ray = pytest.importorskip("ray")
-    os.environ["RAY_AUTH_MODE"] = "disabled"
     # 4 logical slots on 2 cores: the negative control's group starts while the module's
     # pair of workers is alive (idle); the two groups never compute at the same time
-    ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False)
-    yield ray
-    ray.shutdown()
+    with local_ray(num_cpus=4) as ray:
+        yield ray
 
 
 def _inputs(actor: ActorPolicy) -> tuple[StepInputs, list[Encoded]]:

@@ -42,6 +42,7 @@ from evalkit.trainer.step import (
     build_optimizer,
     compute_logprobs,
 )
+from tests._distributed import local_ray, tiny_model
 from tests.test_trainer_distributed import _inputs  # 2 video rows, 2 text rows
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -59,20 +60,15 @@ KL = StepSettings(
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from evalkit.models.tiny import build_tiny_model
-
-    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "m", "qwen2_5_vl", seed=0)
+    return tiny_model(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
 def ray_local() -> Iterator[Any]:
-    ray = pytest.importorskip("ray")
-    os.environ["RAY_AUTH_MODE"] = "disabled"
     # 6 logical slots on 2 cores: the two groups stay alive (idle) for the module, and the
     # recipe's own 2 workers must still find room whatever the order the tests run in
-    ray.init(address="local", num_cpus=6, include_dashboard=False, log_to_driver=False)
-    yield ray
-    ray.shutdown()
+    with local_ray(num_cpus=6) as ray:
+        yield ray
 
 
 class Single:

@@ -36,6 +36,7 @@ from evalkit.trainer.step import (
     build_optimizer,
     compute_logprobs,
 )
+from tests._distributed import local_ray, tiny_model
 from tests.test_trainer_packing import SIZES, _video  # random clips on each patch grid
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -52,18 +53,13 @@ def family(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture(scope="module")
 def tiny(family: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from evalkit.models.tiny import build_tiny_model
-
-    return build_tiny_model(tmp_path_factory.mktemp("tiny") / family, family, seed=0)
+    return tiny_model(tmp_path_factory, family)
 
 
 @pytest.fixture(scope="module")
 def ray_local() -> Iterator[Any]:
-    ray = pytest.importorskip("ray")
-    os.environ["RAY_AUTH_MODE"] = "disabled"
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield ray
-    ray.shutdown()
+    with local_ray(num_cpus=2) as ray:
+        yield ray
 
 
 @pytest.fixture(scope="module")
