@@ -128,6 +128,9 @@ class DistributedConfig(_Section):
     """An existing Ray cluster (``auto``, ``HOST:6379``); None: a local instance of our own."""
     timeout_s: float = Field(default=600.0, gt=0)
     """Process-group timeout: unmatched collectives fail after this, instead of hanging."""
+    rollout_ranks: Literal["first", "all"] = "first"
+    """With ``rollout.engine: vllm``, which ranks host a colocated engine: ``first`` (rank 0),
+    ``all`` (one per rank, the prompts split across them); see trainer.distributed.colocate."""
 
 
 class RolloutConfig(_Section):

@@ -109,10 +109,7 @@ class GRPORecipe:
         self.optimizer, self.scheduler = build_training(cfg, self.actor)
         self.settings = StepSettings.from_config(cfg)
         self.loop = EngineLoop()
-        ro = cfg.rollout
-        self.engine = make_rollout_engine(
-            ro.engine, cfg.model, self.actor, ro.engine_options, self.loop, ro.sleep_level
-        )
+        self.engine = self._make_engine()
         latest = latest_checkpoint(cfg.checkpoint.dir) if resume else None
         if latest is not None:
             resumed = load_checkpoint(latest, self.actor, self.optimizer, scheduler=self.scheduler)
@@ -180,7 +177,7 @@ class GRPORecipe:
         values = self.validator.run(
             self.engine, self.loop, self.actor, self._rewards, sampling, seed
         )
-        sleep_engine(self.engine, self.loop, cfg.rollout.sleep_level)
+        self._sleep()
         return values | {"val/step": float(step)}
 
     # -- one step -------------------------------------------------------------------------
@@ -239,13 +236,13 @@ class GRPORecipe:
         self.actor.model.eval()
         self._sync()
         seed = (cfg.seed * 1_000_003 + step * 1009 + attempt * 101) * 64
-        online = sample_responses(self.engine, requests, counts, sampling, seed, self.loop)
+        online = self._sample(prompts, requests, counts, sampling, seed)
         remax = cfg.algorithm.advantage == "remax"
         baselines = self._greedy_baselines(items, requests) if remax else []
         tok = self.actor.processor.tokenizer
         banned = set(visual_token_ids(tok, self.actor.family))
         online = [[cut_at_visual_tokens(r, banned, tok) for r in group] for group in online]
-        sleep_engine(self.engine, self.loop, cfg.rollout.sleep_level)  # GPU memory to training
+        self._sleep()  # GPU memory to training
         self.timer.stop("rollout")
         del requests  # the frames stay with the rollout; groups carry prompts[i]
         groups = []
@@ -272,6 +269,28 @@ class GRPORecipe:
                 group.meta["baseline"] = baselines[gi]
             groups.append(group)
         return groups
+
+    def _make_engine(self) -> Any:
+        """The rollout engine (the distributed recipe may host it in its workers instead)."""
+        ro = self.cfg.rollout
+        return make_rollout_engine(
+            ro.engine, self.cfg.model, self.actor, ro.engine_options, self.loop, ro.sleep_level
+        )
+
+    def _sample(
+        self,
+        prompts: list[Any],
+        requests: list[Any],
+        counts: list[int],
+        sampling: SamplingParams,
+        seed: int,
+    ) -> list[list[Any]]:
+        """``counts[i]`` responses to each prompt (``requests``: the prompts, rendered)."""
+        return sample_responses(self.engine, requests, counts, sampling, seed, self.loop)
+
+    def _sleep(self) -> None:
+        """Put the rollout engine to sleep while the actor trains (where it can)."""
+        sleep_engine(self.engine, self.loop, self.cfg.rollout.sleep_level)
 
     def _sync(self) -> None:
         """Wake the rollout engine and give it the actor's current weights."""

@@ -24,6 +24,7 @@ from torch import Tensor
 from ..algorithms.aggregation import AggNorm
 from ..step import StepInputs, StepResult, StepSettings, accumulate_loss, compute_logprobs
 from .fsdp import full_state_dict, local_tensor, shard_actor
+from .rollout_worker import RolloutHost, RolloutSpec
 
 if TYPE_CHECKING:
     from ..actor import ActorPolicy, DummyMode, Encoded
@@ -57,6 +58,8 @@ class WorkerSpec:
     """Turns PromptRef rows into model inputs on this rank (frames read from the cache)."""
     keep_grads: bool = False
     """Keep the last update's full (clipped) gradients for :meth:`PolicyWorker.grads`."""
+    rollout: RolloutSpec | None = None
+    """A colocated rollout engine on some ranks (:mod:`.rollout_worker`); None: none."""
 
 
 @dataclass
@@ -69,8 +72,9 @@ class RankInputs:
     norm: AggNorm
 
 
-class PolicyWorker:
-    """The body of a Ray actor (wrapped with ``ray.remote`` by the group)."""
+class PolicyWorker(RolloutHost):
+    """The body of a Ray actor (wrapped with ``ray.remote`` by the group); the rollout
+    methods (``rollout_*``) come from :class:`~.rollout_worker.RolloutHost`."""
 
     def address(self) -> tuple[str, int]:
         """This node's IP and a free port on it (rank 0's: the process group's rendezvous)."""
@@ -115,6 +119,7 @@ class PolicyWorker:
         self.keep_grads = spec.keep_grads
         self.last_grads: dict[str, Tensor] = {}
         self.optimizer = build_optimizer(trainable_parameters(actor), spec.optimizer)
+        self.start_rollout(spec.rollout, spec.model_dir)
         return units
 
     def update(self, part: RankInputs, settings: StepSettings) -> StepResult:
@@ -192,9 +197,10 @@ class PolicyWorker:
         return list(self.actor.vision_trace)
 
     def close(self) -> None:
-        """Leave the process group."""
+        """Close the rollout engine, leave the process group."""
         import torch.distributed as dist
 
+        self.close_rollout()
         if dist.is_initialized():
             dist.destroy_process_group()
 
