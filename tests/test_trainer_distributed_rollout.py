@@ -4,6 +4,7 @@ in test_trainer_distributed_vllm.py)."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -105,3 +106,53 @@ def test_what_colocated_rollouts_cannot_do_is_refused_by_name(
 ) -> None:
     with pytest.raises(ConfigError, match=match):
         rollout_spec(_cfg(*overrides))
+
+
+def _host(rank: int, engine: Any, hosts: tuple[int, ...] = (0,)) -> Any:
+    from evalkit.trainer.distributed.rollout_worker import RolloutHost, RolloutSpec
+    from evalkit.trainer.rollout import EngineLoop
+
+    host = RolloutHost()
+    host.rank = rank
+    host.actor = SimpleNamespace(model=_Tied())
+    host.rollout_spec = RolloutSpec("vllm", bucket_mb=16 / 2**20, transport="shm", hosts=hosts)
+    host.rollout_engine = engine
+    host.rollout_loop = EngineLoop()
+    return host
+
+
+def test_the_hosting_rank_wakes_its_engine_and_loads_the_gathered_weights() -> None:
+    from tests.test_trainer_weight_sync import _fake_engine, _FakeCore
+
+    core = _FakeCore(sleep_mode=True)
+    host = _host(0, _fake_engine(core))
+    try:
+        assert host.rollout_sleep() is True
+        stats = host.rollout_sync()
+    finally:
+        host.rollout_loop.close()
+    assert stats is not None and stats.tensors == 3 and stats.buckets == 3  # tied once
+    assert sorted(core.worker.loaded) == ["embed.weight", "norm.bias", "norm.weight"]
+    assert core.events[:2] == ["sleep1", "wake:weights"]  # weights woken before sending
+    assert core.events[-3:] == ["wake:kv_cache", "reset_prefix", "reset_encoder"]
+
+
+def test_a_rank_without_an_engine_takes_part_in_the_gather_and_sends_nothing() -> None:
+    host = _host(1, None)
+    calls: list[str] = []
+    real = gathered_weights
+
+    def counting(model: Any) -> Any:
+        for name, t in real(model):
+            calls.append(name)
+            yield name, t
+
+    import evalkit.trainer.distributed.rollout_worker as rw
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(rw, "gathered_weights", counting)
+        assert host.rollout_sync() is None
+    assert calls == ["embed.weight", "norm.weight", "norm.bias"]  # every collective, in order
+    assert host.rollout_sleep() is False
+    with pytest.raises(RuntimeError, match="rank 1 hosts no rollout engine"):
+        host.rollout_generate([], [], SimpleNamespace(), 0)

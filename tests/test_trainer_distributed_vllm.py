@@ -112,9 +112,11 @@ def _files(root: Path) -> set[str]:
 
 
 @pytest.mark.timeout(900)
+@pytest.mark.parametrize("ranks", ["first", "all"])
 def test_colocated_engine_matches_the_updated_actor_without_files(
-    ray_local: Any, synth: tuple[Path, Path], scratch: Path, tmp_path: Path
+    ranks: str, ray_local: Any, synth: tuple[Path, Path], scratch: Path, tmp_path: Path
 ) -> None:
+    """``first``: rank 0's engine answers both prompts; ``all``: one prompt per rank's engine."""
     from evalkit.cache import FrameCache
     from evalkit.trainer.actor import ActorPolicy
     from evalkit.trainer.config_sections import OptimizerConfig
@@ -126,10 +128,12 @@ def test_colocated_engine_matches_the_updated_actor_without_files(
     from evalkit.trainer.step import StepSettings
 
     model, data_path = synth
-    cfg = _config(model, data_path, tmp_path, "rollout.sync_bucket_mb=0.25")
+    extra = ("rollout.sync_bucket_mb=0.25", f"distributed.rollout_ranks={ranks}")
+    cfg = _config(model, data_path, tmp_path, *extra)
     reference = ActorPolicy.from_pretrained(str(model))
     data, _ = load_train_data(cfg, reference, FrameCache(cfg.data.cache_root))
-    prompt = next(it.prompt() for it in data.items if it.prompt().videos)
+    prompts = [it.prompt() for it in data.items]
+    assert len(prompts) == 2 and all(p.videos for p in prompts)
     clip = make_frames(4, 56, 84, seed=3)
 
     class Clip:  # defined here: pickled by value into the workers
@@ -141,7 +145,7 @@ def test_colocated_engine_matches_the_updated_actor_without_files(
             return clip
 
     loader = PromptLoader(data.request_builder(SamplingParams()), Clip())
-    request = loader.request(prompt)
+    requests = [loader.request(p) for p in prompts]
     spec = rollout_spec(cfg)
     worker = WorkerSpec(
         model_dir=str(model),
@@ -155,25 +159,32 @@ def test_colocated_engine_matches_the_updated_actor_without_files(
         rollout = ColocatedRollout(group, spec.hosts)
         greedy = SamplingParams(max_tokens=10, temperature=0.0)
 
-        def engine_greedy() -> list[int]:
-            ((response,),) = rollout.sample([prompt], [1], greedy, 0)
-            return list(response.token_ids)
+        def engine_greedy() -> list[list[int]]:
+            groups = rollout.sample(prompts, [1, 1], greedy, 0)
+            return [list(response.token_ids) for (response,) in groups]
+
+        def hf_greedy() -> list[list[int]]:
+            return [_hf_greedy(reference, r, 10) for r in requests]
 
         before = engine_greedy()
-        assert before == _hf_greedy(reference, request, 10)  # the same start, both engines
+        assert before == hf_greedy()  # the same start, both engines
         settings = StepSettings(micro_batch_size=2, grad_clip=None, loss_agg_mode="token-mean")
-        group.update(_update_inputs(reference, prompt, loader), [prompt, prompt], settings)
+        p = prompts[0]
+        group.update(_update_inputs(reference, p, loader), [p, p], settings)
         reference.load_state_dict(group.full_state())  # the gathered, updated weights
-        updated = _hf_greedy(reference, request, 10)
-        assert updated != before  # the update changed the policy's answer
-        assert engine_greedy() == before  # not synced yet: the engine keeps the old weights
+        updated = hf_greedy()
+        assert updated[0] != before[0]  # the update changed the policy's answer
+        assert engine_greedy() == before  # not synced yet: the engines keep the old weights
         seen = _files(scratch)
         stats = rollout.sync()
         assert _files(scratch) == seen  # no file (a "file" transport writes buckets here)
-        rank0, rank1 = stats
-        assert rank1 is None  # rank 1 gathered but hosts no engine
-        assert rank0 is not None and rank0.buckets > 1
-        assert rank0.tensors == len(reference.model.state_dict())  # untied: every tensor
+        for rank, st in enumerate(stats):
+            if rank not in spec.hosts:
+                assert st is None  # gathered (a collective) but hosts no engine
+                continue
+            assert st is not None and st.buckets > 1
+            assert st.tensors == len(reference.model.state_dict())  # untied: every tensor
+        assert [s is not None for s in stats] == [True, ranks == "all"]
         assert engine_greedy() == updated
     finally:
         group.shutdown()
