@@ -13,12 +13,8 @@ from torch import nn
 
 from evalkit.errors import ConfigError
 from evalkit.trainer import weight_sync as ws
-from evalkit.trainer.distributed.rollout_worker import (
-    colocated,
-    gathered_weights,
-    rollout_spec,
-    slices,
-)
+from evalkit.trainer.distributed.colocate import slices
+from evalkit.trainer.distributed.rollout_worker import colocated, gathered_weights, rollout_spec
 from tests.test_trainer_weight_sync import _Worker
 
 CONFIG = "trainer/configs/grpo_synthvideo_ray2_vllm.yaml"

@@ -120,8 +120,9 @@ def test_colocated_engine_matches_the_updated_actor_without_files(
     from evalkit.cache import FrameCache
     from evalkit.trainer.actor import ActorPolicy
     from evalkit.trainer.config_sections import OptimizerConfig
+    from evalkit.trainer.distributed.colocate import ColocatedRollout
     from evalkit.trainer.distributed.group import GroupSpec, WorkerGroup
-    from evalkit.trainer.distributed.rollout_worker import ColocatedRollout, rollout_spec
+    from evalkit.trainer.distributed.rollout_worker import rollout_spec
     from evalkit.trainer.distributed.worker import WorkerSpec
     from evalkit.trainer.frames import PromptLoader
     from evalkit.trainer.recipe_setup import load_train_data
@@ -196,8 +197,8 @@ def test_recipe_runs_two_steps_with_the_colocated_engine(
 ) -> None:
     import math
 
+    from evalkit.trainer.distributed.colocate import WorkerRolloutEngine
     from evalkit.trainer.distributed.recipe import DistributedGRPORecipe
-    from evalkit.trainer.distributed.rollout_worker import WorkerRolloutEngine
 
     model, data_path = synth
     cfg = _config(model, data_path, tmp_path, "schedule.steps=2", "checkpoint.every=2")

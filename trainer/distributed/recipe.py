@@ -38,8 +38,9 @@ from ..config import TrainerConfig
 from ..recipe import GRPORecipe
 from ..rewards import RewardFn
 from ..step import StepInputs, StepResult
+from .colocate import ColocatedRollout, WorkerRolloutEngine
 from .group import GroupSpec, WorkerGroup
-from .rollout_worker import ColocatedRollout, WorkerRolloutEngine, colocated, rollout_spec
+from .rollout_worker import colocated, rollout_spec
 from .worker import WorkerSpec
 
 log = logging.getLogger(__name__)
