@@ -165,3 +165,11 @@ def response_logprobs(policy: PolicyFn, batch: TrainBatch, temperature: float = 
         return packed(batch, temperature)[0]
     logp = response_log_softmax(policy, batch, temperature)
     return logp.gather(-1, batch.response_ids.unsqueeze(-1)).squeeze(-1)
+
+
+def online_texts(groups: list[Group]) -> dict[str, list[str]]:
+    """Each group's online response texts (offline slots left out), by its sample's id."""
+    return {
+        str(getattr(g.sample, "id", g.group_id)): [r.text for r in g.responses if not r.is_offline]
+        for g in groups
+    }

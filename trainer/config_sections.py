@@ -137,6 +137,9 @@ class DistributedConfig(_Section):
     reader, no N full copies in host memory; for large models)."""
     ref_offload: bool = False
     """GPU only: the workers' reference policy (KL) keeps its shards in CPU memory."""
+    rollout_ranks: Literal["first", "all"] = "first"
+    """With ``rollout.engine: vllm``, which ranks host a colocated engine: ``first`` (rank 0),
+    ``all`` (one per rank, the prompts split across them); see trainer.distributed.colocate."""
 
 
 class RolloutConfig(_Section):

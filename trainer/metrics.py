@@ -115,3 +115,21 @@ def read_metrics(path: str | Path) -> list[dict[str, Any]]:
     """Every record of a ``metrics.jsonl``."""
     with open(path, encoding="utf-8") as fh:
         return [json.loads(line) for line in fh if line.strip()]
+
+
+def update_record(
+    summary: dict[str, Any], rewards: dict[str, Any], batch: Any, groups: int, lr: float
+) -> dict[str, Any]:
+    """One update's metrics: ``summary`` (losses, clip fractions, correction), the mean
+    rewards over all rows and over online rows, the online responses' mean length, offline
+    slots, groups and the learning rate the update ran at (``batch``: a TrainBatch)."""
+    online = ~batch.is_offline
+    lengths = batch.response_mask.sum(1).float()
+    out = dict(summary)
+    out |= {f"reward/{k}": float(v.mean()) for k, v in rewards.items()}
+    out |= {f"online/{k}": float(v[online].mean()) for k, v in rewards.items() if online.any()}
+    out["response_length"] = float(lengths[online].mean()) if online.any() else 0.0
+    out["offline_slots"] = float(batch.is_offline.sum())
+    out["groups"] = float(groups)
+    out["lr"] = lr
+    return out

@@ -23,7 +23,7 @@ from .actor import ActorPolicy, maybe_fsdp
 from .algorithms import AdvantageInputs, AdvantageOptions, compute_advantages, token_kl
 from .algorithms.dynamic_sampling import collect_groups, metric_values
 from .algorithms.rollout_correction import Correction, rollout_correction
-from .batch import Group, TrainBatch, collate
+from .batch import Group, TrainBatch, collate, online_texts
 from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from .config import TrainerConfig
 from .data import TrainItem
@@ -32,7 +32,7 @@ from .frames import PromptLoader, frame_source
 from .greedy import greedy_responses
 from .loggers import make_sinks
 from .lr_schedule import current_lr
-from .metrics import MetricsLog
+from .metrics import MetricsLog, update_record
 from .mix_policy import build_group, merge_offline_rewards, online_count
 from .model_parts import enable_gradient_checkpointing
 from .recipe_setup import build_training, load_train_data, load_validator
@@ -47,13 +47,7 @@ from .rollout import (
     sync_weights,
     visual_token_ids,
 )
-from .step import (
-    StepInputs,
-    StepSettings,
-    compute_logprobs,
-    ppo_update,
-    summarize_updates,
-)
+from .step import StepInputs, StepSettings, compute_logprobs, ppo_update, summarize_updates
 from .timing import PhaseTimer
 
 log = logging.getLogger(__name__)
@@ -115,10 +109,7 @@ class GRPORecipe:
         self.optimizer, self.scheduler = build_training(cfg, self.actor)
         self.settings = StepSettings.from_config(cfg)
         self.loop = EngineLoop()
-        ro = cfg.rollout
-        self.engine = make_rollout_engine(
-            ro.engine, cfg.model, self.actor, ro.engine_options, self.loop, ro.sleep_level
-        )
+        self.engine = self._make_engine()
         latest = latest_checkpoint(cfg.checkpoint.dir) if resume else None
         if latest is not None:
             resumed = load_checkpoint(latest, self.actor, self.optimizer, scheduler=self.scheduler)
@@ -186,7 +177,7 @@ class GRPORecipe:
         values = self.validator.run(
             self.engine, self.loop, self.actor, self._rewards, sampling, seed
         )
-        sleep_engine(self.engine, self.loop, cfg.rollout.sleep_level)
+        self._sleep()
         return values | {"val/step": float(step)}
 
     # -- one step -------------------------------------------------------------------------
@@ -245,13 +236,13 @@ class GRPORecipe:
         self.actor.model.eval()
         self._sync()
         seed = (cfg.seed * 1_000_003 + step * 1009 + attempt * 101) * 64
-        online = sample_responses(self.engine, requests, counts, sampling, seed, self.loop)
+        online = self._sample(prompts, requests, counts, sampling, seed)
         remax = cfg.algorithm.advantage == "remax"
         baselines = self._greedy_baselines(items, requests) if remax else []
         tok = self.actor.processor.tokenizer
         banned = set(visual_token_ids(tok, self.actor.family))
         online = [[cut_at_visual_tokens(r, banned, tok) for r in group] for group in online]
-        sleep_engine(self.engine, self.loop, cfg.rollout.sleep_level)  # GPU memory to training
+        self._sleep()  # GPU memory to training
         self.timer.stop("rollout")
         del requests  # the frames stay with the rollout; groups carry prompts[i]
         groups = []
@@ -278,6 +269,28 @@ class GRPORecipe:
                 group.meta["baseline"] = baselines[gi]
             groups.append(group)
         return groups
+
+    def _make_engine(self) -> Any:
+        """The rollout engine (the distributed recipe may host it in its workers instead)."""
+        ro = self.cfg.rollout
+        return make_rollout_engine(
+            ro.engine, self.cfg.model, self.actor, ro.engine_options, self.loop, ro.sleep_level
+        )
+
+    def _sample(
+        self,
+        prompts: list[Any],
+        requests: list[Any],
+        counts: list[int],
+        sampling: SamplingParams,
+        seed: int,
+    ) -> list[list[Any]]:
+        """``counts[i]`` responses to each prompt (``requests``: the prompts, rendered)."""
+        return sample_responses(self.engine, requests, counts, sampling, seed, self.loop)
+
+    def _sleep(self) -> None:
+        """Put the rollout engine to sleep while the actor trains (where it can)."""
+        sleep_engine(self.engine, self.loop, self.cfg.rollout.sleep_level)
 
     def _sync(self) -> None:
         """Wake the rollout engine and give it the actor's current weights."""
@@ -350,22 +363,9 @@ class GRPORecipe:
             results = self._policy_update(inputs, rows, sched)
         if not per_update:  # verl: once per training step, after the actor update
             self._step_schedule()
-        self.last_texts = {
-            str(getattr(g.sample, "id", g.group_id)): [
-                r.text for r in g.responses if not r.is_offline
-            ]
-            for g in groups
-        }
-        online = ~batch.is_offline
-        lengths = batch.response_mask.sum(1).float()
-        out: dict[str, Any] = dict(summarize_updates(results)) | corr.metrics
-        out |= {f"reward/{k}": float(v.mean()) for k, v in rewards.items()}
-        out |= {f"online/{k}": float(v[online].mean()) for k, v in rewards.items() if online.any()}
-        out["response_length"] = float(lengths[online].mean()) if online.any() else 0.0
-        out["offline_slots"] = float(batch.is_offline.sum())
-        out["groups"] = float(len(groups))
-        out["lr"] = lr
-        return out
+        self.last_texts = online_texts(groups)
+        summary = dict(summarize_updates(results)) | corr.metrics
+        return update_record(summary, rewards, batch, len(groups), lr)
 
     def _logprobs(self, batch: TrainBatch, rows: list[Any]) -> torch.Tensor:
         """Old log-probs of ``batch`` (the distributed recipe asks its workers instead)."""

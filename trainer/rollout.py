@@ -40,7 +40,13 @@ from evalkit.errors import EvalkitError
 from evalkit.registry import Registry
 
 from .batch import Response
-from .weight_sync import EngineWeightSync, SyncStats, WeightSyncExtension, resolve_transport
+from .weight_sync import (
+    EngineWeightSync,
+    NamedTensors,
+    SyncStats,
+    WeightSyncExtension,
+    resolve_transport,
+)
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -161,9 +167,12 @@ def sync_weights(
     loop: EngineLoop,
     bucket_mb: float = 512.0,
     transport: str = "auto",
+    named: NamedTensors | None = None,
 ) -> SyncStats | None:
     """Make the rollout engine sample from the actor's current weights (module docstring):
-    wake the weights, send them in buckets, wake the KV cache, drop stale caches."""
+    wake the weights, send them in buckets, wake the KV cache, drop stale caches.
+    ``named``: the tensors to send instead of the actor's state dict, tied ones given once
+    (a distributed rank passes its full weights, gathered one at a time)."""
     if isinstance(engine, SharedHFEngine):
         if engine.model is not actor.model:
             raise EvalkitError("SharedHFEngine must hold the actor's own module")
@@ -173,7 +182,10 @@ def sync_weights(
     if asleep:  # weights first: the KV cache would only crowd the sync's buckets
         loop.run(core.wake_up(tags=["weights"]))
     sync = _engine_sync(engine, loop, resolve_transport(transport, _device(core)), bucket_mb)
-    stats = sync.send(actor.model.state_dict().items())
+    if named is None:
+        stats = sync.send(actor.model.state_dict().items())
+    else:
+        stats = sync.send(named, unique=False)
     if asleep:
         loop.run(core.wake_up(tags=["kv_cache"]))
     # computed with the old weights: cached prefixes and vision-encoder outputs (the

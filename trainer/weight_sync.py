@@ -154,14 +154,18 @@ class EngineWeightSync:
         """Unlink the shared-memory segments (the next send makes new ones)."""
         self.pool.close()
 
-    def send(self, named_tensors: NamedTensors) -> SyncStats:
+    def send(self, named_tensors: NamedTensors, unique: bool = True) -> SyncStats:
         """One RPC per bucket, the first also beginning the reload and the last finishing
-        it (each RPC costs a round trip through the engine core: tens of ms on CPU)."""
+        it (each RPC costs a round trip through the engine core: tens of ms on CPU).
+        ``unique=False``: the tensors are distinct already and may be transient (gathered
+        one by one): a freed tensor's storage address can come back for the next one, so
+        :func:`unique_tensors`' storage key would drop it."""
         if self.transport not in ("shm", "cuda_ipc", "file"):
             raise EvalkitError(f"weight sync transport {self.transport!r}: use shm, cuda_ipc, file")
         stats, t0 = SyncStats(), time.perf_counter()
         limit = max(int(self.bucket_mb * 2**20), ALIGN)
-        groups = buckets(self._cast(unique_tensors(named_tensors)), limit)
+        named = unique_tensors(named_tensors) if unique else named_tensors
+        groups = buckets(self._cast(named), limit)
         group = next(groups, None)
         if group is None:  # nothing to send: still a complete (empty) reload
             self.rpc("trainer_begin_sync")

@@ -11,6 +11,9 @@
 - :mod:`.worker`: what runs in each Ray actor (process group, policy, reference, optimizer
   and its lr schedule, steps).
 - :mod:`.group`: the driver's side (start the workers, send each its rows, gather).
+- :mod:`.rollout_worker`: colocated vLLM rollout engines inside the workers (weights synced
+  in memory in the worker); :mod:`.colocate`: the driver's handle on them (prompt refs in,
+  token ids out).
 
 Ray is imported lazily: importing this package needs neither Ray nor a process group.
 """

@@ -1,10 +1,17 @@
 """The GRPO recipe with its actor update on a Ray worker group (``distributed.workers > 0``).
 
-What runs where: rollout, rewards and advantages stay in the driver (the HF engine over the
-driver's copy of the policy; colocated vLLM engines are later work). Old log-probs and the
-PPO updates run on the workers, each rank on its share of the rows (token-balanced); after
-each training step the driver's copy is refreshed from the workers' gathered weights
-through Ray's object store (no file), so the next rollout samples from the new policy.
+What runs where: rewards and advantages stay in the driver. Old log-probs and the PPO
+updates run on the workers, each rank on its share of the rows (token-balanced). Rollout:
+
+- ``rollout.engine: hf``: in the driver (the HF engine over the driver's copy of the
+  policy); after each training step the driver's copy is refreshed from the workers'
+  gathered weights through Ray's object store (no file).
+- ``rollout.engine: vllm``: colocated in the workers (:mod:`.rollout_worker`: rank 0, or
+  every rank with ``distributed.rollout_ranks: all``); the driver sends prompt refs and
+  gets token ids back; weights go from the shards into the engine inside the worker. The
+  driver keeps its copy for encoding prompts and for its checkpoint files: it is refreshed
+  from the workers only when a checkpoint is written (or every step when the eval hook is
+  on, which evaluates that copy).
 
 Checkpoints: the driver's usual files (gathered weights in ``model.pt``, so ``export``
 works; step, data position, RNG) plus ``sharded/``, every rank's shards of weights and
@@ -41,7 +48,9 @@ from ..lr_schedule import schedule_length
 from ..recipe import GRPORecipe
 from ..rewards import RewardFn
 from ..step import StepInputs, StepResult
+from .colocate import ColocatedRollout, WorkerRolloutEngine
 from .group import GroupSpec, WorkerGroup
+from .rollout_worker import colocated, rollout_spec
 from .worker import WorkerSpec
 
 log = logging.getLogger(__name__)
@@ -55,9 +64,13 @@ class DistributedGRPORecipe(GRPORecipe):
     ref_on_driver = False
 
     def __init__(self, cfg: TrainerConfig, reward_fn: RewardFn | None = None) -> None:
+        self.rollout_spec = rollout_spec(cfg) if colocated(cfg) else None
         super().__init__(cfg, reward_fn)
         self._stack = contextlib.ExitStack()
         self.group: WorkerGroup | None = None
+        self.rollout: ColocatedRollout | None = None
+        self._driver_stale = False
+        """Colocated mode: the driver's copy lags the workers' weights (see _save_checkpoint)."""
 
     def setup(self, resume: bool = True) -> None:
         """The single-process setup (driver copy, data, engine, the driver's checkpoint
@@ -90,9 +103,12 @@ class DistributedGRPORecipe(GRPORecipe):
             init=dist.init,
             schedule_steps=schedule_length(cfg),
             lr_step_per=cfg.optimizer.lr_step_per,
+            rollout=self.rollout_spec,
         )
         group = GroupSpec(dist.workers, dist.cpus_per_worker, dist.gpus_per_worker)
         self.group = WorkerGroup(group, spec).start()
+        if self.rollout_spec is not None:
+            self.rollout = ColocatedRollout(self.group, self.rollout_spec.hosts)
         if latest is not None:
             self.group.load(latest / SHARDED)
         log.info("distributed: %d workers, FSDP units %s", dist.workers, self.group.units)
@@ -103,6 +119,9 @@ class DistributedGRPORecipe(GRPORecipe):
         A crash between the two leaves a step directory without ``sharded/.metadata``,
         which :meth:`setup` refuses to resume from, naming it.
         """
+        if self._driver_stale:  # the driver's model.pt holds the workers' weights
+            self.actor.load_state_dict(self._workers().full_state())
+            self._driver_stale = False
         path = super()._save_checkpoint(step)
         self._workers().save(path / SHARDED)
         return path
@@ -138,12 +157,41 @@ class DistributedGRPORecipe(GRPORecipe):
         # the workers step their own schedules per optimizer step (sched is the driver's)
         results: list[StepResult] = self._workers().ppo_update(inputs, rows, self.settings)
         self._mirror_schedule()
+        if self.rollout is not None and not self.eval_hook.enabled:
+            self._driver_stale = True  # the workers' engines sync inside the workers
+            return results
         # the next rollout (HF engine over the driver's copy) samples from the new weights;
         # timed apart as timing_s/sync (it also counts within timing_s/update)
         with self.timer("sync"):
             state = self._workers().full_state()
             self.actor.load_state_dict(state)
         return results
+
+    # -- colocated rollouts (rollout.engine: vllm): the engines live in the workers --------
+
+    def _make_engine(self) -> Any:
+        if self.rollout_spec is not None:
+            return WorkerRolloutEngine()  # built by the workers in setup()
+        return super()._make_engine()
+
+    def _sample(
+        self, prompts: list[Any], requests: list[Any], counts: list[int], sampling: Any, seed: int
+    ) -> list[list[Any]]:
+        if self.rollout is None:
+            return super()._sample(prompts, requests, counts, sampling, seed)
+        return self.rollout.sample(prompts, counts, sampling, seed)  # refs, not pixels
+
+    def _sync(self) -> None:
+        if self.rollout is None:
+            super()._sync()
+        else:
+            self.rollout.sync()
+
+    def _sleep(self) -> None:
+        if self.rollout is None:
+            super()._sleep()
+        else:
+            self.rollout.sleep()
 
     def cleanup(self) -> None:
         """Close the engine and metrics, end the workers, leave Ray."""

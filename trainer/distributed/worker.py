@@ -26,6 +26,7 @@ from ..step import StepInputs, StepResult, StepSettings, accumulate_loss, comput
 from .fsdp import full_state_dict, local_tensor
 from .init import InitMode, load_policy, prepare_policies
 from .lockstep import agreed_micro_batches, lockstep_vision
+from .rollout_worker import RolloutHost, RolloutSpec
 
 if TYPE_CHECKING:
     from ..actor import ActorPolicy, DummyMode, Encoded
@@ -77,6 +78,8 @@ class WorkerSpec:
     lr_step_per: str = "train_step"
     """optimizer_step: the schedule advances after every update here; train_step: when
     the driver calls :meth:`PolicyWorker.step_schedule`."""
+    rollout: RolloutSpec | None = None
+    """A colocated rollout engine on some ranks (:mod:`.rollout_worker`); None: none."""
 
 
 @dataclass
@@ -89,8 +92,9 @@ class RankInputs:
     norm: AggNorm
 
 
-class PolicyWorker:
-    """The body of a Ray actor (wrapped with ``ray.remote`` by the group)."""
+class PolicyWorker(RolloutHost):
+    """The body of a Ray actor (wrapped with ``ray.remote`` by the group); the rollout
+    methods (``rollout_*``) come from :class:`~.rollout_worker.RolloutHost`."""
 
     def address(self) -> tuple[str, int]:
         """This node's IP and a free port on it (rank 0's: the process group's rendezvous)."""
@@ -151,6 +155,7 @@ class PolicyWorker:
         self.optimizer = build_optimizer(trainable_parameters(actor), spec.optimizer)
         self.scheduler = build_scheduler(self.optimizer, spec.optimizer, spec.schedule_steps)
         self.lr_step_per = spec.lr_step_per
+        self.start_rollout(spec.rollout, spec.model_dir)
         return units
 
     def update(self, part: RankInputs, settings: StepSettings) -> StepResult:
@@ -254,9 +259,10 @@ class PolicyWorker:
         return list(self.actor.vision_trace)
 
     def close(self) -> None:
-        """Leave the process group."""
+        """Close the rollout engine, leave the process group."""
         import torch.distributed as dist
 
+        self.close_rollout()
         if dist.is_initialized():
             dist.destroy_process_group()
 
