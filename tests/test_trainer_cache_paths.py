@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import json
 import os
 import pickle
 from dataclasses import replace
@@ -62,13 +61,12 @@ def test_the_pickler_does_catch_frames() -> None:
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     from evalkit.models.tiny import build_tiny_model
-    from evalkit.synthvideo import generate, read_rows, to_unified
+    from evalkit.synthvideo import generate, write_unified
 
     root = tmp_path_factory.mktemp("cache_paths")
     model = build_tiny_model(root / "tiny", "qwen2_5_vl", seed=0)
     ann = generate(root / "sv", 1, split="train", seed=0, families=["moving_shape", "yes_no"])
-    data = ann.with_name("train.jsonl")
-    data.write_text("".join(json.dumps(to_unified(r)) + "\n" for r in read_rows(ann)))
+    data = write_unified(ann)
     cfg = DataConfig(
         train_path=str(data), video_max_pixels=12544, video_max_frames=4, shuffle=False
     )

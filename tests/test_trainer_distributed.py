@@ -203,11 +203,10 @@ def test_distributed_recipe_trains_checkpoints_and_resumes_exactly(
 ) -> None:
     import json
 
-    from evalkit.synthvideo import generate, read_rows, to_unified
+    from evalkit.synthvideo import generate, write_unified
 
     ann = generate(tmp_path / "sv", 2, split="train", seed=0, families=["moving_shape", "yes_no"])
-    data = ann.with_name("train.jsonl")
-    data.write_text("".join(json.dumps(to_unified(r)) + "\n" for r in read_rows(ann)))
+    data = write_unified(ann)
     straight = _train(tiny, data, tmp_path / "a", 2, resume=False)
     assert [h["step"] for h in straight.history] == [1, 2]
     lines = (tmp_path / "a" / "metrics.jsonl").read_text().splitlines()

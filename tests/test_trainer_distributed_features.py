@@ -168,14 +168,12 @@ def _recipe_run(tiny: Path, data: Path, root: Path, workers: int) -> Any:
 def test_recipe_with_kl_and_schedule_on_workers_follows_one_process(
     tiny: Path, ray_local: Any, tmp_path: Path
 ) -> None:
-    import json
     import warnings
 
-    from evalkit.synthvideo import generate, read_rows, to_unified
+    from evalkit.synthvideo import generate, write_unified
 
     ann = generate(tmp_path / "sv", 2, split="train", seed=0, families=["moving_shape", "yes_no"])
-    data = ann.with_name("train.jsonl")
-    data.write_text("".join(json.dumps(to_unified(r)) + "\n" for r in read_rows(ann)))
+    data = write_unified(ann)
     single = _recipe_run(tiny, data, tmp_path / "one", 0)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

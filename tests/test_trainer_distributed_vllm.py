@@ -10,7 +10,6 @@ Ray, two workers and a vLLM CPU engine (~1-2 min on 2 cores): heavy.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -56,13 +55,12 @@ def ray_local(scratch: Path) -> Iterator[Any]:
 def synth(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """The tiny model and a 2-row SynthVideo training file (video prompts)."""
     from evalkit.models.tiny import build_tiny_model
-    from evalkit.synthvideo import generate, read_rows, to_unified
+    from evalkit.synthvideo import generate, write_unified
 
     root = tmp_path_factory.mktemp("colocate")
     model = build_tiny_model(root / "tiny", "qwen2_5_vl", seed=0)
     ann = generate(root / "sv", 1, split="train", seed=0, families=["moving_shape", "yes_no"])
-    data = ann.with_name("train.jsonl")
-    data.write_text("".join(json.dumps(to_unified(r)) + "\n" for r in read_rows(ann)))
+    data = write_unified(ann)
     return model, data
 
 

@@ -125,18 +125,16 @@ def test_synced_vllm_engine_matches_the_updated_actor(
 
 
 def test_recipe_trains_on_video_with_vllm_rollouts(env: None, tmp_path: Path) -> None:
-    import json
     import math
 
     from evalkit.models.tiny import build_tiny_model
-    from evalkit.synthvideo import generate, read_rows, to_unified
+    from evalkit.synthvideo import generate, write_unified
     from evalkit.trainer.config import load_config
     from evalkit.trainer.recipe import GRPORecipe
 
     model = build_tiny_model(tmp_path / "tiny", "qwen2_5_vl", seed=0)
     ann = generate(tmp_path / "sv", 1, split="train", seed=0, families=["moving_shape", "yes_no"])
-    data = ann.with_name("train.jsonl")
-    data.write_text("".join(json.dumps(to_unified(r)) + "\n" for r in read_rows(ann)))
+    data = write_unified(ann)
     options = "{" + ", ".join(f"{k}: {str(v).lower()}" for k, v in OPTIONS.items()) + "}"
     cfg = load_config(
         None,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import json
 import os
 import re
 from pathlib import Path
@@ -282,13 +281,12 @@ def test_linear_attention_models_are_refused() -> None:
 @pytest.fixture(scope="module")
 def recipe_dir(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     from evalkit.models.tiny import build_tiny_model
-    from evalkit.synthvideo import generate, read_rows, to_unified
+    from evalkit.synthvideo import generate, write_unified
 
     root = tmp_path_factory.mktemp("packed_recipe")
     model = build_tiny_model(root / "tiny", "qwen2_5_vl", seed=0)
     ann = generate(root / "sv", 2, split="train", seed=0, families=["moving_shape", "yes_no"])
-    data = ann.with_name("train.jsonl")
-    data.write_text("".join(json.dumps(to_unified(r)) + "\n" for r in read_rows(ann)))
+    data = write_unified(ann)
     return {"root": root, "model": model, "data": data}
 
 

@@ -293,16 +293,14 @@ def test_hf_engine_logprobs_are_those_of_the_processed_distribution(tiny) -> Non
 @pytest.mark.timeout(600)
 def test_recipe_step_writes_the_mismatch_to_its_metrics_line(tiny, tmp_path) -> None:
     """... and the count of responses whose scorer raised (reward/scorer_failed)."""
-    import json
 
     from evalkit.scoring import reward
-    from evalkit.synthvideo import generate, read_rows, to_unified
+    from evalkit.synthvideo import generate, write_unified
     from evalkit.trainer.metrics import read_metrics
     from evalkit.trainer.recipe import GRPORecipe
 
     ann = generate(tmp_path / "sv", 2, split="train", seed=0, families=["yes_no"])
-    data = ann.with_name("train.jsonl")  # media paths are relative to its folder
-    data.write_text("".join(json.dumps(to_unified(r)) + "\n" for r in read_rows(ann)))
+    data = write_unified(ann)  # media paths are relative to its folder
     overrides = [
         f"model={tiny}",
         f"data.train_path={data}",
