@@ -5,6 +5,7 @@ position + 1; a video block's temporal index is ``floor(i * second_per_grid_t * 
 
 from __future__ import annotations
 
+import pickle
 from types import SimpleNamespace
 from typing import Any
 
@@ -100,3 +101,9 @@ def test_bound_only_on_qwen2_and_qwen2_5_vl() -> None:
         inner.get_rope_index = None
         assert use_reference_rope(SimpleNamespace(model=inner)) is bound
         assert (inner.get_rope_index is not None) is bound
+        if bound:  # models get pickled (Ray) and deep-copied (the KL reference)
+            again = pickle.loads(pickle.dumps(inner)).get_rope_index
+            kinds = torch.tensor([VIDEO])
+            grid = {"video_grid_thw": torch.tensor([[2, 4, 4]])}
+            got = again(torch.zeros_like(kinds), kinds, **grid)[0]
+            assert torch.equal(got, inner.get_rope_index(torch.zeros_like(kinds), kinds, **grid)[0])

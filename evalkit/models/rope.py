@@ -12,7 +12,7 @@ second_per_grid_ts < max(H, W) / merge``; for a sparsely sampled clip (SynthVide
 clips: second_per_grid_ts 1.67-2.5 s) every text token after the video, and so every
 generated token, gets another position under HF than under vLLM and the official model.
 
-:func:`use_reference_rope` binds :func:`reference_rope_index` on a loaded model in place of
+:func:`use_reference_rope` sets :func:`reference_rope_index` on a loaded model in place of
 HF's method, so every forward (the HF engine's generate, the trainer's actor, packing) and
 vLLM rollouts see the same positions. Qwen3-VL is left alone: each frame is its own block
 of temporal size 1 there (time is written as ``<t seconds>`` text), where HF is right.
@@ -21,7 +21,6 @@ of temporal size 1 there (time is written as ``<t seconds>`` text), where HF is 
 from __future__ import annotations
 
 import itertools
-import types
 from typing import Any
 
 import torch
@@ -32,7 +31,7 @@ REFERENCE_ROPE_TYPES = ("qwen2_vl", "qwen2_5_vl")
 
 
 def use_reference_rope(model: Any) -> bool:
-    """Bind :func:`reference_rope_index` on ``model`` (or its inner ``.model``) when it is a
+    """Put :func:`reference_rope_index` on ``model`` (or its inner ``.model``) when it is a
     Qwen2-VL / Qwen2.5-VL model; returns whether it did."""
     inner = getattr(model, "model", model)
     config = getattr(inner, "config", None)
@@ -40,9 +39,21 @@ def use_reference_rope(model: Any) -> bool:
         return False
     if not hasattr(inner, "get_rope_index"):
         return False
-    # instance attribute: HF calls self.get_rope_index / self.model.get_rope_index
-    inner.get_rope_index = types.MethodType(reference_rope_index, inner)
+    # an instance attribute, as HF calls self.get_rope_index / self.model.get_rope_index; a
+    # plain object (not a bound method) so that the model still pickles and deep-copies
+    inner.get_rope_index = ReferenceRopeIndex(inner.config)
     return True
+
+
+class ReferenceRopeIndex:
+    """``get_rope_index`` stand-in holding the model's config."""
+
+    def __init__(self, config: Any) -> None:
+        self.config = config
+
+    def __call__(self, *args: Any, **kwargs: Any) -> tuple[Tensor, Tensor]:
+        """What :func:`reference_rope_index` gives for this config."""
+        return reference_rope_index(self, *args, **kwargs)
 
 
 def reference_rope_index(
