@@ -7,8 +7,8 @@ same prompt length and the same greedy tokens on a video and on an image request
 family's own use of the frames' timestamps shows: Qwen3-VL and Qwen3.5 write them into the
 prompt as text ("<t seconds>"), and vLLM writes the same ones as transformers (same prompt
 length and tokens for a clip 100 s long); Qwen2.5-VL reads the timing into its M-RoPE
-positions instead (the metadata reaches both engines; see the parity limit in
-CPU_STACK.md), Qwen2-VL ignores it.
+positions instead (same tokens for that clip too: evalkit.models.rope gives transformers
+the reference positions vLLM uses), Qwen2-VL ignores it.
 """
 
 from __future__ import annotations
@@ -75,13 +75,12 @@ def _requests(family: str) -> list[Request]:
         Request(id="video", text="<video> What happens?", videos=[video], sampling=sampling),
         Request(id="image", text="<image> What is this?", images=[image], sampling=sampling),
     ]
-    if family in TIMESTAMPS_IN_PROMPT:
-        # Qwen2/2.5-VL put long clips' timing into M-RoPE positions, where HF and vLLM part
-        # ways beyond the CPU_STACK.md parity limit; the Qwen3 families write it as text.
-        long = Request(
-            id="long", text="<video> What happens?", videos=[_long_clip(video)], sampling=sampling
-        )
-        reqs.append(long)
+    # Qwen2.5-VL puts a long clip's timing into M-RoPE positions (temporal step 100 here,
+    # past the spatial extent: evalkit.models.rope), the Qwen3 families write it as text
+    long = Request(
+        id="long", text="<video> What happens?", videos=[_long_clip(video)], sampling=sampling
+    )
+    reqs.append(long)
     return reqs
 
 

@@ -121,3 +121,94 @@ def _normalised(patches: torch.Tensor, image_processor: Any) -> torch.Tensor:
     std = torch.tensor(image_processor.image_std).view(1, -1, 1)
     x = patches.float().view(patches.shape[0], len(image_processor.image_mean), -1) / 255.0
     return ((x - mean) / std).view(patches.shape)
+
+
+def _vllm_positions(family: str, config: Any, got: Any) -> torch.Tensor:
+    """(3, L) M-RoPE positions vLLM's model class computes for the processed request."""
+    if family == "qwen2_5_vl":
+        from vllm.model_executor.models.qwen2_5_vl import Qwen2_5_VLForConditionalGeneration as M
+
+        # the methods read only self.config; no model weights are needed
+        holder = type("Holder", (), {"config": config, "iter_mm_grid_thw": M.iter_mm_grid_thw})
+        pos, _ = M.get_mrope_input_positions(holder(), list(got.prompt_token_ids), got.mm_features)
+    else:
+        from vllm.model_executor.models.qwen3_vl import Qwen3VLForConditionalGeneration as M3
+
+        pos, _ = M3._get_mrope_input_positions(list(got.prompt_token_ids), got.mm_features, config)
+    return torch.as_tensor(pos)
+
+
+def _vllm_greedy(model: Path, request: Any, n: int) -> tuple[list[int], list[float]]:
+    """Greedy token ids and their log-probs from evalkit's vLLM engine (CPU)."""
+    import asyncio
+    import dataclasses
+
+    from evalkit.engines.base import SamplingParams
+    from evalkit.engines.vllm_engine import VLLMConfig, VLLMEngine
+
+    greedy = dataclasses.replace(request, sampling=SamplingParams(max_tokens=n, logprobs=True))
+
+    async def go() -> tuple[list[int], list[float]]:
+        eng = VLLMEngine(
+            VLLMConfig(
+                model=str(model),
+                dtype="float32",
+                enforce_eager=True,
+                max_num_batched_tokens=512,
+                max_num_seqs=1,
+                max_model_len=2048,
+                enable_prefix_caching=False,
+            )
+        )
+        try:
+            out = await eng.generate(greedy)
+        finally:
+            await eng.close()
+        assert out.token_ids is not None and out.logprobs is not None
+        return list(out.token_ids[0]), list(out.logprobs[0])
+
+    return asyncio.run(go())
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("family", ["qwen2_5_vl", "qwen3_vl"])
+def test_sparse_clip_positions_and_greedy_tokens_agree(
+    env: None, tmp_path: Path, family: str
+) -> None:
+    """A cached SynthVideo clip (6 of 20 frames at 4 fps, indices [0, 4, 8, 11, 15, 19]:
+    not every k-th frame; Qwen2.5-VL second_per_grid_ts 2 / (6 / 20 * 4) = 5/3) has a
+    temporal grid whose M-RoPE extent (0, 3, 6) exceeds its spatial one (3 x 4 after the
+    merge). Transformers 5.x resumed the text after it at the spatial extent, vLLM and the
+    reference code after the largest position; the actor's positions and its teacher-forced
+    greedy choices must be vLLM's."""
+    from evalkit.trainer.visual_inputs import mm_token_types
+
+    actor, request, model = _cached_request(tmp_path, family)
+    meta = request.videos[0].meta
+    assert meta.indices == [0, 4, 8, 11, 15, 19] and meta.total_frames == 20  # the sparse clip
+    enc = actor.encode(request)
+    got = _vllm_view(model, request)
+    assert got.prompt_token_ids == enc.prompt_ids
+    ids = torch.tensor(enc.prompt_ids)
+    grids = {k: v for k, v in enc.visual.items() if k.endswith(("_grid_thw", "_grid_ts"))}
+    kinds = mm_token_types(ids, actor.token_ids)
+    hf_pos, _ = actor.model.model.get_rope_index(ids[None], mm_token_type_ids=kinds[None], **grids)
+    vllm_pos = _vllm_positions(family, actor.model.config, got)
+    end = int((kinds == 2).nonzero().max()) + 1  # first text token after the video
+    assert hf_pos[:, 0].tolist() == vllm_pos.tolist(), (hf_pos[:, 0, end], vllm_pos[:, end])
+    if family == "qwen2_5_vl":  # the case transformers 5.x got wrong: 6 + 1, not 3 + 4
+        start = int(hf_pos[0, 0, end - 1]) - 6
+        assert vllm_pos[:, end].tolist() == [start + 7] * 3
+
+    n = 4
+    tokens, logprobs = _vllm_greedy(model, request, n)
+    assert len(tokens) == n
+    full = torch.tensor(enc.prompt_ids + tokens)[None]
+    with torch.no_grad():
+        logits = actor.forward(full, torch.ones_like(full), enc.visual)
+    steps = logits[0, len(enc.prompt_ids) - 1 : -1].float().log_softmax(-1)
+    assert steps.argmax(-1).tolist() == tokens  # the actor would have chosen vLLM's tokens
+    # and gives them vLLM's log-probs (the PPO ratio's denominator); with main's positions
+    # the tokens happened to agree on this tiny model but these did not
+    actor_lp = steps.gather(-1, torch.tensor(tokens)[:, None])[:, 0]
+    assert torch.allclose(actor_lp, torch.tensor(logprobs), atol=1e-4), (actor_lp, logprobs)

@@ -26,6 +26,7 @@ from torch import Tensor, nn
 from evalkit.engines.base import Request
 from evalkit.engines.family import ModelFamily, detect_family
 from evalkit.errors import EvalkitError
+from evalkit.models.rope import use_reference_rope
 
 from .batch import TrainBatch
 from .frames import PromptLoader, PromptRef
@@ -54,6 +55,7 @@ class ActorPolicy(nn.Module):
     def __init__(self, model: nn.Module, processor: Any, family: ModelFamily) -> None:
         super().__init__()
         self.model = model
+        use_reference_rope(model)  # the M-RoPE positions vLLM and the official model use
         self.processor = processor
         self.family = family
         tok = processor.tokenizer

@@ -111,6 +111,8 @@ class HFEngine:
         import torch
         from transformers import AutoModelForImageTextToText, AutoProcessor
 
+        from evalkit.models.rope import use_reference_rope
+
         self.config = config
         self.family = detect_family(config.model)
         t0 = time.time()
@@ -120,6 +122,7 @@ class HFEngine:
             dtype=getattr(torch, config.dtype),
             attn_implementation=config.attn_implementation,
         )
+        use_reference_rope(model)  # HF 5.x's Qwen2/2.5-VL positions after a video are off
         self.model: Any = model.to(config.device).eval()
         self.start_s = time.time() - t0
         self._pool: ThreadPoolExecutor | None = ThreadPoolExecutor(1, "evalkit-hf")
