@@ -105,8 +105,12 @@ def load_actor(model_dir: Path, device: str, dtype: torch.dtype, fsdp: bool) -> 
     (bf16 compute, fp32 reduce)."""
     import transformers as tf
 
+    from evalkit.models.rope import use_reference_rope
+
     cls: Any = tf.Qwen2_5_VLForConditionalGeneration
     model = cls.from_pretrained(model_dir, dtype=torch.float32).to(device)
+    # the M-RoPE positions vLLM uses (HF 5.x's text positions after a video are off)
+    use_reference_rope(model)
     if not fsdp:
         return model.to(dtype)
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
@@ -297,6 +301,7 @@ def run_dry(a: argparse.Namespace, work: Path) -> dict[str, Any]:
     import transformers as tf
     from transformers import AutoProcessor
 
+    from evalkit.models.rope import use_reference_rope
     from evalkit.trainer.weight_sync import EngineWeightSync
 
     model_dir = build_model(work / "model", "tiny")
@@ -304,6 +309,7 @@ def run_dry(a: argparse.Namespace, work: Path) -> dict[str, Any]:
     actor = load_actor(model_dir, "cpu", torch.float32, a.fsdp)
     cls: Any = tf.Qwen2_5_VLForConditionalGeneration
     copy = cls.from_pretrained(model_dir, dtype=torch.float32)
+    use_reference_rope(copy)  # as the actor (load_actor)
     bucket_mb = min(a.bucket_mb, 0.5)  # the tiny model in several buckets
     sync = EngineWeightSync(_CopyWorker(copy), transport="shm", bucket_mb=bucket_mb)
     req = video_request()
