@@ -245,6 +245,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             recipe.cleanup()
     workers: dict[str, Any] = {}
     if args.workers_row:
+        # perf/ itself: PYTHONSAFEPATH (tox) keeps a script's folder off sys.path
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
         from _train_workers import run_workers_row
 
         def base(run: Path) -> list[str]:
