@@ -8,11 +8,11 @@ import itertools
 import pytest
 import torch
 
-from evalkit.testing.toy_rl import BOS, EOS, PAD, ToyPolicy
-from evalkit.trainer.batch import Group, Response, collate, response_logprobs
+from evalkit.testing.toy_rl import ToyPolicy
 from evalkit.trainer.config import load_config
 from evalkit.trainer.dynamic_batch import micro_batch_slices, token_budget_micro_batches
-from evalkit.trainer.step import StepInputs, StepSettings, accumulate_loss, compute_logprobs
+from evalkit.trainer.step import StepSettings, accumulate_loss, compute_logprobs
+from tests.test_trainer_step import _inputs  # the same two groups, old log-probs, advantages
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -68,19 +68,6 @@ def test_more_micro_batches_than_rows_is_an_error():
 def test_a_row_over_the_budget_is_an_error_naming_it():
     with pytest.raises(ValueError, match=r"row 1 has 9 tokens, over actor.max_token_len_per_gpu=8"):
         token_budget_micro_batches([3, 9, 2], 8)
-
-
-def _inputs(policy):
-    torch.manual_seed(0)
-    groups = [
-        Group(0, [BOS, 3], [Response([3, EOS]), Response([5, 6, 7, EOS]), Response([4])]),
-        Group(1, [BOS, 2, 4], [Response([4, 4, EOS]), Response([EOS])]),
-    ]
-    batch = collate(groups, PAD)
-    with torch.no_grad():
-        old = response_logprobs(policy, batch) + 0.3 * torch.randn(batch.response_ids.shape)
-    adv = torch.randn(batch.response_ids.shape) * batch.response_mask
-    return StepInputs(batch, old, adv, ref_logp=old - 0.1)
 
 
 def test_slices_count_attended_tokens():
