@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 from evalkit.errors import ConfigError
 
+from .fsdp import local_tensor
+
 if TYPE_CHECKING:
     from torch import Tensor, nn
 
@@ -112,8 +114,7 @@ def gathered_weights(model: nn.Module) -> Iterator[tuple[str, Tensor]]:
         if id(t) in seen:
             continue
         seen.add(id(t))
-        full = getattr(t, "full_tensor", None)
-        yield name, (full() if callable(full) else t).detach()
+        yield name, local_tensor(t).detach()
 
 
 class RolloutHost:
