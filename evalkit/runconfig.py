@@ -22,7 +22,10 @@ class FrameOverrides(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     fps: float | None = None
-    """Sampling rate override."""
+    """Sampling rate override (replaces a pinned fixed frame count: the rate is then used)."""
+    nframes: int | None = Field(default=None, ge=1)
+    """Fixed frame count, uniform over the clip (VLMEvalKit's --nframe); replaces the
+    sampling rate (rounded to the model's temporal patch, 2 for Qwen-VL)."""
     max_frames: int | None = None
     """Frame cap override."""
     min_pixels: int | None = None
@@ -39,6 +42,9 @@ class FrameOverrides(BaseModel):
         update = {k: v for k, v in self.model_dump().items() if v is not None}
         if not update:
             return spec
+        if self.fps is not None and self.nframes is None:
+            # a pinned fixed count would silently win over the rate asked for (FrameSpec)
+            update["nframes"] = None
         try:
             return FrameSpec.model_validate({**spec.model_dump(), **update})
         except ValidationError as exc:  # one line: pydantic's own text spans several

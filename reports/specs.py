@@ -94,12 +94,15 @@ def live_spec(
 
 
 def _variant_from_bench_list(base: Any, bench_list: list[str]) -> str | None:
-    from evalkit.bench.spec import normalize_name
+    from evalkit.bench.registry import registry
+    from evalkit.registry import RegistryError
 
-    keys = {normalize_name(n) for n in [base.name, *base.aliases]}
     for item in bench_list:
-        head, _, variant = item.partition(":")
-        if variant and normalize_name(head) in keys and variant in base.variants:
+        try:  # the registry's own reading: NAME:VARIANT, or an alias standing for a variant
+            name, variant = registry().resolve(item)
+        except RegistryError:
+            continue
+        if variant and name == base.name and variant in base.variants:
             return variant
     return None
 

@@ -1,8 +1,10 @@
 """Every shipped benchmark spec (``benchmarks/*.yaml``), looked up by name or alias.
 
 Lookup ignores case and punctuation (``Video-MME`` = ``videomme`` = ``video_mme``); a
-variant is asked for as ``NAME:VARIANT`` (``Video-MME:with_subtitles``). An unknown name
-gets a did-you-mean hint.
+variant is asked for as ``NAME:VARIANT`` (``Video-MME:with_subtitles``). An alias may stand
+for a variant (``aliases: ["videomme_w_subtitle:with_subtitles"]``): that is how other
+tools' task names (lmms-eval's ``videomme_w_subtitle``) find the variant they are. An
+unknown name gets a did-you-mean hint.
 """
 
 from __future__ import annotations
@@ -37,17 +39,20 @@ class BenchmarkRegistry:
     def __init__(self, folder: str | Path) -> None:
         self.folder = Path(folder)
         self._specs: dict[str, BenchmarkSpec] = {}
-        self._keys: dict[str, str] = {}
+        self._keys: dict[str, tuple[str, str | None]] = {}
+        """Normalised name or alias -> (benchmark, the variant the alias stands for)."""
         for path in sorted(self.folder.glob("*.yaml")):
             spec = load_spec(path)
             if spec.name in self._specs:
                 raise ConfigError(f"{path}: benchmark {spec.name!r} is defined twice")
             self._specs[spec.name] = spec
             for key in [spec.name, *spec.aliases]:
-                k = normalize_name(key)
-                if k in self._keys and self._keys[k] != spec.name:
-                    raise ConfigError(f"{path}: name {key!r} already used by {self._keys[k]!r}")
-                self._keys[k] = spec.name
+                alias, _, variant = key.partition(":")
+                k = normalize_name(alias)
+                owner = self._keys.get(k, (spec.name, None))[0]
+                if owner != spec.name:
+                    raise ConfigError(f"{path}: name {alias!r} already used by {owner!r}")
+                self._keys[k] = (spec.name, variant or None)
 
     def names(self) -> list[str]:
         """Display names, sorted."""
@@ -57,17 +62,28 @@ class BenchmarkRegistry:
         """All specs, sorted by name."""
         return [self._specs[n] for n in self.names()]
 
-    def get(self, name: str) -> BenchmarkSpec:
-        """The spec called ``name`` (or ``name:variant``)."""
+    def resolve(self, name: str) -> tuple[str, str | None]:
+        """``(benchmark name, variant or None)`` that ``name`` (``NAME[:VARIANT]``, an alias
+        or an alias standing for a variant) asks for."""
         base, _, variant = name.partition(":")
         key = normalize_name(base)
         if key not in self._keys:
-            hint = did_you_mean(key, self._keys)
+            hint = did_you_mean(key, {k: v[0] for k, v in self._keys.items()})
             known = ", ".join(self.names()) or f"none: no *.yaml spec in {self.folder}"
             raise RegistryError(f"unknown benchmark {base!r}{hint} (known: {known})")
-        spec = self._specs[self._keys[key]]
+        bench, implied = self._keys[key]
+        if implied and variant and variant != implied:
+            raise RegistryError(
+                f"{base!r} is {bench}:{implied} already; for variant {variant!r} give "
+                f"'{bench}:{variant}'"
+            )
+        return bench, variant or implied
+
+    def get(self, name: str) -> BenchmarkSpec:
+        """The spec called ``name`` (or ``name:variant``, or an alias of a variant)."""
+        bench, variant = self.resolve(name)
         try:
-            return spec.with_variant(variant or None)
+            return self._specs[bench].with_variant(variant)
         except KeyError as exc:
             raise RegistryError(str(exc.args[0])) from None
 

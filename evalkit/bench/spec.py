@@ -177,7 +177,9 @@ class BenchmarkSpec(BaseModel):
     name: str
     """Display name (``Video-MME``)."""
     aliases: list[str] = Field(default_factory=list)
-    """Other names it is looked up by; lookup ignores case and punctuation."""
+    """Other names it is looked up by; lookup ignores case and punctuation. ``ALIAS:VARIANT``
+    makes ALIAS stand for one of its variants (other tools' task names, e.g. lmms-eval's
+    ``videomme_w_subtitle:with_subtitles``)."""
     description: str = ""
     """One line on what it measures."""
     citation: str
@@ -266,6 +268,15 @@ class BenchmarkSpec(BaseModel):
         if self.scoring.rule == "evalkit":
             return "evalkit"
         return self.official_rule(task_type) or "evalkit"
+
+    @model_validator(mode="after")
+    def _aliased_variants_exist(self) -> BenchmarkSpec:
+        for alias in self.aliases:
+            variant = alias.partition(":")[2]
+            if variant and variant not in self.variants:
+                known = ", ".join(sorted(self.variants)) or "none"
+                raise ValueError(f"alias {alias!r} names no variant of it (variants: {known})")
+        return self
 
     @model_validator(mode="after")
     def _official_prompt_for_every_task_type(self) -> BenchmarkSpec:

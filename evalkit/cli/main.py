@@ -41,10 +41,30 @@ class Parser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs["allow_abbrev"] = False
         super().__init__(*args, **kwargs)
+        self.foreign_flags: dict[str, str] = {}
+        """Other tools' flags (lmms-eval's ``--tasks``) -> what to type here instead."""
 
     def error(self, message: str) -> NoReturn:
         """One line naming the argument, then exit 2 (the usage is one --help away)."""
-        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+        hint = self._foreign_hint(message)
+        self.exit(2, f"{self.prog}: error: {hint or message} (see `{self.prog} --help`)\n")
+
+    def _foreign_hint(self, message: str) -> str | None:
+        """For unrecognised flags that another tool has, what evalkit's flag is."""
+        if not message.startswith("unrecognized arguments:"):
+            return None
+        words = [w.partition("=")[0] for w in message.split(":", 1)[1].split()]
+        flags = list(dict.fromkeys(w for w in words if w.startswith("-")))
+        known = [f for f in flags if f in self.foreign_flags]
+        if not known:
+            return None
+        said = "; ".join(f"{f} -> {self.foreign_flags[f]}" for f in known)
+        others = [f for f in flags if f not in self.foreign_flags]
+        rest = f"; also unrecognized: {', '.join(others)}" if others else ""
+        return (
+            f"lmms-eval / VLMEvalKit flag(s), not {self.prog}'s: {said}{rest} "
+            "(README: 'Coming from lmms-eval')"
+        )
 
 
 def _top_parser() -> Parser:
@@ -56,6 +76,7 @@ def _top_parser() -> Parser:
         + "\n".join(f"  {name:<10} {help_}" for name, (_, help_) in sorted(COMMANDS.items())),
     )
     p.add_argument("command", nargs="?", help="one of the commands below")
+    p.add_argument("--version", action="store_true", help="print evalkit's version and exit")
     return p
 
 
@@ -64,6 +85,7 @@ def command_parser(name: str) -> Parser:
     module = importlib.import_module(COMMANDS[name][0])
     parser = Parser(prog=f"evalkit {name}", description=COMMANDS[name][1])
     module.add_arguments(parser)
+    parser.foreign_flags = dict(getattr(module, "FOREIGN_FLAGS", {}))
     return parser
 
 
@@ -73,6 +95,11 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         _top_parser().print_help()
         return 0 if argv else 2
+    if argv[0] in ("--version", "-V"):
+        from evalkit import __version__
+
+        print(f"evalkit {__version__}")
+        return 0
     name = argv[0]
     if name not in COMMANDS:
         _top_parser().error(f"unknown command {name!r}; choose from {', '.join(sorted(COMMANDS))}")

@@ -28,6 +28,26 @@ _ENGINE_FLAGS = {
 }
 
 
+# Flags of lmms-eval (``python -m lmms_eval``) and VLMEvalKit (``run.py``) that people type
+# out of habit -> evalkit's way to say the same (the error names it instead of argparse's
+# bare "unrecognized arguments"; the README's "Coming from lmms-eval" has the whole table).
+FOREIGN_FLAGS = {
+    "--tasks": "--bench NAME[,NAME] (lmms-eval task names are accepted: --bench videomme)",
+    "--model_args": "--model CHECKPOINT_DIR, engine settings as --engine-opt KEY=VALUE",
+    "--output_path": "--runs-dir DIR (and --run-id NAME)",
+    "--log_samples": "nothing: every sample is always recorded in runs/<id>/<benchmark>.jsonl",
+    "--batch_size": "--pipeline-max-in-flight N (the engine batches on its own)",
+    "--gen_kwargs": "--max-tokens N (decoding is pinned per benchmark)",
+    "--num_fewshot": "nothing: evalkit's benchmarks are zero-shot as pinned",
+    "--verbosity": "--verbose",
+    "--nframe": "--frames-nframes N",
+    "--fps": "--frames-fps RATE",
+    "--work-dir": "--runs-dir DIR",
+    "--reuse": "--resume runs/<id>",
+    "--api-nproc": "--pipeline-max-in-flight N",
+}
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Flags of ``evalkit run``; every one also has a key in ``--config`` YAML."""
     p.add_argument("--config", help="run YAML (RunConfig fields); flags override it")
