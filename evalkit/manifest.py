@@ -127,6 +127,9 @@ class RunManifest(BaseModel):
     """Each benchmark's spec as run (a ``BenchmarkSpec`` dump), by its name in the run."""
     data_benchmarks: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """Benchmarks made from a ``--data`` file: how their rows were matched."""
+    benchmark_samples: dict[str, int] = Field(default_factory=dict)
+    """Samples each benchmark's data held when the run was opened, before ``--limit`` (a
+    run of fewer covers a slice of it); empty in runs written before it was recorded."""
     versions: dict[str, str] = Field(default_factory=dict)
     """Versions of the packages that can change a result."""
     evalkit_version: str | None = None
@@ -147,6 +150,7 @@ class RunManifest(BaseModel):
         extra: dict[str, Any],
         specs: dict[str, BenchmarkSpec],
         data_benchmarks: dict[str, dict[str, Any]] | None = None,
+        benchmark_samples: dict[str, int] | None = None,
     ) -> RunManifest:
         """The manifest of a run being opened now (fingerprint, versions, time filled in)."""
         rc = ResultConfig.model_validate(result_config)
@@ -158,6 +162,7 @@ class RunManifest(BaseModel):
             extra=extra,
             specs={name: spec.model_dump(mode="json") for name, spec in specs.items()},
             data_benchmarks=dict(data_benchmarks or {}),
+            benchmark_samples=dict(benchmark_samples or {}),
             versions=package_versions(),
             evalkit_version=evalkit.__version__,
         )

@@ -231,10 +231,12 @@ _AMENDED = (
     "versions",
     "specs",
     "data_benchmarks",
+    "benchmark_samples",
     "schema_version",
     "evalkit_version",
 )
-_PER_BENCHMARK = ("specs", "data_benchmarks")  # top-level keys keyed by benchmark
+# top-level keys keyed by benchmark
+_PER_BENCHMARK = ("specs", "data_benchmarks", "benchmark_samples")
 
 
 def _keep_benchmarks(key: str, old: Any, new: Any) -> Any:

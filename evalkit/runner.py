@@ -86,6 +86,7 @@ def bench_run(
         samples=samples[: cfg.limit] if cfg.limit else list(samples),
         prompt=prompt,
         problems=list(problems or []),
+        available=len(samples),
     )
 
 
@@ -287,6 +288,7 @@ def run_manifest(cfg: RunConfig, benches: list[BenchRun]) -> RunManifest:
         # the specs as run, so reports aggregate by the rules in force (ad-hoc sets included)
         specs={b.name: b.spec for b in benches},
         data_benchmarks={b.name: b.data_info for b in benches if b.data_info},
+        benchmark_samples={b.name: b.available for b in benches if b.available is not None},
     )
 
 

@@ -31,6 +31,9 @@ class BenchRun:
     """Rows that did not load (or loaded repaired): evalkit.errors.Problem."""
     data_info: dict[str, Any] | None = None
     """For a benchmark made from a ``--data`` file: how its rows were matched/aggregated."""
+    available: int | None = None
+    """Samples the benchmark's data gave before ``--limit`` (recorded: a run of fewer is a
+    slice, which ``evalkit repro`` says)."""
 
 
 def make_cache(cfg: RunConfig) -> Any:

@@ -74,6 +74,7 @@ def load_benchmark(
     records, foreign = split_foreign(records, configurations)
     scored, counts = scored_from_records(records, failed=failed)
     counts.malformed, counts.foreign = len(problems), len(foreign)
+    counts.available = manifest.benchmark_samples.get(name)
     as_run, official, label = _as_run(name, manifest)
     spec, notes = as_run.spec, list(as_run.notes)
     notes += problem_notes(RunDir(path.parent).problems(name), counts)
@@ -81,6 +82,8 @@ def load_benchmark(
     notes += judge_notes(records)
     result = aggregate_scored(spec, scored, path)
     notes += _count_notes(counts, failed)
+    if counts.partial:
+        notes.append(partial_note(counts))
 
     def official_of(recs: list[dict[str, Any]]) -> float | None:  # the same path, other verdicts
         return aggregate_scored(spec, scored_from_records(recs, failed=failed)[0], path).overall
@@ -137,6 +140,14 @@ def _count_notes(counts: Any, failed: FailedPolicy) -> list[str]:
     if counts.unscored:
         notes.append(f"{counts.unscored} sample(s) could not be scored (not counted as 0)")
     return notes
+
+
+def partial_note(counts: Counts) -> str:
+    """A run over a slice of the benchmark, said with its size."""
+    return (
+        f"partial run: {counts.total} of the benchmark's {counts.available} samples (--limit "
+        "or an unfinished run); the score is over that slice, not the whole benchmark"
+    )
 
 
 def aggregate_scored(spec: Any, scored: list[Scored], path: Path) -> AggregateResult:

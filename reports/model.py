@@ -38,6 +38,13 @@ class Counts:
     """Lines of the store that are not valid records (left out of every number)."""
     foreign: int = 0
     """Records whose fingerprint no recorded configuration has (left out)."""
+    available: int | None = None
+    """Samples the benchmark's data held when the run was opened (None: not recorded)."""
+
+    @property
+    def partial(self) -> bool:
+        """The run holds fewer samples than the benchmark has (``--limit``, unfinished)."""
+        return self.available is not None and self.total < self.available
 
 
 @dataclass

@@ -170,6 +170,16 @@ class Verdict:
     checks: list[ReferenceCheck]
     message: str
     stderr: float | None = None
+    samples_run: int | None = None
+    """Samples the run holds for the benchmark."""
+    samples_in_benchmark: int | None = None
+    """Samples the benchmark's data held (None: not recorded by the run)."""
+
+    @property
+    def partial(self) -> bool:
+        """The run covered a slice of the benchmark."""
+        n, of = self.samples_run, self.samples_in_benchmark
+        return n is not None and of is not None and n < of
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able form."""
@@ -178,6 +188,9 @@ class Verdict:
             "status": self.status,
             "message": self.message,
             "stderr": self.stderr,
+            "samples_run": self.samples_run,
+            "samples_in_benchmark": self.samples_in_benchmark,
+            "partial": self.partial,
             "checks": [c.to_dict() for c in self.checks],
         }
 
@@ -189,7 +202,10 @@ def verdicts(run: Any, tolerance: float, model_name: str | None = None) -> list[
     for bench in run.benchmarks.values():
         checks = check_references(bench, names, tolerance)
         bench.references = checks
-        out.append(_verdict(bench, checks, names))
+        verdict = _verdict(bench, checks, names)
+        verdict.samples_run = bench.counts.total
+        verdict.samples_in_benchmark = bench.counts.available
+        out.append(verdict)
     return out
 
 

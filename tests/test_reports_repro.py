@@ -10,7 +10,7 @@ import pytest
 from evalkit.cli.main import main
 from evalkit.reports import load_run, verdicts
 from evalkit.reports.reference import model_names
-from evalkit.testing.runs import Rec, write_run
+from evalkit.testing.runs import Rec, open_run, record, sample_of, write_run
 
 QWEN25 = "/ckpt/Qwen2.5-VL-7B-Instruct"  # Video-MME reference (base spec): 65.1
 
@@ -53,13 +53,48 @@ def test_reference_of_the_run_variant_is_used(tmp_path: Path) -> None:
     assert v.status == "match" and v.checks[0].reference == 71.6
 
 
-def test_a_model_without_reference_is_no_reference_unless_strict(
+def test_a_model_without_any_reference_checks_nothing_and_fails(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
     run = write_run(tmp_path / "r", "/ckpt/my-finetune-step500", {"Video-MME": _vmme(5)})
+    out = tmp_path / "v.json"
+    assert main(["repro", str(run), "--json", str(out)]) == 1
+    captured = capsys.readouterr()
+    assert "no reference for model my-finetune-step500" in captured.err
+    assert "repro: nothing checked" in captured.out and "--model-name" in captured.out
+    assert json.loads(out.read_text())["ok"] is False
+
+
+def test_a_benchmark_without_reference_next_to_a_checked_one_fails_only_if_strict(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    holmes = [Rec(str(i), 1.0, {}) for i in range(4)]  # Video-Holmes: no Qwen2.5 reference
+    run = write_run(tmp_path / "r", QWEN25, {"Video-MME": _vmme(13), "Video-Holmes": holmes})
     assert main(["repro", str(run)]) == 0
-    assert "no reference for model my-finetune-step500" in capsys.readouterr().err
+    assert "repro: OK (1 benchmark(s) checked, 1 without a reference)" in capsys.readouterr().out
     assert main(["repro", str(run), "--strict"]) == 1
+
+
+def test_a_run_over_a_slice_is_named_with_its_counts(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    recs = _vmme(13)  # 65.0 on the 20 run, of a benchmark of 30 samples
+    more = recs + [Rec(str(i), 0.0, {"duration": "short"}) for i in range(20, 30)]
+    run, fp, (name,) = open_run(
+        tmp_path / "r",
+        QWEN25,
+        ["Video-MME"],
+        samples={"Video-MME": [sample_of(r, "Video-MME") for r in more]},
+    )
+    with run.store(name) as store:
+        for r in recs:
+            store.append(record(r, name, fp))
+    assert main(["repro", str(run.path), "--json", str(tmp_path / "v.json")]) == 0
+    out = capsys.readouterr().out
+    assert "partial run: Video-MME ran 20 of its 30 samples" in out
+    assert "1 on a slice of the benchmark" in out
+    (v,) = json.loads((tmp_path / "v.json").read_text())["verdicts"]
+    assert (v["samples_run"], v["samples_in_benchmark"], v["partial"]) == (20, 30, True)
 
 
 def test_model_name_override_selects_the_reference(tmp_path: Path) -> None:

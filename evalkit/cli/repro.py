@@ -1,7 +1,10 @@
 """``evalkit repro RUN --tolerance 1.0``: does each benchmark reproduce its reference?
 
 Exit status: 0 when every benchmark with a matching reference is within tolerance, 1 on
-any miss (or, with ``--strict``, any benchmark without a reference), 2 on bad input.
+any miss, when no benchmark had a reference for the model ("nothing checked": a CI job
+that checks nothing must not pass) or, with ``--strict``, when any benchmark lacks one;
+2 on bad input. A benchmark the run covered only in part (``--limit``, an unfinished run)
+is named with its count (samples run / samples in the benchmark).
 """
 
 from __future__ import annotations
@@ -70,17 +73,49 @@ def run(args: argparse.Namespace) -> int:
             print(f"no reference: {v.message}", file=sys.stderr)
     for v in failing:
         print(f"FAIL {v.status}: {v.message}", file=sys.stderr)
+    for v in results:
+        if v.partial:
+            print(
+                f"partial run: {v.benchmark} ran {v.samples_run} of its "
+                f"{v.samples_in_benchmark} samples; its score is over that slice, the "
+                "reference over the whole benchmark"
+            )
+    checked = [v for v in results if v.checks]
+    ok = bool(checked) and not failing
     if args.json:
         doc = {
             "run": str(run_.path),
             "tolerance": args.tolerance,
-            "ok": not failing,
+            "ok": ok,
+            "checked": len(checked),
             "verdicts": [v.to_dict() for v in results],
         }
         with open(args.json, "w") as f:
             json.dump(doc, f, indent=2)
-    print("repro: OK" if not failing else f"repro: {len(failing)} benchmark(s) failed")
-    return 1 if failing else 0
+    print(_verdict_line(run_, results, checked, failing, args.model_name))
+    return 0 if ok else 1
+
+
+def _verdict_line(
+    run_: Any, results: list[Any], checked: list[Any], failing: list[Any], name: str | None
+) -> str:
+    """The last line: OK with what was checked, what failed, or that nothing was."""
+    if failing:
+        return f"repro: {len(failing)} benchmark(s) failed"
+    if not checked:
+        from evalkit.reports.reference import model_names
+
+        names = " / ".join(model_names(run_.model, name))
+        return (
+            f"repro: nothing checked: no benchmark of the run has a reference for model "
+            f"{names} (pass --model-name NAME if the checkpoint is a published model)"
+        )
+    said = [f"{len(checked)} benchmark(s) checked"]
+    if len(checked) < len(results):
+        said.append(f"{len(results) - len(checked)} without a reference")
+    if sliced := [v for v in checked if v.partial]:
+        said.append(f"{len(sliced)} on a slice of the benchmark")
+    return f"repro: OK ({', '.join(said)})"
 
 
 def _verdict_table(run_: Any, results: list[Any]) -> Any:
