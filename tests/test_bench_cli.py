@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -20,19 +21,44 @@ def test_list_shows_every_benchmark_with_its_settings(capsys: pytest.CaptureFixt
     assert "macro_mean" in out and "768" in out
 
 
-def test_show_prints_the_resolved_variant(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["bench", "show", "videomathqa:mbin"]) == 0
+def test_show_json_dumps_the_resolved_variant(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "show", "videomathqa:mbin", "--json"]) == 0
+    spec = json.loads(capsys.readouterr().out)
+    assert spec["variant"] == "mbin" and spec["aggregation"]["name"] == "mbin"
+
+
+def test_show_renders_the_spec_one_setting_per_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "show", "videomme_w_subtitle"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert re.match(r"benchmark +Video-MME:with_subtitles - ", lines[0])
+    assert re.search(r"\nframes +2 fps, 4-768 frames; 100352-602112 px per frame", "\n".join(lines))
+    assert any(re.match(r"references +Qwen2.5-VL-7B-Instruct 65.1", x) for x in lines)
+    assert not any(x.lstrip().startswith(("{", '"')) for x in lines)  # no JSON
+
+
+def test_list_fits_100_columns_and_has_no_samples_column_without_data(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["bench", "list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(x) for x in lines) <= 100
+    header = next(x for x in lines if "┃ name" in x)
+    assert "samples" not in header and "max_pixels" not in header
+
+
+def test_list_wide_adds_pixels_and_aliases(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "list", "--wide"]) == 0
     out = capsys.readouterr().out
-    assert '"variant": "mbin"' in out and '"name": "mbin"' in out
+    assert "max_pixels" in out and "videomme_w_subtitle" in out
 
 
 def test_show_names_the_headline_rule_and_its_source(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "show", "Video-MME"]) == 0
     out = capsys.readouterr().out
-    assert "headline rule (multiple_choice): videomme - " in out
+    assert re.search(r"headline rule +multiple_choice: videomme - ", out)
     assert "eval_your_results.py" in out  # the official file the rule reproduces
     assert main(["bench", "show", "MINERVA"]) == 0  # no official rule published
-    assert "headline rule (multiple_choice): evalkit - evalkit" in capsys.readouterr().out
+    assert re.search(r"headline rule +multiple_choice: evalkit - evalkit", capsys.readouterr().out)
 
 
 def test_validate_exits_1_and_lists_each_problem(
@@ -62,9 +88,11 @@ def test_list_counts_samples_of_local_copies(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     official.lvbench(tmp_path / "LVBench")
-    assert main(["bench", "list", "--root", str(tmp_path)]) == 0
-    row = next(x for x in capsys.readouterr().out.splitlines() if "│ LVBench " in x)
-    assert "│ 4 " in row
+    assert main(["bench", "list", "--data-root", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "┃ samples" in next(x for x in lines if "┃ name" in x)
+    assert "│ 4 " in next(x for x in lines if "│ LVBench " in x)
+    assert "│ - " in next(x for x in lines if "│ MVBench " in x)  # no copy there
 
 
 def _unified(tmp_path: Path) -> Path:

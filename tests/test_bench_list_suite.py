@@ -63,4 +63,4 @@ def test_easyvideor1_style_names_find_the_specs(alias: str, name: str) -> None:
 def test_show_prints_the_debiased_vsibench_variant(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "show", "vsi-bench:debiased"]) == 0
     out = capsys.readouterr().out
-    assert '"variant": "debiased"' in out and "test_debiased.parquet" in out
+    assert "VSI-Bench:debiased" in out and "test_debiased.parquet" in out

@@ -18,9 +18,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Subcommands list, show and validate."""
     sub = parser.add_subparsers(dest="action", required=True)
     ls = sub.add_parser("list", help="every shipped benchmark with its pinned settings")
-    ls.add_argument("--root", help="folder holding one sub-folder per benchmark (counts samples)")
-    show = sub.add_parser("show", help="the full spec of one benchmark (YAML-like JSON)")
+    ls.add_argument(
+        "--data-root",
+        "--root",
+        dest="data_root",
+        help="folder holding one sub-folder per benchmark: adds a column of sample counts",
+    )
+    ls.add_argument("--wide", action="store_true", help="every column, wider than 100")
+    show = sub.add_parser("show", help="one benchmark's spec, for people (--json: the dump)")
     show.add_argument("name", help="benchmark name or alias, optionally NAME:VARIANT")
+    show.add_argument("--json", action="store_true", help="the whole spec as JSON")
     val = sub.add_parser(
         "validate", help="check a local copy (NAME --root DIR) or a unified file (--data FILE)"
     )
@@ -35,9 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _count(spec: BenchmarkSpec, root: str | None) -> str:
-    if not root:
-        return "-"
+def _count(spec: BenchmarkSpec, root: str) -> str:
     from evalkit.bench.loader import validate
 
     for cand in (Path(root) / spec.name, Path(root) / spec.key):
@@ -46,22 +51,33 @@ def _count(spec: BenchmarkSpec, root: str | None) -> str:
     return "-"
 
 
+# (header, cell) per column; the narrow set fits 100 columns, --wide adds the rest
+_NARROW = ("name", "task types", "frames", "aggregation", "variants")
+
+
+def _frames(spec: BenchmarkSpec) -> str:
+    f = spec.frames
+    return f"{f.nframes} frames" if f.nframes else f"{f.fps:g} fps ≤{f.max_frames}"
+
+
+def _columns(spec: BenchmarkSpec) -> dict[str, str]:
+    f = spec.frames
+    return {
+        "name": spec.name,
+        "task types": ", ".join(spec.task_types),
+        "frames": _frames(spec),
+        "max_pixels": str(f.max_pixels),
+        "total_pixels": str(f.total_pixels or "-"),
+        "aggregation": spec.aggregation.name,
+        "variants": ", ".join(sorted(spec.variants)) or "-",
+        "aliases": ", ".join(spec.aliases),
+    }
+
+
 def _list(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title="benchmarks")
-    for col in (
-        "name",
-        "task types",
-        "samples",
-        "fps",
-        "max_frames",
-        "max_pixels",
-        "aggregation",
-        "variants",
-    ):
-        table.add_column(col)
     reg = registry()
     if not len(reg):
         # an empty table would read as "evalkit ships no benchmarks"; it is a broken install
@@ -69,31 +85,112 @@ def _list(args: argparse.Namespace) -> int:
             f"no benchmark specs (*.yaml) in {reg.folder}; reinstall evalkit, or point "
             "EVALKIT_BENCHMARKS at a folder of specs"
         )
-    for spec in reg.specs():
-        f = spec.frames
-        table.add_row(
-            spec.name,
-            ", ".join(spec.task_types),
-            _count(spec, args.root),
-            f"{f.nframes} frames" if f.nframes else f"{f.fps:g}",
-            str(f.max_frames),
-            str(f.max_pixels),
-            spec.aggregation.name,
-            ", ".join(sorted(spec.variants)) or "-",
-        )
-    # Piped output (logs, tests) is not cut to 80 columns.
-    Console(width=None if sys.stdout.isatty() else 200).print(table)
+    if args.data_root:
+        existing_dir(args.data_root, "--data-root")
+    rows = [_columns(spec) for spec in reg.specs()]
+    headers = list(rows[0]) if args.wide else list(_NARROW)
+    if args.data_root:
+        for spec, row in zip(reg.specs(), rows, strict=True):
+            row["samples"] = _count(spec, args.data_root)
+        headers.insert(1, "samples")
+    table = Table(title=f"benchmarks ({len(rows)})", title_justify="left")
+    for h in headers:
+        table.add_column(h, overflow="fold", no_wrap=h in ("name", "frames", "samples"))
+    for row in rows:
+        table.add_row(*(row[h] for h in headers))
+    # 100 columns unless --wide (then the terminal's width; piped output is not cut)
+    wide = None if sys.stdout.isatty() else 240
+    Console(width=wide if args.wide else 100).print(table)
+    if args.data_root:
+        print(f"samples: valid samples in {args.data_root}/<name>; - = no such folder")
+    print("`evalkit bench show NAME` for one spec; --wide for pixels and aliases")
     return 0
 
 
 def _show(args: argparse.Namespace) -> int:
     spec = registry().get(args.name)
-    print(json.dumps(spec.model_dump(mode="json", exclude={"variants"}), indent=2))
-    if spec.variants:
-        print(f"variants: {', '.join(sorted(spec.variants))}")
-    for kind, rule in headline_rules(spec).items():
-        print(f"headline rule ({kind}): {rule.name} - {rule.source}")
+    if args.json:
+        print(json.dumps(spec.model_dump(mode="json"), indent=2))
+        return 0
+    for label, value in _described(spec):
+        lines = value.splitlines() or [""]
+        print(f"{label:<13} {lines[0]}")
+        for line in lines[1:]:
+            print(f"{'':<13} {line}")
     return 0
+
+
+def _described(spec: BenchmarkSpec) -> list[tuple[str, str]]:
+    """(label, text) pairs: a spec as a person reads it, one setting per line."""
+    d, g = spec.data, spec.generation
+    title = spec.name + (f":{spec.variant}" if spec.variant else "")
+    source = d.hf_dataset or d.local_path or "-"
+    pinned = f" @ {d.revision}" if d.revision else " (revision not pinned)"
+    out = [
+        ("benchmark", f"{title} - {spec.description}" if spec.description else title),
+        ("aliases", ", ".join(_alias_text(a) for a in spec.aliases) or "-"),
+        ("citation", spec.citation),
+        (
+            "data",
+            source + (pinned if d.hf_dataset else "") + (f"; {d.homepage}" if d.homepage else ""),
+        ),
+        ("files", ", ".join(fs.path for fs in spec.files)),
+        ("layout", spec.layout.rstrip()),
+        ("task types", ", ".join(spec.task_types)),
+        ("frames", _frame_text(spec)),
+        ("prompt", _prompt_text(spec)),
+    ]
+    out += [
+        ("" if i else "headline rule", f"{kind}: {rule.name} - {rule.source}")
+        for i, (kind, rule) in enumerate(headline_rules(spec).items())
+    ]
+    agg = spec.aggregation
+    params = ", ".join(f"{k}={v}" for k, v in agg.params.items())
+    breakdowns = f"; by {', '.join(agg.breakdowns)}" if agg.breakdowns else ""
+    out.append(("aggregation", f"{agg.name}{f' ({params})' if params else ''}{breakdowns}"))
+    out.append(("", f"source: {agg.source}"))
+    decoding = "greedy" if g.greedy else f"temperature {g.temperature}, top_p {g.top_p}"
+    out.append(
+        ("generation", f"{decoding}; max_tokens {g.max_tokens} (thinking {g.max_tokens_thinking})")
+    )
+    if spec.judge:
+        out.append(("judge", f"{spec.judge.model} ({spec.judge.source})"))
+    out.append(("variants", ", ".join(sorted(spec.variants)) or "-"))
+    refs = [
+        f"{r.model} {r.value:g} ({r.metric}{f', {r.variant}' if r.variant else ''}) - {r.source}"
+        for r in spec.references
+    ]
+    out.append(("references", "\n".join(refs) or "-"))
+    out.append(("", "`evalkit bench show NAME --json` prints the whole spec"))
+    return out
+
+
+def _alias_text(alias: str) -> str:
+    name, _, variant = alias.partition(":")
+    return f"{name} (= :{variant})" if variant else name
+
+
+def _frame_text(spec: BenchmarkSpec) -> str:
+    f = spec.frames
+    count = (
+        f"{f.nframes} frames"
+        if f.nframes
+        else f"{f.fps:g} fps, {f.min_frames}-{f.max_frames} frames"
+    )
+    budget = f", total {f.total_pixels} px per video" if f.total_pixels else ""
+    return (
+        f"{count}; {f.min_pixels}-{f.max_pixels} px per frame{budget}; factor {f.factor}, "
+        f"resize {f.resize}"
+    )
+
+
+def _prompt_text(spec: BenchmarkSpec) -> str:
+    p = spec.prompt
+    text = f"template {p.template}, variant {p.variant}"
+    sources = sorted({o.source for o in p.official.values()})
+    if sources:
+        text += "\nofficial prompt from: " + "; ".join(sources)
+    return text
 
 
 def headline_rules(spec: BenchmarkSpec) -> dict[str, Any]:
