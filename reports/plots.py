@@ -37,6 +37,35 @@ def _save(fig: Any, path: Path) -> Path:
     return path
 
 
+def empty_reason(values: list[float | None], why_unscored: str) -> str | None:
+    """Why a bar chart of ``values`` shows no bar (every value 0 or unscored), else None."""
+    if any(v for v in values):
+        return None
+    if all(v is None for v in values):
+        return f"no bars: nothing was scored ({why_unscored})"
+    if all(v is not None for v in values):
+        return "no bars: every score is 0.00"
+    return f"no bars: every score is 0.00 or unscored ({why_unscored})"
+
+
+def scores_empty(run: RunReport) -> str | None:
+    """Why the run's scores chart is empty (every benchmark at 0 or unscored), else None."""
+    benches = list(run.benchmarks.values())
+    unscored = sum(b.counts.unscored for b in benches)
+    failed = sum(b.counts.failed for b in benches)
+    parts = [f"{unscored} unscored: judged, no --judge-model"] if unscored else []
+    parts += [f"{failed} failed"] if failed else []
+    return empty_reason([b.overall for b in benches], ", ".join(parts) or "no samples")
+
+
+def _say_empty(ax: Any, reason: str | None) -> None:
+    """Write why the axes hold no bar across them, so an empty chart is never mute."""
+    if reason:
+        text = reason.replace(" (", "\n(", 1)  # two lines: fits a one-benchmark chart
+        box = {"facecolor": "#fff3cd", "edgecolor": "#c9a227"}
+        ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", bbox=box)
+
+
 def plot_scores(run: RunReport, path: Path) -> Path:
     """Official number (± standard error) per benchmark, with matched reference scores."""
     plt = _pyplot()
@@ -60,12 +89,21 @@ def plot_scores(run: RunReport, path: Path) -> Path:
             labelled = True
         if run.benchmarks[n].overall is None:
             ax.text(x, 1, "unscored", ha="center", va="bottom", fontsize=8, rotation=90)
+        elif run.benchmarks[n].overall == 0:  # a bar of height 0: say it is one
+            ax.text(x, 1, "0.00", ha="center", va="bottom", fontsize=8)
+    _say_empty(ax, scores_empty(run))
     ax.set_xticks(list(xs), names, rotation=20, ha="right")
     ax.set_ylabel("score (%)")
     ax.set_ylim(0, 100)
     ax.set_title(f"{run.run_id}: official scores vs reference")
     ax.legend(loc="upper right", fontsize=8)
     return _save(fig, path)
+
+
+def compare_empty(comps: list[Comparison]) -> str | None:
+    """Why the A-vs-B bars are empty (both runs at 0 or unscored everywhere), else None."""
+    values = [v for c in comps for v in (c.a, c.b)]
+    return empty_reason(values, "unscored or failed in both runs")
 
 
 def plot_compare(a: RunReport, b: RunReport, comps: list[Comparison], path: Path) -> Path:
@@ -81,6 +119,7 @@ def plot_compare(a: RunReport, b: RunReport, comps: list[Comparison], path: Path
     ax1.set_ylim(0, 100)
     ax1.legend(fontsize=7)
     ax1.set_title("run A vs run B")
+    _say_empty(ax1, compare_empty(comps))
     for x, c in zip(xs, comps, strict=True):
         if c.delta is None:
             continue
@@ -93,6 +132,10 @@ def plot_compare(a: RunReport, b: RunReport, comps: list[Comparison], path: Path
         ax2.errorbar(
             [x], [c.delta], yerr=[[c.delta - lo], [hi - c.delta]], fmt="o", color=colour, capsize=5
         )
+    if all(c.delta is None for c in comps):
+        shared = any(c.n_common for c in comps)
+        why = "nothing scored in both runs" if shared else "the runs share no sample id"
+        _say_empty(ax2, f"no delta ({why})")
     ax2.axhline(0.0, color="black", linewidth=0.8)
     ax2.set_xticks(xs, names, rotation=20, ha="right")
     ax2.set_ylabel("B - A (points), 95% paired bootstrap")

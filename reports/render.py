@@ -58,10 +58,14 @@ def to_markdown(title: str, sections: list[Section], out_dir: Path) -> str:
     return "\n".join(lines)
 
 
+# Tables stay inside the page: a cell holding a long unspaced word (a reply, a path, a URL,
+# a sample id) may break it anywhere (class "long"), so no table's narrowest layout is wider
+# than the page; other cells break at spaces only, so numbers and verdicts stay whole.
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:2em;max-width:1400px;color:#222}
-table{border-collapse:collapse;margin:.5em 0 1em}
+table{border-collapse:collapse;margin:.5em 0 1em;max-width:100%}
 th,td{border:1px solid #ccc;padding:3px 8px;font-size:13px;text-align:left}
+td.long{overflow-wrap:anywhere;min-width:8em}
 th{background:#f0f0f0} td.miss{color:#b00;font-weight:bold} td.match{color:#070}
 td.headline{background:#e8f0fe;color:#1a4d8f;font-weight:bold}
 p.note{color:#555;font-size:12px;margin:.2em 0} figure{margin:1em 0}
@@ -82,13 +86,7 @@ def to_html(title: str, sections: list[Section], out_dir: Path) -> str:
         if sec.rows:
             parts.append("<table><tr>" + "".join(f"<th>{e(h)}</th>" for h in sec.headers) + "</tr>")
             for row in sec.rows:
-                cells = "".join(
-                    f"<td class='{e(c)}'>{e(c)}</td>"
-                    if c in ("miss", "match", "headline")
-                    else f"<td>{e(c)}</td>"
-                    for c in row
-                )
-                parts.append(f"<tr>{cells}</tr>")
+                parts.append("<tr>" + "".join(_td(c) for c in row) + "</tr>")
             parts.append("</table>")
         else:
             parts.append("<p class='note'>(none)</p>")
@@ -96,6 +94,17 @@ def to_html(title: str, sections: list[Section], out_dir: Path) -> str:
         parts += [_figure(caption, path, out_dir) for caption, path in sec.figures]
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+_LONG_WORD = 24  # characters: an unspaced run this long may be broken anywhere
+
+
+def _td(cell: str) -> str:
+    e = html.escape
+    classes = [cell] if cell in ("miss", "match", "headline") else []
+    if any(len(word) >= _LONG_WORD for word in cell.split()):
+        classes.append("long")
+    return f"<td class='{' '.join(classes)}'>{e(cell)}</td>" if classes else f"<td>{e(cell)}</td>"
 
 
 def _figure(caption: str, path: Path, out_dir: Path) -> str:

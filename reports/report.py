@@ -118,13 +118,21 @@ def write_report(
 
 def make_plots(report: Report, folder: Path) -> list[tuple[str, Path]]:
     """Draw every figure, attach each to its section; returns (caption, PNG path) pairs."""
-    from .plots import plot_compare, plot_replicas, plot_scores, plot_timeline
+    from .plots import (
+        compare_empty,
+        plot_compare,
+        plot_replicas,
+        plot_scores,
+        plot_timeline,
+        scores_empty,
+    )
 
     figures: list[tuple[str, str, Path]] = []  # (anchor, caption, path)
     for i, run in enumerate(report.runs):
         tag = f"{i}_{_slug(run.run_id)}"
         path = plot_scores(run, folder / f"scores_{tag}.png")
-        figures.append((f"scores:{i}", f"{run.run_id}: official scores vs reference", path))
+        caption = _captioned(f"{run.run_id}: official scores vs reference", scores_empty(run))
+        figures.append((f"scores:{i}", caption, path))
         if any(spans(b.records, b.name) for b in run.benchmarks.values()):
             path = plot_timeline(run, folder / f"timeline_{tag}.png")
             caption = f"{run.run_id}: pipeline stages per sample and requests in the engine"
@@ -136,13 +144,20 @@ def make_plots(report: Report, folder: Path) -> list[tuple[str, Path]]:
     for i, (a, b, rows) in enumerate(report.comparisons):
         if rows:
             path = folder / f"compare_{i}_{_slug(b.run_id)}_vs_{_slug(a.run_id)}.png"
-            caption = f"{b.run_id} vs {a.run_id}: scores and paired deltas"
+            caption = _captioned(
+                f"{b.run_id} vs {a.run_id}: scores and paired deltas", compare_empty(rows)
+            )
             figures.append((f"compare:{i}", caption, plot_compare(a, b, rows, path)))
     for sec in report.anchors.values():
         sec.figures = []
     for anchor, caption, path in figures:
         report.anchors[anchor].figures.append((caption, path))
     return [(caption, path) for _, caption, path in figures]
+
+
+def _captioned(caption: str, empty: str | None) -> str:
+    """The caption, with why the chart holds no bar when it holds none."""
+    return f"{caption} — {empty}" if empty else caption
 
 
 def _slug(s: str) -> str:

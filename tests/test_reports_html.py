@@ -186,3 +186,99 @@ def test_without_chromium_a_browser_test_fails_under_ci_and_skips_elsewhere(
     monkeypatch.delenv("CI")
     with pytest.raises(pytest.skip.Exception, match="not installed"):
         chromium()
+
+
+def _wide_run(tmp_path: Path) -> Path:
+    """Replies with no space to break at, four other rules, a long checkpoint path."""
+    reply = "<think>" + "reasoning_without_any_space_" * 12 + "</think><answer>B</answer>"
+    others = ("evalkit", "lmms_eval_videomme", "easyvideor1_mcq_strict", "vlmevalkit_can_infer")
+    recs = [
+        Rec(
+            f"{i}_sample_with_a_rather_long_identifier_0123456789abcdef",
+            float(i % 2),
+            {"duration": "short", "domain": "d", "task": "t"},
+            rule="videomme",
+            rules={name: float((i + k) % 3 == 0) for k, name in enumerate(others)},
+            prediction=reply,
+        )
+        for i in range(20)
+    ]
+    model = "/ckpt/a/long/path/to/checkpoint_folder_named_finetuned_step_000500/Qwen2.5-VL-7B"
+    return write_run(tmp_path / "runs" / "wide", model, {"Video-MME": recs})
+
+
+def _in_chromium(page: Path, width: int, shot: Path) -> dict[str, int]:
+    """The page's width, its widest table's right edge and its scroll width at ``width``
+    px, read in headless Chromium; a screenshot of the page in ``shot``."""
+    probe = page.with_name("probe.html")
+    script = (
+        "<script>window.addEventListener('load',()=>{const d=document.documentElement;"
+        "const r=[...document.querySelectorAll('table')].map(t=>t.getBoundingClientRect().right);"
+        "document.body.setAttribute('data-w',[d.clientWidth,Math.ceil(Math.max(0,...r)),"
+        "d.scrollWidth].join(','))})</script>"
+    )
+    probe.write_text(page.read_text().replace("</body>", script + "</body>"))
+    flags = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"]
+    flags.append(f"--window-size={width},3000")
+    dom = subprocess.run(
+        [*flags, "--dump-dom", probe.as_uri()], capture_output=True, text=True, timeout=180
+    ).stdout
+    found = re.search(r'data-w="(\d+),(\d+),(\d+)"', dom)
+    assert found, "the page did not finish loading"
+    cmd = [*flags, f"--screenshot={shot}", page.as_uri()]
+    subprocess.run(cmd, capture_output=True, timeout=180, check=True)
+    page_w, table_right, scroll_w = map(int, found.groups())
+    return {"page": page_w, "table_right": table_right, "scroll": scroll_w}
+
+
+@pytest.mark.heavy
+def test_every_table_fits_a_1280px_page_in_headless_chromium(tmp_path: Path) -> None:
+    page = write_report(
+        build_report([_wide_run(tmp_path)], bootstrap=20), tmp_path / "out", ["html"]
+    )
+    w = _in_chromium(page["html"], 1280, tmp_path / "wide.png")
+    assert w["table_right"] <= w["page"] and w["scroll"] <= w["page"], w
+    assert "replies whose verdict differs" in page["html"].read_text()
+
+
+def test_a_cell_with_a_long_unspaced_word_may_break_it_and_others_not(tmp_path: Path) -> None:
+    html = write_report(build_report([_wide_run(tmp_path)], bootstrap=20), tmp_path / "o", ["html"])
+    text = html["html"].read_text()
+    assert "<td class='long'>0_sample_with_a_rather_long_identifier" in text
+    assert "<td>50.00 ± " in text  # a number stays whole
+    assert "td.long{overflow-wrap:anywhere" in text
+
+
+@pytest.mark.parametrize(
+    "values, reason",
+    [
+        ([0.0] * 5, "no bars: every score is 0.00"),
+        ([None] * 4, "no bars: nothing was scored (4 unscored: judged, no --judge-model)"),
+    ],
+)
+def test_an_empty_scores_chart_says_why_in_its_caption(
+    tmp_path: Path, values: list[float | None], reason: str
+) -> None:
+    recs = [Rec(str(i), v, {"duration": "short"}) for i, v in enumerate(values)]
+    run = write_run(tmp_path / "runs" / "r", "/ckpt/m", {"Video-MME": recs})
+    page = write_report(build_report([run], bootstrap=20), tmp_path / "out", ["html", "md"])
+    assert f"r: official scores vs reference — {reason}" in page["html"].read_text()
+    assert reason in page["md"].read_text()
+
+
+def test_a_chart_with_a_bar_says_nothing_of_emptiness(two_runs: tuple[Path, Path], tmp_path: Path):
+    page = write_report(build_report(list(two_runs), bootstrap=20), tmp_path / "out", ["html"])
+    assert "no bars" not in page["html"].read_text()
+
+
+@pytest.mark.heavy
+def test_an_empty_chart_shows_its_reason_in_headless_chromium(tmp_path: Path) -> None:
+    recs = [Rec(str(i), 0.0, {"duration": "short"}) for i in range(5)]
+    run = write_run(tmp_path / "runs" / "zero", "/ckpt/m", {"Video-MME": recs})
+    page = write_report(build_report([run], bootstrap=20), tmp_path / "out", ["html"])["html"]
+    shot = tmp_path / "zero.png"
+    _in_chromium(page, 1280, shot)
+    with Image.open(shot) as im:
+        rgb = np.asarray(im.convert("RGB"), dtype=int)
+    # the reason's box (#fff3cd) is drawn inside the plot only when the chart is empty
+    assert (np.abs(rgb - [255, 243, 205]).sum(axis=-1) < 12).sum() > 2000
