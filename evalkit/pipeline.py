@@ -15,6 +15,7 @@ to measure what the pipeline gains.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import time
 from collections.abc import Callable, Iterable
@@ -103,6 +104,16 @@ def prompt_hash(request: Request) -> str:
     return h.hexdigest()[:16]
 
 
+def prompt_text(request: Request) -> dict[str, str]:
+    """What the model is asked, for its record (``records.PromptText``: the parts set)."""
+    out = {"text": request.text}
+    if request.system:
+        out["system"] = request.system
+    if request.assistant_prefix:
+        out["assistant_prefix"] = request.assistant_prefix
+    return out
+
+
 class Pipeline:
     """Runs samples through ``prepare`` -> ``engine.generate`` -> ``score`` -> ``store``."""
 
@@ -183,7 +194,7 @@ class Pipeline:
         stats.io_running -= 1
         timings["io_end"] = time.time()
         self._count_cache(request)
-        phash = prompt_hash(request)
+        asked = (prompt_hash(request), prompt_text(request))
         stats.waiting += 1
         async with slots:
             stats.waiting -= 1
@@ -191,14 +202,15 @@ class Pipeline:
             try:
                 completion = await self._generate(request)
             except Exception as exc:
-                await loop.run_in_executor(sink_pool, self._fail, sample, "engine", exc, timings)
+                fail = functools.partial(self._fail, prompt=asked[1])
+                await loop.run_in_executor(sink_pool, fail, sample, "engine", exc, timings)
                 return
             finally:
                 stats.in_flight -= 1
         del request  # frames can go before scoring; only the text is needed now
         result = await self._judged(sample, completion, free)
         await loop.run_in_executor(
-            sink_pool, self._finish, sample, completion, timings, phash, result
+            sink_pool, self._finish, sample, completion, timings, asked, result
         )
 
     async def _generate(self, request: Request) -> Completion:
@@ -230,22 +242,25 @@ class Pipeline:
         sample: Sample,
         completion: Completion,
         timings: dict[str, Any],
-        phash: str,
+        asked: tuple[str, dict[str, str]],
         result: Score | Verdicts | Exception | None = None,
     ) -> None:
+        """Score (unless done on the loop) and record a generated sample; ``asked`` is its
+        prompt's (hash, text)."""
         # A bug in a scorer must not lose the prediction, nor pass for a 0: the sample is
         # recorded as failed at stage "score" with the traceback (reports: "scorer failed").
         # ``result`` is given when the sample was already scored on the loop (the judge).
+        phash, prompt = asked
         if isinstance(result, Exception):
-            self._fail(sample, "score", ScorerFailure.of(result), timings, completion)
+            self._fail(sample, "score", ScorerFailure.of(result), timings, completion, prompt)
             return
         try:
             result = self.score(sample, completion) if result is None else result
         except Exception as exc:
-            self._fail(sample, "score", ScorerFailure.of(exc), timings, completion)
+            self._fail(sample, "score", ScorerFailure.of(exc), timings, completion, prompt)
             return
         if (failure := scorer_failure(result)) is not None:  # the router caught it
-            self._fail(sample, "score", failure, timings, completion)
+            self._fail(sample, "score", failure, timings, completion, prompt)
             return
         t = completion.timings
         timings.update(submitted=t.submitted, first_token=t.first_token, finished=t.finished)
@@ -260,6 +275,7 @@ class Pipeline:
                 timings=timings,
                 prompt_hash=phash,
                 tokens=tokens,
+                prompt=prompt,
             )
         )
         self.stats.completed += 1
@@ -272,6 +288,7 @@ class Pipeline:
         exc: BaseException | ScorerFailure,
         timings: dict[str, Any],
         completion: Completion | None = None,
+        prompt: dict[str, str] | None = None,
     ) -> None:
         failure = exc if isinstance(exc, ScorerFailure) else None
         self.store.append(
@@ -283,6 +300,7 @@ class Pipeline:
                 timings=timings,
                 prediction=completion.text if completion else None,
                 traceback=failure.traceback if failure else None,
+                prompt=prompt,
             )
         )
         self.stats.failed += 1
@@ -317,7 +335,8 @@ class Pipeline:
             judged = await asyncio.gather(*(self._judged(s, c) for s, c in pairs))
             rows = zip(batch, requests, completions, timings, judged, strict=True)
             for sample, request, completion, t, result in rows:
-                self._finish(sample, completion, t, prompt_hash(request), result)
+                asked = (prompt_hash(request), prompt_text(request))
+                self._finish(sample, completion, t, asked, result)
         return stats
 
     async def _judged(

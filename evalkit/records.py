@@ -63,6 +63,20 @@ class Tokens(BaseModel):
     """Generated tokens."""
 
 
+class PromptText(BaseModel):
+    """What the model was asked, as evalkit rendered it (before the engine's chat template
+    and visual placeholders): the text ``prompt_hash`` is the hash of."""
+
+    model_config = _STRICT
+
+    text: str
+    """The user turn's text."""
+    system: str | None = None
+    """The system prompt, where one was sent."""
+    assistant_prefix: str | None = None
+    """The start of the assistant's turn the model continued, where one was pre-filled."""
+
+
 class SampleRecord(BaseModel):
     """One sample's line in ``runs/<id>/<benchmark>.jsonl``, ``ok`` or ``failed``.
 
@@ -94,6 +108,11 @@ class SampleRecord(BaseModel):
     """Every other registered rule's verdict, by rule name."""
     prompt_hash: str | None = None
     """Hash of what the model was asked; None for predictions made elsewhere."""
+    prompt: PromptText | None = None
+    """What the model was asked, in full (kept in the record, not in a side file keyed by
+    the hash: prompts are per sample, so a side file would save nothing, and the record
+    already travels from a Ray replica to the driver). None: predictions made elsewhere,
+    a failure before the prompt was rendered, or a run written before it was kept."""
     benchmark: str
     """The benchmark the sample belongs to."""
     task_type: str
@@ -166,12 +185,14 @@ def ok_record(
     timings: dict[str, Any],
     prompt_hash: str | None = None,
     tokens: dict[str, int] | None = None,
+    prompt: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """The record of a scored sample (``evalkit run`` and ``evalkit score`` both write it).
 
     With ``Verdicts`` it names the headline ``rule`` and holds the compact verdict of every
-    other rule of the task type under ``rules``. ``prompt_hash``/``tokens`` are None for
-    predictions made elsewhere (``evalkit score``): what the model was asked is unknown.
+    other rule of the task type under ``rules``. ``prompt_hash``/``prompt``/``tokens`` are
+    None for predictions made elsewhere (``evalkit score``): what the model was asked is
+    unknown. ``prompt`` is a :class:`PromptText` as a dict (``pipeline.prompt_text``).
     """
     if scorer_failure(result) is not None:  # else it would read as "not scored"
         raise ValueError(
@@ -190,6 +211,7 @@ def ok_record(
         record["rules"] = result.compact_others()
     record.update(
         prompt_hash=prompt_hash,
+        **({"prompt": prompt} if prompt is not None else {}),
         **_sample_part(sample),
         tokens=tokens,
         timings=timings,
@@ -209,9 +231,11 @@ def failed_record(
     timings: dict[str, Any],
     prediction: str | None = None,
     traceback: str | None = None,
+    prompt: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """The record of a sample that failed at ``stage`` (io, engine, score, predictions);
-    ``traceback`` where the failure is a bug to fix (a scorer that raised)."""
+    ``traceback`` where the failure is a bug to fix (a scorer that raised); ``prompt``
+    where it was rendered before the failure (engine, score)."""
     record: dict[str, Any] = {
         "id": sample.id,
         "status": "failed",
@@ -219,6 +243,7 @@ def failed_record(
         "error": error,
         "prediction": prediction,
         "score": None,
+        **({"prompt": prompt} if prompt is not None else {}),
         **_sample_part(sample),
         "timings": timings,
         "fingerprint": fingerprint,

@@ -18,6 +18,7 @@ from .timeline import Utilisation, spans, utilisation
 
 if TYPE_CHECKING:
     from .model import BenchmarkReport, RunReport
+    from .sensitivity import Example
     from .uncertainty import Comparison
 
 
@@ -221,7 +222,19 @@ def extraction(b: BenchmarkReport) -> list[Section]:
         ex_headers[2] = f"headline ({headline_rules(b)})"
         title = f"{b.name}: replies whose verdict differs between rules (examples)"
         out.append(Section(title, ex_headers, ex_rows, ["verdict = value (answer)"], level=4))
+        out += example_prompts(b.name, sens.examples)
     return out
+
+
+def example_prompts(name: str, examples: list[Example]) -> list[Section]:
+    """What the model was asked in each example (its own table: the examples' table is as
+    wide as there are rules); none where the records kept no prompt (older runs)."""
+    rows = [[e.id, e.prompt] for e in examples if e.prompt is not None]
+    if not rows:
+        return []
+    note = "the prompt as evalkit rendered it (records: field prompt), before the chat template"
+    title = f"{name}: what the model was asked in these examples"
+    return [Section(title, ["sample", "prompt (excerpt)"], rows, [note], level=4)]
 
 
 def rule_failed_note(b: BenchmarkReport, rule: str, shown: int = 10) -> str:

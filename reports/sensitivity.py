@@ -18,6 +18,7 @@ AggregateRecords = Callable[[list[dict[str, Any]]], float | None]
 
 MAX_EXAMPLES = 6
 _EXCERPT = 70  # characters kept from each end of a long reply
+_PROMPT_EXCERPT = 150  # ... of a prompt: its question sits in the middle or at the end
 _EPS = 1e-9
 
 
@@ -49,6 +50,8 @@ class Example:
     id: str
     reply: str
     verdicts: dict[str, str] = field(default_factory=dict)
+    prompt: str | None = None
+    """What the model was asked (an excerpt); None where the record kept no prompt."""
 
 
 @dataclass
@@ -177,7 +180,9 @@ def _example(r: dict[str, Any], names: list[str]) -> Example:
     for name in names:
         v = (r.get("rules") or {}).get(name)
         verdicts[name] = "-" if v is None else verdict_text(v)
-    return Example(str(r["id"]), excerpt(str(r.get("prediction") or "")), verdicts)
+    asked = (r.get("prompt") or {}).get("text")
+    shown = None if asked is None else excerpt(str(asked), keep=_PROMPT_EXCERPT)
+    return Example(str(r["id"]), excerpt(str(r.get("prediction") or "")), verdicts, shown)
 
 
 def verdict_text(v: dict[str, Any]) -> str:
@@ -190,9 +195,10 @@ def verdict_text(v: dict[str, Any]) -> str:
     return f"{shown} ({'no answer' if answer is None else answer})"
 
 
-def excerpt(text: str) -> str:
-    """A reply on one line; a long one keeps its start and its end (where answers sit)."""
+def excerpt(text: str, keep: int = _EXCERPT) -> str:
+    """A reply on one line; a long one keeps ``keep`` characters of its start and of its
+    end (where answers sit)."""
     flat = " ".join(text.split())
-    if len(flat) <= 2 * _EXCERPT + 5:
+    if len(flat) <= 2 * keep + 5:
         return flat
-    return f"{flat[:_EXCERPT]} … {flat[-_EXCERPT:]}"
+    return f"{flat[:keep]} … {flat[-keep:]}"

@@ -40,6 +40,8 @@ class Rec:
     prediction: str = "A"
     replica: str | None = None
     """The replica that produced the record (a run with ``--replicas``)."""
+    prompt: str | None = None
+    """The prompt text the model was asked (kept in the record as a run keeps it)."""
 
 
 def record(rec: Rec, benchmark: str, fingerprint: str = "") -> dict[str, Any]:
@@ -82,6 +84,7 @@ def _written(rec: Rec, benchmark: str, fingerprint: str) -> dict[str, Any]:
         timings=timings,
         prompt_hash="0" * 16,
         tokens={"prompt": 100, "output": 4},
+        prompt={"text": rec.prompt} if rec.prompt is not None else None,
     )
 
 
