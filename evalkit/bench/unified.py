@@ -29,6 +29,13 @@ from evalkit.errors import DataError, Problem
 from evalkit.registry import RegistryError
 from evalkit.sample import ImageRef, Sample, VideoRef
 
+DATA_IDS = (
+    "a --data row's sample id is <source>/<problem_id>, source = its data_source when that "
+    "is a plain name (no '/' or URL), else the file's name without extension (VideoMathQA "
+    "multi-binary rows add /mbin<mbinary_id>; a repeated id loads as <id>#2, #3, ...)"
+)
+"""How the ids of a ``--data`` file's samples are formed, for the errors that name them."""
+
 # problem_type values whose meaning is specific to these files and must win over the
 # scorers' general aliases: OVO-Bench's forward-active tasks write their task code as the
 # problem type: CRR (clues reveal) and SSR (sequential steps) are Yes/No questions and
@@ -70,7 +77,7 @@ def build_sample(row: dict[str, Any], file: Path, where: str, video_root: Path |
     """One unified row as a Sample; RowError names the field at fault."""
     for key in ("problem_id", "problem_type", "solution"):
         if row.get(key) is None:
-            raise RowError(key, "missing")
+            raise RowError(key, "missing" + (f" ({DATA_IDS})" if key == "problem_id" else ""))
     try:
         task = canonical(row["problem_type"])
     except KeyError as exc:

@@ -150,7 +150,8 @@ def score_predictions(
     )
     bench_run = _benchmark(cfg)
     texts = read_predictions(file)
-    _check_ids(file, texts, bench_run.name, [s.id for s in bench_run.samples])
+    ids = [s.id for s in bench_run.samples]
+    _check_ids(file, texts, bench_run.name, ids, from_data=bench_run.data_info is not None)
     rundir = RunDir(Path(cfg.runs_dir) / (cfg.run_id or new_run_id("score")))
     with rundir.lock():  # one writer per run directory, as for evalkit run
         fingerprint = rundir.open(_manifest(cfg, bench_run, file), force=force)
@@ -304,7 +305,9 @@ def _row(file: Path, lineno: int, row: Any) -> tuple[str, str | None]:
     return str(sid), text
 
 
-def _check_ids(file: Path, texts: dict[str, str | None], bench: str, ids: list[str]) -> None:
+def _check_ids(
+    file: Path, texts: dict[str, str | None], bench: str, ids: list[str], from_data: bool = False
+) -> None:
     known = set(ids)
     unknown = [sid for sid in texts if sid not in known]
     if not unknown:
@@ -312,9 +315,13 @@ def _check_ids(file: Path, texts: dict[str, str | None], bench: str, ids: list[s
     shown = ", ".join(map(repr, unknown[:_SHOW]))
     more = f" and {len(unknown) - _SHOW} more" if len(unknown) > _SHOW else ""
     examples = ", ".join(map(repr, ids[:3]))
+    from evalkit.bench.unified import DATA_IDS
+
+    how = f" ({DATA_IDS})" if from_data else ""
     raise DataError(
         f"{file}: {len(unknown)} prediction id(s) are not samples of {bench}: {shown}{more}; "
-        f"{bench}'s ids look like {examples} — write the ids evalkit loads for this benchmark"
+        f"{bench}'s ids look like {examples}{how} — write the ids evalkit loads for this "
+        "benchmark"
     )
 
 
