@@ -133,3 +133,32 @@ def test_frames_nframes_below_one_is_refused_naming_the_flag(
 ) -> None:
     assert main(["run", "--model", "ckpt", "--bench", "MVBench", "--frames-nframes", "0"]) == 2
     assert "--frames-nframes" in capsys.readouterr().err
+
+
+def _readme_task_table() -> list[tuple[str, str]]:
+    text = (Path(__file__).parents[1] / "README.md").read_text()
+    table = text.split("| lmms-eval task | evalkit |", 1)[1].split("\n\n", 1)[0]
+    pairs = []
+    for line in table.splitlines()[2:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        for task, bench in zip(cells[::2], cells[1::2], strict=True):
+            if task:
+                pairs.append((task.strip("`"), bench.split(" (")[0]))
+    return pairs
+
+
+def test_the_readmes_task_name_table_is_what_the_registry_resolves() -> None:
+    pairs = _readme_task_table()
+    assert len(pairs) >= len(LMMS_EVAL_TASKS)
+    for task, bench in pairs:
+        spec = registry().get(task)
+        assert spec.name + (f":{spec.variant}" if spec.variant else "") == bench, task
+
+
+def test_every_foreign_flag_the_readme_maps_is_named_by_the_error() -> None:
+    from evalkit.cli.run import FOREIGN_FLAGS
+
+    text = (Path(__file__).parents[1] / "README.md").read_text()
+    section = text.split("## Coming from lmms-eval", 1)[1].split("\n## ", 1)[0]
+    for flag in ("--tasks", "--model_args", "--output_path", "--log_samples", "--nframe"):
+        assert f"`{flag}" in section and flag in FOREIGN_FLAGS

@@ -45,6 +45,9 @@ FOREIGN_FLAGS = {
     "--work-dir": "--runs-dir DIR",
     "--reuse": "--resume runs/<id>",
     "--api-nproc": "--pipeline-max-in-flight N",
+    "--judge": "--judge-model MODEL (and --judge-engine)",
+    "--device": "--tensor-parallel-size N (GPUs by CUDA_VISIBLE_DEVICES)",
+    "--include_path": "EVALKIT_BENCHMARKS=DIR (a folder of benchmark spec YAMLs)",
 }
 
 
