@@ -131,15 +131,16 @@ def match_benchmark(name: str) -> Key | None:
     name = name.strip()
     if not name or "://" in name or "/" in name:
         return None
-    if name in reg:
-        return reg.get(name).name, None
+    if name in reg:  # a name, or an alias that may stand for a variant (mlvu_test)
+        return reg.resolve(name)
     parts = [p for p in re.split(r"[-_\s]+", name) if p]
     for k in range(len(parts) - 1, 0, -1):
         head = "-".join(parts[:k])
         if head in reg:
-            base = reg.get(head)
+            bench, implied = reg.resolve(head)
+            base = reg.get(bench)
             tail = "_".join(parts[k:])
-            return base.name, tail if tail in base.variants else None
+            return base.name, tail if tail in base.variants else implied
     return None
 
 
