@@ -98,9 +98,9 @@ def _list(args: argparse.Namespace) -> int:
         table.add_column(h, overflow="fold", no_wrap=h in ("name", "frames", "samples"))
     for row in rows:
         table.add_row(*(row[h] for h in headers))
-    # 100 columns unless --wide (then the terminal's width; piped output is not cut)
-    wide = None if sys.stdout.isatty() else 240
-    Console(width=wide if args.wide else 100).print(table)
+    # 100 columns at most unless --wide (the terminal's width; piped output is not cut)
+    terminal = Console().width if sys.stdout.isatty() else 240
+    Console(width=terminal if args.wide else min(terminal, 100)).print(table)
     if args.data_root:
         print(f"samples: valid samples in {args.data_root}/<name>; - = no such folder")
     print("`evalkit bench show NAME` for one spec; --wide for pixels and aliases")
