@@ -51,7 +51,7 @@ def _count(spec: BenchmarkSpec, root: str) -> str:
     return "-"
 
 
-# (header, cell) per column; the narrow set fits 100 columns, --wide adds the rest
+# the columns shown by default (they fit 100 columns); --wide shows every one of _columns
 _NARROW = ("name", "task types", "frames", "aggregation", "variants")
 
 
