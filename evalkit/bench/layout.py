@@ -105,6 +105,15 @@ class FieldMap(BaseModel):
     options are put in letter order."""
     option_fields: list[str] = Field(default_factory=list)
     """Alternatively, one field per option, in order (``a0``, ``a1``, ...)."""
+    option_prefixes: Literal["strip", "keep"] = "strip"
+    """``strip``: letter prefixes are taken off (and lettered lists put in letter order);
+    ``keep``: option texts are kept as the release writes them, a letter-like start
+    included, where the official code sends the list verbatim (OVO-Bench's stray
+    "(E)The toilet brush", Video-MMMU's "A: $3,616.24, B: ..." and prefixed options)."""
+    unmatched_answer: Literal["invalid", "wrong"] = "invalid"
+    """An ``option_text`` answer that is none of the options: an invalid row, or (``wrong``,
+    where the official code keeps such rows) a sample whose target is ``NO_OPTION`` ("@",
+    the letter before A that MLVU's qa_template writes), which no reply matches."""
     options_in_question: bool = False
     """Options are lines ``(A) text`` at the end of the question (LVBench); split them off."""
     target: str | None = None

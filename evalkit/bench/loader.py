@@ -170,7 +170,8 @@ def _options(spec: BenchmarkSpec, row: dict[str, Any], question: str) -> tuple[s
         return question, [o for o in opts if o]
     if m.options:
         try:
-            return question, answers.parse_options(_get(row, m.options))
+            keep = m.option_prefixes == "keep"
+            return question, answers.parse_options(_get(row, m.options), keep_prefixes=keep)
         except ValueError as exc:
             raise RowError(m.options, str(exc)) from None
     return question, []
@@ -195,8 +196,11 @@ def _target(spec: BenchmarkSpec, row: dict[str, Any], options: list[str], task_t
         if kind == "option_text":
             text = str(raw).strip()
             matches = [i for i, o in enumerate(options) if o == text]
+            if not matches and m.unmatched_answer == "wrong":
+                return answers.NO_OPTION  # kept, as the official code keeps it: never right
             if not matches:
                 raise ValueError(f"answer {text[:60]!r} is none of the options")
+            # the first of two equal options (MLVU's official rule takes the last one)
             return OPTION_LETTERS[matches[0]]
     except ValueError as exc:
         raise RowError(m.target, str(exc)) from None
