@@ -123,8 +123,7 @@ def test_unknown_ids_are_an_error_that_lists_them_and_shows_real_ids(
         ("{oops", "p.jsonl:2: not valid JSON"),
         ('["001-2", "B"]', "p.jsonl:2: a line must be a JSON object, got list"),
         ('{"id": "001-2"}', "p.jsonl:2: field 'prediction' is missing"),
-        ('{"id": "001-2", "prediction": ["B"]}', "p.jsonl:2: field 'prediction' must be"),
-        ('{"id": "001-1", "prediction": "B"}', "p.jsonl:2: id '001-1' again (first on line 1)"),
+        ('{"id": "001-2", "prediction": {"B": 1}}', "p.jsonl:2: the reply must be text"),
     ],
 )
 def test_a_bad_line_names_the_file_and_line(

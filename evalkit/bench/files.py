@@ -43,6 +43,10 @@ class Loaded(list[Sample]):
         self.problems: list[Problem] = list(problems or [])
         self.rows = rows
         self.skipped = skipped
+        self.sources: dict[str, dict[str, Any]] = {}
+        """Sample id -> the row fields its id came from (``IdSpec.natural``)."""
+        self.set_aside: dict[str, str] = {}
+        """Id of an invalid row (where one could be built) -> why it was set aside."""
 
     @property
     def invalid(self) -> list[Problem]:

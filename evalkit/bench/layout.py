@@ -86,6 +86,10 @@ class IdSpec(BaseModel):
     hash_fields: list[str] = Field(default_factory=list)
     """Fields whose content hash (8 hex digits) is appended, for releases without an id
     that is unique per question (MVBench has none)."""
+    natural: dict[str, str] = Field(default_factory=dict)
+    """The row fields a user writes instead of the id (predictions keyed by them, ``evalkit
+    bench ids``): name shown -> field of the released row (of the adapted row where the
+    release has none). Default: the template's fields and the hash fields, by their names."""
     duplicates: Literal["suffix", "error"] = "suffix"
     """A row whose id was already built (a benchmark asking the same question twice about
     one video): ``suffix`` loads it as ``<id>#2`` (``#3``, ... in file order: deterministic

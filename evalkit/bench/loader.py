@@ -100,6 +100,8 @@ def _collect(spec: BenchmarkSpec, root: Path, *, check_media: bool) -> Loaded:
                 sample = build_sample(spec, item, root, check_media=check_media, adapter=adapter)
             except RowError as exc:
                 out.problems.append(Problem(item.file, item.where, exc.field, exc.message))
+                if (sid := _row_id(spec, item.data, adapter)) is not None:
+                    out.set_aside[sid] = f"{item.file}, {item.where}: {exc.message}"
                 continue
             if sample is None:
                 out.skipped += 1
@@ -127,7 +129,49 @@ def _collect(spec: BenchmarkSpec, root: Path, *, check_media: bool) -> Loaded:
                 )
                 sample = sample.model_copy(update={"id": sid})
             out.append(sample)
+            out.sources[sample.id] = _sources(spec, item.data, adapter)
     return out
+
+
+def id_fields(spec: BenchmarkSpec) -> dict[str, str]:
+    """The row fields a sample id is made of: name a user writes -> field of the row."""
+    ids = spec.mapping.id
+    if ids.natural:
+        return dict(ids.natural)
+    names = [*_pattern_fields(ids.template), *ids.hash_fields]
+    return {name: name for name in dict.fromkeys(names)}
+
+
+def _sources(
+    spec: BenchmarkSpec, raw: dict[str, Any], adapter: Callable[..., Any] | None
+) -> dict[str, Any]:
+    """The values of ``id_fields`` in the released row, else in the adapted row (a field
+    the adapter computes, such as OVO-Bench's probe index); absent ones are left out."""
+    wanted = id_fields(spec)
+    out = {name: _maybe(raw, f) for name, f in wanted.items()}
+    if adapter is not None and any(v is None for v in out.values()):
+        adapted = adapter(dict(raw))  # it ran on this row a moment ago: it succeeds again
+        if isinstance(adapted, dict):
+            out = {n: v if v is not None else _maybe(adapted, wanted[n]) for n, v in out.items()}
+    return {n: v for n, v in out.items() if v is not None}
+
+
+def _maybe(row: dict[str, Any], name: str) -> Any:
+    try:
+        return _get(row, name)
+    except RowError:
+        return None
+
+
+def _row_id(
+    spec: BenchmarkSpec, raw: dict[str, Any], adapter: Callable[..., Any] | None
+) -> str | None:
+    """The id an invalid row would have had, where it can be built (None otherwise)."""
+    try:
+        row = adapter(dict(raw)) if adapter is not None else raw
+        return _sample_id(spec, row) if isinstance(row, dict) else None
+    except (RowError, KeyError, ValueError, TypeError):
+        return None
 
 
 def _get(row: dict[str, Any], name: str) -> Any:

@@ -4,11 +4,17 @@
         --model Qwen2.5-VL-7B-Instruct [--runs-dir runs --run-id X]
 
 The predictions file holds one JSON object per line, ``{"id": ..., "prediction": "..."}``
-(the benchmark's sample ids as evalkit loads them; an unknown id is an error that lists a
-few, with examples of the benchmark's ids). Every sample is scored exactly as ``evalkit
-run`` scores it (the benchmark's headline rule and every other rule of its task type) and
-written by the pipeline's own record writer, so ``evalkit report``, ``evalkit repro`` and
-the extraction-sensitivity table read the result like any run.
+(the benchmark's sample ids as evalkit loads them, or the benchmark's natural fields in
+place of ``id``: ``evalkit bench ids NAME`` lists both), or is an lmms-eval
+``--log_samples`` file or a VLMEvalKit prediction sheet (xlsx/tsv), detected from the file
+(``evalkit.predictions``: formats, matching, list and null replies, duplicated rows). A
+row that stands for no sample is an error that lists a few, with examples of the
+benchmark's ids (and says when they are rows the loader set aside as invalid).
+
+Every sample is scored exactly as ``evalkit run`` scores it (the benchmark's headline
+rule and every other rule of its task type) and written by the pipeline's own record
+writer, so ``evalkit report``, ``evalkit repro`` and the extraction-sensitivity table read
+the result like any run.
 
 A benchmark sample with no line in the file (or ``"prediction": null``) is recorded as
 FAILED at stage ``predictions`` ("no prediction"): the official aggregate then counts it
@@ -26,14 +32,17 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from evalkit.errors import ConfigError, DataError, not_utf8
+from evalkit.errors import ConfigError, DataError
+from evalkit.predictions import Matched, Matcher, detect
 from evalkit.sample import Sample
+
+if TYPE_CHECKING:
+    from evalkit.bench.files import Loaded
 
 ENGINE = "external"
 _SHOW = 5  # ids listed in an error
@@ -48,7 +57,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--predictions",
         required=True,
-        help='JSONL file, one {"id": ..., "prediction": "..."} object per line',
+        help='JSONL file, one {"id": ..., "prediction": "..."} object per line, an '
+        "lmms-eval --log_samples JSONL, or a VLMEvalKit prediction .xlsx/.tsv (detected)",
     )
     p.add_argument(
         "--model",
@@ -83,6 +93,8 @@ class ScoreResult:
     """Benchmark samples the file gives no prediction for (recorded as failed)."""
     failed: list[str] = field(default_factory=list)
     """Samples whose scorer raised (recorded as failed at stage score: "scorer failed")."""
+    matched: Matched | None = None
+    """How the file's rows were read and matched to samples."""
 
 
 def run(args: argparse.Namespace) -> int:
@@ -99,6 +111,8 @@ def run(args: argparse.Namespace) -> int:
         run_id=args.run_id,
         force=args.force,
     )
+    if result.matched is not None:
+        print(_matched_line(result.matched))
     print(f"{result.benchmark}: {result.scored} sample(s) scored into {result.path}")
     if result.kept:
         print(f"{result.kept} sample(s) were already scored in this run and are kept as they were")
@@ -115,6 +129,19 @@ def run(args: argparse.Namespace) -> int:
         )
     print(f"report: evalkit report {result.path}")
     return 0
+
+
+def _matched_line(m: Matched) -> str:
+    """``12 row(s) read (lmms-eval format): 10 matched by id, 2 by natural fields ...``."""
+    line = f"{m.rows} row(s) read ({m.format} format): {m.by_id} matched by id"
+    if m.by_fields:
+        line += f", {m.by_fields} by the benchmark's natural fields"
+    if m.duplicated:
+        line += (
+            f", {len(m.duplicated)} duplicated (ignored: a sample keeps its first row; first "
+            f"at {m.duplicated[0]})"
+        )
+    return line
 
 
 def score_predictions(
@@ -148,13 +175,17 @@ def score_predictions(
         runs_dir=runs_dir,
         run_id=run_id,
     )
-    bench_run = _benchmark(cfg)
-    texts = read_predictions(file)
-    _check_ids(file, texts, bench_run.name, [s.id for s in bench_run.samples])
+    bench_run, loaded = _benchmark(cfg)
+    matcher = Matcher([s.id for s in bench_run.samples], loaded.sources)
+    fmt = detect(file)
+    matched = matcher.match(fmt.read(file), fmt.name)
+    _check_matched(file, matched, bench_run, loaded.set_aside, matcher)
     rundir = RunDir(Path(cfg.runs_dir) / (cfg.run_id or new_run_id("score")))
     with rundir.lock():  # one writer per run directory, as for evalkit run
         fingerprint = rundir.open(_manifest(cfg, bench_run, file), force=force)
-        return _score_into(rundir, fingerprint, bench_run, texts, file)
+        out = _score_into(rundir, fingerprint, bench_run, matched.texts, file)
+    out.matched = matched
+    return out
 
 
 def _score_into(
@@ -206,8 +237,10 @@ def _score_into(
     return out
 
 
-def _benchmark(cfg: Any) -> Any:
-    """The benchmark's spec and samples, from its annotations only (no video is opened)."""
+def _benchmark(cfg: Any) -> tuple[Any, Loaded]:
+    """The benchmark's spec and samples, from its annotations only (no video is opened),
+    and what the loader found (the row fields of each id, the rows set aside)."""
+    from evalkit.bench.files import Loaded
     from evalkit.bench.loader import load
     from evalkit.bench.registry import get_benchmark
     from evalkit.engines.base import SamplingParams
@@ -224,10 +257,10 @@ def _benchmark(cfg: Any) -> Any:
         db = DataBench(spec.name, spec, list(samples), note=_POOLED)
         run = BenchRun(spec.name, spec, spec.frames, SamplingParams(), db.samples)
         run.data_info = db.info(Path(cfg.data))
-        return run
+        return run, Loaded()
     spec = get_benchmark(cfg.bench[0])  # NAME:VARIANT; an unknown one: RegistryError
     samples = load(spec, _bench_root(cfg, spec), check_media=False)
-    return BenchRun(spec.name, spec, spec.frames, SamplingParams(), samples)
+    return BenchRun(spec.name, spec, spec.frames, SamplingParams(), samples), samples
 
 
 _POOLED = "evalkit score --data: every row pooled (ad-hoc data, no official rule)"
@@ -259,63 +292,37 @@ def _sha256(file: Path) -> str:
     return hashlib.sha256(file.read_bytes()).hexdigest()[:16]
 
 
-def read_predictions(file: Path) -> dict[str, str | None]:
-    """Sample id -> prediction (None for ``null``); DataError names the file and line."""
-    if not file.is_file():
-        raise DataError(f"{file}: no such predictions file")
-    try:
-        lines = file.read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError as exc:
-        raise DataError(f"{file}: {not_utf8(exc)}") from None
-    out: dict[str, str | None] = {}
-    where: dict[str, int] = {}
-    for lineno, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except ValueError as exc:
-            raise DataError(
-                f"{file}:{lineno}: not valid JSON ({exc}); each line must be one object "
-                '{"id": ..., "prediction": "..."}'
-            ) from None
-        sid, text = _row(file, lineno, row)
-        if sid in where:
-            raise DataError(f"{file}:{lineno}: id {sid!r} again (first on line {where[sid]})")
-        where[sid] = lineno
-        out[sid] = text
-    return out
-
-
-def _row(file: Path, lineno: int, row: Any) -> tuple[str, str | None]:
-    if not isinstance(row, dict):
-        raise DataError(f"{file}:{lineno}: a line must be a JSON object, got {type(row).__name__}")
-    for key in ("id", "prediction"):
-        if key not in row:
-            raise DataError(f"{file}:{lineno}: field {key!r} is missing (have: {', '.join(row)})")
-    sid, text = row["id"], row["prediction"]
-    if not isinstance(sid, str | int) or isinstance(sid, bool):
-        raise DataError(f"{file}:{lineno}: field 'id' must be a string or integer, got {sid!r}")
-    if text is not None and not isinstance(text, str):
-        raise DataError(
-            f"{file}:{lineno}: field 'prediction' must be the model's reply as a string "
-            f"(or null), got {type(text).__name__}"
-        )
-    return str(sid), text
-
-
-def _check_ids(file: Path, texts: dict[str, str | None], bench: str, ids: list[str]) -> None:
-    known = set(ids)
-    unknown = [sid for sid in texts if sid not in known]
+def _check_matched(
+    file: Path, matched: Matched, bench: Any, set_aside: dict[str, str], matcher: Matcher
+) -> None:
+    """Every row of the file must stand for a sample: else one error naming a few."""
+    unknown = matched.unmatched
     if not unknown:
         return
-    shown = ", ".join(map(repr, unknown[:_SHOW]))
+    shown = ", ".join(_label(r) for r in unknown[:_SHOW])
     more = f" and {len(unknown) - _SHOW} more" if len(unknown) > _SHOW else ""
+    ids = [s.id for s in bench.samples]
     examples = ", ".join(map(repr, ids[:3]))
-    raise DataError(
-        f"{file}: {len(unknown)} prediction id(s) are not samples of {bench}: {shown}{more}; "
-        f"{bench}'s ids look like {examples} — write the ids evalkit loads for this benchmark"
+    aside = [r for r in unknown if str(r.keys.get("id")) in set_aside]
+    why = (
+        f"; {len(aside)} of them are rows the loader set aside as invalid (first: "
+        f"{set_aside[str(aside[0].keys['id'])]}; evalkit bench validate lists them)"
+        if aside
+        else ""
     )
+    raise DataError(
+        f"{file}: {len(unknown)} prediction id(s) are not samples of {bench.name}: "
+        f"{shown}{more}{why}; rows are matched {matcher.describe()}; {bench.name}'s ids look "
+        f"like {examples} (evalkit bench ids {bench.spec.name} lists them with their fields)"
+    )
+
+
+def _label(row: Any) -> str:
+    """A row as an error shows it: its id, else its key fields, shortened."""
+    if row.keys.get("id") is not None:
+        return repr(str(row.keys["id"]))
+    text = ", ".join(f"{k}={v!r}" for k, v in list(row.keys.items())[:3])
+    return f"{row.where} ({text[:80]})"
 
 
 def _ids(ids: list[str]) -> str:
