@@ -82,6 +82,15 @@ def validate(spec: BenchmarkSpec, root: str | Path, *, decode: bool = False) -> 
     return report
 
 
+def validate_annotations(spec: BenchmarkSpec, root: str | Path) -> ValidationReport:
+    """Every problem of the annotations under ``root``, no video looked for (a
+    predictions-only set-up: ``evalkit score`` reads annotations only)."""
+    loaded = _collect(spec, Path(root), check_media=False)
+    return ValidationReport(
+        spec.name, str(root), list(loaded), list(loaded.problems), loaded.rows, loaded.skipped
+    )
+
+
 def _collect(spec: BenchmarkSpec, root: Path, *, check_media: bool) -> Loaded:
     out = Loaded()
     if not root.is_dir():
