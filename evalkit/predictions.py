@@ -27,7 +27,7 @@ row (the others are counted as duplicated); a question a release asks twice (ids
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -196,6 +196,18 @@ class Matched:
     """Where each row for a sample already given is (ignored: the first row is kept)."""
     unmatched: list[PredictionRow] = field(default_factory=list)
 
+    def take(self, row: PredictionRow, sids: list[str], named: bool, fmt: str) -> None:
+        """Give ``row`` to the first of ``sids`` without a reply (else: a duplicate)."""
+        if fmt not in self.format.split(", "):
+            self.format = ", ".join(x for x in (self.format, fmt) if x)
+        free = [s for s in sids if s not in self.texts]
+        if not free:
+            self.duplicated.append(row.where)
+            return
+        self.texts[free[0]] = row.reply
+        self.by_id += named
+        self.by_fields += not named
+
     @property
     def rows(self) -> int:
         """Rows read."""
@@ -235,26 +247,36 @@ class Matcher:
                 return self.index[names][key], False
         return [], False
 
-    def match(self, rows: Iterator[PredictionRow], fmt: str) -> Matched:
+    def match(self, rows: Iterable[PredictionRow], fmt: str) -> Matched:
         """Every row given to the first of its samples not yet given a reply."""
-        out = Matched(fmt)
-        for row in rows:
-            sids, named = self.candidates(row)
-            free = [s for s in sids if s not in out.texts]
-            if not sids:
-                out.unmatched.append(row)
-            elif not free:
-                out.duplicated.append(row.where)
-            else:
-                out.texts[free[0]] = row.reply
-                out.by_id += named
-                out.by_fields += not named
-        return out
+        out = {"": Matched(fmt)}
+        out[""].unmatched = match_all(rows, {"": self}, out, fmt)
+        return out[""]
 
     def describe(self) -> str:
         """How rows are matched, for an error message."""
         sets = " or ".join("+".join(names) for names in self.field_sets)
         return "by evalkit's id ('id')" + (f" or by the fields {sets}" if sets else "")
+
+
+def match_all(
+    rows: Iterable[PredictionRow],
+    matchers: dict[str, Matcher],
+    out: dict[str, Matched],
+    fmt: str,
+) -> list[PredictionRow]:
+    """Each row to the first matcher that has its sample (recorded in ``out`` under the
+    matcher's name); the rows no matcher has are returned."""
+    unmatched = []
+    for row in rows:
+        for name, matcher in matchers.items():
+            sids, named = matcher.candidates(row)
+            if sids:
+                out[name].take(row, sids, named, fmt)
+                break
+        else:
+            unmatched.append(row)
+    return unmatched
 
 
 def read_matched(file: Path, ids: list[str], sources: dict[str, dict[str, Any]]) -> Matched:
@@ -270,6 +292,7 @@ __all__ = [
     "PredictionFormat",
     "PredictionRow",
     "detect",
+    "match_all",
     "read_matched",
     "reply_text",
 ]

@@ -190,15 +190,19 @@ def test_a_scorer_that_raises_is_recorded_as_scorer_failed_not_0(
     def with_a_bug(*args: Any, **kwargs: Any) -> Any:
         inner = real(*args, **kwargs)
 
-        def call(sample: Any, completion: Any) -> Any:
-            if sample.id != "001-2":
-                return inner(sample, completion)
-            try:
-                raise RuntimeError("rule bug")
-            except RuntimeError as exc:  # what the router returns for a raising rule
-                return Verdicts(Score.scorer_failed(exc))
+        class WithABug:
+            def awaits(self, sample: Any) -> bool:
+                return False
 
-        return call
+            def __call__(self, sample: Any, completion: Any) -> Any:
+                if sample.id != "001-2":
+                    return inner(sample, completion)
+                try:
+                    raise RuntimeError("rule bug")
+                except RuntimeError as exc:  # what the router returns for a raising rule
+                    return Verdicts(Score.scorer_failed(exc))
+
+        return WithABug()
 
     monkeypatch.setattr(evalkit.runner, "make_scorer", with_a_bug)
     assert _score(tmp_path, data_root, _write(tmp_path / "p.jsonl", PREDICTIONS)) == 0

@@ -31,6 +31,7 @@ scored from the file. A file that changed since is refused unless ``--force``.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import hashlib
 import time
 from dataclasses import dataclass, field
@@ -43,6 +44,7 @@ from evalkit.sample import Sample
 
 if TYPE_CHECKING:
     from evalkit.bench.files import Loaded
+    from evalkit.runconfig import JudgeConfig
 
 ENGINE = "external"
 _SHOW = 5  # ids listed in an error
@@ -50,15 +52,27 @@ _SHOW = 5  # ids listed in an error
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The benchmark, where its annotations are, the predictions, and the run directory."""
-    p.add_argument("--bench", help="benchmark name or alias (NAME or NAME:VARIANT)")
+    p.add_argument(
+        "--bench",
+        help="benchmark name or alias (NAME or NAME:VARIANT), several comma-separated, or "
+        "NAME:all for every variant its cross-variant headline combines (TempCompass:all)",
+    )
     p.add_argument("--data-root", help="folder holding the benchmark's official layout")
     p.add_argument("--data", help="a unified JSON/JSONL file scored as an ad-hoc benchmark")
     p.add_argument("--video-root", help="folder of the ad-hoc file's relative media paths")
     p.add_argument(
         "--predictions",
         required=True,
-        help='JSONL file, one {"id": ..., "prediction": "..."} object per line, an '
-        "lmms-eval --log_samples JSONL, or a VLMEvalKit prediction .xlsx/.tsv (detected)",
+        nargs="+",
+        help='JSONL file(s), one {"id": ..., "prediction": "..."} object per line, '
+        "lmms-eval --log_samples JSONL, or VLMEvalKit prediction .xlsx/.tsv (detected); "
+        "several files are read as one",
+    )
+    p.add_argument(
+        "--rule",
+        choices=["official", "official+judge", "evalkit"],
+        help="headline rule (default: each spec's): official+judge is the official rule with "
+        "the authors' LLM judge for the replies it cannot decide (needs --judge-model)",
     )
     p.add_argument(
         "--model",
@@ -78,6 +92,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--force", action="store_true", help="rescore into a run made under other settings"
     )
+    from evalkit.cli.run import _judge_args
+
+    _judge_args(p.add_argument_group("judge (judged samples, --rule official+judge)"))
 
 
 @dataclass
@@ -95,11 +112,19 @@ class ScoreResult:
     """Samples whose scorer raised (recorded as failed at stage score: "scorer failed")."""
     matched: Matched | None = None
     """How the file's rows were read and matched to samples."""
+    judged: int = 0
+    """Samples a ``+judge`` rule sent to the judge (its rule could not decide them)."""
 
 
 def run(args: argparse.Namespace) -> int:
-    """Score the file, then say where the run is and how to report it."""
-    result = score_predictions(
+    """Score the files, then say where the run is and how to report it."""
+    judge = None
+    if args.judge_model or args.judge_engine or args.judge_opt:
+        from evalkit.cli.run import _judge_from_args
+        from evalkit.runconfig import JudgeConfig
+
+        judge = JudgeConfig.model_validate(_judge_from_args(args, {}))
+    results = score_predictions(
         args.predictions,
         bench=args.bench,
         data=args.data,
@@ -110,10 +135,21 @@ def run(args: argparse.Namespace) -> int:
         runs_dir=args.runs_dir,
         run_id=args.run_id,
         force=args.force,
+        rule=args.rule,
+        judge=judge,
     )
+    for result in results:
+        _print_result(result)
+    print(f"report: evalkit report {results[0].path}")
+    return 0
+
+
+def _print_result(result: ScoreResult) -> None:
     if result.matched is not None:
-        print(_matched_line(result.matched))
+        print(f"{result.benchmark}: {_matched_line(result.matched)}")
     print(f"{result.benchmark}: {result.scored} sample(s) scored into {result.path}")
+    if result.judged:
+        print(f"{result.judged} sample(s) decided by the judge (the rule could not decide them)")
     if result.kept:
         print(f"{result.kept} sample(s) were already scored in this run and are kept as they were")
     if result.missing:
@@ -127,8 +163,6 @@ def run(args: argparse.Namespace) -> int:
             f"scorer failed on {len(result.failed)} sample(s) ({_ids(result.failed)}): a bug in "
             "the scorer, recorded with its traceback and left out of the aggregate"
         )
-    print(f"report: evalkit report {result.path}")
-    return 0
 
 
 def _matched_line(m: Matched) -> str:
@@ -145,7 +179,7 @@ def _matched_line(m: Matched) -> str:
 
 
 def score_predictions(
-    predictions: str | Path,
+    predictions: str | Path | list[str] | list[Path],
     *,
     bench: str | None = None,
     data: str | None = None,
@@ -156,17 +190,23 @@ def score_predictions(
     runs_dir: str = "runs",
     run_id: str | None = None,
     force: bool = False,
-) -> ScoreResult:
-    """Score a predictions file for one benchmark into a run directory (see the module)."""
+    rule: str | None = None,
+    judge: JudgeConfig | None = None,
+    judge_engine: Any = None,
+) -> list[ScoreResult]:
+    """Score predictions files for one or more benchmarks (variants) into one run
+    directory, one results store per benchmark variant (see the module)."""
     from evalkit.rundir import RunDir, new_run_id
     from evalkit.runner import RunConfig
 
     if bool(bench) == bool(data):
         raise ConfigError("give exactly one of --bench NAME or --data FILE")
-    file = Path(predictions)
+    files = [
+        Path(f) for f in ([predictions] if isinstance(predictions, str | Path) else predictions)
+    ]
     cfg = RunConfig(
-        model=model or file.stem,
-        bench=[bench] if bench else [],
+        model=model or files[0].stem,
+        bench=bench_names(bench) if bench else [],
         data=data,
         video_root=video_root,
         data_root=data_root,
@@ -174,70 +214,171 @@ def score_predictions(
         variant=variant,
         runs_dir=runs_dir,
         run_id=run_id,
+        judge=judge,
     )
-    bench_run, loaded = _benchmark(cfg)
-    matcher = Matcher([s.id for s in bench_run.samples], loaded.sources)
-    fmt = detect(file)
-    matched = matcher.match(fmt.read(file), fmt.name)
-    _check_matched(file, matched, bench_run, loaded.set_aside, matcher)
+    loaded = [_benchmark(cfg, name) for name in cfg.bench] if bench else [_benchmark(cfg)]
+    _check_rule(rule, cfg, [b for b, _ in loaded])
+    matchers = {b.name: Matcher([s.id for s in b.samples], got.sources) for b, got in loaded}
+    matched, unmatched = _read(files, matchers)
+    set_aside = {k: v for _, got in loaded for k, v in got.set_aside.items()}
+    _check_matched(files, unmatched, [b for b, _ in loaded], set_aside, list(matchers.values()))
     rundir = RunDir(Path(cfg.runs_dir) / (cfg.run_id or new_run_id("score")))
     with rundir.lock():  # one writer per run directory, as for evalkit run
-        fingerprint = rundir.open(_manifest(cfg, bench_run, file), force=force)
-        out = _score_into(rundir, fingerprint, bench_run, matched.texts, file)
-    out.matched = matched
+        fingerprint = rundir.open(_manifest(cfg, [b for b, _ in loaded], files, rule), force=force)
+        results = asyncio.run(
+            _score_benches(
+                cfg, rundir, fingerprint, [b for b, _ in loaded], matched, rule, judge_engine
+            )
+        )
+    for result in results:
+        result.matched = matched[result.benchmark]
+    return results
+
+
+def bench_names(bench: str) -> list[str]:
+    """``--bench`` as benchmark names: comma-separated, ``NAME:all`` expanded to the
+    variants its cross-variant headline combines (every variant where it declares none)."""
+    from evalkit.bench.registry import get_benchmark
+
+    out: list[str] = []
+    for name in (n.strip() for n in bench.split(",") if n.strip()):
+        base, _, variant = name.rpartition(":")
+        if variant != "all" or not base:
+            out.append(name)
+            continue
+        spec = get_benchmark(base)
+        cross = spec.aggregation.across_variants
+        variants = cross.variants if cross else ["base", *sorted(spec.variants)]
+        out += [base if v == "base" else f"{base}:{v}" for v in variants]
+    return list(dict.fromkeys(out))
+
+
+def _check_rule(rule: str | None, cfg: Any, benches: list[Any]) -> None:
+    """``official+judge`` needs a judge and a benchmark whose official code asks one."""
+    if rule != "official+judge":
+        return
+    names = ", ".join(b.name for b in benches)
+    if cfg.judge is None:
+        raise ConfigError(
+            "--rule official+judge sends the replies the official rule cannot decide to the "
+            "authors' LLM judge: give --judge-model (and --judge-engine) to name one"
+        )
+    from evalkit import tasks
+
+    judged = [
+        b.name
+        for b in benches
+        if any(
+            b.spec.headline_rule(tasks.canonical(t), rule).endswith("+judge")
+            for t in b.spec.task_types
+        )
+    ]
+    if not judged:
+        raise ConfigError(
+            f"--rule official+judge: the official scoring of {names} asks no LLM judge "
+            "(evalkit bench show NAME lists its rules); use --rule official"
+        )
+
+
+def _read(files: list[Path], matchers: dict[str, Matcher]) -> tuple[dict[str, Matched], list[Any]]:
+    """Every file's rows, each given to the first benchmark that has its sample."""
+    from evalkit.predictions import match_all
+
+    matched = {name: Matched("") for name in matchers}
+    unmatched: list[Any] = []
+    for file in files:
+        fmt = detect(file)
+        unmatched += match_all(fmt.read(file), matchers, matched, fmt.name)
+    return matched, unmatched
+
+
+async def _score_benches(
+    cfg: Any,
+    rundir: Any,
+    fingerprint: str,
+    benches: list[Any],
+    matched: dict[str, Matched],
+    rule: str | None,
+    judge_engine: Any,
+) -> list[ScoreResult]:
+    """Each benchmark's records, its judged samples awaited on this loop's judge."""
+    from evalkit.runner import judge_for, make_scorer
+
+    out = []
+    async with judge_for(cfg, judge_engine, rundir.judge_cache_path) as judge:
+        for b in benches:
+            # the prompt plan tells which samples had the assistant's turn pre-filled
+            scorer = make_scorer(b.spec, judge, b.prompt, rule)
+            out.append(await _score_into(rundir, fingerprint, b, matched[b.name].texts, scorer))
     return out
 
 
-def _score_into(
-    rundir: Any, fingerprint: str, bench_run: Any, texts: dict[str, str | None], file: Path
+async def _score_into(
+    rundir: Any, fingerprint: str, bench_run: Any, texts: dict[str, str | None], scorer: Any
 ) -> ScoreResult:
     """Append one record per sample not yet scored in ``rundir`` (the store's writer)."""
-    from evalkit.records import failed_record, ok_record, scorer_failure
-    from evalkit.runner import make_scorer
+    from evalkit.records import failed_record
 
-    # the prompt plan tells which samples had the assistant's turn pre-filled
-    scorer = make_scorer(bench_run.spec, prompt=bench_run.prompt)
     out = ScoreResult(rundir.path, bench_run.name)
     with rundir.store(bench_run.name) as store:
         done = store.done_ids(include_failed=False)
-        for sample in bench_run.samples:
-            if sample.id in done:
-                out.kept += 1
-                continue
-            text = texts.get(sample.id)
-            timings = {"scored": time.time()}
-            if text is None:
+        todo = [s for s in bench_run.samples if s.id not in done]
+        out.kept = len(bench_run.samples) - len(todo)
+        given = [s for s in todo if texts.get(s.id) is not None]
+        for sample in todo:
+            if texts.get(sample.id) is None:
                 why = "no prediction" if sample.id not in texts else "prediction is null"
-                error = f"{why} for this sample in {file}"
+                error = f"{why} for this sample in the predictions"
+                timings = {"scored": time.time()}
                 store.append(
                     failed_record(
                         sample, "predictions", error, fingerprint=fingerprint, timings=timings
                     )
                 )
                 out.missing.append(sample.id)
-                continue
-            verdicts = scorer(sample, _completion(sample, text))
-            if (failure := scorer_failure(verdicts)) is not None:  # a bug: "scorer failed"
-                record = failed_record(
-                    sample,
-                    "score",
-                    failure.error,
-                    fingerprint=fingerprint,
-                    timings=timings,
-                    prediction=text,
-                    traceback=failure.traceback,
-                )
-                store.append(record)
-                out.failed.append(sample.id)
-                continue
-            store.append(
-                ok_record(sample, verdicts, [text], fingerprint=fingerprint, timings=timings)
-            )
-            out.scored += 1
+        # judged samples wait on the judge together (its guard bounds how many at once)
+        verdicts = await asyncio.gather(*(_verdicts(scorer, s, str(texts[s.id])) for s in given))
+        for sample, v in zip(given, verdicts, strict=True):
+            _append(store, out, sample, v, str(texts[sample.id]), fingerprint)
     return out
 
 
-def _benchmark(cfg: Any) -> tuple[Any, Loaded]:
+async def _verdicts(scorer: Any, sample: Sample, text: str) -> Any:
+    completion = _completion(sample, text)
+    return (
+        await scorer.ascore(sample, completion)
+        if scorer.awaits(sample)
+        else scorer(sample, completion)
+    )
+
+
+def _append(
+    store: Any, out: ScoreResult, sample: Sample, verdicts: Any, text: str, fp: str
+) -> None:
+    """The sample's record: scored, or failed at stage score when its scorer raised."""
+    from evalkit.records import failed_record, ok_record, scorer_failure
+
+    timings = {"scored": time.time()}
+    if (failure := scorer_failure(verdicts)) is not None:  # a bug: "scorer failed"
+        store.append(
+            failed_record(
+                sample,
+                "score",
+                failure.error,
+                fingerprint=fp,
+                timings=timings,
+                prediction=text,
+                traceback=failure.traceback,
+            )
+        )
+        out.failed.append(sample.id)
+        return
+    store.append(ok_record(sample, verdicts, [text], fingerprint=fp, timings=timings))
+    out.scored += 1
+    out.judged += verdicts.score.metadata.get("decided_by") == "judge"
+
+
+def _benchmark(cfg: Any, name: str | None = None) -> tuple[Any, Loaded]:
     """The benchmark's spec and samples, from its annotations only (no video is opened),
     and what the loader found (the row fields of each id, the rows set aside)."""
     from evalkit.bench.files import Loaded
@@ -258,28 +399,35 @@ def _benchmark(cfg: Any) -> tuple[Any, Loaded]:
         run = BenchRun(spec.name, spec, spec.frames, SamplingParams(), db.samples)
         run.data_info = db.info(Path(cfg.data))
         return run, Loaded()
-    spec = get_benchmark(cfg.bench[0])  # NAME:VARIANT; an unknown one: RegistryError
+    spec = get_benchmark(name or cfg.bench[0])  # NAME:VARIANT; unknown: RegistryError
     samples = load(spec, _bench_root(cfg, spec), check_media=False)
-    return BenchRun(spec.name, spec, spec.frames, SamplingParams(), samples), samples
+    # each variant its own store: a second format is never appended into the first's file
+    stored = f"{spec.name}:{spec.variant}" if spec.variant else spec.name
+    return BenchRun(stored, spec, spec.frames, SamplingParams(), samples), samples
 
 
 _POOLED = "evalkit score --data: every row pooled (ad-hoc data, no official rule)"
 
 
-def _manifest(cfg: Any, bench: Any, file: Path) -> Any:
+def _manifest(cfg: Any, benches: list[Any], files: list[Path], rule: str | None) -> Any:
     """The run's manifest (``RunManifest``), as ``evalkit run`` writes it, with the
-    predictions file in place of the generation settings."""
+    predictions files in place of the generation settings."""
     from evalkit.manifest import RunManifest
     from evalkit.runner import result_config
 
-    rc = result_config(cfg, [bench])
-    # what the other harness used is unknown here: recorded as such, never as pinned values
-    rc["benchmarks"][bench.name].update(frames=None, max_tokens=None)
-    rc["predictions"] = {"file": file.name, "sha256": _sha256(file)}
+    rc = result_config(cfg, benches)
+    for bench in benches:
+        # what the other harness used is unknown here: recorded as such, never as pinned values
+        rc["benchmarks"][bench.name].update(frames=None, max_tokens=None)
+    given = [{"file": f.name, "sha256": _sha256(f)} for f in files]
+    rc["predictions"] = given[0] if len(given) == 1 else {"files": given}
+    if rule:
+        rc["rule"] = rule  # the headline rule chosen over the specs' own
     extra = cfg.model_dump(mode="json")
-    extra.update(command="score", predictions=str(file))
-    data = {bench.name: bench.data_info} if bench.data_info else {}
-    return RunManifest.build(rc, extra, specs={bench.name: bench.spec}, data_benchmarks=data)
+    extra.update(command="score", predictions=[str(f) for f in files])
+    data = {b.name: b.data_info for b in benches if b.data_info}
+    specs = {b.name: b.spec for b in benches}
+    return RunManifest.build(rc, extra, specs=specs, data_benchmarks=data)
 
 
 def _completion(sample: Sample, text: str) -> Any:
@@ -293,16 +441,23 @@ def _sha256(file: Path) -> str:
 
 
 def _check_matched(
-    file: Path, matched: Matched, bench: Any, set_aside: dict[str, str], matcher: Matcher
+    files: list[Path],
+    unknown: list[Any],
+    benches: list[Any],
+    set_aside: dict[str, str],
+    matchers: list[Matcher],
 ) -> None:
-    """Every row of the file must stand for a sample: else one error naming a few."""
-    unknown = matched.unmatched
+    """Every row of the files must stand for a sample: else one error naming a few."""
     if not unknown:
         return
+    where = ", ".join(map(str, files))
+    names = ", ".join(b.name for b in benches)
     shown = ", ".join(_label(r) for r in unknown[:_SHOW])
     more = f" and {len(unknown) - _SHOW} more" if len(unknown) > _SHOW else ""
-    ids = [s.id for s in bench.samples]
-    examples = ", ".join(map(repr, ids[:3]))
+    examples = (
+        ", ".join(repr(s.id) for b in benches for s in b.samples[:1]) if len(benches) > 1 else ""
+    )
+    examples = examples or ", ".join(repr(s.id) for s in benches[0].samples[:3])
     aside = [r for r in unknown if str(r.keys.get("id")) in set_aside]
     why = (
         f"; {len(aside)} of them are rows the loader set aside as invalid (first: "
@@ -311,9 +466,9 @@ def _check_matched(
         else ""
     )
     raise DataError(
-        f"{file}: {len(unknown)} prediction id(s) are not samples of {bench.name}: "
-        f"{shown}{more}{why}; rows are matched {matcher.describe()}; {bench.name}'s ids look "
-        f"like {examples} (evalkit bench ids {bench.spec.name} lists them with their fields)"
+        f"{where}: {len(unknown)} prediction id(s) are not samples of {names}: "
+        f"{shown}{more}{why}; rows are matched {matchers[0].describe()}; {names}'s ids look "
+        f"like {examples} (evalkit bench ids NAME lists them with their fields)"
     )
 
 
