@@ -68,3 +68,38 @@ def test_validate_no_media_passes_a_copy_without_videos(
     capsys.readouterr()
     assert main(["bench", "validate", "LVBench", "--root", str(root), "--no-media"]) == 0
     assert "no problems found" in capsys.readouterr().out
+
+
+def _authors_release(root: Path) -> Path:
+    """TempCompass as its authors release it: questions/<format>.json nested by video and
+    dimension (llyx97/TempCompass), built from the lmms-lab fixture's rows."""
+    import pandas as pd
+
+    lmms = root / "lmms"
+    official.tempcompass(lmms)
+    authors = root / "authors"
+    for fmt in ("multi-choice", "yes_no", "caption_matching", "captioning"):
+        frame = pd.read_parquet(next((lmms / fmt).glob("*.parquet")))
+        nested: dict[str, dict[str, list[dict[str, str]]]] = {}
+        for r in frame.to_dict("records"):
+            item = {"question": r["question"], "answer": r["answer"]}
+            nested.setdefault(r["video_id"], {}).setdefault(r["dim"], []).append(item)
+        (authors / "questions").mkdir(parents=True, exist_ok=True)
+        (authors / "questions" / f"{fmt}.json").write_text(json.dumps(nested))
+    return authors
+
+
+@pytest.mark.parametrize("variant", ["", ":yes_no", ":caption_matching", ":captioning"])
+def test_tempcompass_authors_release_loads_the_same_samples_as_lmms_lab(
+    tmp_path: Path, variant: str
+) -> None:
+    from evalkit.bench.loader import load
+    from evalkit.bench.registry import get_benchmark
+
+    authors = _authors_release(tmp_path)
+    spec = get_benchmark(f"TempCompass{variant}")
+    theirs = load(spec, authors, check_media=False)
+    lmms = load(spec, tmp_path / "lmms", check_media=False)
+    assert [s.model_dump(exclude={"media"}) for s in theirs] == [
+        s.model_dump(exclude={"media"}) for s in lmms
+    ]

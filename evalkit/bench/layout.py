@@ -56,6 +56,13 @@ class FileSpec(BaseModel):
     single questions and forward-active rows with a ``test_info`` list in one file)."""
     constants: dict[str, Any] = Field(default_factory=dict)
     """Fields added to every row of this file (e.g. MVBench's task name and video folder)."""
+    nested: list[str] = Field(default_factory=list)
+    """For a JSON object nested one level per name whose innermost values are lists of rows
+    (TempCompass's own ``questions/*.json``: ``{video_id: {dim: [{question, answer}]}}``):
+    the field each level's key is stored under."""
+    or_else: FileSpec | None = None
+    """The same rows as another release lays them out, read when ``path`` matches nothing
+    (TempCompass: lmms-lab's parquet, else the authors' ``questions/*.json``)."""
 
 
 class MediaPath(BaseModel):
