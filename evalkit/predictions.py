@@ -221,18 +221,18 @@ def _key(values: dict[str, Any], names: tuple[str, ...]) -> tuple[str, ...] | No
 
 
 class Matcher:
-    """Sample ids, and the natural-field keys that lead to them (``Loaded.sources``)."""
+    """Sample ids, and the field sets that lead to them (``Loaded.keys``: the natural
+    fields, then the other tools' ones)."""
 
-    def __init__(self, ids: list[str], sources: dict[str, dict[str, Any]]) -> None:
+    def __init__(self, ids: list[str], keys: dict[str, list[dict[str, Any]]]) -> None:
         self.ids = set(ids)
         self.index: dict[tuple[str, ...], dict[tuple[str, ...], list[str]]] = {}
         for sid in ids:
-            values = sources.get(sid) or {}
-            names = tuple(sorted(values))
-            if names:
+            for values in keys.get(sid) or ():
+                names = tuple(sorted(values))
                 key = _key(values, names)
-                assert key is not None
-                self.index.setdefault(names, {}).setdefault(key, []).append(sid)
+                if names and key is not None:
+                    self.index.setdefault(names, {}).setdefault(key, []).append(sid)
         # the most specific field set first: OVO-Bench's (id, probe) before (id)
         self.field_sets = sorted(self.index, key=len, reverse=True)
 
@@ -279,10 +279,10 @@ def match_all(
     return unmatched
 
 
-def read_matched(file: Path, ids: list[str], sources: dict[str, dict[str, Any]]) -> Matched:
+def read_matched(file: Path, ids: list[str], keys: dict[str, list[dict[str, Any]]]) -> Matched:
     """The file's replies keyed by sample id (see the module for formats and matching)."""
     fmt = detect(file)
-    return Matcher(ids, sources).match(fmt.read(file), fmt.name)
+    return Matcher(ids, keys).match(fmt.read(file), fmt.name)
 
 
 __all__ = [

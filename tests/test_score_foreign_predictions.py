@@ -97,22 +97,24 @@ def test_lmms_eval_log_samples_file_scores_like_evalkits_own_predictions(
 
 
 def _vlmevalkit_sheet(root: Path) -> pd.DataFrame:
-    """VLMEvalKit's Video-MME sheet: its TSV columns (index, video, ...) + prediction."""
+    """VLMEvalKit's Video-MME sheet: the columns its generate_tsv keeps (vlmeval/dataset/
+    videomme.py: index = row position, video = videoID, no question_id) + prediction."""
     rows = []
-    for i, d in enumerate(d for d in _docs(root) if d["question_id"] in REPLIES):
+    for i, d in enumerate(_docs(root)):
+        if d["question_id"] not in REPLIES:
+            continue
         rows.append(
             {
                 "index": i,
                 "video": d["videoID"],
+                "video_path": f"./video/{d['videoID']}.mp4",
                 "duration": d["duration"],
                 "domain": d["domain"],
-                "sub_category": d["sub_category"],
-                "url": d["url"],
-                "videoID": d["videoID"],
-                "question_id": d["question_id"],
-                "task_type": d["task_type"],
-                "question": d["question"],
                 "candidates": str(d["options"]),
+                "sub_category": d["sub_category"],
+                "task_type": d["task_type"],
+                "subtitle_path": f"./subtitle/{d['videoID']}.srt",
+                "question": d["question"],
                 "answer": d["answer"],
                 "prediction": REPLIES[d["question_id"]],
             }

@@ -45,6 +45,8 @@ class Loaded(list[Sample]):
         self.skipped = skipped
         self.sources: dict[str, dict[str, Any]] = {}
         """Sample id -> the row fields its id came from (``IdSpec.natural``)."""
+        self.keys: dict[str, list[dict[str, Any]]] = {}
+        """Sample id -> every field set that names it (``natural``, then ``IdSpec.also``)."""
         self.set_aside: dict[str, str] = {}
         """Id of an invalid row (where one could be built) -> why it was set aside."""
 

@@ -97,6 +97,10 @@ class IdSpec(BaseModel):
     """The row fields a user writes instead of the id (predictions keyed by them, ``evalkit
     bench ids``): name shown -> field of the released row (of the adapted row where the
     release has none). Default: the template's fields and the hash fields, by their names."""
+    also: list[dict[str, str]] = Field(default_factory=list)
+    """Other field sets that name a sample as well, as other tools write them (name ->
+    field of the row, like ``natural``): VLMEvalKit's Video-MME sheet has no question_id
+    but ``video`` (the videoID) and ``question``."""
     duplicates: Literal["suffix", "error"] = "suffix"
     """A row whose id was already built (a benchmark asking the same question twice about
     one video): ``suffix`` loads it as ``<id>#2`` (``#3``, ... in file order: deterministic

@@ -138,8 +138,14 @@ def _collect(spec: BenchmarkSpec, root: Path, *, check_media: bool) -> Loaded:
                 )
                 sample = sample.model_copy(update={"id": sid})
             out.append(sample)
-            out.sources[sample.id] = _sources(spec, item.data, adapter)
+            keys = [_sources(spec, fields, item.data, adapter) for fields in key_sets(spec)]
+            out.sources[sample.id], out.keys[sample.id] = keys[0], [k for k in keys if k]
     return out
+
+
+def key_sets(spec: BenchmarkSpec) -> list[dict[str, str]]:
+    """The field sets that name a sample: ``id_fields``, then ``IdSpec.also``."""
+    return [id_fields(spec), *spec.mapping.id.also]
 
 
 def id_fields(spec: BenchmarkSpec) -> dict[str, str]:
@@ -152,11 +158,13 @@ def id_fields(spec: BenchmarkSpec) -> dict[str, str]:
 
 
 def _sources(
-    spec: BenchmarkSpec, raw: dict[str, Any], adapter: Callable[..., Any] | None
+    spec: BenchmarkSpec,
+    wanted: dict[str, str],
+    raw: dict[str, Any],
+    adapter: Callable[..., Any] | None,
 ) -> dict[str, Any]:
-    """The values of ``id_fields`` in the released row, else in the adapted row (a field
-    the adapter computes, such as OVO-Bench's probe index); absent ones are left out."""
-    wanted = id_fields(spec)
+    """The values of the ``wanted`` fields in the released row, else in the adapted row (a
+    field the adapter computes, such as OVO-Bench's probe index); absent ones left out."""
     out = {name: _maybe(raw, f) for name, f in wanted.items()}
     if adapter is not None and any(v is None for v in out.values()):
         adapted = adapter(dict(raw))  # it ran on this row a moment ago: it succeeds again

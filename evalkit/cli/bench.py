@@ -237,7 +237,8 @@ def id_rule(spec: BenchmarkSpec) -> str:
         rule += f" + '/' + 8 hex digits of sha1 of repr({fields}) (joined by \\x1f)"
     rule += "; a question asked twice gets '#2'"
     natural = ", ".join(id_fields(spec))
-    return f"{rule}; predictions may give {natural} instead of 'id'"
+    also = "".join(f" or {', '.join(fields)}" for fields in ids.also)
+    return f"{rule}; predictions may give {natural}{also} instead of 'id'"
 
 
 def _ids(args: argparse.Namespace) -> int:

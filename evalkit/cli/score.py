@@ -169,7 +169,7 @@ def _matched_line(m: Matched) -> str:
     """``12 row(s) read (lmms-eval format): 10 matched by id, 2 by natural fields ...``."""
     line = f"{m.rows} row(s) read ({m.format} format): {m.by_id} matched by id"
     if m.by_fields:
-        line += f", {m.by_fields} by the benchmark's natural fields"
+        line += f", {m.by_fields} by the benchmark's own fields (evalkit bench ids lists them)"
     if m.duplicated:
         line += (
             f", {len(m.duplicated)} duplicated (ignored: a sample keeps its first row; first "
@@ -218,7 +218,7 @@ def score_predictions(
     )
     loaded = [_benchmark(cfg, name) for name in cfg.bench] if bench else [_benchmark(cfg)]
     _check_rule(rule, cfg, [b for b, _ in loaded])
-    matchers = {b.name: Matcher([s.id for s in b.samples], got.sources) for b, got in loaded}
+    matchers = {b.name: Matcher([s.id for s in b.samples], got.keys) for b, got in loaded}
     matched, unmatched = _read(files, matchers)
     set_aside = {k: v for _, got in loaded for k, v in got.set_aside.items()}
     _check_matched(files, unmatched, [b for b, _ in loaded], set_aside, list(matchers.values()))
