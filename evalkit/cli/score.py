@@ -2,6 +2,15 @@
 
     evalkit score --bench Video-MME --data-root /data --predictions preds.jsonl \\
         --model Qwen2.5-VL-7B-Instruct [--runs-dir runs --run-id X]
+    evalkit score --bench TempCompass:all --data-root /data --predictions mc.jsonl yn.jsonl \\
+        cm.jsonl cap.jsonl --judge-model M [--rule official+judge]
+
+Several benchmarks or variants (``NAME:all``: those its cross-variant headline combines)
+go into one run, one results store per variant, so a report gives each format and the
+combined headline; a run directory made for other benchmarks is refused (another
+configuration) unless ``--force``, and never gets a variant appended into another's file.
+``--rule official+judge`` asks the authors' judge for the replies the official rule cannot
+decide, where the benchmark's code does so (``evalkit.scoring.judge_fallback``).
 
 The predictions file holds one JSON object per line, ``{"id": ..., "prediction": "..."}``
 (the benchmark's sample ids as evalkit loads them, or the benchmark's natural fields in
@@ -114,6 +123,8 @@ class ScoreResult:
     """How the file's rows were read and matched to samples."""
     judged: int = 0
     """Samples a ``+judge`` rule sent to the judge (its rule could not decide them)."""
+    unscored: int = 0
+    """Scored samples without a value (a judged sample and no judge, among others)."""
 
 
 def run(args: argparse.Namespace) -> int:
@@ -150,6 +161,11 @@ def _print_result(result: ScoreResult) -> None:
     print(f"{result.benchmark}: {result.scored} sample(s) scored into {result.path}")
     if result.judged:
         print(f"{result.judged} sample(s) decided by the judge (the rule could not decide them)")
+    if result.unscored:
+        print(
+            f"{result.unscored} sample(s) not scored (no value: a judged sample without "
+            "--judge-model, or a reply the official aggregate leaves out); never counted as 0"
+        )
     if result.kept:
         print(f"{result.kept} sample(s) were already scored in this run and are kept as they were")
     if result.missing:
@@ -217,19 +233,17 @@ def score_predictions(
         judge=judge,
     )
     loaded = [_benchmark(cfg, name) for name in cfg.bench] if bench else [_benchmark(cfg)]
-    _check_rule(rule, cfg, [b for b, _ in loaded])
+    benches = [b for b, _ in loaded]
+    _check_rule(rule, cfg, benches)
     matchers = {b.name: Matcher([s.id for s in b.samples], got.keys) for b, got in loaded}
     matched, unmatched = _read(files, matchers)
     set_aside = {k: v for _, got in loaded for k, v in got.set_aside.items()}
-    _check_matched(files, unmatched, [b for b, _ in loaded], set_aside, list(matchers.values()))
+    _check_matched(files, unmatched, benches, set_aside, list(matchers.values()))
     rundir = RunDir(Path(cfg.runs_dir) / (cfg.run_id or new_run_id("score")))
     with rundir.lock():  # one writer per run directory, as for evalkit run
-        fingerprint = rundir.open(_manifest(cfg, [b for b, _ in loaded], files, rule), force=force)
-        results = asyncio.run(
-            _score_benches(
-                cfg, rundir, fingerprint, [b for b, _ in loaded], matched, rule, judge_engine
-            )
-        )
+        fingerprint = rundir.open(_manifest(cfg, benches, files, rule), force=force)
+        scoring = _score_benches(cfg, rundir, fingerprint, benches, matched, rule, judge_engine)
+        results = asyncio.run(scoring)
     for result in results:
         result.matched = matched[result.benchmark]
     return results
@@ -376,6 +390,7 @@ def _append(
     store.append(ok_record(sample, verdicts, [text], fingerprint=fp, timings=timings))
     out.scored += 1
     out.judged += verdicts.score.metadata.get("decided_by") == "judge"
+    out.unscored += verdicts.score.value is None
 
 
 def _benchmark(cfg: Any, name: str | None = None) -> tuple[Any, Loaded]:
