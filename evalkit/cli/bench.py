@@ -149,7 +149,7 @@ def _validate(args: argparse.Namespace) -> int:
     from evalkit.bench.loader import validate
 
     spec = registry().get(args.name)
-    args.root = str(bench_root(spec, args.root))
+    args.root = str(bench_root(spec, args.root, "--root"))
     report = (
         _no_media(spec, args) if args.no_media else validate(spec, args.root, decode=args.decode)
     )
@@ -217,12 +217,12 @@ def _validate_data(args: argparse.Namespace) -> int:
     return 1 if summary["invalid"] else 0
 
 
-def bench_root(spec: BenchmarkSpec, root: str) -> Path:
+def bench_root(spec: BenchmarkSpec, root: str, flag: str = "--data-root") -> Path:
     """The release folder ``root`` names: the benchmark's folder itself, or the folder
     above it (``<root>/<name>``), found as ``evalkit run --data-root`` finds it."""
     from evalkit.runner import RunConfig, _bench_root
 
-    existing_dir(root, "--data-root")
+    existing_dir(root, flag)
     return _bench_root(RunConfig(model="-", bench=[spec.name], data_root=root), spec)
 
 
