@@ -1,6 +1,6 @@
 """Predictions made elsewhere: read in the format they were written, matched to samples.
 
-Three formats, told apart by the file (``FORMATS``, first match wins):
+Four formats, told apart by the file (``FORMATS``, first match wins):
 
 - ``evalkit``: JSONL, one ``{"id": ..., "prediction": ...}`` per line (the id may be
   replaced by the benchmark's natural fields, see below);
@@ -13,7 +13,10 @@ Three formats, told apart by the file (``FORMATS``, first match wins):
 - ``vlmevalkit``: VLMEvalKit's prediction sheet (``<model>_<dataset>_<n>frame.xlsx`` or
   ``.tsv``): the dataset's TSV columns (``index``, ``question``, ...) plus ``prediction``
   (vlmeval/inference_video.py ``infer_data_job_video``: ``meta['prediction'] =
-  [str(data_all[x]) ...]``); keys are its columns. xlsx needs openpyxl, tsv nothing.
+  [str(data_all[x]) ...]``); keys are its columns. xlsx needs openpyxl, tsv nothing;
+- ``tempcompass``: TempCompass's own ``predictions/<model>/<format>.json``, the input of its
+  ``eval_*.py``: ``{video_id: {dim: [{question, answer, prediction | response}]}}`` (its
+  authors' published outputs); keys are ``video_id``, ``dim`` and the item's fields.
 
 A row is matched to a sample by evalkit's id (``id``) when it names one, else by the
 benchmark's natural fields (``IdSpec.natural``: TempCompass ``video_id``, ``dim`` and
@@ -101,7 +104,7 @@ def _json_lines(file: Path) -> Iterator[tuple[int, Any]]:
 
 
 def _first_object(file: Path) -> dict[str, Any] | None:
-    if file.suffix.lower() in (".xlsx", ".tsv"):
+    if file.suffix.lower() in (".xlsx", ".tsv") or _nested_document(file) is not None:
         return None
     for _, row in _json_lines(file):
         return dict(row)
@@ -159,6 +162,36 @@ def _read_vlmevalkit(file: Path) -> Iterator[PredictionRow]:
         yield PredictionRow(f"{file} row {i}", keys, str(row["prediction"]))
 
 
+def _nested_document(file: Path) -> dict[str, Any] | None:
+    """The document of a TempCompass-style ``.json`` file, else None."""
+    if file.suffix.lower() != ".json":
+        return None
+    try:
+        doc = json.loads(file.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(doc, dict) or not doc:
+        return None
+    first = next(iter(doc.values()))
+    if not isinstance(first, dict) or not first:
+        return None
+    items = next(iter(first.values()))
+    return doc if isinstance(items, list) and all(isinstance(x, dict) for x in items) else None
+
+
+def _read_tempcompass(file: Path) -> Iterator[PredictionRow]:
+    doc = _nested_document(file) or {}
+    for video_id, dims in doc.items():
+        for dim, items in dims.items():
+            for i, item in enumerate(items):
+                where = f"{file} [{video_id!r}][{dim!r}][{i}]"
+                # eval_*.py: "if 'prediction' not in pred and 'response' in pred" -> response
+                reply = item["prediction"] if "prediction" in item else item.get("response")
+                keys = {**item, "video_id": video_id, "dim": dim}
+                keys.pop("prediction", None)
+                yield PredictionRow(where, keys, reply_text(reply, where))
+
+
 _register(
     PredictionFormat(
         "vlmevalkit",
@@ -171,6 +204,13 @@ _register(
         "lmms-eval",
         lambda file, first: first is not None and "doc_id" in first and "doc" in first,
         _read_lmms_eval,
+    )
+)
+_register(
+    PredictionFormat(
+        "tempcompass",
+        lambda file, first: _nested_document(file) is not None,
+        _read_tempcompass,
     )
 )
 _register(PredictionFormat("evalkit", lambda file, first: True, _read_evalkit))

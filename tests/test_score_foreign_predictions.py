@@ -213,3 +213,25 @@ def test_prediction_for_a_row_the_loader_set_aside_says_so(
     err = capsys.readouterr().err
     assert "1 of them are rows the loader set aside as invalid" in err
     assert "index 9 outside the 4 options" in err
+
+
+def test_tempcompass_authors_prediction_file_scores_like_natural_field_rows(tmp_path: Path) -> None:
+    # predictions/<model>/<format>.json of llyx97/TempCompass: the input of its eval_*.py
+    root = tmp_path / "data"
+    official.tempcompass(root / "TempCompass")
+    frame = pd.read_parquet(next((root / "TempCompass" / "multi-choice").glob("*.parquet")))
+    replies = ["B", "A. slow", "fast"]
+    nested: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    rows = []
+    for r, text in zip(frame.to_dict("records"), replies, strict=True):
+        item = {"question": r["question"], "answer": r["answer"], "prediction": text}
+        nested.setdefault(r["video_id"], {}).setdefault(r["dim"], []).append(item)
+        rows.append({"video_id": r["video_id"], "dim": r["dim"], "question": r["question"]})
+    authors = tmp_path / "multi-choice.json"
+    authors.write_text(json.dumps(nested, indent=4))  # pretty-printed, as they publish it
+    natural = [{**k, "prediction": t} for k, t in zip(rows, replies, strict=True)]
+    assert _score(tmp_path, "TempCompass", root, authors, "authors") == 0
+    assert _score(tmp_path, "TempCompass", root, _jsonl(tmp_path / "n.jsonl", natural), "nat") == 0
+    assert _verdicts(tmp_path, "authors", "TempCompass") == _verdicts(
+        tmp_path, "nat", "TempCompass"
+    )

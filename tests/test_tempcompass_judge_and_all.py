@@ -234,7 +234,9 @@ def test_report_of_tempcompass_all_shows_the_avg_all(
     )
     out = tmp_path / "rep"
     assert main(["report", str(tmp_path / "runs" / "r"), "--out", str(out), "--format", "md"]) == 0
-    assert "| TempCompass:avg_all |" in (out / "report.md").read_text()
+    md = (out / "report.md").read_text()
+    assert "| TempCompass:avg_all |" in md
+    assert "| TempCompass:yes_no |" in md and "TempCompass:yes_no:yes_no" not in md
 
 
 def test_scoring_another_variant_into_a_run_is_refused_and_never_appended(
