@@ -199,6 +199,7 @@ def result_config(cfg: RunConfig, benches: list[BenchRun]) -> dict[str, Any]:
         "engine_options": _result_engine_options(cfg.engine, cfg.engine_options),
         "variant": cfg.variant,
         "judge": _result_judge(cfg.judge),
+        **({"rule": cfg.rule} if cfg.rule else {}),  # unset: the specs' rules (as before)
         **fingerprint_settings(cfg.cache_identity, cfg.cache_codec, cfg.cache_jpeg_quality),
         "benchmarks": {
             b.name: {
@@ -352,7 +353,7 @@ async def _aexecute_locked(
                         pipe = Pipeline(
                             engine,
                             builder,
-                            make_scorer(bench.spec, judge, bench.prompt),
+                            make_scorer(bench.spec, judge, bench.prompt, cfg.rule),
                             store,
                             cfg.pipeline,
                             fingerprint,

@@ -248,3 +248,56 @@ def test_scoring_another_variant_into_a_run_is_refused_and_never_appended(
     with pytest.raises(ConfigError, match="another configuration"):
         _score(tmp_path, root, "TempCompass:yes_no", [yn])
     assert (tmp_path / "runs" / "r" / "TempCompass.jsonl").read_text() == before
+
+
+REPLIES = {"t1": "B", "t2": "A. slow", "t3": "It is moving fast"}
+
+
+class ReplyEngine:
+    """The model under test: one fixed reply per TempCompass video (``REPLIES``)."""
+
+    async def generate(self, request: Request) -> Completion:
+        vid = re.search(r"How (t\d)\?", request.text)
+        text = REPLIES[vid.group(1)] if vid else ""
+        return Completion(request_id=request.id, texts=[text], timings=Timings())
+
+    async def close(self) -> None:
+        return None
+
+
+def test_run_with_the_judge_rule_judges_only_the_undecided_reply_in_the_pipeline(
+    tmp_path: Path, root: Path
+) -> None:
+    from evalkit.runner import RunConfig, execute
+
+    cfg = RunConfig(
+        model="reply-engine",
+        bench=["TempCompass"],
+        data_root=str(root),
+        cache_root=str(tmp_path / "cache"),
+        cache_workers=1,
+        runs_dir=str(tmp_path / "runs"),
+        run_id="r",
+        judge=JUDGE,
+        rule="official+judge",
+    )
+    judge = ScriptedJudge()
+    execute(cfg, engine=ReplyEngine(), judge_engine=judge)
+    got = [
+        (r["score"]["value"], r["score"]["metadata"]["decided_by"])
+        for r in _records(tmp_path, "TempCompass")
+    ]
+    assert (sorted(got, key=str), len(judge.asked)) == (
+        [(0.0, "rule"), (1.0, "judge"), (1.0, "rule")],
+        1,
+    )
+
+
+def test_run_with_the_judge_rule_and_no_judge_is_one_line_exit_2(
+    tmp_path: Path, root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["run", "--bench", "TempCompass", "--data-root", str(root), "--model", str(tmp_path)]
+    assert main([*argv, "--rule", "official+judge", "--runs-dir", str(tmp_path / "runs")]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(err) == 1 and "give --judge-model" in err[0]
+    assert not (tmp_path / "runs").exists()

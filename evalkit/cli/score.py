@@ -206,17 +206,20 @@ def score_predictions(
     runs_dir: str = "runs",
     run_id: str | None = None,
     force: bool = False,
-    rule: str | None = None,
+    rule: Literal["official", "official+judge", "evalkit"] | None = None,
     judge: JudgeConfig | None = None,
     judge_engine: Any = None,
 ) -> list[ScoreResult]:
     """Score predictions files for one or more benchmarks (variants) into one run
     directory, one results store per benchmark variant (see the module)."""
+    from evalkit.runconfig import JUDGE_RULE_NEEDS_A_JUDGE
     from evalkit.rundir import RunDir, new_run_id
     from evalkit.runner import RunConfig
 
     if bool(bench) == bool(data):
         raise ConfigError("give exactly one of --bench NAME or --data FILE")
+    if rule == "official+judge" and judge is None:
+        raise ConfigError(JUDGE_RULE_NEEDS_A_JUDGE)
     files = [
         Path(f) for f in ([predictions] if isinstance(predictions, str | Path) else predictions)
     ]
@@ -231,6 +234,7 @@ def score_predictions(
         runs_dir=runs_dir,
         run_id=run_id,
         judge=judge,
+        rule=rule,
     )
     loaded = [_benchmark(cfg, name) for name in cfg.bench] if bench else [_benchmark(cfg)]
     benches = [b for b, _ in loaded]
@@ -272,11 +276,6 @@ def _check_rule(rule: str | None, cfg: Any, benches: list[Any]) -> None:
     if rule != "official+judge":
         return
     names = ", ".join(b.name for b in benches)
-    if cfg.judge is None:
-        raise ConfigError(
-            "--rule official+judge sends the replies the official rule cannot decide to the "
-            "authors' LLM judge: give --judge-model (and --judge-engine) to name one"
-        )
     from evalkit import tasks
 
     judged = [
@@ -436,8 +435,6 @@ def _manifest(cfg: Any, benches: list[Any], files: list[Path], rule: str | None)
         rc["benchmarks"][bench.name].update(frames=None, max_tokens=None)
     given = [{"file": f.name, "sha256": _sha256(f)} for f in files]
     rc["predictions"] = given[0] if len(given) == 1 else {"files": given}
-    if rule:
-        rc["rule"] = rule  # the headline rule chosen over the specs' own
     extra = cfg.model_dump(mode="json")
     extra.update(command="score", predictions=[str(f) for f in files])
     data = {b.name: b.data_info for b in benches if b.data_info}
