@@ -299,5 +299,5 @@ def test_run_with_the_judge_rule_and_no_judge_is_one_line_exit_2(
     argv = ["run", "--bench", "TempCompass", "--data-root", str(root), "--model", str(tmp_path)]
     assert main([*argv, "--rule", "official+judge", "--runs-dir", str(tmp_path / "runs")]) == 2
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
-    assert len(err) == 1 and "give --judge-model" in err[0]
+    assert len(err) == 1 and "error: --rule official+judge sends" in err[0]
     assert not (tmp_path / "runs").exists()
