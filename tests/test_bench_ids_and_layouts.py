@@ -39,7 +39,7 @@ def test_the_id_rule_is_stated_in_words(tmp_path: Path, capsys: pytest.CaptureFi
     assert main(["bench", "ids", "TempCompass", "--data-root", str(tmp_path)]) == 0
     head = capsys.readouterr().out.splitlines()[0]
     assert "8 hex digits of sha1 of repr(question)" in head
-    assert "predictions may give video_id, dim, question instead of 'id'" in head
+    assert "predictions may give video_id, dim, question (as released) instead of 'id'" in head
 
 
 def test_ovobench_forward_ids_show_the_release_id_and_probe(

@@ -143,6 +143,21 @@ def _collect(spec: BenchmarkSpec, root: Path, *, check_media: bool) -> Loaded:
     return out
 
 
+def id_rule(spec: BenchmarkSpec) -> str:
+    """How the benchmark's sample ids are made, in words (``evalkit bench ids``, errors)."""
+    ids = spec.mapping.id
+    rule = f"{ids.template!r} of the row"
+    if ids.hash_fields:
+        fields = ", ".join(ids.hash_fields)
+        rule += f" + '/' + 8 hex digits of sha1 of repr({fields}) (joined by \\x1f)"
+    if spec.adapter:
+        rule += f", the row as adapter {spec.adapter} leaves it"
+    rule += "; a question asked twice gets '#2'"
+    natural = ", ".join(id_fields(spec))
+    also = "".join(f" or {', '.join(fields)}" for fields in ids.also)
+    return f"{rule}; predictions may give {natural}{also} (as released) instead of 'id'"
+
+
 def key_sets(spec: BenchmarkSpec) -> list[dict[str, str]]:
     """The field sets that name a sample: ``id_fields``, then ``IdSpec.also``."""
     return [id_fields(spec), *spec.mapping.id.also]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -226,23 +227,8 @@ def bench_root(spec: BenchmarkSpec, root: str, flag: str = "--data-root") -> Pat
     return _bench_root(RunConfig(model="-", bench=[spec.name], data_root=root), spec)
 
 
-def id_rule(spec: BenchmarkSpec) -> str:
-    """How the benchmark's sample ids are made, in words."""
-    from evalkit.bench.loader import id_fields
-
-    ids = spec.mapping.id
-    rule = f"{ids.template!r} of the row"
-    if ids.hash_fields:
-        fields = ", ".join(ids.hash_fields)
-        rule += f" + '/' + 8 hex digits of sha1 of repr({fields}) (joined by \\x1f)"
-    rule += "; a question asked twice gets '#2'"
-    natural = ", ".join(id_fields(spec))
-    also = "".join(f" or {', '.join(fields)}" for fields in ids.also)
-    return f"{rule}; predictions may give {natural}{also} instead of 'id'"
-
-
 def _ids(args: argparse.Namespace) -> int:
-    from evalkit.bench.loader import load
+    from evalkit.bench.loader import id_rule, load
 
     spec = registry().get(args.name)
     loaded = load(spec, bench_root(spec, args.root), check_media=False)
@@ -251,12 +237,17 @@ def _ids(args: argparse.Namespace) -> int:
         doc = {"benchmark": spec.name, "rule": id_rule(spec), "samples": rows}
         print(json.dumps(doc, indent=2, default=str))
         return 0
-    print(f"{spec.name}: {len(loaded)} sample ids; id = {id_rule(spec)}")
+    lines = [f"{spec.name}: {len(loaded)} sample ids; id = {id_rule(spec)}"]
     for s in loaded:
         fields = "  ".join(f"{k}={v!r}" for k, v in loaded.sources.get(s.id, {}).items())
-        print(f"{s.id}\t{fields}")
+        lines.append(f"{s.id}\t{fields}")
     if loaded.invalid:
-        print(f"({len(loaded.invalid)} invalid row(s) left out: evalkit bench validate lists them)")
+        lines.append(f"({len(loaded.invalid)} invalid row(s) left out: bench validate lists them)")
+    try:
+        print("\n".join(lines))
+        sys.stdout.flush()
+    except BrokenPipeError:  # `| head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 

@@ -477,10 +477,14 @@ def _check_matched(
         if aside
         else ""
     )
+    from evalkit.bench.loader import id_rule
+
+    rule = f" (id = {id_rule(benches[0].spec)})" if len(benches) == 1 and benches[0].spec else ""
     raise DataError(
         f"{where}: {len(unknown)} prediction id(s) are not samples of {names}: "
         f"{shown}{more}{why}; rows are matched {matchers[0].describe()}; {names}'s ids look "
-        f"like {examples} (evalkit bench ids NAME lists them with their fields)"
+        f"like {examples}{rule}; evalkit bench ids NAME --data-root DIR lists them with their "
+        "fields"
     )
 
 
