@@ -36,4 +36,5 @@ def caption_matching(r: dict[str, Any]) -> dict[str, Any]:
         "answer": letter,
         "option_lines": rest,
         "answer_line": str(r["answer"]),
+        "released_question": str(r["question"]),
     }

@@ -97,7 +97,9 @@ class ResultConfig(BaseModel):
     benchmarks: dict[str, BenchmarkSettings] = Field(default_factory=dict)
     """Per benchmark, by its name in the run."""
     predictions: dict[str, Any] | None = None
-    """``evalkit score``: the predictions file and its hash."""
+    """``evalkit score``: the predictions file and its hash (``files``: several)."""
+    rule: str | None = None
+    """``evalkit score --rule``: the headline rule chosen over the specs' own (unset: theirs)."""
 
     def dump(self) -> dict[str, Any]:
         """As written: only the keys the writer set (so the fingerprint stays stable)."""

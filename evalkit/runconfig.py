@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from evalkit.config import throughput_only
 from evalkit.errors import ConfigError
@@ -77,6 +77,12 @@ class JudgeConfig(BaseModel):
     remaining judged samples are recorded "not scored: judge unavailable"."""
 
 
+JUDGE_RULE_NEEDS_A_JUDGE = (
+    "--rule official+judge sends the replies the official rule cannot decide to the "
+    "authors' LLM judge: give --judge-model (and --judge-engine) to name one"
+)
+
+
 class RunConfig(BaseModel):
     """Everything ``evalkit run`` needs; YAML (``--config``) maps onto it, flags override."""
 
@@ -134,6 +140,11 @@ class RunConfig(BaseModel):
     """Concurrency bounds."""
     judge: JudgeConfig | None = None
     """LLM judge for llm_judge samples; None leaves them unscored (never 0)."""
+    rule: Literal["official", "official+judge", "evalkit"] | None = None
+    """Headline rule of every benchmark (None: each spec's ``scoring.rule``): its official
+    rule; the official rule with the authors' LLM judge for the replies it cannot decide
+    (``<rule>+judge``, where the benchmark's own code does that; needs ``judge``); or
+    evalkit's robust rule."""
     replicas: int = Field(default=1, ge=1)
     """Engines run side by side as Ray actors, fed by one driver (1 = in process; only
     speed changes, never a result)."""
@@ -145,6 +156,12 @@ class RunConfig(BaseModel):
     replica_restarts: int = Field(default=0, ge=0)
     """Times Ray restarts a replica that crashed (its engine is rebuilt); its samples in
     flight go to the other replicas either way."""
+
+    @model_validator(mode="after")
+    def _judge_rule_needs_a_judge(self) -> RunConfig:
+        if self.rule == "official+judge" and self.judge is None:
+            raise ValueError(JUDGE_RULE_NEEDS_A_JUDGE)
+        return self
 
     @property
     def on_ray(self) -> bool:

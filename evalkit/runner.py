@@ -200,6 +200,7 @@ def result_config(cfg: RunConfig, benches: list[BenchRun]) -> dict[str, Any]:
         "engine_options": _result_engine_options(cfg.engine, cfg.engine_options),
         "variant": cfg.variant,
         "judge": _result_judge(cfg.judge),
+        **({"rule": cfg.rule} if cfg.rule else {}),  # unset: the specs' rules (as before)
         **fingerprint_settings(cfg.cache_identity, cfg.cache_codec, cfg.cache_jpeg_quality),
         "benchmarks": {
             b.name: {
@@ -231,13 +232,19 @@ def _result_judge(jc: JudgeConfig | None) -> dict[str, Any] | None:
     return jc.model_dump(mode="json", exclude=set(throughput_only_fields(JudgeConfig)))
 
 
-def make_scorer(spec: Any = None, judge: Any = None, prompt: PromptPlan | None = None) -> RunScorer:
+def make_scorer(
+    spec: Any = None,
+    judge: Any = None,
+    prompt: PromptPlan | None = None,
+    rule: str | None = None,
+) -> RunScorer:
     """The pipeline's scorer for a benchmark (``RunScorer``), judging with ``judge`` asking
     the benchmark's judge prompt; where ``prompt`` pre-filled the assistant's turn, samples
-    are scored with that prefix."""
+    are scored with that prefix. ``rule`` overrides the spec's headline choice
+    (``BenchmarkSpec.headline_rule``: ``official+judge``, ``evalkit``)."""
     # each benchmark may prescribe its judge prompt: a judge of its own, the run's unchanged
     own = judge.with_template(_judge_template(spec)) if judge is not None else None
-    return RunScorer(spec, ScoringContext(own), prompt)
+    return RunScorer(spec, ScoringContext(own), prompt, rule)
 
 
 @contextlib.contextmanager
@@ -348,7 +355,7 @@ async def _aexecute_locked(
                         pipe = Pipeline(
                             engine,
                             builder,
-                            make_scorer(bench.spec, judge, bench.prompt),
+                            make_scorer(bench.spec, judge, bench.prompt, cfg.rule),
                             store,
                             cfg.pipeline,
                             fingerprint,

@@ -54,6 +54,14 @@ def _ref_cell(b: BenchmarkReport) -> tuple[str, str, str]:
     return f"{r.reference:g} ({r.model})", num(r.delta), r.verdict
 
 
+def _labelled(name: str, variant: str | None) -> str:
+    """``Video-MME:with_subtitles``; a store already named for its variant (``evalkit score``
+    writes one per variant: ``TempCompass:yes_no``) is not named twice."""
+    if not variant or name.endswith(f":{variant}"):
+        return name
+    return f"{name}:{variant}"
+
+
 def summary(run: RunReport) -> Section:
     """One row per benchmark: official number, error, counts, reference delta."""
     rows = []
@@ -62,7 +70,7 @@ def summary(run: RunReport) -> Section:
         ref, delta, verdict = _ref_cell(b)
         rows.append(
             [
-                b.name + (f":{b.variant}" if b.variant else ""),
+                _labelled(b.name, b.variant),
                 _score(b),
                 b.aggregation + ("" if b.official else " (NOT official)"),
                 str(c.total),

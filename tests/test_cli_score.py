@@ -123,8 +123,7 @@ def test_unknown_ids_are_an_error_that_lists_them_and_shows_real_ids(
         ("{oops", "p.jsonl:2: not valid JSON"),
         ('["001-2", "B"]', "p.jsonl:2: a line must be a JSON object, got list"),
         ('{"id": "001-2"}', "p.jsonl:2: field 'prediction' is missing"),
-        ('{"id": "001-2", "prediction": ["B"]}', "p.jsonl:2: field 'prediction' must be"),
-        ('{"id": "001-1", "prediction": "B"}', "p.jsonl:2: id '001-1' again (first on line 1)"),
+        ('{"id": "001-2", "prediction": {"B": 1}}', "p.jsonl:2: the reply must be text"),
     ],
 )
 def test_a_bad_line_names_the_file_and_line(
@@ -191,15 +190,19 @@ def test_a_scorer_that_raises_is_recorded_as_scorer_failed_not_0(
     def with_a_bug(*args: Any, **kwargs: Any) -> Any:
         inner = real(*args, **kwargs)
 
-        def call(sample: Any, completion: Any) -> Any:
-            if sample.id != "001-2":
-                return inner(sample, completion)
-            try:
-                raise RuntimeError("rule bug")
-            except RuntimeError as exc:  # what the router returns for a raising rule
-                return Verdicts(Score.scorer_failed(exc))
+        class WithABug:
+            def awaits(self, sample: Any) -> bool:
+                return False
 
-        return call
+            def __call__(self, sample: Any, completion: Any) -> Any:
+                if sample.id != "001-2":
+                    return inner(sample, completion)
+                try:
+                    raise RuntimeError("rule bug")
+                except RuntimeError as exc:  # what the router returns for a raising rule
+                    return Verdicts(Score.scorer_failed(exc))
+
+        return WithABug()
 
     monkeypatch.setattr(evalkit.runner, "make_scorer", with_a_bug)
     assert _score(tmp_path, data_root, _write(tmp_path / "p.jsonl", PREDICTIONS)) == 0

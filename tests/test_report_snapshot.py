@@ -100,7 +100,7 @@ _VOLATILE = [
     (re.compile(r"^Pipeline and engine utilisation.*?(?=^  engine busy =)", re.M | re.S), ""),
     (re.compile(r"(<tr><td>[^<]+</td><td>\d+</td>)(?:<td>[^<]*</td>){9}(</tr>)"), r"\1<timing>\2"),
     (re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d{4}"), "<created>"),
-    (re.compile(r"(versions\W+)[^|<│\n]*"), r"\1<versions>"),
+    (re.compile(r"(versions(?:</?td>|\W)+)[^|<│\n]*"), r"\1<versions>"),
     (re.compile(r"base64,[A-Za-z0-9+/=]+"), "base64,<png>"),
 ]
 

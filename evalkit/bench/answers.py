@@ -23,8 +23,13 @@ def split_option(text: str) -> tuple[str | None, str]:
     return letter, m.group(4).strip()
 
 
-def parse_options(raw: Any) -> list[str]:
-    """Option texts in letter order, prefixes stripped.
+NO_OPTION = "@"
+"""The target of a row whose answer is none of its options, where the official code keeps
+such rows (MLVU's qa_template: ``chr(ord('A') + -1)``): no reply letter equals it."""
+
+
+def parse_options(raw: Any, *, keep_prefixes: bool = False) -> list[str]:
+    """Option texts in letter order, prefixes stripped (``keep_prefixes``: as written).
 
     Releases sometimes list lettered options out of order (LongVideo-Reason has
     ``["D. ...", "A. ...", ...]`` while the answer letter refers to the label), so when
@@ -49,6 +54,8 @@ def parse_options(raw: Any) -> list[str]:
             raise ValueError(f"option keys {keys} are not letters A..")
         return [str(raw[k]).strip() for k in keys]
     items = [str(x) for x in raw]
+    if keep_prefixes:  # the official code sends these texts verbatim: so do we
+        return [x.strip() for x in items]
     parsed = [split_option(x) for x in items]
     letters = [p[0] for p in parsed]
     if all(letter is None for letter in letters):

@@ -43,6 +43,12 @@ class Loaded(list[Sample]):
         self.problems: list[Problem] = list(problems or [])
         self.rows = rows
         self.skipped = skipped
+        self.sources: dict[str, dict[str, Any]] = {}
+        """Sample id -> the row fields its id came from (``IdSpec.natural``)."""
+        self.keys: dict[str, list[dict[str, Any]]] = {}
+        """Sample id -> every field set that names it (``natural``, then ``IdSpec.also``)."""
+        self.set_aside: dict[str, str] = {}
+        """Id of an invalid row (where one could be built) -> why it was set aside."""
 
     @property
     def invalid(self) -> list[Problem]:
@@ -119,6 +125,25 @@ def _records(obj: Any, key: str | None, path: Path) -> list[Any]:
     return obj
 
 
+def _nested_rows(
+    obj: Any, names: list[str], keys: dict[str, str], path: Path
+) -> Iterator[tuple[str, Any]]:
+    """Rows of ``{k1: {k2: [row, ...]}}`` with each key stored under its level's name."""
+    where = "/".join(keys.values())
+    if not names:
+        if not isinstance(obj, list):
+            raise FileError(Problem(str(path), where, None, "expected a list of rows here"))
+        for i, rec in enumerate(obj):
+            yield f"{where}[{i}]", {**rec, **keys} if isinstance(rec, dict) else rec
+        return
+    if not isinstance(obj, dict):
+        raise FileError(
+            Problem(str(path), where or None, None, f"expected an object of {names[0]}")
+        )
+    for key, value in obj.items():
+        yield from _nested_rows(value, names[1:], {**keys, names[0]: str(key)}, path)
+
+
 def _read(spec: FileSpec, path: Path) -> Iterator[tuple[str, Any]]:
     fmt = _format(spec, path)
     try:
@@ -137,6 +162,9 @@ def _read(spec: FileSpec, path: Path) -> Iterator[tuple[str, Any]]:
                 obj = json.loads(path.read_text(encoding="utf-8"))
             except json.JSONDecodeError as exc:
                 raise FileError(Problem(str(path), None, None, f"not valid JSON: {exc}")) from exc
+            if spec.nested and isinstance(obj, dict):
+                yield from _nested_rows(obj, spec.nested, {}, path)
+                return
             if spec.keyed and not spec.records and isinstance(obj, dict):
                 for key, rec in obj.items():
                     row = {**rec, spec.keyed: key} if isinstance(rec, dict) else rec
@@ -184,6 +212,9 @@ def iter_rows(spec: FileSpec, root: Path) -> Iterator[Row | Problem]:
         paths = sorted(root / p for p in glob.glob(spec.path, root_dir=root))
     else:
         paths = [root / spec.path]
+    if (not paths or not paths[0].exists()) and spec.or_else is not None:
+        yield from iter_rows(spec.or_else, root)  # the release's other layout
+        return
     if not paths or not paths[0].exists():
         yield Problem(spec.path, None, None, f"annotation file not found under {root}")
         return

@@ -56,6 +56,13 @@ class FileSpec(BaseModel):
     single questions and forward-active rows with a ``test_info`` list in one file)."""
     constants: dict[str, Any] = Field(default_factory=dict)
     """Fields added to every row of this file (e.g. MVBench's task name and video folder)."""
+    nested: list[str] = Field(default_factory=list)
+    """For a JSON object nested one level per name whose innermost values are lists of rows
+    (TempCompass's own ``questions/*.json``: ``{video_id: {dim: [{question, answer}]}}``):
+    the field each level's key is stored under."""
+    or_else: FileSpec | None = None
+    """The same rows as another release lays them out, read when ``path`` matches nothing
+    (TempCompass: lmms-lab's parquet, else the authors' ``questions/*.json``)."""
 
 
 class MediaPath(BaseModel):
@@ -86,6 +93,14 @@ class IdSpec(BaseModel):
     hash_fields: list[str] = Field(default_factory=list)
     """Fields whose content hash (8 hex digits) is appended, for releases without an id
     that is unique per question (MVBench has none)."""
+    natural: dict[str, str] = Field(default_factory=dict)
+    """The row fields a user writes instead of the id (predictions keyed by them, ``evalkit
+    bench ids``): name shown -> field of the released row (of the adapted row where the
+    release has none). Default: the template's fields and the hash fields, by their names."""
+    also: list[dict[str, str]] = Field(default_factory=list)
+    """Other field sets that name a sample as well, as other tools write them (name ->
+    field of the row, like ``natural``): VLMEvalKit's Video-MME sheet has no question_id
+    but ``video`` (the videoID) and ``question``."""
     duplicates: Literal["suffix", "error"] = "suffix"
     """A row whose id was already built (a benchmark asking the same question twice about
     one video): ``suffix`` loads it as ``<id>#2`` (``#3``, ... in file order: deterministic
@@ -105,6 +120,15 @@ class FieldMap(BaseModel):
     options are put in letter order."""
     option_fields: list[str] = Field(default_factory=list)
     """Alternatively, one field per option, in order (``a0``, ``a1``, ...)."""
+    option_prefixes: Literal["strip", "keep"] = "strip"
+    """``strip``: letter prefixes are taken off (and lettered lists put in letter order);
+    ``keep``: option texts are kept as the release writes them, a letter-like start
+    included, where the official code sends the list verbatim (OVO-Bench's stray
+    "(E)The toilet brush", Video-MMMU's "A: $3,616.24, B: ..." and prefixed options)."""
+    unmatched_answer: Literal["invalid", "wrong"] = "invalid"
+    """An ``option_text`` answer that is none of the options: an invalid row, or (``wrong``,
+    where the official code keeps such rows) a sample whose target is ``NO_OPTION`` ("@",
+    the letter before A that MLVU's qa_template writes), which no reply matches."""
     options_in_question: bool = False
     """Options are lines ``(A) text`` at the end of the question (LVBench); split them off."""
     target: str | None = None

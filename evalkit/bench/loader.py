@@ -82,6 +82,15 @@ def validate(spec: BenchmarkSpec, root: str | Path, *, decode: bool = False) -> 
     return report
 
 
+def validate_annotations(spec: BenchmarkSpec, root: str | Path) -> ValidationReport:
+    """Every problem of the annotations under ``root``, no video looked for (a
+    predictions-only set-up: ``evalkit score`` reads annotations only)."""
+    loaded = _collect(spec, Path(root), check_media=False)
+    return ValidationReport(
+        spec.name, str(root), list(loaded), list(loaded.problems), loaded.rows, loaded.skipped
+    )
+
+
 def _collect(spec: BenchmarkSpec, root: Path, *, check_media: bool) -> Loaded:
     out = Loaded()
     if not root.is_dir():
@@ -100,6 +109,8 @@ def _collect(spec: BenchmarkSpec, root: Path, *, check_media: bool) -> Loaded:
                 sample = build_sample(spec, item, root, check_media=check_media, adapter=adapter)
             except RowError as exc:
                 out.problems.append(Problem(item.file, item.where, exc.field, exc.message))
+                if (sid := _row_id(spec, item.data, adapter)) is not None:
+                    out.set_aside[sid] = f"{item.file}, {item.where}: {exc.message}"
                 continue
             if sample is None:
                 out.skipped += 1
@@ -127,7 +138,72 @@ def _collect(spec: BenchmarkSpec, root: Path, *, check_media: bool) -> Loaded:
                 )
                 sample = sample.model_copy(update={"id": sid})
             out.append(sample)
+            keys = [_sources(spec, fields, item.data, adapter) for fields in key_sets(spec)]
+            out.sources[sample.id], out.keys[sample.id] = keys[0], [k for k in keys if k]
     return out
+
+
+def id_rule(spec: BenchmarkSpec) -> str:
+    """How the benchmark's sample ids are made, in words (``evalkit bench ids``, errors)."""
+    ids = spec.mapping.id
+    rule = f"{ids.template!r} of the row"
+    if ids.hash_fields:
+        fields = ", ".join(ids.hash_fields)
+        rule += f" + '/' + 8 hex digits of sha1 of repr({fields}) (joined by \\x1f)"
+    if spec.adapter:
+        rule += f", the row as adapter {spec.adapter} leaves it"
+    rule += "; a question asked twice gets '#2'"
+    natural = ", ".join(id_fields(spec))
+    also = "".join(f" or {', '.join(fields)}" for fields in ids.also)
+    return f"{rule}; predictions may give {natural}{also} (as released) instead of 'id'"
+
+
+def key_sets(spec: BenchmarkSpec) -> list[dict[str, str]]:
+    """The field sets that name a sample: ``id_fields``, then ``IdSpec.also``."""
+    return [id_fields(spec), *spec.mapping.id.also]
+
+
+def id_fields(spec: BenchmarkSpec) -> dict[str, str]:
+    """The row fields a sample id is made of: name a user writes -> field of the row."""
+    ids = spec.mapping.id
+    if ids.natural:
+        return dict(ids.natural)
+    names = [*_pattern_fields(ids.template), *ids.hash_fields]
+    return {name: name for name in dict.fromkeys(names)}
+
+
+def _sources(
+    spec: BenchmarkSpec,
+    wanted: dict[str, str],
+    raw: dict[str, Any],
+    adapter: Callable[..., Any] | None,
+) -> dict[str, Any]:
+    """The values of the ``wanted`` fields in the released row, else in the adapted row (a
+    field the adapter computes, such as OVO-Bench's probe index); absent ones left out."""
+    out = {name: _maybe(raw, f) for name, f in wanted.items()}
+    if adapter is not None and any(v is None for v in out.values()):
+        adapted = adapter(dict(raw))  # it ran on this row a moment ago: it succeeds again
+        if isinstance(adapted, dict):
+            out = {n: v if v is not None else _maybe(adapted, wanted[n]) for n, v in out.items()}
+    return {n: v for n, v in out.items() if v is not None}
+
+
+def _maybe(row: dict[str, Any], name: str) -> Any:
+    try:
+        return _get(row, name)
+    except RowError:
+        return None
+
+
+def _row_id(
+    spec: BenchmarkSpec, raw: dict[str, Any], adapter: Callable[..., Any] | None
+) -> str | None:
+    """The id an invalid row would have had, where it can be built (None otherwise)."""
+    try:
+        row = adapter(dict(raw)) if adapter is not None else raw
+        return _sample_id(spec, row) if isinstance(row, dict) else None
+    except (RowError, KeyError, ValueError, TypeError):
+        return None
 
 
 def _get(row: dict[str, Any], name: str) -> Any:
@@ -170,7 +246,8 @@ def _options(spec: BenchmarkSpec, row: dict[str, Any], question: str) -> tuple[s
         return question, [o for o in opts if o]
     if m.options:
         try:
-            return question, answers.parse_options(_get(row, m.options))
+            keep = m.option_prefixes == "keep"
+            return question, answers.parse_options(_get(row, m.options), keep_prefixes=keep)
         except ValueError as exc:
             raise RowError(m.options, str(exc)) from None
     return question, []
@@ -195,8 +272,11 @@ def _target(spec: BenchmarkSpec, row: dict[str, Any], options: list[str], task_t
         if kind == "option_text":
             text = str(raw).strip()
             matches = [i for i, o in enumerate(options) if o == text]
+            if not matches and m.unmatched_answer == "wrong":
+                return answers.NO_OPTION  # kept, as the official code keeps it: never right
             if not matches:
                 raise ValueError(f"answer {text[:60]!r} is none of the options")
+            # the first of two equal options (MLVU's official rule takes the last one)
             return OPTION_LETTERS[matches[0]]
     except ValueError as exc:
         raise RowError(m.target, str(exc)) from None

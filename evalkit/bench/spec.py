@@ -263,11 +263,22 @@ class BenchmarkSpec(BaseModel):
             return named[kind]
         return self.key if has_rule(self.key, kind) else None
 
-    def headline_rule(self, task_type: str) -> str:
-        """The rule whose verdict is the headline number for samples of ``task_type``."""
-        if self.scoring.rule == "evalkit":
+    def headline_rule(self, task_type: str, choice: str | None = None) -> str:
+        """The rule whose verdict is the headline number for samples of ``task_type``.
+
+        ``choice`` overrides ``scoring.rule``: ``official+judge`` is the official rule with
+        the authors' LLM judge for the replies it cannot decide (``<rule>+judge``) where the
+        benchmark's code does that for this task type, else the official rule.
+        """
+        from evalkit.scoring.rules import has_rule
+
+        pick = choice or self.scoring.rule
+        if pick == "evalkit":
             return "evalkit"
-        return self.official_rule(task_type) or "evalkit"
+        official = self.official_rule(task_type)
+        if pick == "official+judge" and official and has_rule(f"{official}+judge", task_type):
+            return f"{official}+judge"
+        return official or "evalkit"
 
     @model_validator(mode="after")
     def _aliased_variants_exist(self) -> BenchmarkSpec:

@@ -1,9 +1,11 @@
-"""``evalkit bench list | show NAME | validate NAME --root DIR``: the pinned benchmark specs."""
+"""``evalkit bench list | show NAME | validate NAME --root DIR | ids NAME --data-root DIR``:
+the pinned benchmark specs, a local copy's problems and its sample ids."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -32,7 +34,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "validate", help="check a local copy (NAME --root DIR) or a unified file (--data FILE)"
     )
     val.add_argument("name", nargs="?", help="benchmark name or alias, optionally NAME:VARIANT")
-    val.add_argument("--root", help="the downloaded official release (with NAME)")
+    val.add_argument(
+        "--root",
+        "--data-root",
+        dest="root",
+        help="the downloaded official release (with NAME): its folder or the folder above "
+        "it, as evalkit run / score --data-root take it",
+    )
     val.add_argument("--data", help="a unified JSON/JSONL file, as `evalkit run --data` reads it")
     val.add_argument("--video-root", help="where --data's media paths live (default: its folder)")
     val.add_argument("--decode", action="store_true", help="also decode every video")
@@ -40,6 +48,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     val.add_argument(
         "--max-problems", type=non_negative_int, default=50, help="problems printed (all counted)"
     )
+    _media_flag(val)
+    _ids_parser(sub)
+
+
+def _media_flag(val: argparse.ArgumentParser) -> None:
+    val.add_argument(
+        "--no-media",
+        action="store_true",
+        help="check the annotations only (a predictions-only set-up: evalkit score needs "
+        "no videos)",
+    )
+
+
+def _ids_parser(sub: Any) -> None:
+    ids = sub.add_parser(
+        "ids", help="every sample id of a local copy, with the row fields it is made of"
+    )
+    ids.add_argument("name", help="benchmark name or alias, optionally NAME:VARIANT")
+    ids.add_argument(
+        "--data-root",
+        "--root",
+        dest="root",
+        required=True,
+        help="the folder holding the release (or the folder above it, as evalkit run takes)",
+    )
+    ids.add_argument("--json", action="store_true", help="one JSON document instead of lines")
 
 
 def _count(spec: BenchmarkSpec, root: str) -> str:
@@ -213,8 +247,10 @@ def _validate(args: argparse.Namespace) -> int:
     from evalkit.bench.loader import validate
 
     spec = registry().get(args.name)
-    existing_dir(args.root, "--root")
-    report = validate(spec, args.root, decode=args.decode)
+    args.root = str(bench_root(spec, args.root, "--root"))
+    report = (
+        _no_media(spec, args) if args.no_media else validate(spec, args.root, decode=args.decode)
+    )
     invalid = [p for p in report.problems if p.level == "error"]
     counts = {
         "rows": report.rows,
@@ -235,6 +271,15 @@ def _validate(args: argparse.Namespace) -> int:
         return 0
     print(f"expected layout:\n{spec.layout}")
     return 1
+
+
+def _no_media(spec: BenchmarkSpec, args: argparse.Namespace) -> Any:
+    """The annotations' report without looking for a single video (``--no-media``)."""
+    from evalkit.bench.loader import validate_annotations
+
+    if args.decode:
+        raise ConfigError("--no-media checks no video: it cannot --decode them")
+    return validate_annotations(spec, args.root)
 
 
 def _counts_line(c: dict[str, int]) -> str:
@@ -270,6 +315,39 @@ def _validate_data(args: argparse.Namespace) -> int:
     return 1 if summary["invalid"] else 0
 
 
+def bench_root(spec: BenchmarkSpec, root: str, flag: str = "--data-root") -> Path:
+    """The release folder ``root`` names: the benchmark's folder itself, or the folder
+    above it (``<root>/<name>``), found as ``evalkit run --data-root`` finds it."""
+    from evalkit.runner import RunConfig, _bench_root
+
+    existing_dir(root, flag)
+    return _bench_root(RunConfig(model="-", bench=[spec.name], data_root=root), spec)
+
+
+def _ids(args: argparse.Namespace) -> int:
+    from evalkit.bench.loader import id_rule, load
+
+    spec = registry().get(args.name)
+    loaded = load(spec, bench_root(spec, args.root), check_media=False)
+    if args.json:
+        rows = [{"id": s.id, "fields": loaded.sources.get(s.id, {})} for s in loaded]
+        doc = {"benchmark": spec.name, "rule": id_rule(spec), "samples": rows}
+        print(json.dumps(doc, indent=2, default=str))
+        return 0
+    lines = [f"{spec.name}: {len(loaded)} sample ids; id = {id_rule(spec)}"]
+    for s in loaded:
+        fields = "  ".join(f"{k}={v!r}" for k, v in loaded.sources.get(s.id, {}).items())
+        lines.append(f"{s.id}\t{fields}")
+    if loaded.invalid:
+        lines.append(f"({len(loaded.invalid)} invalid row(s) left out: bench validate lists them)")
+    try:
+        print("\n".join(lines))
+        sys.stdout.flush()
+    except BrokenPipeError:  # `| head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     """Dispatch to the chosen action."""
-    return {"list": _list, "show": _show, "validate": _validate}[args.action](args)
+    return {"list": _list, "show": _show, "validate": _validate, "ids": _ids}[args.action](args)

@@ -90,8 +90,8 @@ def validate_model(model: type[BaseModel], data: dict[str, Any]) -> Any:
         parts = []
         for err in exc.errors():
             loc = ".".join(str(x) for x in err["loc"])
-            if not loc:
-                parts.append(err["msg"])
+            if not loc:  # a check across fields: its own sentence, without pydantic's prefix
+                parts.append(str(err["msg"]).removeprefix("Value error, "))
                 continue
             flag = "--" + loc.replace(".", "-").replace("_", "-")
             parts.append(f"{flag} (`{loc}` in --config): {err['msg']}, got {err.get('input')!r}")

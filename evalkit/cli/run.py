@@ -89,6 +89,12 @@ def _engine_args(p: Any) -> None:
         help="prompt variant for every benchmark (default: each benchmark's pinned one; "
         "official falls back to the pinned evalkit variant where a benchmark has none)",
     )
+    p.add_argument(
+        "--rule",
+        choices=["official", "official+judge", "evalkit"],
+        help="headline rule of every benchmark (default: each spec's); official+judge asks "
+        "the authors' LLM judge for the replies the official rule cannot decide",
+    )
     p.add_argument("--max-tokens", type=positive_int, help="generation cap override")
     p.add_argument("--limit", type=positive_int, help="first N samples of each benchmark")
     p.add_argument("--mode", choices=["async", "sync"], help="sync = vanilla batches (baseline)")
@@ -175,6 +181,7 @@ _PLAIN = (
     "data_root",
     "engine",
     "variant",
+    "rule",
     "max_tokens",
     "limit",
     "mode",

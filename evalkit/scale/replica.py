@@ -124,7 +124,7 @@ class Replica:
         builder = make_builder(
             cfg, bench, p["cache"], p["engine"], p["pool"], self._logs[bench_name]
         )
-        scorer = make_scorer(bench.spec, judge, bench.prompt)
+        scorer = make_scorer(bench.spec, judge, bench.prompt, cfg.rule)
         store = cast(Store, sink)  # the pipeline only appends and asks for done ids
         return Pipeline(p["engine"], builder, scorer, store, cfg.pipeline, self.fingerprint)
 

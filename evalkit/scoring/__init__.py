@@ -16,6 +16,7 @@ from evalkit import tasks
 from evalkit.sample import Sample
 from evalkit.scoring.context import NO_CONTEXT, ScoringContext
 from evalkit.scoring.judge import JUDGED_EXTRAS, LLMJudge
+from evalkit.scoring.judge_fallback import ascore_with_judge, fallback_of
 from evalkit.scoring.reward import format_score, reward
 from evalkit.scoring.router import (
     SCORERS,
@@ -50,11 +51,17 @@ async def ascore(
     """``score`` for async callers: awaits the context's judge (none: not scored).
 
     ``rule`` picks the extraction rule (None = evalkit's); a judged task type always goes
-    to its judge. Judge requests run on the caller's loop under the judge's guard (bounded,
-    timed, breaker), so many samples can await one judge at once.
+    to its judge; a ``<name>+judge`` rule sends the replies its base rule cannot decide to
+    the judge (``evalkit.scoring.judge_fallback``). Judge requests run on the caller's loop
+    under the judge's guard (bounded, timed, breaker), so many samples can await one judge
+    at once.
     """
     judge = ctx.judge
     judged = tasks.get(scorer_name or sample.task_type).judged
+    fallback = None if judged else fallback_of(rule, scorer_name or sample.task_type)
+    if judge is not None and fallback is not None:  # the rule, then the authors' judge
+        primary = await ascore_with_judge(fallback, sample, _text(prediction), judge)
+        return await judge.aextras(sample, _text(prediction), primary)
     if judge is None or not needs_judge(sample, scorer_name):
         headline = None if judged else rule
         return score(sample, prediction, ctx, scorer_name=scorer_name, rule=headline)

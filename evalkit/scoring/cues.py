@@ -91,3 +91,10 @@ REFUSAL = re.compile(
 ALTERNATIVE = re.compile(r"\s*(?:,\s*)?(?:or|nor|and)\b|\s*/")
 # "it is evening", "the last to leave is the green car": the option a sentence concludes on
 IT_IS = re.compile(r"\b(?:is|was|'s|must\s+be|would\s+be)\s+(?:an?\s+|the\s+)?$", re.I)
+
+# "either B or C", "A or B", "A/B": two letters named as alternatives (a hedge), and "both
+# A and B are possible": a reply that says so commits to neither, nor to any option text
+HEDGE_OR = re.compile(
+    r"\s*[)\]]?\s*(?:,\s*)?(?:or\b|/|或)\s*(?:(?i:option|choice)\s*)?[(\[]?[A-Z](?![A-Za-z])"
+)
+BOTH = re.compile(r"\bboth\s+(?:(?:of\s+)?(?:the\s+)?(?:options?|choices?)\s+)?[(\[]?$", re.I)

@@ -28,7 +28,7 @@ import hashlib
 import json
 import re
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -216,6 +216,32 @@ class LLMJudge:
         text = str(record.get("judgement", ""))
         items = parse(text)
         return items, text, None if items is not None else "reply is not a JSON step list"
+
+    async def aask(
+        self,
+        prompt: str,
+        parse: Callable[[str], float | None],
+        *,
+        system: str | None = None,
+        max_tokens: int = 256,
+    ) -> tuple[float | None, str, str | None]:
+        """A benchmark's own judge prompt, asked as written (cached like every verdict):
+        (the verdict ``parse`` reads, the judge's reply, why it failed or None)."""
+        key = self._key(f"{system or ''}\0{prompt}")
+        record = self._cached(key)
+        if record is None:
+            sampling = replace(self.sampling, max_tokens=max_tokens)
+            request = Request(id=f"judge-{key[:16]}", text=prompt, system=system, sampling=sampling)
+            try:
+                completion = await self._generate(request)
+            except Exception as exc:
+                return None, "", _why(exc)
+            record = {"judgement": completion.text, "model": self.model}
+            if parse(completion.text) is not None:
+                self._store(key, record)  # unparsable replies are not cached
+        text = str(record.get("judgement", ""))
+        value = parse(text)
+        return value, text, None if value is not None else "no verdict in the judge's reply"
 
     def _run(self, coro: Coroutine[Any, Any, _T]) -> _T:
         loop = self.loop or self._private_loop()

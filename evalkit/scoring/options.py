@@ -13,7 +13,9 @@ of how explicit it is, and stops at the first reading that decides:
    "C. the dog" that the rest explains;
 5. a refusal ("I cannot determine ...") picks nothing;
 6. the one letter named and never ruled out; in a list that walks through the options,
-   the one option not ruled out; then the one option text named and not ruled out.
+   the one option not ruled out; then the one option text named and not ruled out;
+   letters named as alternatives ("either B or C", "both A and B are possible") commit
+   to none, and no option text is read after them.
 
 "A" and "I" count as letters when they stand as an answer ("is A.", "Caption A", "(I)"),
 not as English words ("A dog runs", "I think"). Options echoed back as a list ("A. red
@@ -31,7 +33,9 @@ from functools import lru_cache
 from evalkit.sample import OPTION_LETTERS
 from evalkit.scoring.cues import (
     ALTERNATIVE,
+    BOTH,
     BREAK,
+    HEDGE_OR,
     IT_IS,
     JOINED,
     LINE_NEG,
@@ -281,6 +285,8 @@ def _standing(
     named = {m.letter for m in mentions if m.verdict == 0 and not m.listed} - ruled_out
     if len(named) == 1:
         return next(iter(named)), "lone_letter"
+    if len(named) > 1 and _hedged(s, mentions):
+        return None, "ambiguous"  # "either B or C; ...": no option text decides it either
     listed = {m.letter for m in mentions if m.listed}
     if not named and ruled_out and len(listed - ruled_out) == 1:
         return next(iter(listed - ruled_out)), "elimination"
@@ -288,6 +294,18 @@ def _standing(
     if by_text:
         return by_text, "option_text"
     return None, "ambiguous" if len(named) > 1 else ""
+
+
+def _hedged(s: str, mentions: list[_Mention]) -> bool:
+    """True when two letters are named as alternatives ("either A or B", "both A and C")."""
+    for m in mentions:
+        if m.verdict or m.listed:
+            continue
+        if HEDGE_OR.match(s, m.end):
+            return True
+        if JOINED.match(s, m.end) and BOTH.search(s, max(0, m.start - 24), m.start):
+            return True
+    return False
 
 
 _NUMBER_WORDS = (  # noqa: SIM905 (a list of 21 words reads better as one string)

@@ -120,8 +120,9 @@ def score_rules(
     """``prediction`` scored under every registered rule of the sample's task type
     (``skip``: a rule already scored, e.g. the headline). Extra metrics are not run."""
     kind = canonical_task_type(scorer_name or sample.task_type)
+    # a "+judge" rule is its base rule plus judge calls: asked as the headline only
     return {
         name: score(sample, prediction, scorer_name=kind, rule=name, extras=False)
-        for name in rules_for(kind)
-        if name != skip
+        for name, r in rules_for(kind).items()
+        if name != skip and r.fallback is None
     }

@@ -23,11 +23,16 @@ class RunScorer:
     and, for the extraction-sensitivity report, every other rule of its task type."""
 
     def __init__(
-        self, spec: Any = None, ctx: ScoringContext = NO_CONTEXT, prompt: Any = None
+        self,
+        spec: Any = None,
+        ctx: ScoringContext = NO_CONTEXT,
+        prompt: Any = None,
+        rule: str | None = None,
     ) -> None:
         self.spec = spec
         self.ctx = ctx  # the benchmark's judge (with its judge prompt), if any
         self.prompt = prompt  # the PromptPlan: which samples had the assistant turn pre-filled
+        self.choice = rule  # "official+judge" (or another headline choice); None: the spec's
         self._headline: dict[str, str] = {}  # task type as written -> rule
 
     def _prefilled(self, sample: Sample) -> Sample:
@@ -40,7 +45,7 @@ class RunScorer:
         rule = self._headline.get(sample.task_type)
         if rule is None:
             kind = tasks.canonical(sample.task_type)
-            rule = self.spec.headline_rule(kind) if self.spec else "evalkit"
+            rule = self.spec.headline_rule(kind, self.choice) if self.spec else "evalkit"
             self._headline[sample.task_type] = rule
         return rule
 
@@ -51,8 +56,11 @@ class RunScorer:
     def awaits(self, sample: Sample) -> bool:
         """Whether the sample's score waits on the judge (then ``ascore`` it on the loop)."""
         from evalkit.scoring import needs_judge
+        from evalkit.scoring.judge_fallback import fallback_of
 
-        return self.ctx.judge is not None and needs_judge(sample)
+        if self.ctx.judge is None:
+            return False
+        return needs_judge(sample) or fallback_of(self.rule(sample), sample.task_type) is not None
 
     async def ascore(self, sample: Sample, completion: Completion) -> Verdicts:
         """The sample's verdicts with the judge awaited on the running loop."""

@@ -48,6 +48,9 @@ class Rule:
     gameable: bool = False
     """True when a degenerate reply can score under it (e.g. an empty reply counted as
     correct): never used as an RL reward."""
+    fallback: Any = None
+    """For a ``<name>+judge`` rule: the ``JudgeFallback`` (``evalkit.scoring.
+    judge_fallback``) asked for the replies its base rule cannot decide; None otherwise."""
 
 
 _RULES: dict[str, dict[str, Rule]] = {}  # canonical task type -> rule name -> Rule
@@ -56,9 +59,10 @@ _loaded = False
 
 
 def rule(
-    name: str, *task_types: str, source: str, gameable: bool = False
+    name: str, *task_types: str, source: str, gameable: bool = False, fallback: Any = None
 ) -> Callable[[RuleFn], RuleFn]:
-    """Register ``fn`` as rule ``name`` for each of ``task_types`` (duplicates error)."""
+    """Register ``fn`` as rule ``name`` for each of ``task_types`` (duplicates error);
+    ``fallback``: the judge a ``<name>+judge`` rule asks (``judge_fallback.judge_rule``)."""
     if not task_types:
         raise RegistryError(f"rule {name!r} names no task type")
     if name == EVALKIT:
@@ -71,7 +75,7 @@ def rule(
             table = _RULES.setdefault(kind, {})
             if name in table:
                 raise RegistryError(f"rule {name!r} is already registered for {kind!r}")
-            table[name] = Rule(name, kind, fn, source, summary, gameable)
+            table[name] = Rule(name, kind, fn, source, summary, gameable, fallback)
         _TABLES.clear()
         return fn
 

@@ -11,7 +11,8 @@ that produced candidates) occurs last. None: no answer (wrong).
 
 Open questions: MMMU's key-phrase parse. The lower-cased reply is cut at newlines; from
 each line the text after the indicator ("is ", "so ", "answer ", ..., "=" on the last
-line) that leaves the shortest tail is kept, plus every number in it; numbers are rounded
+line) that leaves the shortest tail is kept (an empty tail restarts the search, as the
+official loop's ``if not shortest_key_response`` does), plus every number in it; numbers are rounded
 to 2 decimals. Correct if a number equals the normalised answer, or the answer text is a
 substring of a kept string.
 
@@ -88,15 +89,19 @@ _NUM_SIMPLE = re.compile(r"-?(?:\d+\.\d+|\.\d+|\d+\b)(?![eE][+-]?\d+)(?![,\d])")
 
 
 def _key_phrases(reply: str) -> list[str]:
-    """Tails after the indicator leaving the shortest tail, one per line that has one."""
+    """Per line, the tail after the indicator leaving the shortest one, as MMMU's loop
+    keeps it: ``if not shortest`` restarts it, so an empty tail (a line ending in an
+    indicator and a space) is replaced by the next indicator's tail, however long."""
     text = reply.strip().strip(".").lower()
     # MMMU also splits at ". " before a capital, which never matches lower-cased text.
     lines = text.split("\n")
     keys: list[str] = []
     for i, line in enumerate(lines):
         indicators = _INDICATORS + (("=",) if i == len(lines) - 1 else ())
-        tails = [line.split(ind)[-1].strip() for ind in indicators if ind in line]
-        shortest = min(tails, key=len) if tails else ""
+        shortest = ""
+        for tail in (line.split(ind)[-1].strip() for ind in indicators if ind in line):
+            if not shortest or len(tail) < len(shortest):
+                shortest = tail
         if shortest and shortest not in _TRIVIAL:
             keys.append(shortest)
     return keys or [text]
