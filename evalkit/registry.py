@@ -90,27 +90,40 @@ def resolve_ref(
     benchmark's adapter beside its YAML), tried before an import. Every failure is an
     ``error`` (one line, prefixed by ``where``) naming the reference and what to do.
     """
-    prefix = f"{where}: " if where else ""
     module_name, sep, attr = ref.rpartition(":")
     if not sep or not module_name or not attr:
-        raise error(f"{prefix}{ref!r} is not a 'module:attr' reference")
-    here = Path(folder) / f"{module_name}.py" if folder is not None else None
-    if module_name.endswith(".py"):
-        module = _module_from_file(Path(module_name).expanduser().resolve(), prefix, error)
-    elif here is not None and here.is_file():
-        module = _module_from_file(here.resolve(), prefix, error)
-    else:
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError as exc:
-            raise error(f"{prefix}cannot import {module_name!r} for {ref!r}: {exc}") from None
+        where_ = f"{where}: " if where else ""
+        raise error(f"{where_}{ref!r} is not a 'module:attr' reference")
+    module = load_module(module_name, folder=folder, where=where, error=error)
     try:
         return getattr(module, attr)
     except AttributeError:
         found = sorted(n for n, v in vars(module).items() if callable(v) and n[0] != "_")
         raise error(
-            f"{prefix}{module_name!r} has no {attr!r} (it has: {', '.join(found) or 'nothing'})"
+            f"{where + ': ' if where else ''}{module_name!r} has no {attr!r} "
+            f"(it has: {', '.join(found) or 'nothing'})"
         ) from None
+
+
+def load_module(
+    name: str,
+    *,
+    folder: str | Path | None = None,
+    where: str = "",
+    error: type[EvalkitError] = RegistryError,
+) -> ModuleType:
+    """The module part of a reference: a ``.py`` file, ``NAME.py`` in ``folder``, or an
+    import (see :func:`resolve_ref`)."""
+    prefix = f"{where}: " if where else ""
+    here = Path(folder) / f"{name}.py" if folder is not None else None
+    if name.endswith(".py"):
+        return _module_from_file(Path(name).expanduser().resolve(), prefix, error)
+    if here is not None and here.is_file():
+        return _module_from_file(here.resolve(), prefix, error)
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        raise error(f"{prefix}cannot import {name!r}: {exc}") from None
 
 
 def _module_from_file(path: Path, prefix: str, error: type[EvalkitError]) -> ModuleType:
