@@ -11,12 +11,18 @@ does not import, no such function, a signature that cannot take those arguments)
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from evalkit.errors import ConfigError
 from evalkit.registry import Registry, load_module
 
-from .rewards import RewardFn
+RewardFn = Callable[..., Mapping[str, float | None]]
+"""``(sample, prediction, w_acc=..., w_fmt=...) -> {"accuracy", "format", "overall"}``;
+accuracy and overall are None when the sample could not be scored; an optional
+``scorer_failed`` (truthy: the scorer raised, the reward is 0) is counted in the metrics.
+Here, not in :mod:`trainer.rewards`: the config checks a name against the registry below
+without importing torch (and without a circle back to the config)."""
 
 REWARD_FUNCTIONS: Registry[RewardFn] = Registry("reward function", group="evalkit.rewards")
 """Reward functions by name (a plug-in's entry point names its function, ``module:fn``)."""
