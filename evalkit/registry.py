@@ -71,9 +71,9 @@ class Ref:
 
     target: str
 
-    def load(self, *, folder: str | Path | None = None) -> Any:
+    def load(self) -> Any:
         """The object it names (see :func:`resolve_ref`)."""
-        return resolve_ref(self.target, folder=folder)
+        return resolve_ref(self.target)
 
 
 def resolve_ref(
@@ -123,7 +123,7 @@ def load_module(
     try:
         return importlib.import_module(name)
     except ImportError as exc:
-        raise error(f"{prefix}cannot import {name!r}: {exc}") from None
+        raise error(f"{prefix}cannot import {name!r}: {exc}") from exc
 
 
 def _module_from_file(path: Path, prefix: str, error: type[EvalkitError]) -> ModuleType:
