@@ -153,10 +153,18 @@ def test_an_installed_plugin_engine_is_a_registered_backend(toy_target: Path) ->
     assert proc.stdout.split() == ["True", "False"], proc.stderr
 
 
+@pytest.mark.parametrize(
+    "group, argv",
+    [
+        ("evalkit.benchmarks", ["bench", "list"]),
+        ("evalkit.rules", ["bench", "show", "LVBench"]),
+        ("evalkit.engines", ["run", "--bench", "LVBench", "--model", "m"]),  # flags: engines
+    ],
+)
 def test_a_broken_plugin_is_one_line_naming_it_and_evalkit_still_imports(
-    tmp_path: Path,
+    tmp_path: Path, group: str, argv: list[str]
 ) -> None:
-    entry = '[project.entry-points."evalkit.benchmarks"]\nbroken = "broken_plugin.specs"\n'
+    entry = f'[project.entry-points."{group}"]\nbroken = "broken_plugin.specs"\n'
     files = {"specs/__init__.py": "import not_a_module_anywhere\n"}
     src = _package(tmp_path, "broken-plugin", "broken_plugin", entry, files)
     target = tmp_path / "target"
@@ -164,8 +172,8 @@ def test_a_broken_plugin_is_one_line_naming_it_and_evalkit_still_imports(
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(target), str(REPO)])}
     imported = subprocess.run([sys.executable, "-c", "import evalkit.bench"], env=env)
     assert imported.returncode == 0
-    proc = _evalkit(target, "bench", "list", cwd=tmp_path)
-    assert proc.returncode == 2
+    proc = _evalkit(target, *argv, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
     (line,) = proc.stderr.strip().splitlines()
     assert "plug-in 'broken' = 'broken_plugin.specs' of broken-plugin" in line
     assert "not_a_module_anywhere" in line and "pip uninstall broken-plugin" in line
