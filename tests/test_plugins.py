@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
 PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q", "install"]
 PIP += ["--no-deps", "--no-build-isolation", "--no-index"]
 
@@ -95,9 +94,16 @@ def _package(root: Path, dist: str, pkg: str, entry_points: str, files: dict[str
     return src
 
 
+def _env(target: Path) -> dict[str, str]:
+    """This environment with ``target`` first on the path (the evalkit under test stays:
+    the installed one, or the checkout a PYTHONPATH names)."""
+    path = [str(target), *filter(None, [os.environ.get("PYTHONPATH")])]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+
+
 def _evalkit(target: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """``python -m evalkit ARGS`` in a fresh interpreter that sees ``target``."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(target), str(REPO)])}
+    env = _env(target)
     return subprocess.run(
         [sys.executable, "-m", "evalkit", *args],
         cwd=cwd,
@@ -146,7 +152,7 @@ def test_an_installed_plugin_engine_is_a_registered_backend(toy_target: Path) ->
         "from evalkit.engines import engine_choices, engine_spec; "
         "print('toy_echo' in engine_choices(), engine_spec('toy_echo').local_checkpoint)"
     )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(toy_target), str(REPO)])}
+    env = _env(toy_target)
     proc = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
     )
@@ -169,7 +175,7 @@ def test_a_broken_plugin_is_one_line_naming_it_and_evalkit_still_imports(
     src = _package(tmp_path, "broken-plugin", "broken_plugin", entry, files)
     target = tmp_path / "target"
     subprocess.run([*PIP, "--target", str(target), str(src)], check=True)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(target), str(REPO)])}
+    env = _env(target)
     imported = subprocess.run([sys.executable, "-c", "import evalkit.bench"], env=env)
     assert imported.returncode == 0
     proc = _evalkit(target, *argv, cwd=tmp_path)
