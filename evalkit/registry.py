@@ -1,17 +1,31 @@
 """A typed registry: plug-in points are names mapped to objects, never if/elif chains.
 
-Registering a name twice is an error; an unknown name gets a "did you mean" hint; an
-entry may be a lazy ``"module:attr"`` string so that listing a registry does not import
-heavy modules (vLLM, torch).
+Every named plug-in kind (task types, scorers, rules, benchmarks, aggregations, engines,
+trainer algorithms, reward functions) is one :class:`Registry`: registering a name twice
+is an error; an unknown name gets a "did you mean" hint; names and aliases are normalised
+here, once, by the registry's own ``normalize``; an entry may be an explicit lazy
+``"module:attr"`` reference so that listing a registry does not import heavy modules
+(vLLM, torch); a registry with a ``base`` type refuses an object of another type.
+
+Other packages add entries through entry points, one group per kind (``evalkit.rules``,
+``evalkit.benchmarks``, ``evalkit.engines``, ...). A group is read on the registry's first
+lookup or listing, never when evalkit is imported; a plug-in that does not load is an
+error naming it (one line), at every lookup of its kind, until it is fixed or uninstalled.
 """
 
 from __future__ import annotations
 
 import difflib
+import hashlib
 import importlib
+import importlib.util
 import re
+import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Generic, TypeVar
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Generic, TypeVar, cast
 
 from evalkit.errors import EvalkitError
 
@@ -47,22 +61,174 @@ class RegistryError(EvalkitError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+class PluginError(RegistryError):
+    """An installed plug-in (an entry point of another package) that does not load."""
+
+
+@dataclass(frozen=True)
+class Ref:
+    """An explicit lazy entry: ``"module:attr"``, or ``"path/to/file.py:attr"``."""
+
+    target: str
+
+    def load(self) -> Any:
+        """The object it names (see :func:`resolve_ref`)."""
+        return resolve_ref(self.target)
+
+
+def resolve_ref(
+    ref: str,
+    *,
+    folder: str | Path | None = None,
+    where: str = "",
+    error: type[EvalkitError] = RegistryError,
+) -> Any:
+    """The object ``"module:attr"`` names; the one place lazy references are resolved.
+
+    The module part may be a Python file (``path/to/file.py``, relative to the working
+    directory) or, with ``folder``, a ``module.py`` beside a file in ``folder`` (a
+    benchmark's adapter beside its YAML), tried before an import. Every failure is an
+    ``error`` (one line, prefixed by ``where``) naming the reference and what to do.
+    """
+    module_name, sep, attr = ref.rpartition(":")
+    if not sep or not module_name or not attr:
+        where_ = f"{where}: " if where else ""
+        raise error(f"{where_}{ref!r} is not a 'module:attr' reference")
+    module = load_module(module_name, folder=folder, where=where, error=error)
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        found = sorted(n for n, v in vars(module).items() if callable(v) and n[0] != "_")
+        raise error(
+            f"{where + ': ' if where else ''}{module_name!r} has no {attr!r} "
+            f"(it has: {', '.join(found) or 'nothing'})"
+        ) from None
+
+
+def load_module(
+    name: str,
+    *,
+    folder: str | Path | None = None,
+    where: str = "",
+    error: type[EvalkitError] = RegistryError,
+) -> ModuleType:
+    """The module part of a reference: a ``.py`` file, ``NAME.py`` in ``folder``, or an
+    import (see :func:`resolve_ref`)."""
+    prefix = f"{where}: " if where else ""
+    here = Path(folder) / f"{name}.py" if folder is not None else None
+    if name.endswith(".py"):
+        return _module_from_file(Path(name).expanduser().resolve(), prefix, error)
+    if here is not None and here.is_file():
+        return _module_from_file(here.resolve(), prefix, error)
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        raise error(f"{prefix}cannot import {name!r}: {exc}") from exc
+
+
+def _module_from_file(path: Path, prefix: str, error: type[EvalkitError]) -> ModuleType:
+    """A Python file imported once per path (a module name unique per file, so two files
+    called ``adapter.py`` never share one module object)."""
+    if not path.is_file():
+        raise error(f"{prefix}file {path} not found")
+    key = "evalkit_file_" + hashlib.sha1(str(path).encode()).hexdigest()[:12]
+    module = sys.modules.get(key)
+    if module is not None:
+        return module
+    spec = importlib.util.spec_from_file_location(key, path)
+    if spec is None or spec.loader is None:
+        raise error(f"{prefix}{path} cannot be imported as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[key] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[key]
+        raise error(f"{prefix}importing {path} failed: {exc!r}") from exc
+    return module
+
+
+AddFn = Callable[[str, Any], None]
+"""How a registry adds what a plug-in's entry point loads: ``(entry point name, object)``."""
+
+
 class Registry(Generic[T]):
-    """Names to objects of one kind (scorers, engines, aggregations, ...)."""
+    """Names to objects of one kind (scorers, engines, aggregations, ...).
 
-    def __init__(self, kind: str) -> None:
+    ``base``: the type every entry must be (a lazy one is checked when resolved).
+    ``normalize``: the lookup key of a name or alias (default: the name itself).
+    ``group``: the entry-point group other packages register into. ``modules``: evalkit's
+    own modules that register on import, imported on first lookup (a folder of rules).
+    ``add``: how an entry point's object is added (default: a module registered itself
+    on import; anything else is registered under the entry point's name).
+    """
+
+    def __init__(
+        self,
+        kind: str,
+        *,
+        base: type | tuple[type, ...] | None = None,
+        normalize: Callable[[str], str] | None = None,
+        group: str | None = None,
+        modules: Callable[[], Iterable[str]] | None = None,
+        add: AddFn | None = None,
+    ) -> None:
         self.kind = kind
-        self._entries: dict[str, T | str] = {}
+        self.base = base
+        self.group = group
+        self._normalize = normalize or str
+        self._modules = modules
+        self._add = add or self._add_plugin
+        self._entries: dict[str, T | Ref] = {}
+        self._keys: dict[str, str] = {}  # normalised name or alias -> name
+        self._loaded = group is None and modules is None
+        self._broken: str | None = None  # a plug-in that did not load, said at each lookup
 
-    def register(self, name: str, obj: T | str) -> T | str:
-        """Add ``obj`` under ``name``; ``obj`` may be a lazy ``"module:attr"`` string."""
+    def register(self, name: str, obj: T | Ref | str, *, aliases: Iterable[str] = ()) -> Any:
+        """Add ``obj`` under ``name`` and ``aliases``; a name or alias taken is an error.
+
+        ``obj`` may be a :class:`Ref` (or, as before, a ``"module:attr"`` string: in a
+        registry every string entry is a lazy reference). Returns ``obj``.
+        """
+        entry = self._entry(name, obj)
         if name in self._entries:
             raise RegistryError(f"{self.kind} {name!r} is already registered")
-        self._entries[name] = obj
+        keys = list(dict.fromkeys(self._normalize(k) for k in (name, *aliases)))
+        for key in keys:
+            if key in self._keys:
+                raise RegistryError(f"{self.kind} alias {key!r} already names {self._keys[key]!r}")
+        self._entries[name] = entry
+        self._keys.update(dict.fromkeys(keys, name))
         return obj
 
+    def register_lazy(self, name: str, ref: str, *, aliases: Iterable[str] = ()) -> None:
+        """Add the lazy entry ``"module:attr"`` under ``name`` (imported on first ``get``)."""
+        self.register(name, Ref(ref), aliases=aliases)
+
+    def _entry(self, name: str, obj: T | Ref | str) -> T | Ref:
+        if isinstance(obj, str):
+            if ":" not in obj:
+                raise RegistryError(f"{self.kind} {name!r}: {obj!r} is not a 'module:attr' ref")
+            return Ref(obj)
+        if not isinstance(obj, Ref):
+            self._check(name, obj)
+        return obj
+
+    def _check(self, name: str, obj: object) -> None:
+        if self.base is not None and not isinstance(obj, self.base):
+            want = getattr(self.base, "__name__", str(self.base))
+            raise RegistryError(
+                f"{self.kind} {name!r} is a {type(obj).__name__}, not a {want}: register one"
+            )
+
+    def unregister(self, name: str) -> None:
+        """Remove ``name`` and its aliases (a test's own entry, when it is done)."""
+        self._entries.pop(name, None)
+        for key in [k for k, v in self._keys.items() if v == name]:
+            del self._keys[key]
+
     def __call__(self, *names: str) -> Callable[[T], T]:
-        """Decorator form: ``@registry("name", "alias")``."""
+        """Decorator form: ``@registry("name", "other_name")`` (each name an entry)."""
 
         def deco(obj: T) -> T:
             for name in names:
@@ -71,29 +237,96 @@ class Registry(Generic[T]):
 
         return deco
 
-    def get(self, name: str) -> T:
-        """Return the entry for ``name``, importing it if it was registered lazily."""
-        try:
-            entry = self._entries[name]
-        except KeyError:
-            raise RegistryError(self._unknown(name)) from None
-        if isinstance(entry, str) and ":" in entry:
-            module, _, attr = entry.partition(":")
-            obj: T = getattr(importlib.import_module(module), attr)
-            self._entries[name] = obj
-            return obj
-        return entry  # type: ignore[return-value]
+    def canonical(self, name: str) -> str:
+        """The registered name ``name`` or an alias stands for (RegistryError if none)."""
+        self.load()
+        key = self._normalize(name)
+        if key in self._keys:
+            return self._keys[key]
+        raise RegistryError(self._unknown(name, key))
 
-    def _unknown(self, name: str) -> str:
-        known = sorted(self._entries)
-        hint = did_you_mean(name, known)
+    def get(self, name: str) -> T:
+        """The entry for ``name`` (or an alias), importing it if it was registered lazily."""
+        name = self.canonical(name)
+        entry = self._entries[name]
+        if isinstance(entry, Ref):
+            loaded = entry.load()
+            self._check(name, loaded)
+            self._entries[name] = loaded
+            return cast(T, loaded)
+        return entry
+
+    def items(self) -> list[tuple[str, T]]:
+        """Every ``(name, entry)``, sorted by name, lazy entries resolved."""
+        return [(name, self.get(name)) for name in self]
+
+    def owner(self, name: str) -> str | None:
+        """The name that ``name`` (or an alias) is taken by now, else None (loads nothing:
+        for checks made while registering)."""
+        return self._keys.get(self._normalize(name))
+
+    def keys(self) -> dict[str, str]:
+        """Every lookup key (a normalised name or alias) and the name it stands for."""
+        self.load()
+        return dict(self._keys)
+
+    def _unknown(self, name: str, key: str | None = None) -> str:
+        """The message of an unknown ``name`` (trainer/config.py says it in a ValueError)."""
+        key = self._normalize(name) if key is None else key
+        known = self.names()
+        hint = did_you_mean(key, self._keys, n=6)
         return f"unknown {self.kind} {name!r}{hint} (known: {', '.join(known) or 'none'})"
 
+    def names(self) -> list[str]:
+        """Every registered name, sorted (aliases left out)."""
+        self.load()
+        return sorted(self._entries)
+
     def __contains__(self, name: object) -> bool:
-        return name in self._entries
+        self.load()
+        return isinstance(name, str) and self._normalize(name) in self._keys
 
     def __iter__(self) -> Iterator[str]:
-        return iter(sorted(self._entries))
+        return iter(self.names())
 
     def __len__(self) -> int:
+        self.load()
         return len(self._entries)
+
+    def load(self) -> None:
+        """Import evalkit's own modules of this kind and the plug-ins of its group, once."""
+        if self._broken is not None:
+            raise PluginError(self._broken)
+        if self._loaded:
+            return
+        self._loaded = True  # first: the modules imported here register into this registry
+        for module in self._modules() if self._modules else ():
+            importlib.import_module(module)
+        for ep in _entry_points(self.group) if self.group else ():
+            try:
+                self._add(ep.name, ep.load())
+            except Exception as exc:  # a plug-in's bug must not become evalkit's traceback
+                self._broken = _broken_plugin(ep, self.group or "", exc)
+                raise PluginError(self._broken) from exc
+
+    def _add_plugin(self, name: str, obj: Any) -> None:
+        if not isinstance(obj, ModuleType):  # a module registered its entries on import
+            self.register(name, obj)
+
+
+def _entry_points(group: str) -> list[Any]:
+    from importlib.metadata import entry_points
+
+    seen: dict[tuple[str, str], Any] = {}
+    for ep in entry_points(group=group):  # one distribution found twice on the path: once
+        seen.setdefault((ep.name, ep.value), ep)
+    return sorted(seen.values(), key=lambda ep: ep.name)
+
+
+def _broken_plugin(ep: Any, group: str, exc: BaseException) -> str:
+    dist = getattr(getattr(ep, "dist", None), "name", None) or "its package"
+    reason = " ".join(str(exc).split()) or type(exc).__name__
+    return (
+        f"plug-in {ep.name!r} = {ep.value!r} of {dist} (entry points {group!r}) does not "
+        f"load: {type(exc).__name__}: {reason}; fix it or `pip uninstall {dist}`"
+    )

@@ -5,19 +5,18 @@ A task type names what a question asks for (``multiple_choice``, ``temporal_grou
 write it as, the prompt template that asks it, how a target written as text in a data file
 becomes the value its scorer compares against, the scorer itself (a lazy ``"module:attr"``
 reference, so naming a task type never imports a scorer) and whether an LLM judge scores
-it. This module is a leaf (it imports nothing of evalkit's but the registry's error): the
+it. This module is a leaf (it imports nothing of evalkit's but the registry): the
 prompts, the benchmark loaders and the scorers all ask it, none asks another for a name.
 A new task type is one :func:`register` call.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalkit.registry import RegistryError, did_you_mean, normalize_name
+from evalkit.registry import Registry, normalize_name, resolve_ref
 
 ScorerFn = Callable[[str, Any, Any], Any]
 """``(prediction, target, sample) -> Score`` (``evalkit.scoring.router.ScorerFn``)."""
@@ -29,10 +28,7 @@ def resolve(ref: str | Callable[..., Any]) -> Callable[..., Any]:
     """The object a ``"module:attr"`` reference names (a callable is returned as it is)."""
     if not isinstance(ref, str):
         return ref
-    module, sep, attr = ref.partition(":")
-    if not sep:
-        raise RegistryError(f"{ref!r} is not a 'module:attr' reference")
-    obj: Callable[..., Any] = getattr(importlib.import_module(module), attr)
+    obj: Callable[..., Any] = resolve_ref(ref)
     return obj
 
 
@@ -78,47 +74,37 @@ class TaskType:
         return self._get("target", self.target)(answer, n_options)
 
 
-_TASKS: dict[str, TaskType] = {}
-_CANONICAL: dict[str, str] = {}  # normalised name or alias -> canonical name
+TASKS: Registry[TaskType] = Registry(
+    "task type", base=TaskType, normalize=normalize_name, group="evalkit.tasks"
+)
+"""Every task type by name and alias (plug-ins: entry points ``evalkit.tasks``, each a
+:class:`TaskType` or a module that calls :func:`register`)."""
 
 
 def register(task: TaskType) -> TaskType:
     """Add a task type under its name and aliases (a name or alias taken twice is an error)."""
-    if task.name in _TASKS:
-        raise RegistryError(f"task type {task.name!r} is already registered")
-    keys = {normalize_name(k) for k in (task.name, *task.aliases)}
-    for key in keys:
-        if key in _CANONICAL:
-            raise RegistryError(f"task type alias {key!r} already names {_CANONICAL[key]!r}")
-    _TASKS[task.name] = task
-    _CANONICAL.update(dict.fromkeys(keys, task.name))
+    TASKS.register(task.name, task, aliases=task.aliases)
     return task
 
 
 def unregister(name: str) -> None:
     """Remove a task type and its aliases (a test's own task type, when it is done)."""
-    _TASKS.pop(name, None)
-    for key in [k for k, v in _CANONICAL.items() if v == name]:
-        del _CANONICAL[key]
+    TASKS.unregister(name)
 
 
 def canonical(name: str) -> str:
     """The canonical task type for ``name`` or an alias (case/space/hyphen-insensitive)."""
-    key = normalize_name(name)
-    if key in _CANONICAL:
-        return _CANONICAL[key]
-    hint = did_you_mean(key, _CANONICAL, n=6)
-    raise RegistryError(f"unknown task type {name!r}{hint} (known: {', '.join(names())})")
+    return TASKS.canonical(name)
 
 
 def get(name: str) -> TaskType:
     """The task type ``name`` or an alias stands for (RegistryError with a hint if none)."""
-    return _TASKS[canonical(name)]
+    return TASKS.get(name)
 
 
 def names() -> list[str]:
     """Every canonical task type, sorted."""
-    return sorted(_TASKS)
+    return TASKS.names()
 
 
 _S = "evalkit.scoring."
@@ -182,6 +168,7 @@ for _task in _BUILTIN:
     register(_task)
 
 __all__ = [
+    "TASKS",
     "ScorerFn",
     "TargetFn",
     "TaskType",

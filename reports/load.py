@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.bench.aggregations import AGGREGATIONS, AggregateResult, Scored, aggregate
-from evalkit.bench.unified_known import recorded_data_spec
 from evalkit.errors import DataError
 from evalkit.manifest import RunManifest
 from evalkit.rundir import RunDir, store_stem
@@ -25,7 +24,7 @@ from .judging import judge_notes
 from .model import BenchmarkReport, Counts, FailedPolicy, RunReport
 from .provenance import check_records, provenance_note, rejected_notes, split_foreign
 from .sensitivity import sensitivity
-from .specs import SpecAsRun, spec_as_run
+from .specs import SpecAsRun, recorded_data_spec, spec_as_run
 from .uncertainty import standard_error
 
 ADHOC_AGGREGATION = "pooled mean by task_type (ad-hoc data: no official spec)"

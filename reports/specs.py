@@ -113,3 +113,19 @@ def live_note(names: list[str]) -> str:
         f"aggregated by the live registry's spec, not the spec as run (the run recorded "
         f"none this evalkit can read): {', '.join(names)}"
     )
+
+
+def recorded_data_spec(
+    manifest: RunManifest, name: str
+) -> tuple[BenchmarkSpec | None, bool, str] | None:
+    """For a run benchmark made from a ``--data`` file: the spec it ran under (None for
+    rows of no known benchmark), whether its aggregate is official, and the note saying
+    how its rows were matched. None when ``name`` is not a ``--data`` benchmark. (A reader
+    of the run record: it lives with the reports, not in evalkit.bench below the records.)"""
+    info = manifest.data_benchmarks.get(name)
+    if info is None:
+        return None
+    raw = manifest.specs.get(name)
+    if not info.get("benchmark") or raw is None:
+        return None, False, str(info.get("note") or "")
+    return BenchmarkSpec.model_validate(raw), bool(info.get("official")), str(info.get("note"))

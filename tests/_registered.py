@@ -22,10 +22,11 @@ def task_type(
 ) -> Iterator[None]:
     """``name`` scored by ``fn``, with ``other_rules`` (rule name -> fn) as its other rules."""
     tasks.register(tasks.TaskType(name, fn))
-    table = {r: rules.Rule(r, name, f, source=__name__) for r, f in other_rules.items()}
-    monkeypatch.setitem(rules._RULES, name, table)
+    for r, f in other_rules.items():
+        rules.add_rule(rules.Rule(r, name, f, source=__name__))
     try:
         yield
     finally:
+        for r in [r for r in rules.rules_for(name) if r != rules.EVALKIT]:
+            rules.unregister(r, name)  # those a test added while it ran too
         tasks.unregister(name)
-        rules._TABLES.pop(name, None)  # rules_for's cached answer for the type

@@ -54,8 +54,7 @@ def echo() -> Iterator[EngineSpec]:
         )
     )
     yield spec
-    for registry in (engines.ENGINE_SPECS, engines.ENGINES, engines.ENGINE_CONFIGS):
-        registry._entries.pop(spec.name, None)
+    engines.ENGINE_SPECS.unregister(spec.name)
 
 
 def test_a_new_backend_is_one_registration(echo: EngineSpec) -> None:

@@ -56,15 +56,12 @@ class HashReplies:
 def shipped_rules_only() -> Iterator[None]:
     """Rules other test modules registered (process-wide) would add rows to the
     sensitivity tables: the snapshot is of what the shipped rules give."""
-    saved = {kind: dict(table) for kind, table in rules._RULES.items()}
-    for table in rules._RULES.values():
-        for name in [n for n, r in table.items() if r.source.startswith("tests/")]:
-            del table[name]
-    rules._TABLES.clear()
+    saved = [r for _, r in rules.RULES.items() if r.source.startswith("tests/")]
+    for r in saved:
+        rules.unregister(r.name, r.task_type)
     yield
-    rules._RULES.clear()
-    rules._RULES.update(saved)
-    rules._TABLES.clear()
+    for r in saved:
+        rules.add_rule(r)
 
 
 @pytest.fixture(scope="module")

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 import torch
 
-from evalkit.testing.toy_rl import ToyRun
 from evalkit.trainer import checkpoint as ckpt
 from evalkit.trainer.algorithms.losses import LossOptions
 from evalkit.trainer.step import StepSettings
+from tests._toy_rl import ToyRun
 
 SETTINGS = StepSettings(loss_options=LossOptions(0.2, 0.28), micro_batch_size=3)
 REPO = Path(__file__).resolve().parents[1]
@@ -70,7 +70,7 @@ torch.set_num_threads(1)
 from evalkit.trainer import checkpoint as ckpt
 from evalkit.trainer.algorithms.losses import LossOptions
 from evalkit.trainer.step import StepSettings
-from evalkit.testing.toy_rl import ToyRun
+from tests._toy_rl import ToyRun
 run = ToyRun(StepSettings(loss_options=LossOptions(0.2, 0.28), micro_batch_size=3), seed=7)
 state = ckpt.load_checkpoint(ckpt.latest_checkpoint(sys.argv[1]), run.policy, run.optimizer)
 run.load_data_state(state.data_state)

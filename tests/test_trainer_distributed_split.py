@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from evalkit.testing.toy_rl import ToyPolicy
 from evalkit.trainer.algorithms.aggregation import AggNorm
 from evalkit.trainer.batch import Group, Response, collate
 from evalkit.trainer.distributed.balance import balanced_partitions, even_out, imbalance
 from evalkit.trainer.distributed.group import split_for_ranks
 from evalkit.trainer.step import StepInputs, StepSettings, accumulate_loss
+from tests._toy_rl import ToyPolicy
 
 
 def test_partitions_cover_every_row_once_with_sizes_one_apart() -> None:

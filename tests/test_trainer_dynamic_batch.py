@@ -8,10 +8,10 @@ import itertools
 import pytest
 import torch
 
-from evalkit.testing.toy_rl import ToyPolicy
 from evalkit.trainer.config import load_config
 from evalkit.trainer.dynamic_batch import micro_batch_slices, token_budget_micro_batches
 from evalkit.trainer.step import StepSettings, accumulate_loss, compute_logprobs
+from tests._toy_rl import ToyPolicy
 from tests.test_trainer_step import _inputs  # the same two groups, old log-probs, advantages
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -8,12 +8,12 @@ from dataclasses import replace
 import pytest
 import torch
 
-from evalkit.testing.toy_rl import ToyRun
 from evalkit.trainer.algorithms.advantages import AdvantageInputs, compute_advantages
 from evalkit.trainer.algorithms.losses import LossOptions
 from evalkit.trainer.config import load_config
 from evalkit.trainer.entropy import logprobs_and_entropy, token_entropy
 from evalkit.trainer.step import StepInputs, StepSettings, accumulate_loss, compute_logprobs
+from tests._toy_rl import ToyRun
 
 SETTINGS = StepSettings(loss_options=LossOptions(0.2, 0.28), micro_batch_size=3)
 

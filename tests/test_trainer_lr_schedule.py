@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 import torch
 
-from evalkit.testing.toy_rl import ToyRun
 from evalkit.trainer import checkpoint as ckpt
 from evalkit.trainer.algorithms.losses import LossOptions
 from evalkit.trainer.config import OptimizerConfig, load_config
 from evalkit.trainer.lr_schedule import build_scheduler, lr_factor, schedule_length, warmup_steps
 from evalkit.trainer.step import StepSettings
+from tests._toy_rl import ToyRun
 
 SETTINGS = StepSettings(loss_options=LossOptions(0.2, 0.28), micro_batch_size=3)
 COSINE = OptimizerConfig(lr=0.02, lr_schedule="cosine", warmup_steps=2, min_lr_ratio=0.1)

@@ -300,8 +300,8 @@ def test_offline_rewards_take_the_last_slot_in_both_modes(mode, online):
 
 
 def test_toy_run_builds_groups_of_n_in_replace_last_mode():
-    from evalkit.testing.toy_rl import ToyRun
     from evalkit.trainer.step import StepSettings
+    from tests._toy_rl import ToyRun
 
     for mode, sizes in (("replace_last", {4}), ("append", {4})):
         run = ToyRun(StepSettings(), seed=0, mix=MixPolicyConfig(enable_mix_policy=True, mode=mode))

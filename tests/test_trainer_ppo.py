@@ -11,7 +11,6 @@ import pytest
 import torch
 
 from evalkit.errors import ConfigError
-from evalkit.testing.toy_rl import ToyRun
 from evalkit.trainer import checkpoint as ckpt
 from evalkit.trainer.algorithms.advantages import AdvantageInputs, compute_advantages
 from evalkit.trainer.algorithms.losses import LossOptions
@@ -26,6 +25,7 @@ from evalkit.trainer.step import (
     ppo_update,
     summarize_updates,
 )
+from tests._toy_rl import ToyRun
 
 SETTINGS = StepSettings(loss_options=LossOptions(0.2, 0.28), micro_batch_size=3)
 

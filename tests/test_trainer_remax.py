@@ -7,9 +7,9 @@ import math
 import pytest
 import torch
 
-from evalkit.testing.toy_rl import BOS, ToyRun, greedy_response, toy_reward
 from evalkit.trainer.algorithms.losses import LossOptions
 from evalkit.trainer.step import StepSettings
+from tests._toy_rl import BOS, ToyRun, greedy_response, toy_reward
 
 SETTINGS = StepSettings(loss_options=LossOptions(0.2, 0.28), micro_batch_size=3)
 

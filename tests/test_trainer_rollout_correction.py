@@ -10,7 +10,6 @@ import pytest
 import torch
 from torch import Tensor, nn
 
-from evalkit.testing.toy_rl import ToyRun
 from evalkit.trainer.algorithms.losses import LossOptions
 from evalkit.trainer.algorithms.rollout_correction import (
     is_weights,
@@ -21,6 +20,7 @@ from evalkit.trainer.batch import TrainBatch, response_logprobs
 from evalkit.trainer.config import load_config
 from evalkit.trainer.config_correction import RolloutCorrectionConfig
 from evalkit.trainer.step import StepInputs, StepSettings, accumulate_loss
+from tests._toy_rl import ToyRun
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -7,7 +7,6 @@ import copy
 import pytest
 import torch
 
-from evalkit.testing.toy_rl import BOS, EOS, PAD, ToyPolicy, ToyRun, sample_responses, toy_reward
 from evalkit.trainer.algorithms.aggregation import AggNorm
 from evalkit.trainer.algorithms.losses import LossOptions
 from evalkit.trainer.batch import Group, Response, collate, response_logprobs
@@ -20,6 +19,7 @@ from evalkit.trainer.step import (
     compute_logprobs,
     policy_step,
 )
+from tests._toy_rl import BOS, EOS, PAD, ToyPolicy, ToyRun, sample_responses, toy_reward
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from evalkit.config import _explain
 from evalkit.errors import ConfigError
@@ -180,9 +180,19 @@ class RewardsConfig(_Section):
     """Weight of the format reward."""
     overlong: OverlongConfig = Field(default_factory=OverlongConfig)
     """Soft overlong penalty."""
-    function: str | None = Field(default=None, pattern=r"^.+\.py:[A-Za-z_]\w*$")
-    """``path/to/file.py:fn``, fn(sample, prediction, w_acc=, w_fmt=) -> {accuracy, format,
-    overall}, loaded at startup (None: evalkit's scorers)."""
+    function: str | None = Field(default=None, pattern=r"^(.+\.py:[A-Za-z_]\w*|[\w.-]+)$")
+    """``path/to/file.py:fn`` or a registered reward function's name (``trainer.reward_loader``),
+    fn(sample, prediction, w_acc=, w_fmt=) -> {accuracy, format, overall}, loaded at startup
+    (None: evalkit's scorers)."""
+
+    @field_validator("function")
+    @classmethod
+    def _registered(cls, value: str | None) -> str | None:
+        from .reward_loader import REWARD_FUNCTIONS
+
+        if value is not None and ":" not in value and value not in REWARD_FUNCTIONS:
+            raise ValueError(REWARD_FUNCTIONS._unknown(value))
+        return value
 
 
 class MixPolicyConfig(_Section):

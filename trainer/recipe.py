@@ -36,8 +36,8 @@ from .metrics import MetricsLog, update_record
 from .mix_policy import build_group, merge_offline_rewards, online_count
 from .model_parts import enable_gradient_checkpointing
 from .recipe_setup import build_training, load_train_data, load_validator
-from .reward_loader import load_reward_function
-from .rewards import RewardFn, compute_rewards
+from .reward_loader import RewardFn, load_reward_function
+from .rewards import compute_rewards
 from .rollout import (
     EngineLoop,
     cut_at_visual_tokens,

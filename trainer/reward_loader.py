@@ -1,4 +1,6 @@
-"""A reward function named in the config as ``path/to/file.py:function``, loaded at startup.
+"""A reward function named in the config, loaded at startup: ``path/to/file.py:function``,
+or the name of a registered one (:data:`REWARD_FUNCTIONS`: ``evalkit``, and those other
+packages add through the entry points ``evalkit.rewards``).
 
 The function follows :data:`trainer.rewards.RewardFn`: ``fn(sample, prediction, w_acc=...,
 w_fmt=...) -> {"accuracy", "format", "overall"}``. Every mistake (no such file, a file that
@@ -8,35 +10,38 @@ does not import, no such function, a signature that cannot take those arguments)
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import inspect
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from evalkit.errors import ConfigError
+from evalkit.registry import Registry, load_module
 
-from .rewards import RewardFn
+RewardFn = Callable[..., Mapping[str, float | None]]
+"""``(sample, prediction, w_acc=..., w_fmt=...) -> {"accuracy", "format", "overall"}``;
+accuracy and overall are None when the sample could not be scored; an optional
+``scorer_failed`` (truthy: the scorer raised, the reward is 0) is counted in the metrics.
+Here, not in :mod:`trainer.rewards`: the config checks a name against the registry below
+without importing torch (and without a circle back to the config)."""
+
+REWARD_FUNCTIONS: Registry[RewardFn] = Registry("reward function", group="evalkit.rewards")
+"""Reward functions by name (a plug-in's entry point names its function, ``module:fn``)."""
+REWARD_FUNCTIONS.register_lazy("evalkit", "evalkit.scoring:reward")
 
 
 def load_reward_function(spec: str) -> RewardFn:
-    """Import ``file.py:function`` (a path relative to the working directory or absolute)."""
-    path_text, sep, name = spec.rpartition(":")
+    """A registered reward function's name, or ``file.py:function`` (a path relative to the
+    working directory or absolute)."""
     where = f"rewards.function={spec!r}"
+    if ":" not in spec:
+        registered = REWARD_FUNCTIONS.get(spec)  # unknown: RegistryError with a hint
+        _check_signature(registered, where, Path(spec), spec)
+        return registered
+    path_text, sep, name = spec.rpartition(":")
     if not sep or not path_text or not name:
         raise ConfigError(f"{where}: expected path/to/file.py:function")
     path = Path(path_text).expanduser().resolve()
-    if not path.is_file():
-        raise ConfigError(f"{where}: file {path} not found")
-    # a name unique per file, so two reward files never share one module object
-    module_name = "trainer_reward_" + hashlib.sha1(str(path).encode()).hexdigest()[:12]
-    loader_spec = importlib.util.spec_from_file_location(module_name, path)
-    if loader_spec is None or loader_spec.loader is None:
-        raise ConfigError(f"{where}: {path} cannot be imported as a Python module")
-    module = importlib.util.module_from_spec(loader_spec)
-    try:
-        loader_spec.loader.exec_module(module)
-    except Exception as exc:
-        raise ConfigError(f"{where}: importing {path} failed: {exc!r}") from exc
+    module = load_module(str(path), where=where, error=ConfigError)
     fn = getattr(module, name, None)
     if not callable(fn):
         found = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_"))

@@ -9,7 +9,7 @@ for GDPO.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -18,11 +18,7 @@ from torch import Tensor
 from evalkit.sample import Sample
 
 from .config import RewardsConfig
-
-RewardFn = Callable[..., Mapping[str, float | None]]
-"""``(sample, prediction, w_acc=..., w_fmt=...) -> {"accuracy", "format", "overall"}``;
-accuracy and overall are None when the sample could not be scored; an optional
-``scorer_failed`` (truthy: the scorer raised, the reward is 0) is counted in the metrics."""
+from .reward_loader import RewardFn
 
 REQUIRED_KEYS = ("accuracy", "format", "overall")
 

@@ -9,11 +9,8 @@ question the release asks twice gets ``#2`` (IdSpec.duplicates), reported as a w
 from __future__ import annotations
 
 import hashlib
-import importlib
-import importlib.util
 import os
 import string
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +21,7 @@ from evalkit.bench.files import Loaded, Row, RowError, iter_rows, unique_id
 from evalkit.bench.layout import MediaPath
 from evalkit.bench.spec import BenchmarkSpec
 from evalkit.errors import DataError, Problem
+from evalkit.registry import resolve_ref
 from evalkit.sample import OPTION_LETTERS, ImageRef, Sample, VideoRef
 
 
@@ -420,25 +418,10 @@ def _adapter(spec: BenchmarkSpec) -> Callable[..., Any] | None:
 
 def load_hook(spec: BenchmarkSpec, ref: str) -> Callable[..., Any]:
     """Resolve ``"module:function"``: ``module.py`` beside the spec's YAML, else an import."""
-    module_name, _, attr = ref.partition(":")
-    if not attr:
+    if ":" not in ref:
         raise DataError(f"{spec.name}: adapter {ref!r} must be 'module:function'")
-    here = Path(spec.source_path).parent / f"{module_name}.py" if spec.source_path else None
-    if here is not None and here.is_file():
-        key = f"evalkit_benchmarks_{module_name}"
-        module = sys.modules.get(key)
-        if module is None:
-            mspec = importlib.util.spec_from_file_location(key, here)
-            assert mspec is not None and mspec.loader is not None
-            module = importlib.util.module_from_spec(mspec)
-            sys.modules[key] = module
-            mspec.loader.exec_module(module)
-    else:
-        module = importlib.import_module(module_name)
-    try:
-        fn: Callable[..., Any] = getattr(module, attr)
-    except AttributeError:
-        raise DataError(f"{spec.name}: adapter module {module_name!r} has no {attr!r}") from None
+    folder = Path(spec.source_path).parent if spec.source_path else None
+    fn: Callable[..., Any] = resolve_ref(ref, folder=folder, where=spec.name, error=DataError)
     return fn
 
 

@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import os
 from functools import lru_cache
+from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
+from types import ModuleType
 
 from evalkit._layout import package_folder
 from evalkit.bench.spec import BenchmarkSpec, normalize_name
 from evalkit.config import load_yaml_model
 from evalkit.errors import ConfigError
-from evalkit.registry import RegistryError, did_you_mean
+from evalkit.registry import Registry, RegistryError, did_you_mean
 
 
 def benchmarks_dir() -> Path:
@@ -34,44 +37,76 @@ def load_spec(path: str | Path) -> BenchmarkSpec:
 
 
 class BenchmarkRegistry:
-    """Specs of one folder, by normalised name and aliases."""
+    """Specs of one folder and of the installed plug-ins, by normalised name and aliases.
+
+    Another package adds benchmarks through the entry points ``evalkit.benchmarks``: each
+    names a package whose ``*.yaml`` files are specs (adapters beside them, as here), a
+    :class:`BenchmarkSpec`, or a YAML file or folder; they are read on the first lookup.
+    """
 
     def __init__(self, folder: str | Path) -> None:
         self.folder = Path(folder)
-        self._specs: dict[str, BenchmarkSpec] = {}
-        self._keys: dict[str, tuple[str, str | None]] = {}
-        """Normalised name or alias -> (benchmark, the variant the alias stands for)."""
-        for path in sorted(self.folder.glob("*.yaml")):
-            spec = load_spec(path)
-            if spec.name in self._specs:
-                raise ConfigError(f"{path}: benchmark {spec.name!r} is defined twice")
-            self._specs[spec.name] = spec
-            for key in [spec.name, *spec.aliases]:
-                alias, _, variant = key.partition(":")
-                k = normalize_name(alias)
-                owner = self._keys.get(k, (spec.name, None))[0]
-                if owner != spec.name:
-                    raise ConfigError(f"{path}: name {alias!r} already used by {owner!r}")
-                self._keys[k] = (spec.name, variant or None)
+        self._specs: Registry[BenchmarkSpec] = Registry(
+            "benchmark",
+            base=BenchmarkSpec,
+            normalize=normalize_name,
+            group="evalkit.benchmarks",
+            add=self._add_plugin,
+        )
+        self._implied: dict[str, str] = {}
+        """Normalised alias -> the variant it stands for."""
+        self._add_folder(self.folder)
+
+    def _add_folder(self, folder: Path | Traversable) -> None:
+        for path in sorted((p for p in folder.iterdir() if p.name.endswith(".yaml")), key=str):
+            self._add(load_spec(str(path)), str(path))
+
+    def _add(self, spec: BenchmarkSpec, where: str) -> None:
+        if self._specs.owner(spec.name) == spec.name:
+            raise ConfigError(f"{where}: benchmark {spec.name!r} is defined twice")
+        implied: dict[str, str] = {}
+        for key in [spec.name, *spec.aliases]:
+            alias, _, variant = key.partition(":")
+            owner = self._specs.owner(alias)
+            if owner is not None:
+                raise ConfigError(f"{where}: name {alias!r} already used by {owner!r}")
+            if variant:
+                implied[normalize_name(alias)] = variant
+        self._specs.register(spec.name, spec, aliases=[a.partition(":")[0] for a in spec.aliases])
+        self._implied.update(implied)
+
+    def _add_plugin(self, name: str, obj: object) -> None:
+        if isinstance(obj, ModuleType):  # a package of specs, as evalkit.benchmarks is
+            self._add_folder(resources.files(obj))
+        elif isinstance(obj, BenchmarkSpec):
+            self._add(obj, f"plug-in {name!r}")
+        elif isinstance(obj, (str, Path)) and Path(obj).is_dir():
+            self._add_folder(Path(obj))
+        elif isinstance(obj, (str, Path)):
+            self._add(load_spec(obj), str(obj))
+        else:
+            raise ConfigError(
+                f"{type(obj).__name__} is no benchmark: give a package of *.yaml specs, "
+                "a BenchmarkSpec, or a YAML file or folder"
+            )
 
     def names(self) -> list[str]:
         """Display names, sorted."""
-        return sorted(self._specs, key=str.lower)
+        return sorted(self._specs.names(), key=str.lower)
 
     def specs(self) -> list[BenchmarkSpec]:
         """All specs, sorted by name."""
-        return [self._specs[n] for n in self.names()]
+        return [self._specs.get(n) for n in self.names()]
 
     def resolve(self, name: str) -> tuple[str, str | None]:
         """``(benchmark name, variant or None)`` that ``name`` (``NAME[:VARIANT]``, an alias
         or an alias standing for a variant) asks for."""
         base, _, variant = name.partition(":")
-        key = normalize_name(base)
-        if key not in self._keys:
-            hint = did_you_mean(key, {k: v[0] for k, v in self._keys.items()})
+        if base not in self._specs:
             known = ", ".join(self.names()) or f"none: no *.yaml spec in {self.folder}"
+            hint = did_you_mean(normalize_name(base), self._specs.keys())
             raise RegistryError(f"unknown benchmark {base!r}{hint} (known: {known})")
-        bench, implied = self._keys[key]
+        bench, implied = self._specs.canonical(base), self._implied.get(normalize_name(base))
         if implied and variant and variant != implied:
             raise RegistryError(
                 f"{base!r} is {bench}:{implied} already; for variant {variant!r} give "
@@ -83,12 +118,12 @@ class BenchmarkRegistry:
         """The spec called ``name`` (or ``name:variant``, or an alias of a variant)."""
         bench, variant = self.resolve(name)
         try:
-            return self._specs[bench].with_variant(variant)
+            return self._specs.get(bench).with_variant(variant)
         except KeyError as exc:
             raise RegistryError(str(exc.args[0])) from None
 
     def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and normalize_name(name.partition(":")[0]) in self._keys
+        return isinstance(name, str) and name.partition(":")[0] in self._specs
 
     def __len__(self) -> int:
         return len(self._specs)

@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from evalkit import tasks
 from evalkit.bench.files import Loaded, RowError, iter_file_rows
@@ -32,9 +32,6 @@ from evalkit.bench.unified import load_unified, unified_spec
 from evalkit.errors import DataError, Problem
 from evalkit.registry import RegistryError
 from evalkit.sample import Sample
-
-if TYPE_CHECKING:
-    from evalkit.manifest import RunManifest
 
 # Spec field -> unified row fields tried in order (the spec's own field name is tried
 # first). From EasyVideoR1's eval/data/valid_data files: VSI-Bench keeps the question
@@ -302,18 +299,3 @@ def data_benches(file: str | Path, video_root: str | Path | None = None) -> list
         shown = "\n".join(f"  {p}" for p in data.loaded.invalid[:5])
         raise DataError(f"{file}: not one row could be loaded:\n{shown}")
     return data.benches
-
-
-def recorded_data_spec(
-    manifest: RunManifest, name: str
-) -> tuple[BenchmarkSpec | None, bool, str] | None:
-    """For a run benchmark made from a ``--data`` file: the spec it ran under (None for
-    rows of no known benchmark), whether its aggregate is official, and the note saying
-    how its rows were matched. None when ``name`` is not a ``--data`` benchmark."""
-    info = manifest.data_benchmarks.get(name)
-    if info is None:
-        return None
-    raw = manifest.specs.get(name)
-    if not info.get("benchmark") or raw is None:
-        return None, False, str(info.get("note") or "")
-    return BenchmarkSpec.model_validate(raw), bool(info.get("official")), str(info.get("note"))

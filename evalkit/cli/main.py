@@ -103,7 +103,10 @@ def main(argv: list[str] | None = None) -> int:
     name = argv[0]
     if name not in COMMANDS:
         _top_parser().error(f"unknown command {name!r}; choose from {', '.join(sorted(COMMANDS))}")
-    args = command_parser(name).parse_args(argv[1:])
+    try:
+        args = command_parser(name).parse_args(argv[1:])
+    except EvalkitError as exc:  # e.g. a plug-in that does not load, met building the flags
+        return _fail(name, str(exc))
     module = importlib.import_module(COMMANDS[name][0])
     try:
         with _sigterm_interrupts():

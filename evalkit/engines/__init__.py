@@ -10,10 +10,11 @@ engines; adding a backend is one module and one :func:`register_engine` call.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from evalkit.registry import Registry
+from evalkit.registry import Registry, resolve_ref
 
 
 @dataclass(frozen=True)
@@ -33,18 +34,39 @@ class EngineSpec:
     """Offered as ``--engine`` (a batch variant is reached through ``--mode sync``)."""
 
 
-ENGINE_SPECS: Registry[EngineSpec] = Registry("engine")
-ENGINES: Registry[Any] = Registry("engine")
+ENGINE_SPECS: Registry[EngineSpec] = Registry("engine", base=EngineSpec, group="evalkit.engines")
+"""Every backend's registration (plug-ins: entry points ``evalkit.engines``, each an
+:class:`EngineSpec` registered under the entry point's name, or a module that calls
+:func:`register_engine`)."""
+
+
+class _Resolved:
+    """One lazy reference of every registration, by the backend's name (a view)."""
+
+    def __init__(self, field: str) -> None:
+        self._field = field
+
+    def get(self, name: str) -> Any:
+        """What the registration of ``name`` references (imported on first use)."""
+        spec = ENGINE_SPECS.get(name)
+        return resolve_ref(getattr(spec, self._field), where=f"engine {name!r}")
+
+    def __contains__(self, name: object) -> bool:
+        return name in ENGINE_SPECS
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(ENGINE_SPECS)
+
+
+ENGINES = _Resolved("engine")
 """Engine classes by name (from the registrations)."""
-ENGINE_CONFIGS: Registry[Any] = Registry("engine config")
+ENGINE_CONFIGS = _Resolved("config")
 """Each engine class's typed config, by the same names."""
 
 
 def register_engine(spec: EngineSpec) -> EngineSpec:
     """Register a backend (its class and config by lazy reference); a name taken is an error."""
     ENGINE_SPECS.register(spec.name, spec)
-    ENGINES.register(spec.name, spec.engine)
-    ENGINE_CONFIGS.register(spec.name, spec.config)
     return spec
 
 

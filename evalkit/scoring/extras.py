@@ -19,6 +19,6 @@ from evalkit.scoring.types import Score
 ExtraFn = Callable[[str, Sample, Score, Any], Score]
 """``(prediction, sample, primary score, judge or None) -> Score``."""
 
-EXTRAS: Registry[ExtraFn] = Registry("extra metric")
+EXTRAS: Registry[ExtraFn] = Registry("extra metric", group="evalkit.extra_metrics")
 
 __all__ = ["EXTRAS", "ExtraFn"]

@@ -72,7 +72,7 @@ class AdvantageOptions:
 
 
 AdvantageFn = Callable[[AdvantageInputs, AdvantageOptions], Tensor]
-ADVANTAGES: Registry[AdvantageFn] = Registry("advantage estimator")
+ADVANTAGES: Registry[AdvantageFn] = Registry("advantage estimator", group="evalkit.advantages")
 
 
 def compute_advantages(

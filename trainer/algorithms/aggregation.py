@@ -44,7 +44,9 @@ class AggNorm:
 
 
 AggregationFn = Callable[[Tensor, Tensor, AggNorm], Tensor]
-AGGREGATIONS: Registry[AggregationFn] = Registry("loss aggregation mode")
+AGGREGATIONS: Registry[AggregationFn] = Registry(
+    "loss aggregation mode", group="evalkit.loss_aggregations"
+)
 
 
 def aggregate(mode: str, loss: Tensor, mask: Tensor, norm: AggNorm) -> Tensor:

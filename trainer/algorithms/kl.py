@@ -19,7 +19,7 @@ from torch import Tensor
 from evalkit.registry import Registry
 
 KLFn = Callable[[Tensor, Tensor], Tensor]
-KL_ESTIMATORS: Registry[KLFn] = Registry("KL estimator")
+KL_ESTIMATORS: Registry[KLFn] = Registry("KL estimator", group="evalkit.kl_estimators")
 
 # Keeps exp() finite when the two policies disagree wildly on a token.
 _MAX_LOG_RATIO = 20.0

@@ -56,7 +56,7 @@ class LossOutput:
 
 
 PolicyLossFn = Callable[[Tensor, Tensor, Tensor, Tensor, LossOptions], LossOutput]
-POLICY_LOSSES: Registry[PolicyLossFn] = Registry("policy loss")
+POLICY_LOSSES: Registry[PolicyLossFn] = Registry("policy loss", group="evalkit.policy_losses")
 
 
 def masked_mean(values: Tensor, mask: Tensor) -> Tensor:

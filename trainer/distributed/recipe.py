@@ -46,7 +46,7 @@ from ..checkpoint import latest_checkpoint
 from ..config import TrainerConfig
 from ..lr_schedule import schedule_length
 from ..recipe import GRPORecipe
-from ..rewards import RewardFn
+from ..reward_loader import RewardFn
 from ..step import StepInputs, StepResult
 from .colocate import ColocatedRollout, WorkerRolloutEngine
 from .group import GroupSpec, WorkerGroup

@@ -62,7 +62,9 @@ class Aggregation(Protocol):
     ) -> AggregateResult: ...
 
 
-AGGREGATIONS: Registry[Callable[..., AggregateResult]] = Registry("aggregation")
+AGGREGATIONS: Registry[Callable[..., AggregateResult]] = Registry(
+    "aggregation", group="evalkit.aggregations"
+)
 
 
 def percent(values: Iterable[float]) -> float | None:

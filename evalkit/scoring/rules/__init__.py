@@ -12,20 +12,20 @@ sample) -> Score``, registered under a name for one or more task types:
 A spec picks its headline rule (``scoring.rule``: its official one where it has one);
 every sample is also scored under the other rules of its task type, so reports can show
 how many verdicts flip between rules. Rule modules live beside this file, one per
-benchmark or harness, and are found by name on first use (importing evalkit does not
-import them).
+benchmark or harness, and are imported on the first lookup (importing evalkit does not
+import them); another package adds rules through the entry points ``evalkit.rules`` (a
+module whose ``@rule`` functions register on import).
 """
 
 from __future__ import annotations
 
-import importlib
 import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from evalkit import tasks
-from evalkit.registry import RegistryError, did_you_mean
+from evalkit.registry import Registry, RegistryError, did_you_mean
 from evalkit.sample import Sample
 from evalkit.scoring.types import Score
 
@@ -53,9 +53,21 @@ class Rule:
     judge_fallback``) asked for the replies its base rule cannot decide; None otherwise."""
 
 
-_RULES: dict[str, dict[str, Rule]] = {}  # canonical task type -> rule name -> Rule
+def _rule_modules() -> list[str]:
+    # evalkit's own rule modules: every public module of this package (each registers on
+    # import); a plug-in's come through the entry points ``evalkit.rules``
+    return [f"{__name__}.{i.name}" for i in pkgutil.iter_modules(__path__) if i.name[0] != "_"]
+
+
+def _key(name: str, task_type: str) -> str:
+    return f"{name} for {task_type}"  # one name may be a rule of several task types
+
+
+RULES: Registry[Rule] = Registry(
+    "extraction rule", base=Rule, group="evalkit.rules", modules=_rule_modules
+)
+"""Every registered rule by ``"NAME for TASK_TYPE"`` (``evalkit`` rules are not in it)."""
 _TABLES: dict[str, dict[str, Rule]] = {}  # rules_for's answers, cleared on registration
-_loaded = False
 
 
 def rule(
@@ -71,35 +83,29 @@ def rule(
     def deco(fn: RuleFn) -> RuleFn:
         summary = (fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else ""
         for task_type in task_types:
-            kind = tasks.canonical(task_type)
-            table = _RULES.setdefault(kind, {})
-            if name in table:
-                raise RegistryError(f"rule {name!r} is already registered for {kind!r}")
-            table[name] = Rule(name, kind, fn, source, summary, gameable, fallback)
-        _TABLES.clear()
+            add_rule(
+                Rule(name, tasks.canonical(task_type), fn, source, summary, gameable, fallback)
+            )
         return fn
 
     return deco
+
+
+def add_rule(r: Rule) -> Rule:
+    """Register one :class:`Rule` (``rule``'s decorator does, per task type it names)."""
+    RULES.register(_key(r.name, r.task_type), r)
+    _TABLES.clear()
+    return r
 
 
 def unregister(name: str, *task_types: str) -> None:
     """Remove rule ``name`` from each of ``task_types`` (a plugin or test undoing ``rule``)."""
     for task_type in task_types:
         kind = tasks.canonical(task_type)
-        if _RULES.get(kind, {}).pop(name, None) is None:
+        if _key(name, kind) not in RULES:
             raise RegistryError(f"rule {name!r} is not registered for {kind!r}")
+        RULES.unregister(_key(name, kind))
     _TABLES.clear()
-
-
-def _load_all() -> None:
-    """Import every rule module of this package once (they register on import)."""
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    for info in pkgutil.iter_modules(__path__):
-        if not info.name.startswith("_"):
-            importlib.import_module(f"{__name__}.{info.name}")
 
 
 def _evalkit_rule(task_type: str) -> Rule:
@@ -111,9 +117,9 @@ def rules_for(task_type: str) -> dict[str, Rule]:
     """Every rule for a task type (name or alias), ``evalkit`` first."""
     table = _TABLES.get(task_type)
     if table is None:  # scoring every sample under every rule asks this per sample
-        _load_all()
         kind = tasks.canonical(task_type)
-        table = {EVALKIT: _evalkit_rule(kind), **dict(sorted(_RULES.get(kind, {}).items()))}
+        own = sorted((r.name, r) for _, r in RULES.items() if r.task_type == kind)
+        table = {EVALKIT: _evalkit_rule(kind), **dict(own)}
         _TABLES[task_type] = table
     return dict(table)
 
@@ -136,8 +142,18 @@ def has_rule(name: str, task_type: str) -> bool:
 
 def all_rules() -> list[Rule]:
     """Every registered rule, by task type then name (``evalkit`` rules included)."""
-    _load_all()
     return [r for kind in tasks.names() for r in rules_for(kind).values()]
 
 
-__all__ = ["EVALKIT", "Rule", "RuleFn", "all_rules", "get_rule", "has_rule", "rule", "rules_for"]
+__all__ = [
+    "EVALKIT",
+    "RULES",
+    "Rule",
+    "RuleFn",
+    "add_rule",
+    "all_rules",
+    "get_rule",
+    "has_rule",
+    "rule",
+    "rules_for",
+]

@@ -6,7 +6,8 @@ response is correct when its first token is a's answer token ``a + K`` and well-
 it ends with EOS (answer tokens are disjoint from question tokens, so one current-token
 policy can satisfy both). :class:`ToyRun` wires rollout -> rewards -> GRPO advantages ->
 :func:`evalkit.trainer.step.ppo_update`, with a shuffled data order, so checkpoint/resume
-can be tested for exact continuation. Only tests use it (no demo or perf script does).
+can be tested for exact continuation. A trainer test helper: it lives with the tests, since
+evalkit (evalkit.testing included) never imports the trainer.
 """
 
 from __future__ import annotations
