@@ -32,7 +32,11 @@ from .config_sections import (
 __all__ = ["ActorConfig", "OptimizerConfig", "RunConfig", "TrainerConfig", "load_config"]
 
 LossAggMode = Literal[
-    "token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm", "seq-mean-token-sum-norm-mean"
+    "token-mean",
+    "seq-mean-token-sum",
+    "seq-mean-token-mean",
+    "seq-mean-token-sum-norm",
+    "seq-mean-token-sum-norm-mean",
 ]
 
 
@@ -66,17 +70,49 @@ class DataConfig(_Section):
     (``perf/train_step.py``'s comparison arm)."""
 
 
+class KLControllerConfig(_Section):
+    """How the in-reward KL coefficient moves (verl ``algorithm.kl_ctrl``)."""
+
+    type: Literal["fixed", "adaptive"] = "fixed"
+    """fixed: ``kl.coef`` throughout; adaptive: verl's ``AdaptiveKLController`` (Ziegler et
+    al. 2019) from ``kl.coef``: after each step coef *= 1 + clip(KL / target_kl - 1, -0.2, 0.2)
+    * rows / horizon, KL the batch mean of the rows' token-mean KL. Needs ``kl.in_reward``
+    (verl drives only the in-reward KL with it)."""
+    target_kl: float = Field(default=0.1, gt=0)
+    """KL the adaptive controller steers to (verl default 0.1)."""
+    horizon: int = Field(default=10000, gt=0)
+    """Rows over which a full proportional correction applies (verl default 10000)."""
+
+
 class KLConfig(_Section):
     """Optional KL regularisation against the frozen reference model."""
 
-    estimator: Literal["off", "k1", "k3", "k3_unclamped"] = "off"
-    """KL estimator per token: off, k1 (log-ratio), k3 (low variance, >= 0, clamped to
-    [-10, 10] as verl's low_var_kl) or k3_unclamped (only the log-ratio clamped to +-20)."""
+    estimator: str = "off"
+    """KL estimator per token (trainer.algorithms.kl, verl's names): off, k1 / kl, abs,
+    k2 / mse, k3 / low_var_kl (clamped to [-10, 10] as verl), k3_unclamped, and the
+    straight-through ``+`` variants (k1+, k3+ / low_var_kl+, ...: the value of the named
+    estimator, the gradient of k2)."""
     coef: float = Field(default=0.0, ge=0)
-    """Weight of the KL term."""
+    """Weight of the KL term (the adaptive controller's starting value)."""
     in_reward: bool = False
-    """Put -coef*KL into the rewards instead of the loss (verl use_kl_in_reward): per token for
-    REINFORCE++, as -coef*sum_t KL_t on the sequence reward for GRPO, RLOO and ReMax."""
+    """Put -coef*KL into the token rewards instead of the loss (verl use_kl_in_reward /
+    apply_kl_penalty): GRPO, RLOO and REINFORCE++-baseline sum them into the score,
+    REINFORCE++ and ReMax give each token its reward-to-go (the KL from that token on)."""
+    kl_ctrl: KLControllerConfig = Field(default_factory=KLControllerConfig)
+    """The in-reward coefficient's controller (verl algorithm.kl_ctrl)."""
+
+    @model_validator(mode="after")
+    def _check(self) -> KLConfig:
+        from .algorithms import KL_ESTIMATORS
+
+        if self.estimator != "off" and self.estimator not in KL_ESTIMATORS:
+            raise ValueError(KL_ESTIMATORS._unknown(self.estimator) + " or off")
+        if self.kl_ctrl.type == "adaptive" and not (self.in_reward and self.estimator != "off"):
+            raise ValueError(
+                "kl.kl_ctrl.type=adaptive drives the in-reward KL (as verl): set kl.in_reward "
+                "true and a kl.estimator"
+            )
+        return self
 
 
 class DynamicSamplingConfig(_Section):
@@ -89,7 +125,10 @@ class DynamicSamplingConfig(_Section):
     overlong penalty, seq_reward = overall reward."""
     keep_singletons: bool = True
     """Keep groups of one response (verl keeps them; False drops them)."""
-    max_tries: int = Field(default=4, ge=0)
+    keep_rule: Literal["std", "range"] = "std"
+    """When a group has signal: std = numpy's population std of its values > 0 (verl-recipe;
+    equal floats whose mean rounds can pass), range = max > min (exact; a deviation)."""
+    max_tries: int = Field(default=0, ge=0)
     """Most generation batches per step (verl max_num_gen_batches; 0 = no limit)."""
     on_shortfall: Literal["raise", "partial"] = "raise"
     """When tries run out: raise (verl) or train on the groups there are, with a warning."""
@@ -99,7 +138,8 @@ class AlgorithmConfig(_Section):
     """Advantage estimator, policy loss and their knobs."""
 
     advantage: str = "grpo"
-    """Advantage estimator name (grpo, rloo, reinforce_pp, remax, gdpo)."""
+    """Advantage estimator name (grpo, rloo, reinforce_plus_plus,
+    reinforce_plus_plus_baseline, remax, gdpo)."""
     norm_by_std: bool = True
     """GRPO/GDPO: divide by the group std (False gives Dr. GRPO)."""
     adv_eps: float = Field(default=1e-6, gt=0)
@@ -126,7 +166,8 @@ class AlgorithmConfig(_Section):
     loss_agg_mode: LossAggMode = "token-mean"
     """How per-token losses become one number (token-mean is global over micro-batches)."""
     gspo_force_seq_mean: bool = True
-    """GSPO aggregates with seq-mean-token-mean whatever loss_agg_mode says (as verl)."""
+    """GSPO's policy term aggregates with seq-mean-token-mean whatever loss_agg_mode says; the
+    KL and entropy terms keep loss_agg_mode (as verl's compute_policy_loss_gspo)."""
     loss_agg_max_len: int | None = None
     """Constant divisor of seq-mean-token-sum-norm (default: rollout.max_response_tokens)."""
     kl: KLConfig = Field(default_factory=KLConfig)
@@ -151,11 +192,16 @@ class AlgorithmConfig(_Section):
         explicit_dual = "dual_clip_c" in self.model_fields_set and self.dual_clip_c is not None
         if explicit_dual and self.policy_loss not in ("ppo_clip", "vanilla"):
             raise ValueError(f"dual_clip_c applies to ppo_clip only, not {self.policy_loss!r}")
-        if self.policy_loss == "gspo" and self.gspo_force_seq_mean:
-            self.loss_agg_mode = "seq-mean-token-mean"
         if self.clip_eps_low > 1.0:
             raise ValueError(f"clip_eps_low must be <= 1 (ratio >= 0), got {self.clip_eps_low}")
         return self
+
+    @property
+    def policy_agg_mode(self) -> str | None:
+        """The policy term's own aggregation where it differs (GSPO), else None."""
+        if self.policy_loss == "gspo" and self.gspo_force_seq_mean:
+            return "seq-mean-token-mean"
+        return None
 
 
 class OverlongConfig(_Section):

@@ -9,6 +9,7 @@ Everything algorithmic lives in the modules it calls; this class only wires them
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 import time
 from pathlib import Path
@@ -22,6 +23,7 @@ from evalkit.errors import ConfigError, DataError
 from .actor import ActorPolicy, maybe_fsdp
 from .algorithms import AdvantageInputs, AdvantageOptions, compute_advantages, token_kl
 from .algorithms.dynamic_sampling import collect_groups, metric_values
+from .algorithms.kl_control import KL_CONTROLLERS, batch_kl
 from .algorithms.rollout_correction import Correction, rollout_correction
 from .batch import Group, TrainBatch, collate, online_texts
 from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
@@ -73,6 +75,11 @@ class GRPORecipe:
         self.timer = PhaseTimer()
         self.scorer_failed = 0
         """Responses of the current step whose scorer raised (rewarded 0, counted)."""
+        ctrl = cfg.algorithm.kl.kl_ctrl
+        self.kl_ctrl = KL_CONTROLLERS.get(ctrl.type)(
+            cfg.algorithm.kl.coef, ctrl.target_kl, ctrl.horizon
+        )
+        """The in-reward KL coefficient (verl's kl_ctrl; saved in checkpoints)."""
 
     @property
     def out_dir(self) -> Path:
@@ -114,6 +121,7 @@ class GRPORecipe:
         if latest is not None:
             resumed = load_checkpoint(latest, self.actor, self.optimizer, scheduler=self.scheduler)
             self.data.load_state_dict(resumed.data_state)
+            self.kl_ctrl.value = float(resumed.extra.get("kl_coef", self.kl_ctrl.value))
             self.start_step = resumed.step
             log.info("resumed from %s (step %d)", latest, resumed.step)
         tensorboard = "tensorboard" in cfg.trainer.loggers
@@ -149,7 +157,7 @@ class GRPORecipe:
             self.actor,
             self.optimizer,
             self.data.state_dict(),
-            extra={"model": cfg.model},
+            extra={"model": cfg.model, "kl_coef": self.kl_ctrl.value},
             keep_last=cfg.checkpoint.keep_last,
             scheduler=self.scheduler,
         )
@@ -198,6 +206,7 @@ class GRPORecipe:
                 ds.max_tries,
                 ds.keep_singletons,
                 ds.on_shortfall,
+                ds.keep_rule,
             )
             groups = result.groups
             metrics |= result.metrics()
@@ -334,20 +343,28 @@ class GRPORecipe:
         }
         with self.timer("old_logprob"):
             old_logp = self._logprobs(batch, rows)
+        corr = self._correction(batch, old_logp)
+        if corr.keep is not None:  # rejection sampling: rejected tokens leave the update
+            batch = dataclasses.replace(batch, response_mask=batch.response_mask * corr.keep)
         ref_logp = kl = None
+        kl_metrics: dict[str, float] = {}
         if algo.kl.estimator != "off":
             with self.timer("ref_logprob"):
                 ref_logp = self._ref_logprobs(batch, rows)
-            if algo.kl.in_reward:
+            if algo.kl.in_reward:  # verl apply_kl_penalty
                 kl = token_kl(algo.kl.estimator, old_logp, ref_logp) * batch.response_mask
-        corr = self._correction(batch, old_logp)
+                kl_metrics = self._kl_penalty_step(kl, batch.response_mask)
         baseline = None
         if "baseline" in groups[0].meta:  # ReMax: each row's prompt's greedy reward
             baseline = torch.tensor([g.meta["baseline"] for g in groups for _ in g.responses])
+        options = AdvantageOptions.from_config(algo)
+        if kl is not None:  # the controller's coefficient of this step
+            beta = kl_metrics["actor/reward_kl_penalty_coeff"]
+            options = dataclasses.replace(options, kl_coef=beta)
         adv = compute_advantages(
             algo.advantage,
             AdvantageInputs(rewards, batch.group_ids, batch.response_mask, baseline, kl),
-            AdvantageOptions.from_config(algo),
+            options,
         )
         self.last_update = {
             "overall": rewards["overall"],
@@ -364,8 +381,14 @@ class GRPORecipe:
         if not per_update:  # verl: once per training step, after the actor update
             self._step_schedule()
         self.last_texts = online_texts(groups)
-        summary = dict(summarize_updates(results)) | corr.metrics
+        summary = dict(summarize_updates(results)) | corr.metrics | kl_metrics
         return update_record(summary, rewards, batch, len(groups), lr)
+
+    def _kl_penalty_step(self, kl: torch.Tensor, mask: torch.Tensor) -> dict[str, float]:
+        """The coefficient this step's rewards use, then the controller's update (verl)."""
+        beta, current = self.kl_ctrl.value, batch_kl(kl, mask)
+        self.kl_ctrl.update(current, n_steps=int(mask.shape[0]))
+        return {"actor/reward_kl_penalty": current, "actor/reward_kl_penalty_coeff": beta}
 
     def _logprobs(self, batch: TrainBatch, rows: list[Any]) -> torch.Tensor:
         """Old log-probs of ``batch`` (the distributed recipe asks its workers instead)."""
@@ -392,4 +415,13 @@ class GRPORecipe:
         """Engine-vs-trainer mismatch on the online tokens, and TIS weights when asked."""
         rc = self.cfg.algorithm.rollout_correction
         online = batch.response_mask * (~batch.is_offline)[:, None]
-        return rollout_correction(old_logp, batch.rollout_logp, online, rc.mode, rc.cap)
+        return rollout_correction(
+            old_logp,
+            batch.rollout_logp,
+            online,
+            rc.mode,
+            rc.cap,
+            rc.rollout_is_batch_normalize,
+            rc.rollout_rs,
+            rc.rollout_rs_threshold,
+        )
