@@ -51,6 +51,7 @@ from .rollout import (
 )
 from .step import StepInputs, StepSettings, compute_logprobs, ppo_update, summarize_updates
 from .timing import PhaseTimer
+from .vllm_memory import cpu_options, preflight
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +94,8 @@ class GRPORecipe:
         cfg = self.cfg
         if not cfg.model or not cfg.data.train_path:
             raise ConfigError("set model and data.train_path (config file or key=value)")
+        if self._engine_here() and cfg.rollout.engine == "vllm" and not torch.cuda.is_available():
+            preflight(cpu_options(cfg.rollout.engine_options))  # before any model loads
         torch.manual_seed(cfg.seed)
         self.actor = ActorPolicy.from_pretrained(cfg.model)
         self.actor.share_vision_per_group = cfg.actor.share_vision_per_group
@@ -279,11 +282,18 @@ class GRPORecipe:
             groups.append(group)
         return groups
 
+    def _engine_here(self) -> bool:
+        """Whether this process builds the rollout engine (not the distributed workers)."""
+        return True
+
     def _make_engine(self) -> Any:
         """The rollout engine (the distributed recipe may host it in its workers instead)."""
         ro = self.cfg.rollout
+        options = dict(ro.engine_options)
+        if ro.engine == "vllm" and not torch.cuda.is_available():
+            options = cpu_options(options)  # vLLM's 0.9 is of the CPU memory node there
         return make_rollout_engine(
-            ro.engine, self.cfg.model, self.actor, ro.engine_options, self.loop, ro.sleep_level
+            ro.engine, self.cfg.model, self.actor, options, self.loop, ro.sleep_level
         )
 
     def _sample(

@@ -48,6 +48,7 @@ from ..lr_schedule import schedule_length
 from ..recipe import GRPORecipe
 from ..rewards import RewardFn
 from ..step import StepInputs, StepResult
+from ..vllm_memory import preflight
 from .colocate import ColocatedRollout, WorkerRolloutEngine
 from .group import GroupSpec, WorkerGroup
 from .rollout_worker import colocated, rollout_spec
@@ -83,6 +84,9 @@ class DistributedGRPORecipe(GRPORecipe):
                 "distributed run, or cut short while saving; remove that step directory "
                 "to resume from the one before, or pass --no-resume"
             )
+        spec_ro = self.rollout_spec
+        if spec_ro is not None and dist.gpus_per_worker == 0 and dist.ray_address is None:
+            preflight(spec_ro.options, engines=len(spec_ro.hosts))  # this machine's engines
         super().setup(resume=resume)
         cpus = dist.workers * dist.cpus_per_worker
         self._stack.enter_context(ray_session(dist.ray_address, num_cpus=int(cpus) or None))
@@ -168,6 +172,9 @@ class DistributedGRPORecipe(GRPORecipe):
         return results
 
     # -- colocated rollouts (rollout.engine: vllm): the engines live in the workers --------
+
+    def _engine_here(self) -> bool:
+        return self.rollout_spec is None
 
     def _make_engine(self) -> Any:
         if self.rollout_spec is not None:
