@@ -59,9 +59,16 @@ class DataConfig(_Section):
     """Most frames sampled from one video."""
     fps: float = Field(default=2.0, gt=0)
     """Frame sampling rate in frames per second (capped by video_max_frames)."""
+    min_pixels: int | None = Field(default=None, gt=0)
+    """Smallest H*W of a video frame or image after resizing (verl / EasyVideoR1
+    data.min_pixels; capped by the max budgets). None: evalkit's FrameSpec / ImageSpec
+    defaults (100352 per video frame, 3136 per image)."""
     max_prompt_tokens: int = Field(default=4096, gt=0)
-    """Prompts longer than this (visual tokens included) are left out before training, with
-    a warning naming them and their count in ``data/filtered_overlong`` (verl's filter)."""
+    """Prompt budget (visual tokens included). With filter_overlong_prompts longer prompts are
+    left out before training; otherwise one reaching rollout stops the run, naming it."""
+    filter_overlong_prompts: bool = True
+    """Leave prompts over max_prompt_tokens out before training, with a warning naming them and
+    their count in ``data/filtered_overlong`` (verl filter_overlong_prompts)."""
     shuffle: bool = True
     """Shuffle the training samples each epoch (seeded)."""
     frame_source: Literal["cache", "decode"] = "cache"
@@ -293,6 +300,33 @@ class CheckpointConfig(_Section):
     """Keep only the newest N checkpoints (None = keep all)."""
 
 
+class InputsConfig(_Section):
+    """How a missing model or data file is made (trainer.inputs): built on demand, announced,
+    or refused before anything loads with the command that makes it."""
+
+    tiny_model: str | None = None
+    """When ``model`` does not exist: build a tiny random checkpoint of this family there
+    (``evalkit model tiny --family F MODEL``: qwen2_vl, qwen2_5_vl, qwen3_vl). None: refuse."""
+    synthvideo_n: int | None = Field(default=None, ge=1)
+    """When data.train_path / data.val_path does not exist and is named
+    ``synthvideo_<train|test>.<unified|offline>.jsonl``: generate SynthVideo there with this
+    many questions per family (``evalkit synth --split S --unified``; offline: with offline
+    trajectories for mix-policy), seeded by ``seed``. None: refuse."""
+    get_model: str | None = None
+    """The command that makes ``model``, named when it is missing and not built here."""
+    get_data: str | None = None
+    """The command that makes the data files, named when one is missing and not built here."""
+
+    @model_validator(mode="after")
+    def _check(self) -> InputsConfig:
+        from evalkit.models.tiny import FAMILIES  # no torch at import
+
+        if self.tiny_model is not None and self.tiny_model not in FAMILIES:
+            hint = did_you_mean(self.tiny_model, FAMILIES)
+            raise ValueError(f"inputs.tiny_model {self.tiny_model!r}{hint} (one of {FAMILIES})")
+        return self
+
+
 class TrainerConfig(_Section):
     """The whole trainer configuration."""
 
@@ -324,6 +358,8 @@ class TrainerConfig(_Section):
     """Validation on data.val_path and metric loggers."""
     distributed: DistributedConfig = Field(default_factory=DistributedConfig)
     """Ray worker group (trainer.distributed); workers: 0 trains in this process."""
+    inputs: InputsConfig = Field(default_factory=InputsConfig)
+    """How a missing model or data file is built, or which command makes it."""
 
     @model_validator(mode="after")
     def _check(self) -> TrainerConfig:
@@ -343,6 +379,31 @@ class TrainerConfig(_Section):
     def agg_max_len(self) -> int:
         """Constant divisor of the seq-mean-token-sum-norm aggregation."""
         return self.algorithm.loss_agg_max_len or self.rollout.max_response_tokens
+
+
+def shipped_configs() -> dict[str, Path]:
+    """The configs shipped with evalkit (package data), by name (file name without .yaml)."""
+    from evalkit._layout import package_folder
+
+    folder = package_folder("evalkit.trainer") / "configs"
+    return {p.stem: p for p in sorted(folder.glob("*.yaml"))}
+
+
+def find_config(name: str | Path) -> Path:
+    """A config file: ``name`` itself when it is a file, else the shipped config of that name
+    (``grpo_synthvideo`` or ``grpo_synthvideo.yaml``, from any folder)."""
+    path = Path(name)
+    if path.is_file():
+        return path
+    shipped = shipped_configs()
+    stem = path.name[: -len(".yaml")] if path.name.endswith(".yaml") else path.name
+    if stem in shipped and (len(path.parts) == 1 or path.parts[-2] == "configs"):
+        return shipped[stem]
+    hint = did_you_mean(stem, list(shipped))
+    raise ConfigError(
+        f"--config {name}: no such file and no shipped config of that name{hint} "
+        f"(shipped: {', '.join(shipped)}; python -m evalkit.trainer configs lists them)"
+    )
 
 
 def load_config(

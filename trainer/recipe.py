@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from evalkit.engines.base import SamplingParams
-from evalkit.errors import ConfigError, DataError
+from evalkit.errors import DataError
 
 from .actor import ActorPolicy, maybe_fsdp
 from .algorithms import AdvantageInputs, AdvantageOptions, compute_advantages, token_kl
@@ -32,7 +32,8 @@ from .data import TrainItem
 from .eval_hook import EvalHook
 from .frames import PromptLoader, frame_source
 from .greedy import greedy_responses
-from .loggers import make_sinks
+from .inputs import prepare_inputs
+from .loggers import check_loggers, make_sinks
 from .lr_schedule import current_lr
 from .metrics import MetricsLog, update_record
 from .mix_policy import build_group, merge_offline_rewards, online_count
@@ -92,8 +93,8 @@ class GRPORecipe:
         from evalkit.cache import FrameCache
 
         cfg = self.cfg
-        if not cfg.model or not cfg.data.train_path:
-            raise ConfigError("set model and data.train_path (config file or key=value)")
+        self.loggers = check_loggers(cfg)  # a listed logger's missing package: an error now
+        prepare_inputs(cfg)  # built on demand, or refused before anything loads
         if self._engine_here() and cfg.rollout.engine == "vllm" and not torch.cuda.is_available():
             preflight(cpu_options(cfg.rollout.engine_options))  # before any model loads
         torch.manual_seed(cfg.seed)
@@ -127,7 +128,7 @@ class GRPORecipe:
             self.kl_ctrl.value = float(resumed.extra.get("kl_coef", self.kl_ctrl.value))
             self.start_step = resumed.step
             log.info("resumed from %s (step %d)", latest, resumed.step)
-        tensorboard = "tensorboard" in cfg.trainer.loggers
+        tensorboard = "tensorboard" in self.loggers
         sinks = make_sinks(cfg, self.out_dir)
         self.metrics = MetricsLog(self.out_dir, cfg.schedule.steps, tensorboard, sinks)
         self.eval_hook = EvalHook(cfg, self.out_dir, self.metrics.write)
