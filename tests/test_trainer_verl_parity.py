@@ -429,3 +429,26 @@ def test_ppo_kl_metric_is_k1_and_k3_keeps_its_own_name():
     assert out.metrics["actor/ppo_kl_k3"].item() == pytest.approx(k3, rel=1e-5)
     assert out.metrics["actor/pg_clipfrac"].item() == pytest.approx(0.5)  # r = 2 > 1.2, A > 0
     assert "approx_kl" not in out.metrics
+
+
+def test_recipe_uses_the_coefficient_then_steps_the_controller():
+    from evalkit.trainer.recipe import GRPORecipe
+
+    cfg = load_config(
+        None,
+        [
+            "algorithm.kl.estimator=k1",
+            "algorithm.kl.in_reward=true",
+            "algorithm.kl.coef=0.1",
+            "algorithm.kl.kl_ctrl.type=adaptive",
+            "algorithm.kl.kl_ctrl.target_kl=0.05",
+            "algorithm.kl.kl_ctrl.horizon=1000",
+        ],
+    )
+    recipe = GRPORecipe(cfg)
+    # 256 rows with token-mean KL 0.1 (row 0: two tokens 0.1 and 0.1; padding ignored)
+    kl, mask = torch.full((256, 2), 0.1), torch.ones(256, 2)
+    first = recipe._kl_penalty_step(kl, mask)
+    assert first["actor/reward_kl_penalty_coeff"] == 0.1  # this step's rewards used 0.1
+    assert first["actor/reward_kl_penalty"] == pytest.approx(0.1, rel=1e-6)
+    assert recipe.kl_ctrl.value == pytest.approx(0.1 * 1.0512)
