@@ -355,6 +355,7 @@ class GRPORecipe:
         with self.timer("old_logprob"):
             old_logp = self._logprobs(batch, rows)
         corr = self._correction(batch, old_logp)
+        sampled = batch  # response lengths are reported as sampled
         if corr.keep is not None:  # rejection sampling: rejected tokens leave the update
             batch = dataclasses.replace(batch, response_mask=batch.response_mask * corr.keep)
         ref_logp = kl = None
@@ -393,7 +394,7 @@ class GRPORecipe:
             self._step_schedule()
         self.last_texts = online_texts(groups)
         summary = dict(summarize_updates(results)) | corr.metrics | kl_metrics
-        return update_record(summary, rewards, batch, len(groups), lr)
+        return update_record(summary, rewards, sampled, len(groups), lr)
 
     def _kl_penalty_step(self, kl: torch.Tensor, mask: torch.Tensor) -> dict[str, float]:
         """The coefficient this step's rewards use, then the controller's update (verl)."""
