@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from pathlib import Path
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -28,13 +29,24 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _about(path: Path, width: int = 72) -> str:
+    """The first sentence of a config's leading comment, cut to ``width`` characters."""
+    head = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.startswith("#"):
+            break
+        head.append(line.lstrip("#").strip())
+    text = " ".join(head)
+    cut = min((i for i in (text.find(". "), text.find(": ")) if i > 0), default=len(text))
+    text = text[:cut].rstrip(".")
+    return text if len(text) <= width else text[: width - 3].rsplit(" ", 1)[0] + "..."
+
+
 def _configs(args: argparse.Namespace) -> int:
     from .config import shipped_configs
 
     for name, path in shipped_configs().items():
-        lines = path.read_text(encoding="utf-8").splitlines()
-        about = next((x.lstrip("# ").strip() for x in lines if x.startswith("#")), "")
-        print(f"{name:<28} {about}")
+        print(f"{name:<28} {_about(path)}")
     print("run one with: python -m evalkit.trainer train --config NAME [key=value ...]")
     return 0
 
