@@ -354,18 +354,11 @@ class GRPORecipe:
         }
         with self.timer("old_logprob"):
             old_logp = self._logprobs(batch, rows)
+        ref_logp, kl, kl_metrics = self._reference(batch, rows, old_logp)
         corr = self._correction(batch, old_logp)
         sampled = batch  # response lengths are reported as sampled
         if corr.keep is not None:  # rejection sampling: rejected tokens leave the update
             batch = dataclasses.replace(batch, response_mask=batch.response_mask * corr.keep)
-        ref_logp = kl = None
-        kl_metrics: dict[str, float] = {}
-        if algo.kl.estimator != "off":
-            with self.timer("ref_logprob"):
-                ref_logp = self._ref_logprobs(batch, rows)
-            if algo.kl.in_reward:  # verl apply_kl_penalty
-                kl = token_kl(algo.kl.estimator, old_logp, ref_logp) * batch.response_mask
-                kl_metrics = self._kl_penalty_step(kl, batch.response_mask)
         baseline = None
         if "baseline" in groups[0].meta:  # ReMax: each row's prompt's greedy reward
             baseline = torch.tensor([g.meta["baseline"] for g in groups for _ in g.responses])
@@ -395,6 +388,21 @@ class GRPORecipe:
         self.last_texts = online_texts(groups)
         summary = dict(summarize_updates(results)) | corr.metrics | kl_metrics
         return update_record(summary, rewards, sampled, len(groups), lr)
+
+    def _reference(
+        self, batch: TrainBatch, rows: list[Any], old_logp: torch.Tensor
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None, dict[str, float]]:
+        """Reference log-probs (KL on), and with the KL in the reward its per-token values
+        and the controller's step, as verl's apply_kl_penalty: before rejection sampling."""
+        algo = self.cfg.algorithm
+        if algo.kl.estimator == "off":
+            return None, None, {}
+        with self.timer("ref_logprob"):
+            ref_logp = self._ref_logprobs(batch, rows)
+        if not algo.kl.in_reward:
+            return ref_logp, None, {}
+        kl = token_kl(algo.kl.estimator, old_logp, ref_logp) * batch.response_mask
+        return ref_logp, kl, self._kl_penalty_step(kl, batch.response_mask)
 
     def _kl_penalty_step(self, kl: torch.Tensor, mask: torch.Tensor) -> dict[str, float]:
         """The coefficient this step's rewards use, then the controller's update (verl)."""

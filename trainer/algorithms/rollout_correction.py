@@ -25,7 +25,10 @@ same tokens from the same weights. Two things here:
 - :func:`rejection_mask`: verl's rejection sampling (``compute_rollout_rejection_mask``,
   ``rollout_rs`` / ``rollout_rs_threshold``): tokens or whole sequences whose divergence
   statistic (:data:`RS_STATISTICS`) passes its bound stay; the others leave the response
-  mask before the advantages and the loss (verl replaces ``response_mask``).
+  mask before the advantages and the loss (verl replaces ``response_mask``). The in-reward
+  KL and its controller see the sampled mask, as verl's ``apply_kl_penalty`` runs first;
+  one deviation: evalkit's estimators read that KL through the kept mask, so a rejected
+  token's KL leaves the sequence score (verl's GRPO sums the token rewards unmasked).
 
 Sequence-level weights are unbiased (before truncation) for sequence-level rewards;
 token-level ones are biased but have far less variance. The cap trades bias for variance.
