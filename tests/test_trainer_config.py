@@ -211,3 +211,8 @@ def test_a_yaml_that_is_not_a_mapping_is_rejected(tmp_path):
     path.write_text("- a\n- b\n")
     with pytest.raises(ConfigError, match=r"list\.yaml.*mapping"):
         load_config(path)
+
+
+def test_an_overlong_buffer_past_the_response_budget_fails_at_load():
+    with pytest.raises(ConfigError, match=r"rewards\.overlong\.buffer=64 exceeds"):
+        load_config(CONFIG_DIR / "dapo_synthvideo.yaml", ["rollout.max_response_tokens=8"])

@@ -13,7 +13,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from evalkit.errors import ConfigError
+from evalkit.errors import ConfigError, DataError
 from evalkit.testing.toy_rl import BOS, EOS, PAD, ToyPolicy
 from evalkit.trainer.algorithms.advantages import AdvantageInputs, AdvantageOptions
 from evalkit.trainer.algorithms.advantages import compute_advantages as adv_of
@@ -278,7 +278,7 @@ def test_reinforce_pp_whitens_with_rsqrt_of_var_plus_1e8(spread):
 def test_reinforce_pp_with_one_valid_token_raises_like_verl():
     mask = torch.tensor([[1.0], [0.0]])
     inputs = AdvantageInputs(torch.tensor([1.0, 0.0]), torch.tensor([0, 1]), mask)
-    with pytest.raises(ValueError, match="1 valid response token"):
+    with pytest.raises(DataError, match="1 valid response token"):  # one line in the CLI
         adv_of("reinforce_plus_plus", inputs)
 
 

@@ -368,6 +368,13 @@ class TrainerConfig(_Section):
         run = self.trainer
         if (run.val_before_train or run.val_freq) and not self.data.val_path:
             raise ValueError("trainer.val_before_train / val_freq need data.val_path")
+        over = self.rewards.overlong
+        if over.enable and over.buffer > self.overlong_max_length:
+            raise ValueError(  # a load-time error, not a traceback at the first reward
+                f"rewards.overlong.buffer={over.buffer} exceeds its max_length "
+                f"{self.overlong_max_length} (rewards.overlong.max_length or "
+                "rollout.max_response_tokens): lower the buffer or raise the length"
+            )
         return self
 
     @property

@@ -15,9 +15,14 @@ from typing import Literal
 import torch
 from torch import Tensor
 
+from evalkit.errors import DataError
 from evalkit.registry import Registry
 
 from .settings import AlgorithmSettings
+
+
+class BatchError(DataError, ValueError):
+    """A batch the algorithm cannot train on (one line for people, as any DataError)."""
 
 
 @dataclass
@@ -225,7 +230,7 @@ def masked_whiten(values: Tensor, mask: Tensor, who: str | None = None) -> Tenso
     """
     n = mask.sum()
     if who is not None and n < 2:
-        raise ValueError(
+        raise BatchError(
             f"{who}: the batch has {int(n)} valid response token(s); whitening needs at least "
             "2 (verl's masked_whiten raises too): use larger batches or longer responses"
         )

@@ -24,6 +24,8 @@ from typing import Generic, Literal, TypeVar
 import numpy as np
 from torch import Tensor
 
+from .advantages import BatchError
+
 log = logging.getLogger(__name__)
 
 G = TypeVar("G")
@@ -128,7 +130,7 @@ def collect_groups(
             f"{tries} generation batches ({dropped} dropped)"
         )
         if on_shortfall == "raise":
-            raise ValueError(
+            raise BatchError(
                 f"{note}. The data may be too hard or too easy: raise "
                 "algorithm.dynamic_sampling.max_tries (0 = no limit) or set on_shortfall=partial"
             )
