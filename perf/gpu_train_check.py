@@ -16,6 +16,10 @@ the actor's greedy path: a mismatch at a tiny margin is bf16 noise, not a sync b
 transport into an in-process fake worker that loads the buckets into a second copy of the
 model) and exits 0 when the synced copy's greedy tokens equal the actor's; a test runs it.
 Budget: under 8 minutes on an H200 (engine start dominates).
+
+``--config NAME --tiny`` runs a shipped recipe config instead (``dapo_qwen3vl_8b``: the
+report's recipe as EasyVideoR1 runs it) through the real distributed trainer at toy scale
+(perf/_recipe_check.py); with ``--dry-run`` on CPU. Exit 0 when every step ran.
 """
 
 from __future__ import annotations
@@ -345,7 +349,29 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--gpu-memory-utilization", type=float, default=0.3)
     p.add_argument("--fsdp", action=argparse.BooleanOptionalAction, default=True)
     p.add_argument("--work", type=Path, default=None, help="scratch dir (default: a temp dir)")
+    p.add_argument("--config", default=None, help="run a shipped recipe config (with --tiny)")
+    p.add_argument("--tiny", action="store_true", help="--config at toy scale (tiny model)")
+    p.add_argument("--family", default=None, help="--tiny model family (default: by name)")
     return p.parse_args(argv)
+
+
+def main_config(a: argparse.Namespace, work: Path) -> int:
+    """``--config NAME --tiny``: the recipe at toy scale; JSON last on stdout."""
+    # perf/ itself: PYTHONSAFEPATH (tox) keeps a script's folder off sys.path
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from _recipe_check import run_config
+
+    if not a.tiny:
+        print(json.dumps({"ok": False, "error": "--config runs at toy scale only: add --tiny"}))
+        return 2
+    if not a.dry_run and not torch.cuda.is_available():
+        print(json.dumps({"ok": False, "error": "no CUDA device; use --dry-run"}))
+        return 2
+    t0 = time.perf_counter()
+    res = run_config(a.config, a.steps, a.family, work, a.dry_run)
+    res |= {"dry_run": a.dry_run, "total_s": round(time.perf_counter() - t0, 1)}
+    print(json.dumps(res))
+    return 0 if res["ok"] else 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -356,6 +382,8 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="gpu-train-check-") as tmp:
         work = a.work or Path(tmp)
+        if a.config is not None:
+            return main_config(a, work)
         if a.dry_run:
             res = run_dry(a, work)
         else:

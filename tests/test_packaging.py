@@ -196,3 +196,33 @@ def test_the_wheel_loads_an_adapter_beside_its_spec(installed_wheel: dict) -> No
     adapter = Path(installed_wheel["adapter_file"])
     assert adapter.name == "mmvu.py"
     assert adapter.is_relative_to(installed_wheel["target"])
+
+
+def _wheel_trainer(target: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m evalkit.trainer ARGS`` from the installed wheel, in a folder of its own."""
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); "
+        "from evalkit.trainer.__main__ import main; sys.exit(main(sys.argv[2:]))"
+    )
+    argv = [sys.executable, "-I", "-c", code, str(target), *args]
+    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        ("grpo_synthvido", "did you mean 'grpo_synthvideo'"),
+        ("trainer/configs/dapo_qwen3vl_8b.yaml", "huggingface-cli download Qwen/Qwen3-VL-8B"),
+    ],
+    ids=["typo", "checkout-path"],
+)
+def test_the_wheels_trainer_takes_a_shipped_config_by_name_from_any_folder(
+    installed_wheel: dict, tmp_path: Path, config: str, expected: str
+) -> None:
+    out = _wheel_trainer(installed_wheel["target"], tmp_path, "train", "--config", config)
+    assert out.returncode == 2, out.stderr[-2000:]
+    errors = [line for line in out.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and expected in errors[0]
+    assert list(tmp_path.iterdir()) == []  # refused before anything is written
+    listed = _wheel_trainer(installed_wheel["target"], tmp_path, "configs")
+    assert listed.returncode == 0 and "dapo_qwen3vl_8b" in listed.stdout

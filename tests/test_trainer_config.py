@@ -9,6 +9,8 @@ from pydantic import BaseModel
 
 from evalkit.errors import ConfigError
 from evalkit.trainer.config import TrainerConfig, load_config
+from evalkit.trainer.data import frame_spec, image_spec
+from evalkit.trainer.distributed.recipe import distributed_plan
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "trainer" / "configs"
 SHIPPED = sorted(CONFIG_DIR.glob("*.yaml"))
@@ -32,9 +34,10 @@ def test_dapo_config_uses_clip_higher_and_dynamic_sampling():
     assert cfg.rewards.overlong.enable
 
 
-def test_7b_config_matches_the_report_recipe():
-    cfg = load_config(CONFIG_DIR / "dapo_qwen25vl_7b.yaml")
-    algo, data = cfg.algorithm, cfg.data
+@pytest.mark.parametrize("name", ["dapo_qwen25vl_7b.yaml", "dapo_qwen3vl_8b.yaml"])
+def test_recipe_configs_match_easyvideor1_and_resolve_their_distributed_plan(name):
+    cfg = load_config(CONFIG_DIR / name)
+    algo, data, actor = cfg.algorithm, cfg.data, cfg.actor
     assert (algo.clip_eps_low, algo.clip_eps_high, algo.kl.estimator) == (0.2, 0.28, "off")
     assert (cfg.rollout.n, cfg.schedule.batch_size, cfg.rollout.max_response_tokens) == (
         8,
@@ -42,7 +45,28 @@ def test_7b_config_matches_the_report_recipe():
         4096,
     )
     assert (data.fps, data.video_max_frames, data.video_max_pixels) == (2.0, 128, 262144)
-    assert data.image_max_pixels == 1048576
+    assert (data.image_max_pixels, data.min_pixels) == (1048576, 3136)
+    assert frame_spec(data).min_pixels == 3136 == image_spec(data).min_pixels
+    assert not data.shuffle and not data.filter_overlong_prompts
+    assert (actor.padding_free, actor.use_dynamic_bsz, actor.max_token_len_per_gpu) == (
+        True,
+        True,
+        24096,
+    )
+    assert actor.gradient_checkpointing and cfg.distributed.init == "rank0"
+    plan = distributed_plan(cfg)  # no Ray, no GPU: what the run would start
+    assert (plan.group.world_size, plan.group.gpus_per_worker, plan.backend) == (8, 1, "nccl")
+    assert plan.rollout is not None and plan.rollout.hosts == tuple(range(8))
+    args = plan.engine_args
+    assert (args["gpu_memory_utilization"], args["max_num_batched_tokens"]) == (0.8, 25000)
+    assert not args["enable_chunked_prefill"] and not args["enforce_eager"]
+    assert args["limit_mm_per_prompt"] == {"image": 5, "video": 1}
+    assert args["max_model_len"] == data.max_prompt_tokens + cfg.rollout.max_response_tokens
+
+
+def test_the_8b_config_trains_easyvideor1s_model():
+    cfg = load_config(CONFIG_DIR / "dapo_qwen3vl_8b.yaml")
+    assert cfg.model.endswith("Qwen3-VL-8B-Instruct") and cfg.data.max_prompt_tokens == 20000
 
 
 def test_mix_policy_config_enables_mixing():
@@ -187,3 +211,8 @@ def test_a_yaml_that_is_not_a_mapping_is_rejected(tmp_path):
     path.write_text("- a\n- b\n")
     with pytest.raises(ConfigError, match=r"list\.yaml.*mapping"):
         load_config(path)
+
+
+def test_an_overlong_buffer_past_the_response_budget_fails_at_load():
+    with pytest.raises(ConfigError, match=r"rewards\.overlong\.buffer=64 exceeds"):
+        load_config(CONFIG_DIR / "dapo_synthvideo.yaml", ["rollout.max_response_tokens=8"])

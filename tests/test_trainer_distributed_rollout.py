@@ -79,7 +79,7 @@ def test_the_vllm_config_hosts_one_engine_on_rank_zero() -> None:
     assert colocated(cfg) and not colocated(_cfg("rollout.engine=hf"))
     spec = rollout_spec(cfg)
     assert spec.engine == "vllm" and spec.hosts == (0,)
-    assert "gpu_memory_utilization" not in spec.options  # CPU: nothing shares a GPU
+    assert spec.options["gpu_memory_utilization"] == 0.2  # CPU: a share of the memory node
     assert rollout_spec(_cfg("distributed.rollout_ranks=all")).hosts == (0, 1)
     gpu = rollout_spec(_cfg("distributed.gpus_per_worker=1"))
     assert gpu.options["gpu_memory_utilization"] == 0.5  # leaves the actor its share

@@ -75,3 +75,10 @@ def test_all_flat_batches_give_an_empty_result_when_partial_is_chosen():
 def test_bad_arguments_are_rejected():
     with pytest.raises(ValueError, match="target"):
         collect_groups(Script(), acc, target=0, max_tries=1)
+
+
+def test_running_out_of_tries_is_a_data_error_the_cli_prints_in_one_line():
+    from evalkit.errors import DataError
+
+    with pytest.raises(DataError, match="0/1 groups with signal"):
+        collect_groups(Script([("a", FLAT0)]), acc, target=1, max_tries=1)

@@ -62,7 +62,7 @@ def test_dual_clip_caps_the_loss_of_negative_advantages():
     # r = 2 < c: loss -A r = 2; r = 4 > c: loss -c A = 3, gradient zero; A > 0 unaffected
     torch.testing.assert_close(out.loss[0], torch.tensor([2.0, 3.0, -1.28]))
     torch.testing.assert_close(grad, torch.tensor([2.0, 0.0, 0.0]))
-    assert out.metrics["dual_clipfrac"].item() == pytest.approx(1 / 3)
+    assert out.metrics["actor/pg_clipfrac_lower"].item() == pytest.approx(1 / 3)
 
 
 def test_without_dual_clip_the_negative_loss_grows_with_the_ratio():
@@ -78,10 +78,10 @@ def test_loss_is_zero_on_masked_tokens():
     assert out.metrics["clipfrac_high"].item() == 0.0  # the clipped token is padding
 
 
-def test_approx_kl_is_the_k3_of_the_ratio():
+def test_ppo_kl_k3_is_the_k3_of_the_ratio():
     out, _, _ = _run("ppo_clip", [1.5, 1.0], [1.0, 1.0])
     expected = ((1.5 - 1 - math.log(1.5)) + 0.0) / 2
-    assert out.metrics["approx_kl"].item() == pytest.approx(expected, rel=1e-5)
+    assert out.metrics["actor/ppo_kl_k3"].item() == pytest.approx(expected, rel=1e-5)
 
 
 def test_gspo_uses_the_sequence_level_ratio():

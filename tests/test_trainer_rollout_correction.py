@@ -357,3 +357,40 @@ def test_vllm_output_logprobs_are_read_per_sampled_token() -> None:
     assert got.logprobs == [[-0.5, -2.0], [-1.5]]
     plain = Request(id="r", text="?", sampling=SamplingParams(n=2))
     assert completion_from_output(plain, final, Timings()).logprobs is None
+
+
+@pytest.mark.timeout(600)
+def test_rejection_sampling_takes_rejected_tokens_out_of_the_update(tiny, tmp_path) -> None:
+    """verl's rollout_rs: the keep mask replaces the response mask before advantages/loss."""
+    from evalkit.synthvideo import generate, write_unified
+    from evalkit.trainer.metrics import read_metrics
+    from evalkit.trainer.recipe import GRPORecipe
+
+    data = write_unified(generate(tmp_path / "sv", 1, split="train", seed=0, families=["yes_no"]))
+    overrides = [
+        f"model={tiny}",
+        f"data.train_path={data}",
+        f"data.cache_root={tmp_path / 'cache'}",
+        "data.video_max_pixels=12544",
+        "data.video_max_frames=4",
+        "rollout.n=2",
+        "rollout.max_response_tokens=4",
+        "schedule.batch_size=1",
+        "schedule.steps=1",
+        f"checkpoint.dir={tmp_path / 'run' / 'ckpt'}",
+        # the engine is the actor: k1 = -log-ratio ~ 0 lies outside [ln 2, ln 3] everywhere
+        "algorithm.rollout_correction.rollout_rs=token_k1",
+        "algorithm.rollout_correction.rollout_rs_threshold=2.0_3.0",
+    ]
+    recipe = GRPORecipe(load_config(None, overrides))
+    recipe.setup(resume=False)
+    try:
+        recipe.run()
+    finally:
+        recipe.cleanup()
+    (line,) = read_metrics(tmp_path / "run" / "metrics.jsonl")
+    assert line["rollout_corr/tokens"] > 0
+    assert line["rollout_corr/rollout_rs_masked_fraction"] == 1.0
+    assert line["response_length"] > 0  # as sampled
+    update = recipe.last_update
+    assert update["response_mask"].sum() == 0 and update["advantages"].abs().sum() == 0

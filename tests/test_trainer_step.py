@@ -70,7 +70,7 @@ def test_policy_step_changes_parameters_and_reports_metrics():
     opt = torch.optim.AdamW(policy.parameters(), lr=1e-2)
     result = policy_step(policy, opt, _inputs(policy), StepSettings(micro_batch_size=2))
     assert torch.isfinite(torch.tensor(result.loss))
-    assert {"clipfrac_low", "clipfrac_high", "approx_kl", "grad_norm"} <= set(result.metrics)
+    assert {"clipfrac_low", "clipfrac_high", "actor/ppo_kl", "grad_norm"} <= set(result.metrics)
     assert any(not torch.equal(a, b) for a, b in zip(before, policy.parameters(), strict=True))
     assert all(p.grad is None for p in policy.parameters())
 

@@ -2,9 +2,12 @@
 
 Map (each module one thing; variants chosen by name from registries):
 
-- ``config``: the typed trainer config (YAML + ``a.b=value`` overrides); ``configs/`` examples.
-- ``algorithms``: advantage estimators, policy losses, loss aggregation, KL estimators,
-  DAPO dynamic sampling, rollout correction (engine-vs-trainer mismatch, TIS weights).
+- ``config``: the typed trainer config (YAML + ``a.b=value`` overrides); ``configs/`` shipped
+  configs, found by name (``--config NAME``; ``python -m evalkit.trainer configs``).
+- ``inputs``: a run's missing model / data built on demand (announced) or refused up front.
+- ``algorithms``: advantage estimators, policy losses, loss aggregation, KL estimators and
+  the KL coefficient's controller, DAPO dynamic sampling, rollout correction
+  (engine-vs-trainer mismatch, TIS weights, rejection sampling); verl's names.
 - ``rewards``: evalkit scorers as rewards (w_acc * accuracy + w_fmt * format) + overlong penalty.
 - ``batch``: rollout groups as token-id lists and their padded training tensors.
 - ``mix_policy``: the offline trajectory in the last slot of a group (append or replace_last).
@@ -14,6 +17,7 @@ Map (each module one thing; variants chosen by name from registries):
 - ``actor``: the HF Qwen-VL policy (dummy visual input, strict placeholder check, FSDP).
 - ``shared_vision``: old/ref log-prob forwards encode each prompt's video once per group.
 - ``rollout``: n responses per prompt through an evalkit Engine; weight sync.
+- ``vllm_memory``: vLLM's memory on CPU (the trainer's default, the preflight).
 - ``recipe``: setup / run / cleanup of one training run (``python -m evalkit.trainer train``).
 - ``distributed``: the actor update on a Ray group of FSDP2 workers (token-balanced rows,
   per-block sharding, the modality guard across ranks); ``distributed.workers`` in config.
@@ -23,7 +27,8 @@ Map (each module one thing; variants chosen by name from registries):
 - recipe pieces: ``config_sections`` (optimizer/actor/trainer sections), ``lr_schedule``
   (warmup + constant/cosine), ``model_parts`` (frozen vision tower), ``entropy``, ``greedy``
   (ReMax baselines, validation answers), ``prompt_filter`` (overlong prompts),
-  ``validation``, ``reward_loader`` (``file.py:fn``), ``loggers`` (wandb), ``recipe_setup``,
+  ``validation``, ``reward_loader`` (``file.py:fn``), ``loggers`` (wandb; a listed logger's
+  missing package is a start-up error), ``recipe_setup``,
   ``export`` (a checkpoint as a HF model: ``python -m evalkit.trainer export``).
 
 ``evalkit`` never imports ``trainer``.

@@ -1,17 +1,20 @@
-"""``python -m evalkit.trainer train --config X.yaml key=value ...``, ``filter``, ``export``."""
+"""``python -m evalkit.trainer train --config NAME|X.yaml key=value ...``, ``configs``,
+``filter``, ``export``."""
 
 from __future__ import annotations
 
 import argparse
 import logging
 import sys
+from pathlib import Path
 
 
 def _train(args: argparse.Namespace) -> int:
-    from .config import load_config
+    from .config import find_config, load_config
     from .recipe import GRPORecipe
 
-    cfg = load_config(args.config, args.overrides)
+    path = find_config(args.config) if args.config is not None else None
+    cfg = load_config(path, args.overrides)
     recipe = GRPORecipe(cfg)
     if cfg.distributed.workers > 0:  # the actor update on a Ray worker group
         from .distributed.recipe import DistributedGRPORecipe
@@ -23,6 +26,28 @@ def _train(args: argparse.Namespace) -> int:
     finally:
         recipe.cleanup()
     print(f"metrics: {recipe.metrics.path}")
+    return 0
+
+
+def _about(path: Path, width: int = 72) -> str:
+    """The first sentence of a config's leading comment, cut to ``width`` characters."""
+    head = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.startswith("#"):
+            break
+        head.append(line.lstrip("#").strip())
+    text = " ".join(head)
+    cut = min((i for i in (text.find(". "), text.find(": ")) if i > 0), default=len(text))
+    text = text[:cut].rstrip(".")
+    return text if len(text) <= width else text[: width - 3].rsplit(" ", 1)[0] + "..."
+
+
+def _configs(args: argparse.Namespace) -> int:
+    from .config import shipped_configs
+
+    for name, path in shipped_configs().items():
+        print(f"{name:<28} {_about(path)}")
+    print("run one with: python -m evalkit.trainer train --config NAME [key=value ...]")
     return 0
 
 
@@ -57,10 +82,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m evalkit.trainer", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     train = sub.add_parser("train", help="RL post-training (GRPO family)")
-    train.add_argument("--config", default=None, help="YAML config (trainer/configs/*.yaml)")
+    train.add_argument(
+        "--config", default=None, help="a YAML file, or a shipped config's name (see: configs)"
+    )
     train.add_argument("--no-resume", action="store_true", help="ignore existing checkpoints")
     train.add_argument("overrides", nargs="*", help="key=value overrides, e.g. rollout.n=4")
     train.set_defaults(func=_train)
+    configs = sub.add_parser("configs", help="list the shipped configs (--config NAME)")
+    configs.set_defaults(func=_configs)
     filt = sub.add_parser("filter", help="keep items with 0 < pass rate < 1 over k samples")
     filt.add_argument("--data", required=True, help="unified JSONL of training items")
     filt.add_argument("--model", required=True, help="checkpoint directory")

@@ -32,7 +32,11 @@ from .config_sections import (
 __all__ = ["ActorConfig", "OptimizerConfig", "RunConfig", "TrainerConfig", "load_config"]
 
 LossAggMode = Literal[
-    "token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm", "seq-mean-token-sum-norm-mean"
+    "token-mean",
+    "seq-mean-token-sum",
+    "seq-mean-token-mean",
+    "seq-mean-token-sum-norm",
+    "seq-mean-token-sum-norm-mean",
 ]
 
 
@@ -55,9 +59,16 @@ class DataConfig(_Section):
     """Most frames sampled from one video."""
     fps: float = Field(default=2.0, gt=0)
     """Frame sampling rate in frames per second (capped by video_max_frames)."""
+    min_pixels: int | None = Field(default=None, gt=0)
+    """Smallest H*W of a video frame or image after resizing (verl / EasyVideoR1
+    data.min_pixels; capped by the max budgets). None: evalkit's FrameSpec / ImageSpec
+    defaults (100352 per video frame, 3136 per image)."""
     max_prompt_tokens: int = Field(default=4096, gt=0)
-    """Prompts longer than this (visual tokens included) are left out before training, with
-    a warning naming them and their count in ``data/filtered_overlong`` (verl's filter)."""
+    """Prompt budget (visual tokens included). With filter_overlong_prompts longer prompts are
+    left out before training; otherwise one reaching rollout stops the run, naming it."""
+    filter_overlong_prompts: bool = True
+    """Leave prompts over max_prompt_tokens out before training, with a warning naming them and
+    their count in ``data/filtered_overlong`` (verl filter_overlong_prompts)."""
     shuffle: bool = True
     """Shuffle the training samples each epoch (seeded)."""
     frame_source: Literal["cache", "decode"] = "cache"
@@ -66,17 +77,49 @@ class DataConfig(_Section):
     (``perf/train_step.py``'s comparison arm)."""
 
 
+class KLControllerConfig(_Section):
+    """How the in-reward KL coefficient moves (verl ``algorithm.kl_ctrl``)."""
+
+    type: Literal["fixed", "adaptive"] = "fixed"
+    """fixed: ``kl.coef`` throughout; adaptive: verl's ``AdaptiveKLController`` (Ziegler et
+    al. 2019) from ``kl.coef``: after each step coef *= 1 + clip(KL / target_kl - 1, -0.2, 0.2)
+    * rows / horizon, KL the batch mean of the rows' token-mean KL. Needs ``kl.in_reward``
+    (verl drives only the in-reward KL with it)."""
+    target_kl: float = Field(default=0.1, gt=0)
+    """KL the adaptive controller steers to (verl default 0.1)."""
+    horizon: int = Field(default=10000, gt=0)
+    """Rows over which a full proportional correction applies (verl default 10000)."""
+
+
 class KLConfig(_Section):
     """Optional KL regularisation against the frozen reference model."""
 
-    estimator: Literal["off", "k1", "k3", "k3_unclamped"] = "off"
-    """KL estimator per token: off, k1 (log-ratio), k3 (low variance, >= 0, clamped to
-    [-10, 10] as verl's low_var_kl) or k3_unclamped (only the log-ratio clamped to +-20)."""
+    estimator: str = "off"
+    """KL estimator per token (trainer.algorithms.kl, verl's names): off, k1 / kl, abs,
+    k2 / mse, k3 / low_var_kl (clamped to [-10, 10] as verl), k3_unclamped, and the
+    straight-through ``+`` variants (k1+, k3+ / low_var_kl+, ...: the value of the named
+    estimator, the gradient of k2)."""
     coef: float = Field(default=0.0, ge=0)
-    """Weight of the KL term."""
+    """Weight of the KL term (the adaptive controller's starting value)."""
     in_reward: bool = False
-    """Put -coef*KL into the rewards instead of the loss (verl use_kl_in_reward): per token for
-    REINFORCE++, as -coef*sum_t KL_t on the sequence reward for GRPO, RLOO and ReMax."""
+    """Put -coef*KL into the token rewards instead of the loss (verl use_kl_in_reward /
+    apply_kl_penalty): GRPO, RLOO and REINFORCE++-baseline sum them into the score,
+    REINFORCE++ and ReMax give each token its reward-to-go (the KL from that token on)."""
+    kl_ctrl: KLControllerConfig = Field(default_factory=KLControllerConfig)
+    """The in-reward coefficient's controller (verl algorithm.kl_ctrl)."""
+
+    @model_validator(mode="after")
+    def _check(self) -> KLConfig:
+        from .algorithms import KL_ESTIMATORS
+
+        if self.estimator != "off" and self.estimator not in KL_ESTIMATORS:
+            raise ValueError(KL_ESTIMATORS._unknown(self.estimator) + " or off")
+        if self.kl_ctrl.type == "adaptive" and not (self.in_reward and self.estimator != "off"):
+            raise ValueError(
+                "kl.kl_ctrl.type=adaptive drives the in-reward KL (as verl): set kl.in_reward "
+                "true and a kl.estimator"
+            )
+        return self
 
 
 class DynamicSamplingConfig(_Section):
@@ -89,7 +132,10 @@ class DynamicSamplingConfig(_Section):
     overlong penalty, seq_reward = overall reward."""
     keep_singletons: bool = True
     """Keep groups of one response (verl keeps them; False drops them)."""
-    max_tries: int = Field(default=4, ge=0)
+    keep_rule: Literal["std", "range"] = "std"
+    """When a group has signal: std = numpy's population std of its values > 0 (verl-recipe;
+    equal floats whose mean rounds can pass), range = max > min (exact; a deviation)."""
+    max_tries: int = Field(default=0, ge=0)
     """Most generation batches per step (verl max_num_gen_batches; 0 = no limit)."""
     on_shortfall: Literal["raise", "partial"] = "raise"
     """When tries run out: raise (verl) or train on the groups there are, with a warning."""
@@ -99,7 +145,8 @@ class AlgorithmConfig(_Section):
     """Advantage estimator, policy loss and their knobs."""
 
     advantage: str = "grpo"
-    """Advantage estimator name (grpo, rloo, reinforce_pp, remax, gdpo)."""
+    """Advantage estimator name (grpo, rloo, reinforce_plus_plus,
+    reinforce_plus_plus_baseline, remax, gdpo)."""
     norm_by_std: bool = True
     """GRPO/GDPO: divide by the group std (False gives Dr. GRPO)."""
     adv_eps: float = Field(default=1e-6, gt=0)
@@ -126,7 +173,8 @@ class AlgorithmConfig(_Section):
     loss_agg_mode: LossAggMode = "token-mean"
     """How per-token losses become one number (token-mean is global over micro-batches)."""
     gspo_force_seq_mean: bool = True
-    """GSPO aggregates with seq-mean-token-mean whatever loss_agg_mode says (as verl)."""
+    """GSPO's policy term aggregates with seq-mean-token-mean whatever loss_agg_mode says; the
+    KL and entropy terms keep loss_agg_mode (as verl's compute_policy_loss_gspo)."""
     loss_agg_max_len: int | None = None
     """Constant divisor of seq-mean-token-sum-norm (default: rollout.max_response_tokens)."""
     kl: KLConfig = Field(default_factory=KLConfig)
@@ -151,11 +199,16 @@ class AlgorithmConfig(_Section):
         explicit_dual = "dual_clip_c" in self.model_fields_set and self.dual_clip_c is not None
         if explicit_dual and self.policy_loss not in ("ppo_clip", "vanilla"):
             raise ValueError(f"dual_clip_c applies to ppo_clip only, not {self.policy_loss!r}")
-        if self.policy_loss == "gspo" and self.gspo_force_seq_mean:
-            self.loss_agg_mode = "seq-mean-token-mean"
         if self.clip_eps_low > 1.0:
             raise ValueError(f"clip_eps_low must be <= 1 (ratio >= 0), got {self.clip_eps_low}")
         return self
+
+    @property
+    def policy_agg_mode(self) -> str | None:
+        """The policy term's own aggregation where it differs (GSPO), else None."""
+        if self.policy_loss == "gspo" and self.gspo_force_seq_mean:
+            return "seq-mean-token-mean"
+        return None
 
 
 class OverlongConfig(_Section):
@@ -257,6 +310,33 @@ class CheckpointConfig(_Section):
     """Keep only the newest N checkpoints (None = keep all)."""
 
 
+class InputsConfig(_Section):
+    """How a missing model or data file is made (trainer.inputs): built on demand, announced,
+    or refused before anything loads with the command that makes it."""
+
+    tiny_model: str | None = None
+    """When ``model`` does not exist: build a tiny random checkpoint of this family there
+    (``evalkit model tiny --family F MODEL``: qwen2_vl, qwen2_5_vl, qwen3_vl). None: refuse."""
+    synthvideo_n: int | None = Field(default=None, ge=1)
+    """When data.train_path / data.val_path does not exist and is named
+    ``synthvideo_<train|test>.<unified|offline>.jsonl``: generate SynthVideo there with this
+    many questions per family (``evalkit synth --split S --unified``; offline: with offline
+    trajectories for mix-policy), seeded by ``seed``. None: refuse."""
+    get_model: str | None = None
+    """The command that makes ``model``, named when it is missing and not built here."""
+    get_data: str | None = None
+    """The command that makes the data files, named when one is missing and not built here."""
+
+    @model_validator(mode="after")
+    def _check(self) -> InputsConfig:
+        from evalkit.models.tiny import FAMILIES  # no torch at import
+
+        if self.tiny_model is not None and self.tiny_model not in FAMILIES:
+            hint = did_you_mean(self.tiny_model, FAMILIES)
+            raise ValueError(f"inputs.tiny_model {self.tiny_model!r}{hint} (one of {FAMILIES})")
+        return self
+
+
 class TrainerConfig(_Section):
     """The whole trainer configuration."""
 
@@ -288,6 +368,8 @@ class TrainerConfig(_Section):
     """Validation on data.val_path and metric loggers."""
     distributed: DistributedConfig = Field(default_factory=DistributedConfig)
     """Ray worker group (trainer.distributed); workers: 0 trains in this process."""
+    inputs: InputsConfig = Field(default_factory=InputsConfig)
+    """How a missing model or data file is built, or which command makes it."""
 
     @model_validator(mode="after")
     def _check(self) -> TrainerConfig:
@@ -296,6 +378,13 @@ class TrainerConfig(_Section):
         run = self.trainer
         if (run.val_before_train or run.val_freq) and not self.data.val_path:
             raise ValueError("trainer.val_before_train / val_freq need data.val_path")
+        over = self.rewards.overlong
+        if over.enable and over.buffer > self.overlong_max_length:
+            raise ValueError(  # a load-time error, not a traceback at the first reward
+                f"rewards.overlong.buffer={over.buffer} exceeds its max_length "
+                f"{self.overlong_max_length} (rewards.overlong.max_length or "
+                "rollout.max_response_tokens): lower the buffer or raise the length"
+            )
         return self
 
     @property
@@ -307,6 +396,31 @@ class TrainerConfig(_Section):
     def agg_max_len(self) -> int:
         """Constant divisor of the seq-mean-token-sum-norm aggregation."""
         return self.algorithm.loss_agg_max_len or self.rollout.max_response_tokens
+
+
+def shipped_configs() -> dict[str, Path]:
+    """The configs shipped with evalkit (package data), by name (file name without .yaml)."""
+    from evalkit._layout import package_folder
+
+    folder = package_folder("evalkit.trainer") / "configs"
+    return {p.stem: p for p in sorted(folder.glob("*.yaml"))}
+
+
+def find_config(name: str | Path) -> Path:
+    """A config file: ``name`` itself when it is a file, else the shipped config of that name
+    (``grpo_synthvideo`` or ``grpo_synthvideo.yaml``, from any folder)."""
+    path = Path(name)
+    if path.is_file():
+        return path
+    shipped = shipped_configs()
+    stem = path.name[: -len(".yaml")] if path.name.endswith(".yaml") else path.name
+    if stem in shipped and (len(path.parts) == 1 or path.parts[-2] == "configs"):
+        return shipped[stem]
+    hint = did_you_mean(stem, list(shipped))
+    raise ConfigError(
+        f"--config {name}: no such file and no shipped config of that name{hint} "
+        f"(shipped: {', '.join(shipped)}; python -m evalkit.trainer configs lists them)"
+    )
 
 
 def load_config(

@@ -108,7 +108,7 @@ def frame_spec(cfg: DataConfig, factor: int = 28) -> FrameSpec:
         max_frames=cfg.video_max_frames,
         min_frames=min(4, cfg.video_max_frames),
         max_pixels=top,
-        min_pixels=min(FrameSpec().min_pixels, top),
+        min_pixels=min(cfg.min_pixels or FrameSpec().min_pixels, top),
         factor=factor,
     )
 
@@ -116,7 +116,8 @@ def frame_spec(cfg: DataConfig, factor: int = 28) -> FrameSpec:
 def image_spec(cfg: DataConfig, factor: int = 28) -> ImageSpec:
     """The ImageSpec of training images (``image_max_pixels``), separate from video's budget."""
     top = cfg.image_max_pixels
-    return ImageSpec(max_pixels=top, min_pixels=min(ImageSpec().min_pixels, top), factor=factor)
+    low = min(cfg.min_pixels or ImageSpec().min_pixels, top)
+    return ImageSpec(max_pixels=top, min_pixels=low, factor=factor)
 
 
 class TrainData:

@@ -17,8 +17,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from evalkit.synthvideo.offline import FAMILIES as OFFLINE_FAMILIES
+
 CONFIG = "demo_synthvideo.yaml"
-FAMILIES = ("moving_shape", "yes_no", "flash_count")
+FAMILIES = OFFLINE_FAMILIES
 """Families with offline trajectories (choice, yes/no, count); the rest stay untrained."""
 
 

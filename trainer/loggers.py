@@ -9,14 +9,55 @@ Offline use: ``trainer.wandb_mode: offline`` (or WANDB_MODE=offline) writes the 
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import logging
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
 from evalkit.errors import ConfigError
 
 from .config import TrainerConfig
+from .config_sections import LoggerName
 from .metrics import MetricSink
+
+log = logging.getLogger(__name__)
+
+PACKAGES = {"tensorboard": "tensorboard", "wandb": "wandb"}
+"""The package each optional logger needs (jsonl needs none)."""
+
+
+def _installed(package: str) -> bool:
+    """Importable without importing it (a module already loaded, e.g. a test's stand-in,
+    counts)."""
+    if package in sys.modules:
+        return True
+    try:
+        return importlib.util.find_spec(package) is not None
+    except ValueError:
+        return False
+
+
+def check_loggers(cfg: TrainerConfig) -> list[LoggerName]:
+    """The loggers this run will use; one listed in the config whose package is missing is a
+    ConfigError now, before any model loads. tensorboard by default (not listed) is used when
+    installed and otherwise left out with a note."""
+    run_cfg = cfg.trainer
+    explicit = "loggers" in run_cfg.model_fields_set
+    usable: list[LoggerName] = []
+    for name in run_cfg.loggers:
+        package = PACKAGES.get(name)
+        if package is None or _installed(package):
+            usable.append(name)
+        elif explicit:
+            raise ConfigError(
+                f"trainer.loggers lists {name} but the {package} package is not installed: "
+                f"pip install {package}, or remove {name} from trainer.loggers"
+            )
+        else:
+            log.info("%s is not installed: metrics go to metrics.jsonl only", package)
+    return usable
 
 
 class WandbSink:

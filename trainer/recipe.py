@@ -9,6 +9,7 @@ Everything algorithmic lives in the modules it calls; this class only wires them
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 import time
 from pathlib import Path
@@ -17,11 +18,12 @@ from typing import Any
 import torch
 
 from evalkit.engines.base import SamplingParams
-from evalkit.errors import ConfigError, DataError
+from evalkit.errors import DataError
 
 from .actor import ActorPolicy, maybe_fsdp
 from .algorithms import AdvantageInputs, AdvantageOptions, compute_advantages, token_kl
 from .algorithms.dynamic_sampling import collect_groups, metric_values
+from .algorithms.kl_control import KL_CONTROLLERS, batch_kl
 from .algorithms.rollout_correction import Correction, rollout_correction
 from .batch import Group, TrainBatch, collate, online_texts
 from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
@@ -30,7 +32,8 @@ from .data import TrainItem
 from .eval_hook import EvalHook
 from .frames import PromptLoader, frame_source
 from .greedy import greedy_responses
-from .loggers import make_sinks
+from .inputs import prepare_inputs
+from .loggers import check_loggers, make_sinks
 from .lr_schedule import current_lr
 from .metrics import MetricsLog, update_record
 from .mix_policy import build_group, merge_offline_rewards, online_count
@@ -49,6 +52,7 @@ from .rollout import (
 )
 from .step import StepInputs, StepSettings, compute_logprobs, ppo_update, summarize_updates
 from .timing import PhaseTimer
+from .vllm_memory import cpu_options, preflight
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +77,11 @@ class GRPORecipe:
         self.timer = PhaseTimer()
         self.scorer_failed = 0
         """Responses of the current step whose scorer raised (rewarded 0, counted)."""
+        ctrl = cfg.algorithm.kl.kl_ctrl
+        self.kl_ctrl = KL_CONTROLLERS.get(ctrl.type)(
+            cfg.algorithm.kl.coef, ctrl.target_kl, ctrl.horizon
+        )
+        """The in-reward KL coefficient (verl's kl_ctrl; saved in checkpoints)."""
 
     @property
     def out_dir(self) -> Path:
@@ -84,8 +93,10 @@ class GRPORecipe:
         from evalkit.cache import FrameCache
 
         cfg = self.cfg
-        if not cfg.model or not cfg.data.train_path:
-            raise ConfigError("set model and data.train_path (config file or key=value)")
+        self.loggers = check_loggers(cfg)  # a listed logger's missing package: an error now
+        prepare_inputs(cfg)  # built on demand, or refused before anything loads
+        if self._engine_here() and cfg.rollout.engine == "vllm" and not torch.cuda.is_available():
+            preflight(cpu_options(cfg.rollout.engine_options))  # before any model loads
         torch.manual_seed(cfg.seed)
         self.actor = ActorPolicy.from_pretrained(cfg.model)
         self.actor.share_vision_per_group = cfg.actor.share_vision_per_group
@@ -114,9 +125,10 @@ class GRPORecipe:
         if latest is not None:
             resumed = load_checkpoint(latest, self.actor, self.optimizer, scheduler=self.scheduler)
             self.data.load_state_dict(resumed.data_state)
+            self.kl_ctrl.value = float(resumed.extra.get("kl_coef", self.kl_ctrl.value))
             self.start_step = resumed.step
             log.info("resumed from %s (step %d)", latest, resumed.step)
-        tensorboard = "tensorboard" in cfg.trainer.loggers
+        tensorboard = "tensorboard" in self.loggers
         sinks = make_sinks(cfg, self.out_dir)
         self.metrics = MetricsLog(self.out_dir, cfg.schedule.steps, tensorboard, sinks)
         self.eval_hook = EvalHook(cfg, self.out_dir, self.metrics.write)
@@ -149,7 +161,7 @@ class GRPORecipe:
             self.actor,
             self.optimizer,
             self.data.state_dict(),
-            extra={"model": cfg.model},
+            extra={"model": cfg.model, "kl_coef": self.kl_ctrl.value},
             keep_last=cfg.checkpoint.keep_last,
             scheduler=self.scheduler,
         )
@@ -198,6 +210,7 @@ class GRPORecipe:
                 ds.max_tries,
                 ds.keep_singletons,
                 ds.on_shortfall,
+                ds.keep_rule,
             )
             groups = result.groups
             metrics |= result.metrics()
@@ -270,11 +283,18 @@ class GRPORecipe:
             groups.append(group)
         return groups
 
+    def _engine_here(self) -> bool:
+        """Whether this process builds the rollout engine (not the distributed workers)."""
+        return True
+
     def _make_engine(self) -> Any:
         """The rollout engine (the distributed recipe may host it in its workers instead)."""
         ro = self.cfg.rollout
+        options = dict(ro.engine_options)
+        if ro.engine == "vllm" and not torch.cuda.is_available():
+            options = cpu_options(options)  # vLLM's 0.9 is of the CPU memory node there
         return make_rollout_engine(
-            ro.engine, self.cfg.model, self.actor, ro.engine_options, self.loop, ro.sleep_level
+            ro.engine, self.cfg.model, self.actor, options, self.loop, ro.sleep_level
         )
 
     def _sample(
@@ -334,20 +354,22 @@ class GRPORecipe:
         }
         with self.timer("old_logprob"):
             old_logp = self._logprobs(batch, rows)
-        ref_logp = kl = None
-        if algo.kl.estimator != "off":
-            with self.timer("ref_logprob"):
-                ref_logp = self._ref_logprobs(batch, rows)
-            if algo.kl.in_reward:
-                kl = token_kl(algo.kl.estimator, old_logp, ref_logp) * batch.response_mask
+        ref_logp, kl, kl_metrics = self._reference(batch, rows, old_logp)
         corr = self._correction(batch, old_logp)
+        sampled = batch  # response lengths are reported as sampled
+        if corr.keep is not None:  # rejection sampling: rejected tokens leave the update
+            batch = dataclasses.replace(batch, response_mask=batch.response_mask * corr.keep)
         baseline = None
         if "baseline" in groups[0].meta:  # ReMax: each row's prompt's greedy reward
             baseline = torch.tensor([g.meta["baseline"] for g in groups for _ in g.responses])
+        options = AdvantageOptions.from_config(algo)
+        if kl is not None:  # the controller's coefficient of this step
+            beta = kl_metrics["actor/reward_kl_penalty_coeff"]
+            options = dataclasses.replace(options, kl_coef=beta)
         adv = compute_advantages(
             algo.advantage,
             AdvantageInputs(rewards, batch.group_ids, batch.response_mask, baseline, kl),
-            AdvantageOptions.from_config(algo),
+            options,
         )
         self.last_update = {
             "overall": rewards["overall"],
@@ -364,8 +386,29 @@ class GRPORecipe:
         if not per_update:  # verl: once per training step, after the actor update
             self._step_schedule()
         self.last_texts = online_texts(groups)
-        summary = dict(summarize_updates(results)) | corr.metrics
-        return update_record(summary, rewards, batch, len(groups), lr)
+        summary = dict(summarize_updates(results)) | corr.metrics | kl_metrics
+        return update_record(summary, rewards, sampled, len(groups), lr)
+
+    def _reference(
+        self, batch: TrainBatch, rows: list[Any], old_logp: torch.Tensor
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None, dict[str, float]]:
+        """Reference log-probs (KL on), and with the KL in the reward its per-token values
+        and the controller's step, as verl's apply_kl_penalty: before rejection sampling."""
+        algo = self.cfg.algorithm
+        if algo.kl.estimator == "off":
+            return None, None, {}
+        with self.timer("ref_logprob"):
+            ref_logp = self._ref_logprobs(batch, rows)
+        if not algo.kl.in_reward:
+            return ref_logp, None, {}
+        kl = token_kl(algo.kl.estimator, old_logp, ref_logp) * batch.response_mask
+        return ref_logp, kl, self._kl_penalty_step(kl, batch.response_mask)
+
+    def _kl_penalty_step(self, kl: torch.Tensor, mask: torch.Tensor) -> dict[str, float]:
+        """The coefficient this step's rewards use, then the controller's update (verl)."""
+        beta, current = self.kl_ctrl.value, batch_kl(kl, mask)
+        self.kl_ctrl.update(current, n_steps=int(mask.shape[0]))
+        return {"actor/reward_kl_penalty": current, "actor/reward_kl_penalty_coeff": beta}
 
     def _logprobs(self, batch: TrainBatch, rows: list[Any]) -> torch.Tensor:
         """Old log-probs of ``batch`` (the distributed recipe asks its workers instead)."""
@@ -392,4 +435,13 @@ class GRPORecipe:
         """Engine-vs-trainer mismatch on the online tokens, and TIS weights when asked."""
         rc = self.cfg.algorithm.rollout_correction
         online = batch.response_mask * (~batch.is_offline)[:, None]
-        return rollout_correction(old_logp, batch.rollout_logp, online, rc.mode, rc.cap)
+        return rollout_correction(
+            old_logp,
+            batch.rollout_logp,
+            online,
+            rc.mode,
+            rc.cap,
+            rc.rollout_is_batch_normalize,
+            rc.rollout_rs,
+            rc.rollout_rs_threshold,
+        )

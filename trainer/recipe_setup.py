@@ -46,6 +46,8 @@ def load_train_data(
 ) -> tuple[TrainData, int]:
     """The training data with overlong prompts left out, and how many were."""
     data = _data(cfg, cfg.data.train_path, actor, cache)
+    if not cfg.data.filter_overlong_prompts:  # an overlong prompt stops the run at rollout
+        return data, 0
     build = data.request_builder(SamplingParams())
     kept, dropped = drop_overlong(
         data.items,
@@ -65,13 +67,15 @@ def load_validator(cfg: TrainerConfig, actor: ActorPolicy, cache: FrameCache) ->
     data = _data(cfg, cfg.data.val_path, actor, cache)
     build = data.request_builder(SamplingParams())
     items = data.items[: run.val_limit] if run.val_limit else data.items
-    kept, dropped = drop_overlong(
-        items,
-        _counter(actor, build),
-        cfg.data.max_prompt_tokens,
-        lambda it: str(it.sample.id),
-        what="validation",
-    )
+    kept, dropped = list(items), list[str]()
+    if cfg.data.filter_overlong_prompts:
+        kept, dropped = drop_overlong(
+            items,
+            _counter(actor, build),
+            cfg.data.max_prompt_tokens,
+            lambda it: str(it.sample.id),
+            what="validation",
+        )
     last = cfg.schedule.steps
     return Validator(kept, build, run.val_before_train, run.val_freq, last, len(dropped))
 

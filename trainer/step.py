@@ -46,6 +46,10 @@ class StepSettings:
     policy_loss: str = "ppo_clip"
     loss_options: LossOptions = field(default_factory=LossOptions)
     loss_agg_mode: str = "token-mean"
+    """Aggregation of every term: policy (unless ``policy_agg_mode``), KL and entropy."""
+    policy_agg_mode: str | None = None
+    """Aggregation of the policy term alone (GSPO: seq-mean-token-mean, as verl); None: the
+    same as ``loss_agg_mode``."""
     agg_max_len: int = 1
     kl_estimator: str = "off"
     kl_coef: float = 0.0
@@ -70,6 +74,7 @@ class StepSettings:
             policy_loss=algo.policy_loss,
             loss_options=LossOptions.from_config(algo),
             loss_agg_mode=algo.loss_agg_mode,
+            policy_agg_mode=algo.policy_agg_mode,
             agg_max_len=cfg.agg_max_len,
             kl_estimator=algo.kl.estimator if kl_in_loss else "off",
             kl_coef=algo.kl.coef if kl_in_loss else 0.0,
@@ -171,6 +176,7 @@ def accumulate_loss(
     total = 0.0
     sums: dict[str, float] = {}
     size, budget = settings.micro_batch_size, settings.max_token_len
+    mode = settings.loss_agg_mode
     for part in micro_batch_slices(inputs.batch, size, budget, min_micro_batches):
         mb = _rows(inputs, part)
         mb_mask = mb.batch.response_mask
@@ -180,17 +186,17 @@ def accumulate_loss(
         per_token = out.loss
         if mb.rollout_weights is not None:  # TIS reweights the policy term only (as verl)
             per_token = per_token * mb.rollout_weights
-        if bonus:  # aggregation is linear: the per-token bonus equals verl's agg(entropy) term
-            per_token = per_token - settings.entropy_coeff * entropy * mb_mask
+        loss = aggregate(settings.policy_agg_mode or mode, per_token, mb_mask, norm)
+        if bonus:  # verl: policy loss - entropy_coeff * agg(entropy), agg by loss_agg_mode
+            loss = loss - settings.entropy_coeff * aggregate(mode, entropy, mb_mask, norm)
         out.metrics["entropy"] = masked_mean(entropy.detach(), mb_mask)
         if settings.kl_estimator != "off":
             if mb.ref_logp is None:
                 raise ValueError("KL in the loss needs StepInputs.ref_logp")
             kl = token_kl(settings.kl_estimator, logp, mb.ref_logp)
-            per_token = per_token + settings.kl_coef * kl * mb_mask
+            loss = loss + settings.kl_coef * aggregate(mode, kl, mb_mask, norm)
             out.metrics["kl"] = (kl.detach() * mb_mask).sum() / mb_mask.sum().clamp(min=1)
         out.metrics |= _ratio_metrics(logp.detach(), mb.old_logp, mb_mask)
-        loss = aggregate(settings.loss_agg_mode, per_token, mb_mask, norm)
         if backward:
             loss.backward()
         total += float(loss.detach())

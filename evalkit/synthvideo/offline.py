@@ -21,6 +21,10 @@ from typing import Any
 
 from evalkit.synthvideo.generate import read_rows, to_unified
 
+FAMILIES = ("moving_shape", "yes_no", "flash_count")
+"""The families :func:`wrong_answer` has a rule for (choice, yes/no, count): the ones with
+offline trajectories."""
+
 WRONG_SHARE = 0.3
 """Share of offline trajectories that end in a wrong answer (an imperfect teacher)."""
 
@@ -54,7 +58,7 @@ def wrong_answer(row: dict[str, Any], rng: random.Random) -> str:
         return str(answer + 1 if answer <= 1 or rng.random() < 0.5 else answer - 1)
     raise ValueError(
         f"SynthVideo row {row.get('id')!r} (family {row.get('family')!r}): no wrong-answer rule "
-        "for this answer type; use the moving_shape, yes_no or flash_count families"
+        f"for this answer type; use the {', '.join(FAMILIES)} families"
     )
 
 

@@ -15,9 +15,14 @@ from typing import Literal
 import torch
 from torch import Tensor
 
+from evalkit.errors import DataError
 from evalkit.registry import Registry
 
 from .settings import AlgorithmSettings
+
+
+class BatchError(DataError, ValueError):
+    """A batch the algorithm cannot train on (one line for people, as any DataError)."""
 
 
 @dataclass
@@ -33,9 +38,11 @@ class AdvantageInputs:
     baseline: Tensor | None = None
     """(B,) ReMax: reward of the greedy rollout of each sequence's prompt."""
     token_kl: Tensor | None = None
-    """(B, T) per-token KL to the reference, folded into the rewards with ``kl_coef``:
-    per token by REINFORCE++, as -kl_coef * sum_t kl_t on the sequence reward by GRPO, RLOO
-    and ReMax (verl's ``apply_kl_penalty`` then the estimator's sum over tokens)."""
+    """(B, T) per-token KL to the reference, folded into the token rewards with ``kl_coef``
+    as verl's ``apply_kl_penalty`` does (token reward r_t = -kl_coef * kl_t, plus the score on
+    the last valid token). The estimators then read them as verl's do: GRPO, RLOO and
+    REINFORCE++-baseline sum them (score - kl_coef * sum_t kl_t), REINFORCE++ and ReMax take
+    each token's reward-to-go (the KL from that token on)."""
 
 
 @dataclass(frozen=True)
@@ -106,6 +113,22 @@ def _overall_with_kl(inputs: AdvantageInputs, opts: AdvantageOptions, who: str) 
     return rewards
 
 
+def _token_rewards(inputs: AdvantageInputs, opts: AdvantageOptions, who: str) -> Tensor:
+    """verl's ``token_level_rewards``: -kl_coef * kl_t on every valid token (when ``token_kl``
+    is given) plus the sequence reward on the row's last valid token."""
+    rewards = _overall(inputs, who)
+    mask = inputs.response_mask.float()
+    bsz, t_len = mask.shape
+    token_rewards = torch.zeros(bsz, t_len, device=mask.device)
+    if inputs.token_kl is not None and opts.kl_coef:
+        token_rewards = token_rewards - opts.kl_coef * inputs.token_kl.float() * mask
+    positions = torch.arange(t_len, device=mask.device).expand(bsz, t_len)
+    last = torch.where(mask > 0, positions, -1).max(dim=1).values
+    rows = torch.nonzero(last >= 0).flatten()
+    token_rewards[rows, last[rows]] += rewards[rows]
+    return token_rewards
+
+
 def group_stats(values: Tensor, group_ids: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """Per-element (mean, unbiased std, size) of the element's group; std is 0 for size 1."""
     _, inv = torch.unique(group_ids, return_inverse=True)
@@ -162,48 +185,74 @@ def rloo(inputs: AdvantageInputs, opts: AdvantageOptions) -> Tensor:
     return _to_tokens(adv, inputs.response_mask)
 
 
-@ADVANTAGES("reinforce_pp", "reinforce++")
+@ADVANTAGES("reinforce_plus_plus", "reinforce_pp", "reinforce++")
 def reinforce_pp(inputs: AdvantageInputs, opts: AdvantageOptions) -> Tensor:
-    """REINFORCE++: token returns, then normalised over all valid tokens of the batch.
+    """REINFORCE++ (verl ``compute_reinforce_plus_plus_outcome_advantage``): token returns,
+    whitened over all valid tokens of the batch.
 
-    Token rewards: r_t = -kl_coef * kl_t on every token (when ``token_kl`` is given), plus the
-    sequence reward on its last valid token. Returns G_t = sum_{s>=t} gamma^(s-t) r_s.
-    A_t = (G_t - mean(G)) / (std(G) + eps), mean and unbiased std over valid tokens.
+    Token rewards as :func:`_token_rewards`; returns G_t = sum_{s>=t} gamma^(s-t) r_s;
+    A = masked_whiten(G) = (G - mean) * rsqrt(var + 1e-8) with verl's mean and unbiased
+    variance over the valid tokens (:func:`masked_whiten`; no ``adv_eps`` here). A batch with
+    fewer than two valid tokens raises, as verl does.
     """
-    rewards = _overall(inputs, "reinforce_pp")
     mask = inputs.response_mask.float()
-    bsz, t_len = mask.shape
-    token_rewards = torch.zeros(bsz, t_len, device=mask.device)
-    if inputs.token_kl is not None and opts.kl_coef:
-        token_rewards = token_rewards - opts.kl_coef * inputs.token_kl.float() * mask
-    positions = torch.arange(t_len, device=mask.device).expand(bsz, t_len)
-    last = torch.where(mask > 0, positions, -1).max(dim=1).values
-    rows = torch.nonzero(last >= 0).flatten()
-    token_rewards[rows, last[rows]] += rewards[rows]
+    token_rewards = _token_rewards(inputs, opts, "reinforce_plus_plus")
     returns = torch.zeros_like(token_rewards)
-    running = torch.zeros(bsz, device=mask.device)
-    for t in range(t_len - 1, -1, -1):
+    running = torch.zeros(mask.shape[0], device=mask.device)
+    for t in range(mask.shape[1] - 1, -1, -1):
         running = token_rewards[:, t] + opts.gamma * running * mask[:, t]
         returns[:, t] = running
-    return _masked_whiten(returns, mask, opts.eps)
+    return masked_whiten(returns, mask, "reinforce_plus_plus")
 
 
-def _masked_whiten(values: Tensor, mask: Tensor, eps: float) -> Tensor:
+@ADVANTAGES("reinforce_plus_plus_baseline", "reinforce_pp_baseline")
+def reinforce_pp_baseline(inputs: AdvantageInputs, opts: AdvantageOptions) -> Tensor:
+    """REINFORCE++-baseline (verl ``compute_reinforce_plus_plus_baseline_outcome_advantage``).
+
+    s_i = sum_t r_t (the score minus kl_coef * sum_t kl_t); s_i - mean_g(s) (a group of one
+    has mean 0, as verl), the same for every valid token; then whitened over the batch's
+    valid tokens by :func:`masked_whiten` (fewer than two valid tokens raise, as verl).
+    """
+    scores = _overall_with_kl(inputs, opts, "reinforce_plus_plus_baseline")
+    mean, _, count = group_stats(scores, inputs.group_ids)
+    centred = scores - torch.where(count > 1, mean, torch.zeros_like(mean))
+    mask = inputs.response_mask.float()
+    return masked_whiten(_to_tokens(centred, mask), mask, "reinforce_plus_plus_baseline")
+
+
+def masked_whiten(values: Tensor, mask: Tensor, who: str | None = None) -> Tensor:
+    """verl's ``masked_whiten`` (verl/utils/torch_functional.py), then masked.
+
+    mean = sum(m v) / (n + 1e-8), var = sum(m (v - mean)^2) / (n + 1e-8) * n / (n - 1),
+    A = (v - mean) * rsqrt(var + 1e-8). verl's ``masked_var`` raises when n < 2; so does this
+    with ``who`` (the estimator's name) given. Without ``who`` (EasyVideoR1's copy, used by
+    GDPO) Bessel's correction is skipped instead when there is one token or none.
+    """
     n = mask.sum()
-    if n < 2:
-        return torch.zeros_like(values)
-    mean = (values * mask).sum() / n
-    var = (((values - mean) ** 2) * mask).sum() / (n - 1)
-    return (values - mean) / (var.sqrt() + eps) * mask
+    if who is not None and n < 2:
+        raise BatchError(
+            f"{who}: the batch has {int(n)} valid response token(s); whitening needs at least "
+            "2 (verl's masked_whiten raises too): use larger batches or longer responses"
+        )
+    mean = (values * mask).sum() / (n + 1e-8)
+    var = (((values - mean) ** 2) * mask).sum() / (n + 1e-8)
+    if n > 1:
+        var = var * n / (n - 1)
+    return (values - mean) * torch.rsqrt(var + 1e-8) * mask
 
 
 @ADVANTAGES("remax")
 def remax(inputs: AdvantageInputs, opts: AdvantageOptions) -> Tensor:
-    """ReMax: A_i = r_i - b_i, b_i = reward of the greedy rollout for i's prompt (``baseline``)."""
-    rewards = _overall_with_kl(inputs, opts, "remax")
+    """ReMax (verl ``compute_remax_outcome_advantage``): A_t = G_t - b, with G_t the token's
+    reward-to-go sum_{s>=t} r_s (undiscounted; :func:`_token_rewards`, so with the KL in the
+    reward each token carries the KL from itself on) and b the reward of the greedy rollout for
+    the row's prompt (``baseline``). Without KL, A_t = r - b on every valid token."""
     if inputs.baseline is None:
         raise ValueError("remax needs AdvantageInputs.baseline: the greedy rollout's reward")
-    return _to_tokens(rewards - inputs.baseline.float(), inputs.response_mask)
+    mask = inputs.response_mask.float()
+    token_rewards = _token_rewards(inputs, opts, "remax") * mask
+    returns = token_rewards.flip(-1).cumsum(-1).flip(-1)
+    return (returns - inputs.baseline.float()[:, None]) * mask
 
 
 @ADVANTAGES("gdpo")
@@ -236,17 +285,7 @@ def gdpo(inputs: AdvantageInputs, opts: AdvantageOptions) -> Tensor:
         values = inputs.rewards[key].float()
         total = total + weight * _group_normalise(values, inputs.group_ids, opts)
     if opts.gdpo_whiten == "tokens":
-        return _token_whiten(_to_tokens(total, mask), mask)
+        return masked_whiten(_to_tokens(total, mask), mask)
     if opts.gdpo_whiten == "sequences" and total.numel() > 1:
         total = (total - total.mean()) / (total.std() + opts.eps)
     return _to_tokens(total, mask)
-
-
-def _token_whiten(values: Tensor, mask: Tensor, eps: float = 1e-8) -> Tensor:
-    """EasyVideoR1 ``masked_whiten`` (verl/utils/torch_functional.py), then masked."""
-    n = mask.sum()
-    mean = (values * mask).sum() / (n + eps)
-    var = (((values - mean) ** 2) * mask).sum() / (n + eps)
-    if n > 1:  # Bessel's correction, skipped (as there) when there is one token or none
-        var = var * n / (n - 1)
-    return (values - mean) * torch.rsqrt(var + eps) * mask

@@ -8,9 +8,9 @@ the full mini-batch, exactly.
 
 The modes follow verl's ``agg_loss`` (verl/trainer/ppo/core_algos.py): sequences with no
 valid token are left out of the sequence count, ``seq-mean-token-sum-norm`` sums over the
-sequences without dividing by their number, and ``dp_size`` multiplies the token-mean and
-seq-mean-token-mean results because FSDP averages gradients over the data-parallel ranks
-(each rank's denominators are global counts).
+sequences without dividing by their number, and ``dp_size`` multiplies the token-mean,
+seq-mean-token-sum and seq-mean-token-mean results because FSDP averages gradients over the
+data-parallel ranks (each rank's denominators are global counts).
 """
 
 from __future__ import annotations
@@ -44,6 +44,8 @@ class AggNorm:
 
 
 AggregationFn = Callable[[Tensor, Tensor, AggNorm], Tensor]
+DP_SCALED = frozenset({"token-mean", "seq-mean-token-sum", "seq-mean-token-mean"})
+"""Modes whose result verl multiplies by dp_size (a sum over ranks is dp times the loss)."""
 AGGREGATIONS: Registry[AggregationFn] = Registry(
     "loss aggregation mode", group="evalkit.loss_aggregations"
 )
@@ -69,6 +71,13 @@ def seq_mean_token_mean(loss: Tensor, mask: Tensor, norm: AggNorm) -> Tensor:
     """
     per_seq = (loss * mask).sum(-1) / mask.sum(-1).clamp(min=1)
     return per_seq.sum() / max(norm.total_seqs, 1.0) * norm.dp_size
+
+
+@AGGREGATIONS("seq-mean-token-sum")
+def seq_mean_token_sum(loss: Tensor, mask: Tensor, norm: AggNorm) -> Tensor:
+    """dp * (1/N_seqs) sum_i [ sum_t m_it L_it ]: each sequence's token sum, averaged over the
+    sequences with a valid token (verl ``seq-mean-token-sum``; long responses weigh more)."""
+    return (loss * mask).sum() / max(norm.total_seqs, 1.0) * norm.dp_size
 
 
 @AGGREGATIONS("seq-mean-token-sum-norm")

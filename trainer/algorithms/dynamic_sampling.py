@@ -6,8 +6,10 @@ such groups and draws further generation batches through a ``generate_groups()``
 until the target number of groups is reached or ``max_tries`` batches were drawn.
 
 Defaults follow verl's DAPO recipe (verl-recipe dapo/dapo_ray_trainer.py, ``fit``, the
-``filter_groups`` branch): a group is kept when the population std of its metric is > 0 or
-when it has one response; the metric is ``acc``, ``score`` or ``seq_reward``
+``filter_groups`` branch): a group is kept when ``np.std`` (population) of its metric is > 0
+or when it has one response (``keep_rule="std"``; equal floats can pass it when their mean
+rounds, e.g. [0.1] * 3, which verl keeps; ``keep_rule="range"``, max > min, is exact and
+evalkit's deviation); the metric is ``acc``, ``score`` or ``seq_reward``
 (:func:`metric_values`); ``max_tries`` <= 0 means no limit; running out of tries raises
 (``on_shortfall="raise"``). ``on_shortfall="partial"`` trains on what there is with a warning.
 """
@@ -19,7 +21,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, Literal, TypeVar
 
+import numpy as np
 from torch import Tensor
+
+from .advantages import BatchError
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +60,7 @@ class DynamicSamplingResult(Generic[G]):
 
 
 FilterMetric = Literal["acc", "score", "seq_reward"]
+KeepRule = Literal["std", "range"]
 
 
 def metric_values(rewards: dict[str, Tensor], metric: FilterMetric) -> Tensor:
@@ -74,11 +80,18 @@ def metric_values(rewards: dict[str, Tensor], metric: FilterMetric) -> Tensor:
     raise ValueError(f"unknown dynamic sampling metric {metric!r}: use acc, score or seq_reward")
 
 
-def has_signal(values: Sequence[float], keep_singletons: bool = True) -> bool:
-    """True when the group's values are not all equal; a group of one counts when kept (verl)."""
+def has_signal(
+    values: Sequence[float], keep_singletons: bool = True, rule: KeepRule = "std"
+) -> bool:
+    """True when the group carries signal by ``rule`` (std: np.std > 0, verl-recipe; range:
+    max > min); a group of one counts when kept (verl)."""
     if len(values) == 1:
         return keep_singletons
-    return len(values) > 1 and max(values) > min(values)
+    if len(values) < 2:
+        return False
+    if rule == "std":
+        return bool(np.std(np.asarray(values, dtype=np.float64)) > 0)
+    return max(values) > min(values)
 
 
 def collect_groups(
@@ -88,6 +101,7 @@ def collect_groups(
     max_tries: int,
     keep_singletons: bool = True,
     on_shortfall: Literal["raise", "partial"] = "raise",
+    keep_rule: KeepRule = "std",
 ) -> DynamicSamplingResult[G]:
     """Draw generation batches until ``target`` groups with signal are kept or tries run out.
 
@@ -104,7 +118,7 @@ def collect_groups(
         tries += 1
         generated += len(batch)
         for group in batch:
-            if has_signal(values_of(group), keep_singletons):
+            if has_signal(values_of(group), keep_singletons, keep_rule):
                 kept.append(group)
             else:
                 dropped += 1
@@ -116,7 +130,7 @@ def collect_groups(
             f"{tries} generation batches ({dropped} dropped)"
         )
         if on_shortfall == "raise":
-            raise ValueError(
+            raise BatchError(
                 f"{note}. The data may be too hard or too easy: raise "
                 "algorithm.dynamic_sampling.max_tries (0 = no limit) or set on_shortfall=partial"
             )

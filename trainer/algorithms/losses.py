@@ -1,11 +1,15 @@
 """Policy losses, chosen by name from :data:`POLICY_LOSSES`.
 
 A loss maps new and old per-token log-probs, advantages and the response mask to a per-token
-loss (B, T), zero on padding, plus metrics (masked token means over the given tokens):
-``clipfrac_low`` / ``clipfrac_high`` (tokens clipped at the lower / upper bound),
-``dual_clipfrac`` (PPO dual-clip only) and ``approx_kl`` = mean of k3(old -> new) =
-(r - 1) - log r with r = pi/pi_old. Turning the per-token loss into one number is the job of
-:mod:`trainer.algorithms.aggregation`.
+loss (B, T), zero on padding, plus metrics (masked token means over the given tokens), under
+verl's names where verl logs the quantity (``compute_policy_loss_*`` in
+verl/trainer/ppo/core_algos.py): ``actor/ppo_kl`` = mean of k1 = log pi_old - log pi (the
+log-ratio clamped to +-20 as there; GSPO unclamped, as there), ``actor/pg_clipfrac`` (tokens
+whose clip bound bites, either side), ``actor/pg_clipfrac_lower`` (dual-clip bites; 0 for GSPO
+and CISPO, as verl). evalkit's own: ``clipfrac_low`` / ``clipfrac_high`` (the two sides of
+pg_clipfrac) and ``actor/ppo_kl_k3`` = mean of k3(old -> new) = (r - 1) - log r with
+r = pi/pi_old (named ``approx_kl`` before; a different estimate of the same KL, >= 0).
+Turning the per-token loss into one number is the job of :mod:`trainer.algorithms.aggregation`.
 """
 
 from __future__ import annotations
@@ -69,9 +73,21 @@ def _log_ratio(logp: Tensor, old_logp: Tensor) -> Tensor:
     return (logp - old_logp).clamp(-_MAX_LOG_RATIO, _MAX_LOG_RATIO)
 
 
-def _approx_kl(log_ratio: Tensor, mask: Tensor) -> Tensor:
+def _metrics(
+    log_ratio: Tensor, mask: Tensor, clipped_low: Tensor, clipped_high: Tensor
+) -> dict[str, Tensor]:
+    """The clip fractions and both KL estimates of ``log_ratio`` = log pi - log pi_old."""
     lr = log_ratio.detach()
-    return masked_mean(lr.exp() - 1 - lr, mask)
+    safe = lr.clamp(-_MAX_LOG_RATIO, _MAX_LOG_RATIO)  # GSPO hands its log-ratio unclamped
+    low, high = masked_mean(clipped_low.float(), mask), masked_mean(clipped_high.float(), mask)
+    return {
+        "clipfrac_low": low,
+        "clipfrac_high": high,
+        "actor/pg_clipfrac": low + high,
+        "actor/pg_clipfrac_lower": torch.zeros(()),
+        "actor/ppo_kl": masked_mean(-lr, mask),
+        "actor/ppo_kl_k3": masked_mean(safe.exp() - 1 - safe, mask),
+    }
 
 
 def _finish(loss: Tensor, mask: Tensor) -> Tensor:
@@ -102,16 +118,12 @@ def ppo_clip(
     log_ratio = _log_ratio(logp, old_logp)
     ratio = log_ratio.exp()
     loss, clipped_low, clipped_high = _clipped_surrogate(ratio, adv, opts)
-    metrics = {
-        "clipfrac_low": masked_mean(clipped_low.float(), mask),
-        "clipfrac_high": masked_mean(clipped_high.float(), mask),
-        "approx_kl": _approx_kl(log_ratio, mask),
-    }
+    metrics = _metrics(log_ratio, mask, clipped_low, clipped_high)
     if opts.dual_clip_c is not None:
         bound = -adv * opts.dual_clip_c
         dual = (adv < 0) & (loss > bound)
         loss = torch.where(adv < 0, torch.minimum(loss, bound), loss)
-        metrics["dual_clipfrac"] = masked_mean(dual.float(), mask)
+        metrics["actor/pg_clipfrac_lower"] = masked_mean(dual.float(), mask)
     return LossOutput(_finish(loss, mask), metrics)
 
 
@@ -126,21 +138,17 @@ def gspo(
     sum_t s_i,t / |y_i| is that of s_i). L_t = max(-A_t s_i,t, -A_t clip(s_i,t, 1-eps_low,
     1+eps_high)); every token of a sequence is clipped together. As in verl's
     ``compute_policy_loss_gspo`` (verl/trainer/ppo/core_algos.py) the token log-ratios are
-    averaged unclamped and the combined log-ratio is clamped from above at 10; the config
-    aggregates GSPO with seq-mean-token-mean (``gspo_force_seq_mean``). Its clip ranges are
-    small (the paper uses 3e-4 / 4e-4).
+    averaged unclamped and the combined log-ratio is clamped from above at 10; the step
+    aggregates this policy term with seq-mean-token-mean (``gspo_force_seq_mean``; the KL and
+    entropy terms keep ``loss_agg_mode``, as verl). Its clip ranges are small (the paper uses
+    3e-4 / 4e-4). Its ``actor/ppo_kl`` uses the unclamped token log-ratio, as verl's.
     """
     m = mask.to(logp.dtype)
     seq_log_ratio = ((logp - old_logp) * m).sum(-1) / m.sum(-1).clamp(min=1)
     token_log_ratio = seq_log_ratio.detach()[:, None] + logp - logp.detach()
     ratio = token_log_ratio.clamp(max=_GSPO_MAX_LOG_RATIO).exp()
-    log_ratio = _log_ratio(logp, old_logp)
     loss, clipped_low, clipped_high = _clipped_surrogate(ratio, adv, opts)
-    metrics = {
-        "clipfrac_low": masked_mean(clipped_low.float(), mask),
-        "clipfrac_high": masked_mean(clipped_high.float(), mask),
-        "approx_kl": _approx_kl(log_ratio, mask),
-    }
+    metrics = _metrics(logp - old_logp, mask, clipped_low, clipped_high)
     return LossOutput(_finish(loss, mask), metrics)
 
 
@@ -159,9 +167,5 @@ def cispo(
     low, high = 1.0 - opts.clip_eps_low, 1.0 + opts.clip_eps_high
     weight = ratio.clamp(low, high)
     loss = -weight * adv * logp
-    metrics = {
-        "clipfrac_low": masked_mean((ratio < low).float(), mask),
-        "clipfrac_high": masked_mean((ratio > high).float(), mask),
-        "approx_kl": _approx_kl(log_ratio, mask),
-    }
+    metrics = _metrics(log_ratio, mask, ratio < low, ratio > high)
     return LossOutput(_finish(loss, mask), metrics)

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,14 +49,47 @@ from ..lr_schedule import schedule_length
 from ..recipe import GRPORecipe
 from ..reward_loader import RewardFn
 from ..step import StepInputs, StepResult
+from ..vllm_memory import preflight
 from .colocate import ColocatedRollout, WorkerRolloutEngine
 from .group import GroupSpec, WorkerGroup
-from .rollout_worker import colocated, rollout_spec
+from .rollout_worker import RolloutSpec, colocated, rollout_spec
 from .worker import WorkerSpec
 
 log = logging.getLogger(__name__)
 SHARDED = "sharded"
 """Folder of a step's checkpoint holding the workers' DCP shards (weights + AdamW state)."""
+
+
+@dataclass(frozen=True)
+class DistributedPlan:
+    """What a distributed run will start, resolved from the config alone (no Ray, no GPU)."""
+
+    group: GroupSpec
+    """Ranks and what each reserves (Ray resources per worker)."""
+    backend: str
+    """The process group's backend: nccl with GPUs, gloo on CPU."""
+    rollout: RolloutSpec | None
+    """The colocated engines (hosting ranks, options), None when rollouts stay on the driver."""
+    engine_args: dict[str, Any]
+    """The vLLM engine arguments each hosting rank passes (empty without colocated vLLM)."""
+
+
+def distributed_plan(cfg: TrainerConfig) -> DistributedPlan:
+    """The run's :class:`DistributedPlan`; a setting that cannot run raises ConfigError."""
+    dist = cfg.distributed
+    if dist.workers < 1:
+        raise ConfigError("distributed.workers is 0: the run trains in one process")
+    group = GroupSpec(dist.workers, dist.cpus_per_worker, dist.gpus_per_worker)
+    spec = rollout_spec(cfg) if colocated(cfg) else None
+    args: dict[str, Any] = {}
+    if spec is not None:
+        from evalkit.engines import ENGINE_CONFIGS
+
+        engine = ENGINE_CONFIGS.get(spec.engine).model_validate(
+            {"model": cfg.model, **spec.options}
+        )
+        args = engine.engine_args()
+    return DistributedPlan(group, "nccl" if dist.gpus_per_worker > 0 else "gloo", spec, args)
 
 
 class DistributedGRPORecipe(GRPORecipe):
@@ -83,6 +117,9 @@ class DistributedGRPORecipe(GRPORecipe):
                 "distributed run, or cut short while saving; remove that step directory "
                 "to resume from the one before, or pass --no-resume"
             )
+        spec_ro = self.rollout_spec
+        if spec_ro is not None and dist.gpus_per_worker == 0 and dist.ray_address is None:
+            preflight(spec_ro.options, engines=len(spec_ro.hosts))  # this machine's engines
         super().setup(resume=resume)
         cpus = dist.workers * dist.cpus_per_worker
         self._stack.enter_context(ray_session(dist.ray_address, num_cpus=int(cpus) or None))
@@ -105,8 +142,7 @@ class DistributedGRPORecipe(GRPORecipe):
             lr_step_per=cfg.optimizer.lr_step_per,
             rollout=self.rollout_spec,
         )
-        group = GroupSpec(dist.workers, dist.cpus_per_worker, dist.gpus_per_worker)
-        self.group = WorkerGroup(group, spec).start()
+        self.group = WorkerGroup(distributed_plan(cfg).group, spec).start()
         if self.rollout_spec is not None:
             self.rollout = ColocatedRollout(self.group, self.rollout_spec.hosts)
         if latest is not None:
@@ -168,6 +204,9 @@ class DistributedGRPORecipe(GRPORecipe):
         return results
 
     # -- colocated rollouts (rollout.engine: vllm): the engines live in the workers --------
+
+    def _engine_here(self) -> bool:
+        return self.rollout_spec is None
 
     def _make_engine(self) -> Any:
         if self.rollout_spec is not None:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from evalkit.errors import ConfigError
 
+from ..vllm_memory import cpu_options
 from .fsdp import local_tensor
 
 if TYPE_CHECKING:
@@ -93,6 +94,8 @@ def rollout_spec(cfg: TrainerConfig) -> RolloutSpec:
     options = dict(ro.engine_options)
     if dist.gpus_per_worker > 0:  # the GPU is shared with the actor shard and its optimizer
         options.setdefault("gpu_memory_utilization", 0.5)
+    else:  # vLLM reads it as a share of the CPU memory node (trainer.vllm_memory)
+        options = cpu_options(options)
     return RolloutSpec(
         ro.engine, options, ro.sleep_level, ro.sync_bucket_mb, ro.sync_transport, hosts
     )

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
-from ..algorithms.aggregation import AggNorm
+from ..algorithms.aggregation import DP_SCALED, AggNorm
 from ..step import StepInputs, StepResult, StepSettings, accumulate_loss, compute_logprobs
 from .fsdp import full_state_dict, local_tensor
 from .init import InitMode, load_policy, prepare_policies
@@ -34,7 +34,6 @@ if TYPE_CHECKING:
     from ..config import OptimizerConfig
     from ..frames import PromptLoader, PromptRef
 
-DP_SCALED = {"token-mean", "seq-mean-token-mean"}
 """Aggregation modes whose per-rank loss carries the dp_size factor (see aggregation.py);
 their reported loss is the ranks' sum over dp, the others' the plain sum."""
 
@@ -184,7 +183,7 @@ class PolicyWorker(RolloutHost):
         if self.lr_step_per == "optimizer_step":  # as trainer.step.ppo_update, skip or not
             self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
-        out = self._reduce(result, settings.loss_agg_mode)
+        out = self._reduce(result, settings.policy_agg_mode or settings.loss_agg_mode)
         out.metrics["grad_norm"] = grad_norm  # already global: the norm of the full gradient
         if skipped:
             out.metrics["skipped_nonfinite_grad"] = 1.0
