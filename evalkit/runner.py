@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -55,6 +56,7 @@ def resolve_benchmarks(cfg: RunConfig, factor: int | None) -> list[BenchRun]:
         root = _bench_root(cfg, spec)
         loaded = load(spec, root)
         runs.append(bench_run(cfg, spec, loaded, factor, problems=loaded.problems))
+        runs[-1].media_root = str(root)
     if cfg.data:
         # one benchmark per known source named by the rows (official rule), the rest pooled
         from evalkit.bench.unified_known import data_benches
@@ -62,6 +64,7 @@ def resolve_benchmarks(cfg: RunConfig, factor: int | None) -> list[BenchRun]:
         for db in data_benches(cfg.data, cfg.video_root):
             run = bench_run(cfg, db.spec, db.samples, factor, problems=db.problems)
             run.name, run.data_info = db.name, db.info(Path(cfg.data))
+            run.media_root = str(Path(cfg.video_root or Path(cfg.data).parent))
             runs.append(run)
     if not runs:
         raise ConfigError("nothing to run: give --bench NAME[,NAME...] and/or --data FILE")
@@ -266,16 +269,18 @@ def execute(
     engine: Engine | None = None,
     on_start: Callable[[str, Pipeline], None] | None = None,
     judge_engine: Engine | None = None,
+    on_open: Callable[[Path], None] | None = None,
 ) -> RunResult:
     """Run every benchmark of ``cfg`` through one engine into one run directory (a run on
     replicas, ``cfg.on_ray``, goes through ``evalkit.scale.driver.run_replicas``: the
-    scale layer builds on this one, not the other way round)."""
+    scale layer builds on this one, not the other way round). ``on_open(path)`` is called
+    once the run directory exists, before any engine starts."""
     if cfg.on_ray:
         raise ConfigError(
             "replicas build their own engines and are driven by "
             "evalkit.scale.driver.run_replicas(cfg) (`evalkit run --replicas N`), not execute()"
         )
-    return asyncio.run(aexecute(cfg, engine, on_start, judge_engine))
+    return asyncio.run(aexecute(cfg, engine, on_start, judge_engine, on_open))
 
 
 def run_manifest(cfg: RunConfig, benches: list[BenchRun]) -> RunManifest:
@@ -303,6 +308,7 @@ async def aexecute(
     engine: Engine | None = None,
     on_start: Callable[[str, Pipeline], None] | None = None,
     judge_engine: Engine | None = None,
+    on_open: Callable[[Path], None] | None = None,
 ) -> RunResult:
     """:func:`execute` inside a running event loop (one loop for the engine's whole life)."""
     from evalkit.preflight import check_run
@@ -310,7 +316,7 @@ async def aexecute(
     check_run(cfg, engine_given=engine is not None)  # before any run directory exists
     path = Path(cfg.resume) if cfg.resume else Path(cfg.runs_dir) / (cfg.run_id or new_run_id())
     with RunDir(path).lock():  # before anything else: one writer per run directory
-        return await _aexecute_locked(cfg, path, engine, on_start, judge_engine)
+        return await _aexecute_locked(cfg, path, engine, on_start, judge_engine, on_open)
 
 
 async def _aexecute_locked(
@@ -319,22 +325,35 @@ async def _aexecute_locked(
     engine: Engine | None,
     on_start: Callable[[str, Pipeline], None] | None,
     judge_engine: Engine | None,
+    on_open: Callable[[Path], None] | None = None,
 ) -> RunResult:
+    from evalkit.preflight import media_preflight, record_missing
     from evalkit.resume import pending
 
     factor = model_factor(cfg) if reads_local_checkpoint(cfg.engine) else None
     benches = resolve_benchmarks(cfg, factor)
+    missing = media_preflight(cfg, benches)  # before the run directory and the engine
     rundir = RunDir(path)
     fingerprint = open_run(cfg, rundir, benches)
+    if on_open is not None:
+        on_open(path)
+    unseen = record_missing(rundir, benches, missing, fingerprint)
     # the stores are checked (a damaged one is reported) before any engine starts
     failed_done = cfg.mode == "sync" or not cfg.retry_failed
     if not any(pending(rundir, benches, include_failed=failed_done).values()):
         n = {b.name: len(b.samples) for b in benches}
         done = {name: PipelineStats(total=k, skipped=k) for name, k in n.items()}
-        return RunResult(path=path, stats=done, nothing_to_run=True)
+        for name, k in unseen.items():
+            done[name].media_missing = k
+        return RunResult(path=path, stats=done, nothing_to_run=not any(unseen.values()))
     cache = make_cache(cfg)
     own_engine = engine is None
-    engine = engine or make_engine(cfg)
+    if engine is None:
+        from evalkit.startup import StartupTimes
+
+        t0 = time.perf_counter()
+        engine = make_engine(cfg)
+        StartupTimes(engines_s=time.perf_counter() - t0).write(rundir)
     stats: dict[str, PipelineStats] = {}
     try:
         async with judge_for(cfg, judge_engine, rundir.judge_cache_path) as judge:
@@ -364,6 +383,8 @@ async def _aexecute_locked(
     finally:
         if own_engine:
             await close_engine(engine)
+    for name, k in unseen.items():  # recorded failed by the preflight (--allow-missing)
+        stats[name].media_missing = k
     return RunResult(path=path, stats=stats)
 
 

@@ -31,6 +31,8 @@ class BenchRun:
     """Rows that did not load (or loaded repaired): evalkit.errors.Problem."""
     data_info: dict[str, Any] | None = None
     """For a benchmark made from a ``--data`` file: how its rows were matched/aggregated."""
+    media_root: str | None = None
+    """The folder its media paths were resolved under (named when media are missing)."""
 
 
 def make_cache(cfg: RunConfig) -> Any:
