@@ -58,16 +58,25 @@ def resolve_benchmarks(cfg: RunConfig, factor: int | None) -> list[BenchRun]:
         runs.append(bench_run(cfg, spec, loaded, factor, problems=loaded.problems))
         runs[-1].media_root = str(root)
     if cfg.data:
-        # one benchmark per known source named by the rows (official rule), the rest pooled
-        from evalkit.bench.unified_known import data_benches
-
-        for db in data_benches(cfg.data, cfg.video_root):
-            run = bench_run(cfg, db.spec, db.samples, factor, problems=db.problems)
-            run.name, run.data_info = db.name, db.info(Path(cfg.data))
-            run.media_root = str(Path(cfg.video_root or Path(cfg.data).parent))
-            runs.append(run)
+        runs += data_bench_runs(cfg, factor)
     if not runs:
         raise ConfigError("nothing to run: give --bench NAME[,NAME...] and/or --data FILE")
+    return runs
+
+
+def data_bench_runs(cfg: RunConfig, factor: int | None) -> list[BenchRun]:
+    """The benchmarks of ``cfg.data``: one per known source named by the rows (under its
+    official spec and rule), the rest pooled. ``evalkit run --data`` and ``evalkit score
+    --data`` both read a file through here, so a file means the same to both."""
+    from evalkit.bench.unified_known import data_benches
+
+    assert cfg.data is not None
+    runs = []
+    for db in data_benches(cfg.data, cfg.video_root):
+        run = bench_run(cfg, db.spec, db.samples, factor, problems=db.problems)
+        run.name, run.data_info = db.name, db.info(Path(cfg.data))
+        run.media_root = str(Path(cfg.video_root or Path(cfg.data).parent))
+        runs.append(run)
     return runs
 
 

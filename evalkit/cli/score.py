@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,6 +77,7 @@ class ScoreResult:
 
     path: Path
     benchmark: str
+    """The benchmarks' names, comma-separated (a ``--data`` file may make several)."""
     scored: int = 0
     kept: int = 0
     """Samples already scored in this run directory (left as they were)."""
@@ -83,6 +85,8 @@ class ScoreResult:
     """Benchmark samples the file gives no prediction for (recorded as failed)."""
     failed: list[str] = field(default_factory=list)
     """Samples whose scorer raised (recorded as failed at stage score: "scorer failed")."""
+    benchmarks: list[str] = field(default_factory=list)
+    """Each benchmark scored into the run."""
 
 
 def run(args: argparse.Namespace) -> int:
@@ -114,6 +118,13 @@ def run(args: argparse.Namespace) -> int:
             "the scorer, recorded with its traceback and left out of the aggregate"
         )
     print(f"report: evalkit report {result.path}")
+    from evalkit.outcome import all_failed
+    from evalkit.rundir import RunDir
+
+    why = all_failed(RunDir(result.path), result.benchmarks)
+    if why is not None:  # nothing to report: said, and not a success
+        print(f"evalkit score: {why}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -148,25 +159,36 @@ def score_predictions(
         runs_dir=runs_dir,
         run_id=run_id,
     )
-    bench_run = _benchmark(cfg)
+    benches = _benchmarks(cfg)
+    names = ", ".join(b.name for b in benches)
     texts = read_predictions(file)
-    _check_ids(file, texts, bench_run.name, [s.id for s in bench_run.samples])
+    _check_ids(file, texts, names, [s.id for b in benches for s in b.samples])
     rundir = RunDir(Path(cfg.runs_dir) / (cfg.run_id or new_run_id("score")))
     with rundir.lock():  # one writer per run directory, as for evalkit run
-        fingerprint = rundir.open(_manifest(cfg, bench_run, file), force=force)
-        return _score_into(rundir, fingerprint, bench_run, texts, file)
+        fingerprint = rundir.open(_manifest(cfg, benches, file), force=force)
+        out = ScoreResult(rundir.path, names)
+        for b in benches:
+            out.benchmarks.append(b.name)
+            rundir.write_problems(b.name, b.problems)  # invalid rows, as evalkit run keeps them
+            _score_into(rundir, fingerprint, b, texts, file, out)
+        return out
 
 
 def _score_into(
-    rundir: Any, fingerprint: str, bench_run: Any, texts: dict[str, str | None], file: Path
-) -> ScoreResult:
-    """Append one record per sample not yet scored in ``rundir`` (the store's writer)."""
+    rundir: Any,
+    fingerprint: str,
+    bench_run: Any,
+    texts: dict[str, str | None],
+    file: Path,
+    out: ScoreResult,
+) -> None:
+    """Append one record per sample not yet scored in ``rundir`` (the store's writer),
+    counted in ``out``."""
     from evalkit.records import failed_record, ok_record, scorer_failure
     from evalkit.runner import make_scorer
 
     # the prompt plan tells which samples had the assistant's turn pre-filled
     scorer = make_scorer(bench_run.spec, prompt=bench_run.prompt)
-    out = ScoreResult(rundir.path, bench_run.name)
     with rundir.store(bench_run.name) as store:
         done = store.done_ids(include_failed=False)
         for sample in bench_run.samples:
@@ -203,50 +225,43 @@ def _score_into(
                 ok_record(sample, verdicts, [text], fingerprint=fingerprint, timings=timings)
             )
             out.scored += 1
-    return out
 
 
-def _benchmark(cfg: Any) -> Any:
-    """The benchmark's spec and samples, from its annotations only (no video is opened)."""
+def _benchmarks(cfg: Any) -> list[Any]:
+    """The benchmarks' specs and samples, from the annotations only (no video is opened).
+
+    A ``--data`` file goes through the runner's own reading of it (``data_bench_runs``):
+    rows naming a known benchmark are scored and aggregated as ``evalkit run --data``
+    does, under that benchmark's spec and official rule, the rest pooled.
+    """
     from evalkit.bench.loader import load
     from evalkit.bench.registry import get_benchmark
     from evalkit.engines.base import SamplingParams
-    from evalkit.runner import BenchRun, _bench_root
+    from evalkit.runner import BenchRun, _bench_root, data_bench_runs
 
     if cfg.data:
-        from evalkit.bench.unified import load_unified, unified_spec
-        from evalkit.bench.unified_known import DataBench
-
-        spec = unified_spec(cfg.data, cfg.video_root)
-        samples = load_unified(cfg.data, cfg.video_root)
-        # recorded as a --data benchmark of no known source: reports give its pooled mean,
-        # labelled as such, not the generated spec's mean as if it were official
-        db = DataBench(spec.name, spec, list(samples), note=_POOLED)
-        run = BenchRun(spec.name, spec, spec.frames, SamplingParams(), db.samples)
-        run.data_info = db.info(Path(cfg.data))
-        return run
+        return data_bench_runs(cfg, None)
     spec = get_benchmark(cfg.bench[0])  # NAME:VARIANT; an unknown one: RegistryError
     samples = load(spec, _bench_root(cfg, spec), check_media=False)
-    return BenchRun(spec.name, spec, spec.frames, SamplingParams(), samples)
+    return [BenchRun(spec.name, spec, spec.frames, SamplingParams(), samples)]
 
 
-_POOLED = "evalkit score --data: every row pooled (ad-hoc data, no official rule)"
-
-
-def _manifest(cfg: Any, bench: Any, file: Path) -> Any:
+def _manifest(cfg: Any, benches: list[Any], file: Path) -> Any:
     """The run's manifest (``RunManifest``), as ``evalkit run`` writes it, with the
     predictions file in place of the generation settings."""
     from evalkit.manifest import RunManifest
     from evalkit.runner import result_config
 
-    rc = result_config(cfg, [bench])
+    rc = result_config(cfg, benches)
     # what the other harness used is unknown here: recorded as such, never as pinned values
-    rc["benchmarks"][bench.name].update(frames=None, max_tokens=None)
+    for b in benches:
+        rc["benchmarks"][b.name].update(frames=None, max_tokens=None)
     rc["predictions"] = {"file": file.name, "sha256": _sha256(file)}
     extra = cfg.model_dump(mode="json")
     extra.update(command="score", predictions=str(file))
-    data = {bench.name: bench.data_info} if bench.data_info else {}
-    return RunManifest.build(rc, extra, specs={bench.name: bench.spec}, data_benchmarks=data)
+    specs = {b.name: b.spec for b in benches}
+    data = {b.name: b.data_info for b in benches if b.data_info}
+    return RunManifest.build(rc, extra, specs=specs, data_benchmarks=data)
 
 
 def _completion(sample: Sample, text: str) -> Any:
