@@ -317,7 +317,11 @@ def build_tiny_model(out: str | Path, family: str = "qwen2_5_vl", seed: int = 0)
     config = build_config(spec, tokenizer)
     with _seeded(torch, seed):
         model: Any = getattr(tf, FAMILY_BUILDS[family].model)(config)
-    model = model.to(torch.float32).eval()
+    # stored in bfloat16, as real Qwen-VL checkpoints are: vLLM's dtype "auto" turns a
+    # float32 checkpoint into bfloat16 and warns once per tensor ("Attempted to load weight
+    # ... float32 into bfloat16"); bfloat16 weights load silently into bfloat16 and, as an
+    # exact widening, into float32 (--dtype float32, the HF engine, the trainer's actor)
+    model = model.to(torch.bfloat16).eval()
     model.generation_config.do_sample = False
     model.generation_config.eos_token_id = [
         tokenizer.convert_tokens_to_ids("<|im_end|>"),
