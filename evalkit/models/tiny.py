@@ -327,7 +327,13 @@ def build_tiny_model(out: str | Path, family: str = "qwen2_5_vl", seed: int = 0)
         tokenizer.convert_tokens_to_ids("<|im_end|>"),
         tokenizer.convert_tokens_to_ids("<|endoftext|>"),
     ]
-    model.save_pretrained(out, safe_serialization=True)
+    bars = tf.utils.logging.is_progress_bar_enabled()
+    tf.utils.logging.disable_progress_bar()  # "Writing model shards" for one 4 MB file
+    try:
+        model.save_pretrained(out, safe_serialization=True)
+    finally:
+        if bars:
+            tf.utils.logging.enable_progress_bar()
     build_processor(spec, tokenizer).save_pretrained(out)
     tokenizer.save_pretrained(out)
     (out / "evalkit_tiny.json").write_text(
