@@ -1,0 +1,212 @@
+"""First contact: what a newcomer's own file, videos and machine run into ends in an exit
+status that says so, one line saying why, and no run directory where none should be made.
+
+Every case runs the real entry point (``evalkit.cli.main:main``) in-process on a small
+world built here: a unified ``--data`` file whose videos exist (SynthVideo clips), the same
+rows pointing at a folder without them, and a scripted backend registered for the module
+(``scripted``: it answers every request with one letter, or fails every one). Rows for
+other first-contact cases (trainer configs by name, lmms-eval / VLMEvalKit prediction
+files) belong to the modules that own them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shlex
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel, ConfigDict
+
+from evalkit import engines
+from evalkit.cli.main import main
+from evalkit.engines import EngineSpec, register_engine
+from evalkit.engines.base import Completion, Request
+from evalkit.synthvideo import generate
+
+NOISE = "NOISE-FROM-AN-ENGINE"
+"""What the scripted engine prints the ways vLLM does (a library logger, a C-level write
+to descriptor 2, a child process): never on the terminal unless --verbose."""
+
+
+class ScriptedConfig(BaseModel):
+    """Settings of the scripted backend."""
+
+    model_config = ConfigDict(extra="forbid")
+    model: str
+    reply: str = "B"
+    fail: bool = False
+    noisy: bool = False
+
+
+class ScriptedEngine:
+    """Answers every request with ``reply`` (or fails it); optionally noisy at start."""
+
+    def __init__(self, config: ScriptedConfig) -> None:
+        self.config = config
+        if config.noisy:
+            logging.getLogger("vllm").warning("%s: library logger", NOISE)
+            os.write(2, f"{NOISE}: descriptor 2\n".encode())
+            subprocess.run([sys.executable, "-c", f"print('{NOISE}: child process')"], check=True)
+
+    async def generate(self, request: Request) -> Completion:
+        if self.config.fail:
+            raise RuntimeError("scripted engine: out of memory")
+        return Completion(request_id=request.id, texts=[self.config.reply], output_tokens=1)
+
+    async def close(self) -> None:
+        return None
+
+
+@pytest.fixture(scope="module", autouse=True)
+def scripted() -> Iterator[None]:
+    """The test backend, registered for this module (the registries are process-wide)."""
+    spec = register_engine(
+        EngineSpec(
+            "scripted",
+            f"{__name__}:ScriptedEngine",
+            f"{__name__}:ScriptedConfig",
+            local_checkpoint=False,
+        )
+    )
+    yield
+    for registry in (engines.ENGINE_SPECS, engines.ENGINES, engines.ENGINE_CONFIGS):
+        registry._entries.pop(spec.name, None)
+
+
+def _rows(videos: list[str], source: str) -> list[dict[str, object]]:
+    return [
+        {
+            "problem_id": f"q{i}",
+            "problem": "Which shape moves?",
+            "problem_type": "multiple choice",
+            "options": ["A. circle", "B. square", "C. star", "D. heart"],
+            "solution": "<answer>B</answer>",
+            "path": f"videos/{name}",
+            "data_type": "video",
+            "data_source": source,
+            "task_type": "Object Recognition",
+            "videoID": f"v{i}",
+            "duration": "short",
+        }
+        for i, name in enumerate(videos)
+    ]
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``good/``: a --data file with its videos beside it (Video-MME rows and rows of a
+    source evalkit does not know); ``novids/``: the same file, no videos anywhere."""
+    root = tmp_path_factory.mktemp("first_contact")
+    synth = root / "good"
+    generate(synth, 1, "test", 0, families=["yes_no", "location"])
+    videos = sorted(p.name for p in (synth / "videos").iterdir())
+    rows = _rows(videos, "Video-MME") + _rows(videos, "my-clips")
+    for folder in (root / "good", root / "novids", root / "empty"):
+        folder.mkdir(exist_ok=True)
+        (folder / "mine.json").write_text(json.dumps(rows))
+    ckpt = root / "ckpt"
+    ckpt.mkdir()
+    (ckpt / "config.json").write_text(json.dumps({"model_type": "qwen2_5_vl"}))
+    return root
+
+
+def _dead_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class Case:
+    """One first contact: the command, the exit status, what its one line must say."""
+
+    name: str
+    argv: str
+    rc: int
+    says: tuple[str, ...]
+    makes_run_dir: bool = False
+
+
+ENGINE = "--engine scripted --model m --no-progress --runs-dir runs --cache-root cache"
+GOOD = f"run {ENGINE} --data good/mine.json"
+
+CASES = [
+    Case(
+        "missing videos, --video-root without them",
+        f"run {ENGINE} --data good/mine.json --video-root empty",
+        2,
+        ("Video-MME (mine.json): 2 of 2 samples have missing media", "videos/", "/empty)"),
+    ),
+    Case(
+        "missing videos, no --video-root (the file's folder is searched)",
+        f"run {ENGINE} --data novids/mine.json",
+        2,
+        ("2 of 2 samples have missing media", "/novids)", "--allow-missing"),
+    ),
+    Case(
+        "missing videos, --bench X --data F without --video-root",
+        f"run {ENGINE} --bench SynthVideo --data-root good --data novids/mine.json",
+        2,
+        ("mine: 2 of 2 samples have missing media", "--video-root"),
+    ),
+    Case(
+        "missing videos with --allow-missing: every sample failed",
+        f"run {ENGINE} --data novids/mine.json --allow-missing",
+        1,
+        ("every sample failed (4 of 4)", "4 x media not found", "stage media"),
+        makes_run_dir=True,
+    ),
+    Case(
+        "every sample failed in the engine",
+        f"{GOOD} --engine-opt fail=true",
+        1,
+        (
+            "every sample failed (4 of 4)",
+            "4 x RuntimeError: scripted engine: out of memory",
+            "stage engine",
+        ),
+        makes_run_dir=True,
+    ),
+    Case(
+        "dead Ray address (loopback port nothing listens on)",
+        f"{GOOD} --replicas 2 --ray-address 127.0.0.1:{{port}} --ray-connect-timeout 5",
+        2,
+        ("--ray-address 127.0.0.1:", "nothing listens on", "ray start --head"),
+    ),
+]
+
+
+def _run_dirs(root: Path) -> set[str]:
+    runs = root / "runs"
+    return {p.name for p in runs.iterdir()} if runs.is_dir() else set()
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_first_contact_ends_in_its_exit_status_and_one_line(
+    case: Case,
+    world: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(world)
+    before = _run_dirs(world)
+    argv = shlex.split(case.argv.format(port=_dead_port()))
+    rc = main([*argv, "--run-id", f"case{CASES.index(case)}"])
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert rc == case.rc, err
+    assert len(lines) == 1, err
+    assert lines[0].startswith("evalkit run: "), lines[0]
+    for part in case.says:
+        assert part in lines[0], lines[0]
+    made = _run_dirs(world) - before
+    assert bool(made) == case.makes_run_dir, made
