@@ -30,6 +30,7 @@ class Terminal:
         self._saved: tuple[int, int] | None = None
         self._streams: tuple[TextIO, TextIO] | None = None
         self._handler: logging.Handler | None = None
+        self._sys: tuple[TextIO, TextIO] | None = None
 
     @property
     def out(self) -> TextIO:
@@ -56,10 +57,12 @@ class Terminal:
             os.dup2(fd, 2)
         finally:
             os.close(fd)
-        self._streams = (
-            open(self._saved[0], "w", buffering=1, closefd=False, encoding="utf-8"),  # noqa: SIM115
-            open(self._saved[1], "w", buffering=1, closefd=False, encoding="utf-8"),  # noqa: SIM115
-        )
+        self._streams = (_stream(self._saved[0]), _stream(self._saved[1]))
+        # sys.stdout/stderr as streams on descriptors 1 and 2 (where they usually write
+        # anyway; an embedding host or a test harness may have replaced them): not closed
+        # at the end, so a library handler that took them keeps writing to 1 and 2
+        self._sys = (sys.stdout, sys.stderr)
+        sys.stdout, sys.stderr = _stream(1), _stream(2)
         self._handler = logging.StreamHandler(self._streams[1])
         self._handler.setLevel(logging.WARNING)
         self._handler.setFormatter(logging.Formatter("evalkit: warning: %(message)s"))
@@ -77,6 +80,9 @@ class Terminal:
                 stream.flush()
         for stream in self._streams or ():
             stream.close()  # closefd=False: the descriptor is closed below
+        if self._sys is not None:
+            sys.stdout, sys.stderr = self._sys
+            self._sys = None
         out, err = self._saved
         os.dup2(out, 1)
         os.dup2(err, 2)
@@ -89,3 +95,8 @@ class Terminal:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def _stream(fd: int) -> TextIO:
+    """A line-buffered text stream on ``fd`` that never closes it."""
+    return open(fd, "w", buffering=1, closefd=False, encoding="utf-8", errors="replace")

@@ -52,7 +52,12 @@ class ScriptedEngine:
     def __init__(self, config: ScriptedConfig) -> None:
         self.config = config
         if config.noisy:
-            logging.getLogger("vllm").warning("%s: library logger", NOISE)
+            # as vLLM does: its own handler, on the sys.stdout of the time
+            library = logging.getLogger("tests.noisy_library")
+            handler = logging.StreamHandler(sys.stdout)
+            library.addHandler(handler)
+            library.warning("%s: library logger", NOISE)
+            library.removeHandler(handler)
             os.write(2, f"{NOISE}: descriptor 2\n".encode())
             subprocess.run([sys.executable, "-c", f"print('{NOISE}: child process')"], check=True)
 
@@ -210,3 +215,88 @@ def test_first_contact_ends_in_its_exit_status_and_one_line(
         assert part in lines[0], lines[0]
     made = _run_dirs(world) - before
     assert bool(made) == case.makes_run_dir, made
+
+
+def test_score_data_reads_the_file_as_run_data_does(
+    world: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same rows and replies through ``run --data`` and ``score --data``: the same
+    benchmarks, specs as run, rules, verdicts and aggregates (Video-MME's rows under
+    Video-MME's official rule, the unknown source pooled, in both)."""
+    from evalkit.reports import load_run
+    from evalkit.reports.load import read_records
+
+    monkeypatch.chdir(world)
+    assert main([*shlex.split(GOOD), "--engine-opt", "reply=B", "--run-id", "as-run"]) == 0
+    ran = world / "runs" / "as-run"
+    replies = [
+        {"id": r["id"], "prediction": r["prediction"]}
+        for path in ran.glob("*.jsonl")
+        for r in read_records(path)
+    ]
+    preds = world / "replies.jsonl"
+    preds.write_text("".join(json.dumps(r) + "\n" for r in replies))
+    argv = ["score", "--data", "good/mine.json", "--predictions", str(preds)]
+    assert main([*argv, "--runs-dir", "runs", "--run-id", "as-scored", "--model", "m"]) == 0
+    scored = world / "runs" / "as-scored"
+    capsys.readouterr()
+
+    def recorded(run: Path) -> tuple[object, ...]:
+        doc = json.loads((run / "config.json").read_text())
+        hashes = {k: v["spec_hash"] for k, v in doc["result_config"]["benchmarks"].items()}
+        return doc["specs"], doc["data_benchmarks"], hashes
+
+    assert recorded(ran) == recorded(scored)
+    a, b = load_run(ran, bootstrap=0), load_run(scored, bootstrap=0)
+    assert set(a.benchmarks) == set(b.benchmarks) == {"Video-MME (mine.json)", "mine"}
+    for name, got in a.benchmarks.items():
+        other = b.benchmarks[name]
+        assert (got.overall, got.official, got.aggregation) == (
+            other.overall,
+            other.official,
+            other.aggregation,
+        ), name
+    assert a.benchmarks["Video-MME (mine.json)"].official
+    assert not a.benchmarks["mine"].official
+    for path in ran.glob("*.jsonl"):
+        verdicts = {r["id"]: (r["rule"], r["score"], r["rules"]) for r in read_records(path)}
+        again = {
+            r["id"]: (r["rule"], r["score"], r["rules"]) for r in read_records(scored / path.name)
+        }
+        assert verdicts == again, path.name
+
+
+def test_engine_output_goes_to_the_run_log_not_the_terminal(
+    world: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(world)
+    argv = [*shlex.split(GOOD), "--engine-opt", "noisy=true", "--run-id", "quiet"]
+    assert main(argv) == 0
+    out, err = capfd.readouterr()
+    assert NOISE not in out + err
+    log = (world / "runs" / "quiet" / "output.log").read_text()
+    for how in ("library logger", "descriptor 2", "child process"):
+        assert f"{NOISE}: {how}" in log
+    assert "engine and library output: runs/quiet/output.log" in out
+
+
+def test_verbose_leaves_engine_output_on_the_terminal(
+    world: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(world)
+    argv = [*shlex.split(GOOD), "--engine-opt", "noisy=true", "--run-id", "loud", "--verbose"]
+    assert main(argv) == 0
+    out, err = capfd.readouterr()
+    assert f"{NOISE}: descriptor 2" in err and f"{NOISE}: child process" in out
+    assert not (world / "runs" / "loud" / "output.log").exists()
+
+
+def test_engine_start_up_time_is_recorded_and_shown(
+    world: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(world)
+    assert main([*shlex.split(GOOD), "--run-id", "startup"]) == 0
+    recorded = json.loads((world / "runs" / "startup" / "startup.json").read_text())
+    assert recorded["engines_s"] >= 0 and recorded["ray_s"] is None
+    assert recorded["replicas"] == 1
+    assert "start-up: engine " in capsys.readouterr().out
