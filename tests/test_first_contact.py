@@ -300,3 +300,28 @@ def test_engine_start_up_time_is_recorded_and_shown(
     assert recorded["engines_s"] >= 0 and recorded["ray_s"] is None
     assert recorded["replicas"] == 1
     assert "start-up: engine " in capsys.readouterr().out
+
+
+class _RefusingCluster:
+    """A Ray module whose cluster answers but refuses the caller's token."""
+
+    def init(self, **kwargs: object) -> None:
+        raise ConnectionError("GCS rejected the request: Invalid or missing authentication token")
+
+
+def test_a_cluster_that_refuses_our_token_is_named_an_authentication_failure() -> None:
+    from evalkit.errors import ConfigError
+    from evalkit.scale.cluster import connect
+
+    with pytest.raises(ConfigError) as caught:
+        connect(_RefusingCluster(), "auto", 1.0)  # "auto": no address to probe first
+    said = str(caught.value)
+    assert "authentication failed" in said and "RAY_AUTH_TOKEN" in said
+    assert "no Ray cluster answers" not in said
+
+
+def test_samples_per_s_is_over_pipeline_time_not_until_the_summary() -> None:
+    from evalkit.pipeline import PipelineStats
+
+    stats = PipelineStats(started=100.0, completed=15, failed=5, finished=110.0)
+    assert stats.samples_per_s() == pytest.approx(2.0)
