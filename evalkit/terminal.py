@@ -31,6 +31,7 @@ class Terminal:
         self._streams: tuple[TextIO, TextIO] | None = None
         self._handler: logging.Handler | None = None
         self._sys: tuple[TextIO, TextIO] | None = None
+        self._temp = False
 
     @property
     def out(self) -> TextIO:
@@ -42,10 +43,23 @@ class Terminal:
         """evalkit's standard error (progress, warnings)."""
         return self._streams[1] if self._streams else sys.stderr
 
+    def capture_early(self) -> None:
+        """Capture into a temporary file until the run directory exists (``capture``
+        then moves what it holds there; ``release`` before that deletes it): what Ray
+        prints while connecting to a cluster, before there is a run directory."""
+        import tempfile
+
+        fd, name = tempfile.mkstemp(prefix="evalkit-output-", suffix=".log")
+        os.close(fd)
+        self.capture(name)
+        self._temp = True
+
     def capture(self, log_path: str | Path) -> None:
         """From now on, descriptors 1 and 2 write to ``log_path`` (appended: a resumed
         run keeps its earlier output); evalkit's warnings still reach the terminal."""
         if self._saved is not None:
+            if Path(log_path) != self.log_path:
+                self._move(Path(log_path))
             return
         self.log_path = Path(log_path)
         sys.stdout.flush()
@@ -68,10 +82,31 @@ class Terminal:
         self._handler.setFormatter(logging.Formatter("evalkit: warning: %(message)s"))
         logging.getLogger("evalkit").addHandler(self._handler)
 
+    def _move(self, path: Path) -> None:
+        """Go on writing into ``path``, with what the temporary log held so far."""
+        assert self.log_path is not None
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            os.write(fd, self.log_path.read_bytes())
+            os.dup2(fd, 1)
+            os.dup2(fd, 2)
+        finally:
+            os.close(fd)
+        if self._temp:
+            self.log_path.unlink(missing_ok=True)
+            self._temp = False
+        self.log_path = path
+
     def release(self) -> None:
-        """Descriptors 1 and 2 back to the terminal (idempotent)."""
+        """Descriptors 1 and 2 back to the terminal (idempotent); a temporary log that
+        never found its run directory is deleted."""
         if self._saved is None:
             return
+        if self._temp and self.log_path is not None:
+            self.log_path.unlink(missing_ok=True)
+            self.log_path, self._temp = None, False
         if self._handler is not None:
             logging.getLogger("evalkit").removeHandler(self._handler)
             self._handler = None

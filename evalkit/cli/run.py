@@ -330,6 +330,9 @@ def _execute(cfg: RunConfig, args: argparse.Namespace, terminal: Any) -> Any:
         if not args.verbose:
             terminal.capture(RunDir(path).log_path)
 
+    if not args.verbose and cfg.ray_address:
+        terminal.capture_early()  # Ray speaks while connecting, before the run directory
+
     if cfg.on_ray:  # replicas on Ray: one line per replica and the total
         from evalkit.scale.driver import run_replicas
         from evalkit.scale.progress import ReplicaProgress
