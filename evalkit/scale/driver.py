@@ -22,6 +22,7 @@ from typing import Any
 
 from evalkit.errors import ConfigError
 from evalkit.pipeline import PipelineStats
+from evalkit.preflight import MissingMedia
 from evalkit.runconfig import RunConfig
 from evalkit.rundir import RunDir, new_run_id
 from evalkit.runner import BenchRun, RunResult, model_factor, open_run
@@ -29,6 +30,7 @@ from evalkit.runner import resolve_benchmarks as resolve_benchmarks
 from evalkit.runparts import make_cache
 from evalkit.scale.cluster import (
     ReplicaHandle,
+    Session,
     placement_for,
     ray_session,
     require_ray,
@@ -113,8 +115,8 @@ class _Run:
     cfg: RunConfig
     path: Path
     benches: list[BenchRun]
-    missing: dict[str, Any]
-    session: Any
+    missing: dict[str, MissingMedia]
+    session: Session | None
     """The connection to the cluster at ``ray_address`` (None: a local instance, started
     once the run directory is open and there is work to do)."""
     on_open: Callable[[Path], None] | None = None
@@ -157,6 +159,7 @@ class _Run:
         from evalkit.scale.replica import Replica, merge_frame_counts
         from evalkit.startup import StartupTimes
 
+        assert self.session is not None
         cfg, ray = self.cfg, self.session.ray
         tp = int(cfg.engine_options.get("tensor_parallel_size") or 1)
         placement = placement_for(ray, cfg.engine, tp, cfg.cpus_per_replica)
