@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import shlex
+import shutil
 import socket
 import subprocess
 import sys
@@ -108,15 +109,18 @@ def _rows(videos: list[str], source: str) -> list[dict[str, object]]:
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``good/``: a --data file with its videos beside it (Video-MME rows and rows of a
-    source evalkit does not know); ``novids/``: the same file, no videos anywhere."""
+    source evalkit does not know); ``novids/``: the same file, no videos anywhere;
+    ``half/``: the same file with one of its two videos."""
     root = tmp_path_factory.mktemp("first_contact")
     synth = root / "good"
     generate(synth, 1, "test", 0, families=["yes_no", "location"])
     videos = sorted(p.name for p in (synth / "videos").iterdir())
     rows = _rows(videos, "Video-MME") + _rows(videos, "my-clips")
-    for folder in (root / "good", root / "novids", root / "empty"):
+    for folder in (root / "good", root / "novids", root / "empty", root / "half"):
         folder.mkdir(exist_ok=True)
         (folder / "mine.json").write_text(json.dumps(rows))
+    (root / "half" / "videos").mkdir()
+    shutil.copy(synth / "videos" / videos[0], root / "half" / "videos" / videos[0])
     ckpt = root / "ckpt"
     ckpt.mkdir()
     (ckpt / "config.json").write_text(json.dumps({"model_type": "qwen2_5_vl"}))
@@ -325,3 +329,34 @@ def test_samples_per_s_is_over_pipeline_time_not_until_the_summary() -> None:
 
     stats = PipelineStats(started=100.0, completed=15, failed=5, finished=110.0)
     assert stats.samples_per_s() == pytest.approx(2.0)
+
+
+def test_allow_missing_runs_the_rest_and_records_the_missing_as_failed(
+    world: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from evalkit.reports.load import read_records
+
+    monkeypatch.chdir(world)
+    argv = [*shlex.split(ENGINE), "--data", "half/mine.json", "--allow-missing"]
+    assert main(["run", *argv, "--run-id", "half"]) == 0
+    out = capsys.readouterr().out
+    assert "1 done, 1 failed (1 with missing media)" in out
+    records = [r for p in (world / "runs" / "half").glob("*.jsonl") for r in read_records(p)]
+    assert sorted((r["status"], r.get("stage")) for r in records) == [
+        ("failed", "media"),
+        ("failed", "media"),
+        ("ok", None),
+        ("ok", None),
+    ]
+
+
+def test_bench_validate_data_makes_the_runs_media_check(
+    world: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(world)
+    assert main(["bench", "validate", "--data", "novids/mine.json", "--json"]) == 1
+    first, _ = json.loads(capsys.readouterr().out)["missing_media"]
+    assert (first["samples"], first["of"]) == (2, 2)
+    assert first["searched"] == str(world / "novids")
+    assert all(p.startswith(str(world / "novids" / "videos")) for p in first["paths"])
+    assert main(["bench", "validate", "--data", "good/mine.json", "--json"]) == 0

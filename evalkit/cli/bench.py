@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -193,8 +194,8 @@ def _missing_json(m: Any) -> dict[str, Any]:
         "benchmark": m.benchmark,
         "samples": len(m.samples),
         "of": m.total,
-        "searched": str(Path(m.searched).resolve()),
-        "paths": m.paths,
+        "searched": os.path.abspath(m.searched),
+        "paths": [os.path.abspath(p) for p in m.paths],
     }
 
 
