@@ -121,6 +121,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Path:
         (folder / "mine.json").write_text(json.dumps(rows))
     (root / "half" / "videos").mkdir()
     shutil.copy(synth / "videos" / videos[0], root / "half" / "videos" / videos[0])
+    nulls = [{"id": f"{r['data_source']}/{r['problem_id']}", "prediction": None} for r in rows]
+    (root / "nulls.jsonl").write_text("".join(json.dumps(n) + "\n" for n in nulls))
     ckpt = root / "ckpt"
     ckpt.mkdir()
     (ckpt / "config.json").write_text(json.dumps({"model_type": "qwen2_5_vl"}))
@@ -186,6 +188,13 @@ CASES = [
         makes_run_dir=True,
     ),
     Case(
+        "score: every prediction null",
+        "score --data novids/mine.json --predictions nulls.jsonl --runs-dir runs",
+        1,
+        ("every sample failed (4 of 4)", "4 x prediction is null", "stage predictions"),
+        makes_run_dir=True,
+    ),
+    Case(
         "dead Ray address (loopback port nothing listens on)",
         f"{GOOD} --replicas 2 --ray-address 127.0.0.1:{{port}} --ray-connect-timeout 5",
         2,
@@ -214,7 +223,7 @@ def test_first_contact_ends_in_its_exit_status_and_one_line(
     lines = [line for line in err.splitlines() if line.strip()]
     assert rc == case.rc, err
     assert len(lines) == 1, err
-    assert lines[0].startswith("evalkit run: "), lines[0]
+    assert lines[0].startswith(f"evalkit {argv[0]}: "), lines[0]
     for part in case.says:
         assert part in lines[0], lines[0]
     made = _run_dirs(world) - before
