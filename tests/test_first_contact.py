@@ -45,6 +45,7 @@ class ScriptedConfig(BaseModel):
     reply: str = "B"
     fail: bool = False
     noisy: bool = False
+    crash: bool = False
 
 
 class ScriptedEngine:
@@ -61,6 +62,9 @@ class ScriptedEngine:
             library.removeHandler(handler)
             os.write(2, f"{NOISE}: descriptor 2\n".encode())
             subprocess.run([sys.executable, "-c", f"print('{NOISE}: child process')"], check=True)
+        if config.crash:
+            os.write(2, f"{NOISE}: why the engine could not start\n".encode())
+            raise RuntimeError("scripted engine: could not start")
 
     async def generate(self, request: Request) -> Completion:
         if self.config.fail:
@@ -369,3 +373,14 @@ def test_bench_validate_data_makes_the_runs_media_check(
     assert first["searched"] == str(world / "novids")
     assert all(p.startswith(str(world / "novids" / "videos")) for p in first["paths"])
     assert main(["bench", "validate", "--data", "good/mine.json", "--json"]) == 0
+
+
+def test_an_engine_that_crashes_names_the_log_that_holds_its_output(
+    world: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(world)
+    with pytest.raises(RuntimeError, match="could not start"):  # a bug: its traceback shows
+        main([*shlex.split(GOOD), "--engine-opt", "crash=true", "--run-id", "crash"])
+    assert "engine and library output: runs/crash/output.log" in capsys.readouterr().err
+    log = (world / "runs" / "crash" / "output.log").read_text()
+    assert f"{NOISE}: why the engine could not start" in log

@@ -14,7 +14,7 @@ import yaml
 from evalkit.cli.checks import positive_int, validate_model
 from evalkit.config import add_model_args, load_yaml_model
 from evalkit.engines import engine_choices
-from evalkit.errors import ConfigError
+from evalkit.errors import ConfigError, EvalkitError
 from evalkit.pipeline import Pipeline, PipelineConfig
 from evalkit.runner import FrameOverrides, RunConfig
 
@@ -316,8 +316,14 @@ def run(args: argparse.Namespace) -> int:
     if changed:  # result settings among them are refused unless --force (by fingerprint)
         print(f"resuming {cfg.resume} with overrides: " + "; ".join(changed))
     terminal = Terminal()
-    with terminal:  # released before the summary, and before main() prints an error
-        result = _execute(cfg, args, terminal)
+    try:
+        with terminal:  # released before the summary, and before main() prints an error
+            result = _execute(cfg, args, terminal)
+    except Exception as exc:
+        if not isinstance(exc, EvalkitError) and terminal.log_path is not None:
+            # a crash (a traceback follows): what the engine said about it is in the log
+            print(f"evalkit run: engine and library output: {terminal.log_path}", file=sys.stderr)
+        raise
     return _finish(cfg, result, terminal.log_path)
 
 
