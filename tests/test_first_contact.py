@@ -22,6 +22,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import BaseModel, ConfigDict
@@ -140,6 +141,32 @@ def _dead_port() -> int:
         return int(s.getsockname()[1])
 
 
+@pytest.fixture(scope="module")
+def refusing_gcs() -> Iterator[int]:
+    """A gRPC server on a loopback port that refuses every call as Ray's GCS refuses a
+    missing or wrong token (its status and message); yields the port."""
+    grpc = pytest.importorskip("grpc")
+    from concurrent import futures
+
+    class Refuse(grpc.GenericRpcHandler):
+        def service(self, details: object) -> object:
+            def deny(request: bytes, context: Any) -> bytes:
+                context.abort(
+                    grpc.StatusCode.UNAUTHENTICATED,
+                    "InvalidAuthToken: Authentication token is missing or incorrect",
+                )
+                return b""
+
+            return grpc.unary_unary_rpc_method_handler(deny)
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    server.add_generic_rpc_handlers((Refuse(),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    yield port
+    server.stop(grace=None)
+
+
 @dataclass(frozen=True)
 class Case:
     """One first contact: the command, the exit status, what its one line must say."""
@@ -204,6 +231,12 @@ CASES = [
         2,
         ("--ray-address 127.0.0.1:", "nothing listens on", "ray start --head"),
     ),
+    Case(
+        "Ray cluster that refuses our token",
+        f"{GOOD} --replicas 2 --ray-address 127.0.0.1:{{gcs}} --ray-connect-timeout 5",
+        2,
+        ("--ray-address 127.0.0.1:", "authentication failed", "RAY_AUTH_TOKEN"),
+    ),
 ]
 
 
@@ -216,12 +249,13 @@ def _run_dirs(root: Path) -> set[str]:
 def test_first_contact_ends_in_its_exit_status_and_one_line(
     case: Case,
     world: Path,
+    refusing_gcs: int,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     monkeypatch.chdir(world)
     before = _run_dirs(world)
-    argv = shlex.split(case.argv.format(port=_dead_port()))
+    argv = shlex.split(case.argv.format(port=_dead_port(), gcs=refusing_gcs))
     rc = main([*argv, "--run-id", f"case{CASES.index(case)}"])
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if line.strip()]

@@ -88,9 +88,7 @@ def connect(ray: Any, address: str, timeout_s: float) -> None:
         if _is_auth_error(exc):
             raise ConfigError(
                 f"--ray-address {address}: the cluster answered but refused us: "
-                f"authentication failed ({_first_line(exc)}); give this process the "
-                "cluster's token (RAY_AUTH_TOKEN, or the file ~/.ray/auth_token copied "
-                "from the head node; `ray get-auth-token` prints it there)"
+                f"authentication failed ({_first_line(exc)}); {_AUTH_TODO}"
             ) from None
         if isinstance(exc, ConnectionError):
             raise ConfigError(
@@ -135,27 +133,65 @@ def _probe(address: str, host: str, port: int, timeout_s: float) -> None:
         ) from None
     except OSError as exc:
         raise ConfigError(f"{where}: cannot reach {host}:{port} ({exc}); {_TODO}") from None
-    if not address.startswith("ray://") and not _grpc_answers(host, port, timeout_s):
+    if not address.startswith("ray://"):
+        _ask_gcs(where, host, port, timeout_s)
+
+
+_GCS_CALL = "/ray.rpc.NodeInfoGcsService/GetClusterId"
+"""A GCS method any Ray cluster answers (an empty request is a valid one)."""
+
+_AUTH_TODO = (
+    "give this process the cluster's token (RAY_AUTH_TOKEN, or the file ~/.ray/auth_token "
+    "copied from the head node; `ray get-auth-token` prints it there)"
+)
+
+
+def _ask_gcs(where: str, host: str, port: int, timeout_s: float) -> None:
+    """One GCS call, with the token ray.init would send: ConfigError when nothing speaks
+    gRPC there, when it is not a Ray GCS, or when the cluster refuses the token (ray.init
+    would retry that for about 20 s, then call it a connection failure)."""
+    try:
+        import grpc
+    except ImportError:  # Ray brings grpcio; without it, leave the checks to ray.init
+        return
+    channel = grpc.insecure_channel(f"{host}:{port}")
+    try:
+        grpc.channel_ready_future(channel).result(timeout=timeout_s)
+        call = channel.unary_unary(_GCS_CALL)
+        call(b"", timeout=timeout_s, metadata=_auth_metadata())
+    except grpc.FutureTimeoutError:
         raise ConfigError(
             f"{where}: {host}:{port} accepts connections but speaks no gRPC within "
             f"{timeout_s:g} s, so it is not a Ray cluster's GCS (6379 by default; not the "
             "dashboard's 8265); give the address `ray start --head` printed"
-        )
-
-
-def _grpc_answers(host: str, port: int, timeout_s: float) -> bool:
-    try:
-        import grpc
-    except ImportError:  # Ray brings grpcio; without it, leave the check to ray.init
-        return True
-    channel = grpc.insecure_channel(f"{host}:{port}")
-    try:
-        grpc.channel_ready_future(channel).result(timeout=timeout_s)
-        return True
-    except grpc.FutureTimeoutError:
-        return False
+        ) from None
+    except grpc.RpcError as exc:
+        code = exc.code() if hasattr(exc, "code") else None
+        if code == grpc.StatusCode.UNAUTHENTICATED:
+            raise ConfigError(
+                f"{where}: the Ray cluster answered but refused us: authentication failed "
+                f"({exc.details() if hasattr(exc, 'details') else exc}); {_AUTH_TODO}"
+            ) from None
+        if code == grpc.StatusCode.UNIMPLEMENTED:
+            raise ConfigError(
+                f"{where}: a gRPC server answers at {host}:{port}, but not a Ray GCS; give "
+                "the address `ray start --head` printed (6379 by default)"
+            ) from None
+        # anything else: ray.init has the last word
     finally:
         channel.close()
+
+
+def _auth_metadata() -> tuple[tuple[str, str], ...]:
+    """The authentication header ray.init would send (none when this Ray has no token)."""
+    try:
+        from ray._private.authentication.grpc_authentication_client_interceptor import (
+            _get_authentication_metadata_tuple,
+        )
+
+        return tuple(_get_authentication_metadata_tuple())
+    except Exception:  # another Ray version, or no token: send none, as ray.init would
+        return ()
 
 
 def _is_auth_error(exc: BaseException) -> bool:
@@ -166,7 +202,9 @@ def _is_auth_error(exc: BaseException) -> bool:
 
 
 def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+    """The first sentence of ``exc`` (Ray's messages run to a paragraph)."""
+    line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return line.split(". ")[0].rstrip(".")[:200]
 
 
 @dataclass
