@@ -130,7 +130,7 @@ class MissingMedia:
 
     def reason(self, sample: Sample) -> str:
         """The failure recorded for ``sample`` under ``--allow-missing``."""
-        gone = [m.path for m in sample.media if not Path(m.path).exists()]
+        gone = [p for p in media_paths(sample) if not Path(p).exists()]
         return f"media not found: {', '.join(gone)} (searched {os.path.abspath(self.searched)})"
 
 
@@ -141,15 +141,23 @@ def missing_media(benchmark: str, samples: Iterable[Sample], searched: str) -> M
     for s in samples:
         out.total += 1
         gone = False
-        for m in s.media:
-            if m.path not in known:
-                known[m.path] = Path(m.path).exists()
-                if not known[m.path]:
-                    out.paths.append(m.path)
-            gone = gone or not known[m.path]
+        for path in media_paths(s):
+            if path not in known:
+                known[path] = Path(path).exists()
+                if not known[path]:
+                    out.paths.append(path)
+            gone = gone or not known[path]
         if gone:
             out.samples.append(s)
     return out
+
+
+def media_paths(sample: Sample) -> list[str]:
+    """Every file a sample needs: its videos and images, and a subtitle file where its
+    benchmark has them (``subtitle_path``)."""
+    paths = [m.path for m in sample.media]
+    subtitles = sample.fields.get("subtitle_path")
+    return [*paths, str(subtitles)] if subtitles else paths
 
 
 def check_media(found: list[MissingMedia], *, allow_missing: bool) -> None:

@@ -45,8 +45,12 @@ from evalkit.video.budget import FrameLog
 from evalkit.video.types import FrameSpec
 
 
-def resolve_benchmarks(cfg: RunConfig, factor: int | None) -> list[BenchRun]:
-    """Load every requested benchmark's spec and samples."""
+def resolve_benchmarks(
+    cfg: RunConfig, factor: int | None, *, check_media: bool = True
+) -> list[BenchRun]:
+    """Load every requested benchmark's spec and samples. ``check_media=False`` keeps the
+    rows whose media are missing (a run's preflight then names them all at once, or
+    records them failed under ``--allow-missing``) instead of leaving them out as invalid."""
     from evalkit.bench.loader import load
     from evalkit.bench.registry import get_benchmark
 
@@ -54,7 +58,7 @@ def resolve_benchmarks(cfg: RunConfig, factor: int | None) -> list[BenchRun]:
     for name in cfg.bench:
         spec = get_benchmark(name)  # NAME:VARIANT; an unknown variant is a RegistryError
         root = _bench_root(cfg, spec)
-        loaded = load(spec, root)
+        loaded = load(spec, root, check_media=check_media)
         runs.append(bench_run(cfg, spec, loaded, factor, problems=loaded.problems))
         runs[-1].media_root = str(root)
     if cfg.data:
@@ -340,7 +344,7 @@ async def _aexecute_locked(
     from evalkit.resume import pending
 
     factor = model_factor(cfg) if reads_local_checkpoint(cfg.engine) else None
-    benches = resolve_benchmarks(cfg, factor)
+    benches = resolve_benchmarks(cfg, factor, check_media=False)
     missing = media_preflight(cfg, benches)  # before the run directory and the engine
     rundir = RunDir(path)
     fingerprint = open_run(cfg, rundir, benches)

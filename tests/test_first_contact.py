@@ -115,7 +115,8 @@ def _rows(videos: list[str], source: str) -> list[dict[str, object]]:
 def world(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``good/``: a --data file with its videos beside it (Video-MME rows and rows of a
     source evalkit does not know); ``novids/``: the same file, no videos anywhere;
-    ``half/``: the same file with one of its two videos."""
+    ``half/``: the same file with one of its two videos; ``halfsynth/``: SynthVideo's own
+    layout with one of its two videos."""
     root = tmp_path_factory.mktemp("first_contact")
     synth = root / "good"
     generate(synth, 1, "test", 0, families=["yes_no", "location"])
@@ -124,6 +125,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for folder in (root / "good", root / "novids", root / "empty", root / "half"):
         folder.mkdir(exist_ok=True)
         (folder / "mine.json").write_text(json.dumps(rows))
+    shutil.copytree(synth, root / "halfsynth")  # SynthVideo's own layout, one video gone
+    (root / "halfsynth" / "videos" / videos[1]).unlink()
     (root / "half" / "videos").mkdir()
     shutil.copy(synth / "videos" / videos[0], root / "half" / "videos" / videos[0])
     nulls = [{"id": f"{r['data_source']}/{r['problem_id']}", "prediction": None} for r in rows]
@@ -199,6 +202,12 @@ CASES = [
         f"run {ENGINE} --bench SynthVideo --data-root good --data novids/mine.json",
         2,
         ("mine: 2 of 2 samples have missing media", "--video-root"),
+    ),
+    Case(
+        "missing videos in a benchmark's official layout (--bench X --data-root DIR)",
+        f"run {ENGINE} --bench SynthVideo --data-root halfsynth",
+        2,
+        ("SynthVideo: 1 of 2 samples have missing media", "/halfsynth)", "--allow-missing"),
     ),
     Case(
         "missing videos with --allow-missing: every sample failed",

@@ -95,7 +95,7 @@ def run_replicas(
         raise ConfigError("--mode sync is the single-engine baseline; drop --replicas for it")
     check_run(cfg, engine_given=False)
     factor = model_factor(cfg) if cfg.engine != "openai" else None
-    benches = resolve_benchmarks(cfg, factor)
+    benches = resolve_benchmarks(cfg, factor, check_media=False)
     missing = media_preflight(cfg, benches)  # before Ray, the run directory, any engine
     path = Path(cfg.resume) if cfg.resume else Path(cfg.runs_dir) / (cfg.run_id or new_run_id())
     with contextlib.ExitStack() as stack:
