@@ -90,7 +90,7 @@ class Replica:
         quiet_engine_logs()  # the driver's console shows progress, not engine start-up logs
         cfg = self.cfg
         factor = model_factor(cfg) if cfg.engine != "openai" else None
-        for bench in resolve_benchmarks(cfg, factor, check_media=False):  # as the driver
+        for bench in resolve_benchmarks(cfg, factor):
             self._benches[bench.name] = bench
             self._logs[bench.name] = FrameLog()
             for s in bench.samples:
