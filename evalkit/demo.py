@@ -94,16 +94,24 @@ def _run_config(args: argparse.Namespace, model: Path, work: Path, run_id: str |
 
 def _evaluate(cfg: Any, title: str) -> Path:
     """``evalkit run`` on ``cfg``; prints the per-benchmark stats, returns the run dir."""
+    from evalkit.rundir import RunDir
     from evalkit.runner import execute
+    from evalkit.startup import StartupTimes
+    from evalkit.terminal import Terminal
 
     t = step(title)
-    result = execute(cfg)
+    # as `evalkit run` does: vLLM's and transformers' output goes to the run's log file
+    with Terminal() as terminal:
+        result = execute(cfg, on_open=lambda path: terminal.capture(RunDir(path).log_path))
     for name, st in result.stats.items():
         print(
             f"   {name}: {st.completed} scored, {st.failed} failed, "
-            f"{st.samples_per_s():.2f} samples/s ({time.perf_counter() - t:.1f} s incl. "
-            "engine start)"
+            f"{st.samples_per_s():.2f} samples/s ({time.perf_counter() - t:.1f} s in all)"
         )
+    startup = StartupTimes.read(result.path)
+    if startup is not None:
+        print(f"   {startup.describe()}")
+    print(f"   engine and library output: {RunDir(result.path).log_path}")
     return Path(result.path)
 
 

@@ -88,11 +88,18 @@ class PipelineStats:
     output_tokens: int = 0
     cache_hits: int = 0
     cache_misses: int = 0
+    finished: float | None = None
+    """When the last sample was handed back (None: still running)."""
+    media_missing: int = 0
+    """Samples recorded failed before the run because their media are missing
+    (``--allow-missing``); not part of ``total`` or the rate."""
 
     def samples_per_s(self) -> float:
-        """Finished samples (ok or failed) per second since the start."""
-        dt = max(time.time() - self.started, 1e-9)
-        return (self.completed + self.failed) / dt
+        """Finished samples (ok or failed) per second of pipeline time: from the first
+        sample handed to a ready engine to the last record (start-up and shutdown of
+        Ray and the engines left out, the same for one engine or N replicas)."""
+        end = self.finished if self.finished is not None else time.time()
+        return (self.completed + self.failed) / max(end - self.started, 1e-9)
 
 
 def prompt_hash(request: Request) -> str:
@@ -171,6 +178,7 @@ class Pipeline:
                 await asyncio.gather(*tasks, return_exceptions=True)
             io_pool.shutdown(wait=True, cancel_futures=True)
             sink_pool.shutdown(wait=True)  # records being written are finished, not torn
+        stats.finished = time.time()
         return stats
 
     async def _one(
@@ -337,6 +345,7 @@ class Pipeline:
             for sample, request, completion, t, result in rows:
                 asked = (prompt_hash(request), prompt_text(request))
                 self._finish(sample, completion, t, asked, result)
+        stats.finished = time.time()
         return stats
 
     async def _judged(

@@ -1,18 +1,26 @@
 """What a run needs that can be checked before anything is created: the model, the
-engine and its options, the data files and folders.
+engine and its options, the data files and folders, every sample's media.
 
 ``evalkit run`` calls :func:`check_run` before it makes a run directory, so a typo costs
-one line of error, never a traceback after a half-made ``runs/run-*/``.
+one line of error, never a traceback after a half-made ``runs/run-*/``; once the
+benchmarks are loaded, :func:`check_media` resolves every sample's video and image before
+any engine starts (``evalkit bench validate --data`` runs the same check).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from evalkit.engines import engine_for_mode, reads_local_checkpoint
 from evalkit.errors import ConfigError
+from evalkit.sample import Sample
+
+SHOWN = 3
+"""Missing paths named in the one-line error (all are counted)."""
 
 
 def check_run(cfg: Any, engine_given: bool = False) -> None:
@@ -105,3 +113,129 @@ def _dir(path: str, flag: str) -> None:
         raise ConfigError(f"{flag} {path}: no such folder; check the path")
     if not p.is_dir():
         raise ConfigError(f"{flag} {path}: is a file; give a folder")
+
+
+@dataclass
+class MissingMedia:
+    """The samples of one benchmark whose video or image is not on disk."""
+
+    benchmark: str
+    searched: str
+    """The folder the media paths were resolved under (as the user can check it)."""
+    total: int = 0
+    """Samples of the benchmark (with or without media)."""
+    samples: list[Sample] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)
+    """The missing files, in sample order, each once."""
+
+    def reason(self, sample: Sample) -> str:
+        """The failure recorded for ``sample`` under ``--allow-missing``."""
+        gone = [p for p in media_paths(sample) if not Path(p).exists()]
+        return f"media not found: {', '.join(gone)} (searched {os.path.abspath(self.searched)})"
+
+
+def missing_media(benchmark: str, samples: Iterable[Sample], searched: str) -> MissingMedia:
+    """Which of ``samples`` name a video or image that does not exist (one stat per file)."""
+    out = MissingMedia(benchmark, searched)
+    known: dict[str, bool] = {}
+    for s in samples:
+        out.total += 1
+        gone = False
+        for path in media_paths(s):
+            if path not in known:
+                known[path] = Path(path).exists()
+                if not known[path]:
+                    out.paths.append(path)
+            gone = gone or not known[path]
+        if gone:
+            out.samples.append(s)
+    return out
+
+
+def media_paths(sample: Sample) -> list[str]:
+    """Every file a sample needs: its videos and images, and a subtitle file where its
+    benchmark has them (``subtitle_path``)."""
+    paths = [m.path for m in sample.media]
+    subtitles = sample.fields.get("subtitle_path")
+    return [*paths, str(subtitles)] if subtitles else paths
+
+
+def check_media(found: list[MissingMedia], *, allow_missing: bool) -> None:
+    """ConfigError (one line: the count, the first paths, the folder searched, what to do)
+    when media are missing, unless ``allow_missing``."""
+    found = [m for m in found if m.samples]
+    if not found or allow_missing:
+        return
+    raise ConfigError(describe_missing(found) + _WHAT_TO_DO)
+
+
+_WHAT_TO_DO = (
+    "; give --video-root the folder that holds them (--data-root for --bench), or "
+    "--allow-missing to run the rest and record these as failed"
+)
+
+
+def describe_missing(found: list[MissingMedia]) -> str:
+    """``N of M samples ... missing: first paths ... (searched DIR)``, per benchmark."""
+    parts = []
+    for m in found:
+        root = os.path.abspath(m.searched)
+        shown = ", ".join(_relative(os.path.abspath(p), root) for p in m.paths[:SHOWN])
+        more = f" and {len(m.paths) - SHOWN} more" if len(m.paths) > SHOWN else ""
+        parts.append(
+            f"{m.benchmark}: {len(m.samples)} of {m.total} samples have missing media "
+            f"({len(m.paths)} file(s): {shown}{more}; searched {root})"
+        )
+    return "; ".join(parts)
+
+
+def _relative(path: str, root: str) -> str:
+    try:
+        return os.path.relpath(path, root) if Path(path).is_relative_to(root) else path
+    except ValueError:
+        return path
+
+
+def media_preflight(cfg: Any, benches: list[Any]) -> dict[str, MissingMedia]:
+    """Resolve every sample's media of ``benches`` (BenchRun) before any engine starts:
+    ConfigError when some are missing (unless ``cfg.allow_missing``); the missing ones
+    per benchmark otherwise."""
+    found = {b.name: missing_media(b.name, b.samples, b.media_root or ".") for b in benches}
+    check_media(list(found.values()), allow_missing=cfg.allow_missing)
+    return {name: m for name, m in found.items() if m.samples}
+
+
+def record_missing(
+    rundir: Any, benches: list[Any], found: dict[str, MissingMedia], fingerprint: str
+) -> dict[str, int]:
+    """``--allow-missing``: record each sample whose media are missing as failed (stage
+    ``media``, once: a resumed run keeps its record) and leave it out of the samples the
+    engine sees. Returns the samples recorded now, per benchmark."""
+    import time
+
+    from evalkit.records import failed_record
+
+    recorded: dict[str, int] = {}
+    for b in benches:
+        m = found.get(b.name)
+        if m is None:
+            continue
+        gone = {s.id for s in m.samples}
+        with rundir.store(b.name) as store:
+            done = store.done_ids(include_failed=True)
+            new = [
+                failed_record(
+                    s,
+                    "media",
+                    m.reason(s),
+                    fingerprint=fingerprint,
+                    timings={"failed": time.time()},
+                )
+                for s in m.samples
+                if s.id not in done
+            ]
+            if new:
+                store.append_many(new)
+        recorded[b.name] = len(new)
+        b.samples = [s for s in b.samples if s.id not in gone]
+    return recorded

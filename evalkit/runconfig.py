@@ -156,6 +156,11 @@ class RunConfig(BaseModel):
     replica_restarts: int = Field(default=0, ge=0)
     """Times Ray restarts a replica that crashed (its engine is rebuilt); its samples in
     flight go to the other replicas either way."""
+    ray_connect_timeout_s: float = Field(default=30.0, gt=0)
+    """Longest wait for the Ray cluster at ``ray_address`` to answer, in seconds."""
+    allow_missing: bool = False
+    """Run the samples whose media exist and record the others as failed (default: a
+    missing video or image stops the run before any engine starts)."""
 
     @model_validator(mode="after")
     def _judge_rule_needs_a_judge(self) -> RunConfig:

@@ -78,6 +78,17 @@ class RunDir:
         return self.path / "frames.json"
 
     @property
+    def startup_path(self) -> Path:
+        """``startup.json``: seconds Ray and the engines took to start (``StartupTimes``)."""
+        return self.path / "startup.json"
+
+    @property
+    def log_path(self) -> Path:
+        """``output.log``: what vLLM, transformers, torch and Ray printed during the run
+        (the terminal shows evalkit's own output unless ``--verbose``)."""
+        return self.path / "output.log"
+
+    @property
     def judge_cache_path(self) -> Path:
         """``judge_cache/``: the LLM judge's verdicts of this run."""
         return self.path / "judge_cache"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -44,8 +45,12 @@ from evalkit.video.budget import FrameLog
 from evalkit.video.types import FrameSpec
 
 
-def resolve_benchmarks(cfg: RunConfig, factor: int | None) -> list[BenchRun]:
-    """Load every requested benchmark's spec and samples."""
+def resolve_benchmarks(
+    cfg: RunConfig, factor: int | None, *, check_media: bool = True
+) -> list[BenchRun]:
+    """Load every requested benchmark's spec and samples. ``check_media=False`` keeps the
+    rows whose media are missing (a run's preflight then names them all at once, or
+    records them failed under ``--allow-missing``) instead of leaving them out as invalid."""
     from evalkit.bench.loader import load
     from evalkit.bench.registry import get_benchmark
 
@@ -53,18 +58,29 @@ def resolve_benchmarks(cfg: RunConfig, factor: int | None) -> list[BenchRun]:
     for name in cfg.bench:
         spec = get_benchmark(name)  # NAME:VARIANT; an unknown variant is a RegistryError
         root = _bench_root(cfg, spec)
-        loaded = load(spec, root)
+        loaded = load(spec, root, check_media=check_media)
         runs.append(bench_run(cfg, spec, loaded, factor, problems=loaded.problems))
+        runs[-1].media_root = str(root)
     if cfg.data:
-        # one benchmark per known source named by the rows (official rule), the rest pooled
-        from evalkit.bench.unified_known import data_benches
-
-        for db in data_benches(cfg.data, cfg.video_root):
-            run = bench_run(cfg, db.spec, db.samples, factor, problems=db.problems)
-            run.name, run.data_info = db.name, db.info(Path(cfg.data))
-            runs.append(run)
+        runs += data_bench_runs(cfg, factor)
     if not runs:
         raise ConfigError("nothing to run: give --bench NAME[,NAME...] and/or --data FILE")
+    return runs
+
+
+def data_bench_runs(cfg: RunConfig, factor: int | None) -> list[BenchRun]:
+    """The benchmarks of ``cfg.data``: one per known source named by the rows (under its
+    official spec and rule), the rest pooled. ``evalkit run --data`` and ``evalkit score
+    --data`` both read a file through here, so a file means the same to both."""
+    from evalkit.bench.unified_known import data_benches
+
+    assert cfg.data is not None
+    runs = []
+    for db in data_benches(cfg.data, cfg.video_root):
+        run = bench_run(cfg, db.spec, db.samples, factor, problems=db.problems)
+        run.name, run.data_info = db.name, db.info(Path(cfg.data))
+        run.media_root = str(Path(cfg.video_root or Path(cfg.data).parent))
+        runs.append(run)
     return runs
 
 
@@ -274,16 +290,18 @@ def execute(
     engine: Engine | None = None,
     on_start: Callable[[str, Pipeline], None] | None = None,
     judge_engine: Engine | None = None,
+    on_open: Callable[[Path], None] | None = None,
 ) -> RunResult:
     """Run every benchmark of ``cfg`` through one engine into one run directory (a run on
     replicas, ``cfg.on_ray``, goes through ``evalkit.scale.driver.run_replicas``: the
-    scale layer builds on this one, not the other way round)."""
+    scale layer builds on this one, not the other way round). ``on_open(path)`` is called
+    once the run directory exists, before any engine starts."""
     if cfg.on_ray:
         raise ConfigError(
             "replicas build their own engines and are driven by "
             "evalkit.scale.driver.run_replicas(cfg) (`evalkit run --replicas N`), not execute()"
         )
-    return asyncio.run(aexecute(cfg, engine, on_start, judge_engine))
+    return asyncio.run(aexecute(cfg, engine, on_start, judge_engine, on_open))
 
 
 def run_manifest(cfg: RunConfig, benches: list[BenchRun]) -> RunManifest:
@@ -312,6 +330,7 @@ async def aexecute(
     engine: Engine | None = None,
     on_start: Callable[[str, Pipeline], None] | None = None,
     judge_engine: Engine | None = None,
+    on_open: Callable[[Path], None] | None = None,
 ) -> RunResult:
     """:func:`execute` inside a running event loop (one loop for the engine's whole life)."""
     from evalkit.preflight import check_run
@@ -319,7 +338,7 @@ async def aexecute(
     check_run(cfg, engine_given=engine is not None)  # before any run directory exists
     path = Path(cfg.resume) if cfg.resume else Path(cfg.runs_dir) / (cfg.run_id or new_run_id())
     with RunDir(path).lock():  # before anything else: one writer per run directory
-        return await _aexecute_locked(cfg, path, engine, on_start, judge_engine)
+        return await _aexecute_locked(cfg, path, engine, on_start, judge_engine, on_open)
 
 
 async def _aexecute_locked(
@@ -328,22 +347,35 @@ async def _aexecute_locked(
     engine: Engine | None,
     on_start: Callable[[str, Pipeline], None] | None,
     judge_engine: Engine | None,
+    on_open: Callable[[Path], None] | None = None,
 ) -> RunResult:
+    from evalkit.preflight import media_preflight, record_missing
     from evalkit.resume import pending
 
     factor = model_factor(cfg) if reads_local_checkpoint(cfg.engine) else None
-    benches = resolve_benchmarks(cfg, factor)
+    benches = resolve_benchmarks(cfg, factor, check_media=False)
+    missing = media_preflight(cfg, benches)  # before the run directory and the engine
     rundir = RunDir(path)
     fingerprint = open_run(cfg, rundir, benches)
+    if on_open is not None:
+        on_open(path)
+    unseen = record_missing(rundir, benches, missing, fingerprint)
     # the stores are checked (a damaged one is reported) before any engine starts
     failed_done = cfg.mode == "sync" or not cfg.retry_failed
     if not any(pending(rundir, benches, include_failed=failed_done).values()):
         n = {b.name: len(b.samples) for b in benches}
         done = {name: PipelineStats(total=k, skipped=k) for name, k in n.items()}
-        return RunResult(path=path, stats=done, nothing_to_run=True)
+        for name, k in unseen.items():
+            done[name].media_missing = k
+        return RunResult(path=path, stats=done, nothing_to_run=not any(unseen.values()))
     cache = make_cache(cfg)
     own_engine = engine is None
-    engine = engine or make_engine(cfg)
+    if engine is None:
+        from evalkit.startup import StartupTimes
+
+        t0 = time.perf_counter()
+        engine = make_engine(cfg)
+        StartupTimes(engines_s=time.perf_counter() - t0).write(rundir)
     stats: dict[str, PipelineStats] = {}
     try:
         async with judge_for(cfg, judge_engine, rundir.judge_cache_path) as judge:
@@ -373,6 +405,8 @@ async def _aexecute_locked(
     finally:
         if own_engine:
             await close_engine(engine)
+    for name, k in unseen.items():  # recorded failed by the preflight (--allow-missing)
+        stats[name].media_missing = k
     return RunResult(path=path, stats=stats)
 
 

@@ -34,6 +34,8 @@ class BenchRun:
     available: int | None = None
     """Samples the benchmark's data gave before ``--limit`` (recorded: a run of fewer is a
     slice, which ``evalkit repro`` says)."""
+    media_root: str | None = None
+    """The folder its media paths were resolved under (named when media are missing)."""
 
 
 def make_cache(cfg: RunConfig) -> Any:

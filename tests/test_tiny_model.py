@@ -50,6 +50,19 @@ def test_config_has_the_cpu_sizes(tiny25: Path) -> None:
     assert detect_family(tiny25).factor == 28
 
 
+def test_weights_are_stored_in_bfloat16_so_vllm_auto_loads_them_without_a_cast(
+    tiny25: Path,
+) -> None:
+    # vLLM's dtype "auto" makes a float32 checkpoint bfloat16 and warns once per tensor;
+    # bfloat16 weights load silently (and widen exactly under --dtype float32)
+    from safetensors import safe_open
+
+    assert json.loads((tiny25 / "config.json").read_text())["dtype"] == "bfloat16"
+    with safe_open(tiny25 / "model.safetensors", "pt") as f:
+        dtypes = {str(f.get_slice(k).get_dtype()) for k in f.keys()}  # noqa: SIM118
+    assert dtypes == {"BF16"}
+
+
 def test_tokenizer_has_qwen_specials_and_about_2k_vocab(tiny25: Path) -> None:
     from transformers import AutoTokenizer
 

@@ -305,14 +305,39 @@ def _validate_data(args: argparse.Namespace) -> int:
     data = load_data(args.data, args.video_root)
     summary = data.loaded.summary()
     benches = [{"name": b.name, **b.info(Path(args.data))} for b in data.benches]
+    missing = _missing_media(data, args)
     if args.json:
-        print(json.dumps({"file": args.data, **summary, "benchmarks": benches}, indent=2))
+        media = {"missing_media": [_missing_json(m) for m in missing]}
+        print(json.dumps({"file": args.data, **summary, "benchmarks": benches, **media}, indent=2))
     else:
         print(f"{args.data}: {_counts_line(summary)}")
         for b in benches:
             print(f"  {b['name']}: {b['valid']} samples; {b['note']}")
         _print_problems(data.loaded.problems, args.max_problems)
-    return 1 if summary["invalid"] else 0
+        if missing:
+            from evalkit.preflight import describe_missing
+
+            print(f"missing media, as `evalkit run` would refuse them: {describe_missing(missing)}")
+    return 1 if summary["invalid"] or missing else 0
+
+
+def _missing_media(data: Any, args: argparse.Namespace) -> list[Any]:
+    """The samples whose media are not on disk, by the run's own preflight check."""
+    from evalkit.preflight import missing_media
+
+    root = args.video_root or str(Path(args.data).parent)
+    found = [missing_media(b.name, b.samples, root) for b in data.benches]
+    return [m for m in found if m.samples]
+
+
+def _missing_json(m: Any) -> dict[str, Any]:
+    return {
+        "benchmark": m.benchmark,
+        "samples": len(m.samples),
+        "of": m.total,
+        "searched": os.path.abspath(m.searched),
+        "paths": [os.path.abspath(p) for p in m.paths],
+    }
 
 
 def bench_root(spec: BenchmarkSpec, root: str, flag: str = "--data-root") -> Path:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import threading
 import time
 from pathlib import Path
@@ -13,7 +14,7 @@ import yaml
 from evalkit.cli.checks import positive_int, validate_model
 from evalkit.config import add_model_args, load_yaml_model
 from evalkit.engines import engine_choices
-from evalkit.errors import ConfigError
+from evalkit.errors import ConfigError, EvalkitError
 from evalkit.pipeline import Pipeline, PipelineConfig
 from evalkit.runner import FrameOverrides, RunConfig
 
@@ -59,6 +60,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", help="unified JSON/JSONL file run as an ad-hoc benchmark")
     p.add_argument("--video-root", help="folder of the ad-hoc file's relative media paths")
     p.add_argument("--data-root", help="folder with one sub-folder per benchmark (official layout)")
+    p.add_argument(
+        "--allow-missing",
+        action="store_true",
+        default=None,
+        help="run the samples whose videos/images exist and record the others as failed "
+        "(default: missing media stop the run before any engine starts)",
+    )
     _engine_args(p.add_argument_group("engine and prompt"))
     _cache_args(p.add_argument_group("frames and cache"))
     _rundir_args(p.add_argument_group("run directory"))
@@ -171,6 +179,13 @@ def _replica_args(p: Any) -> None:
     p.add_argument(
         "--replica-restarts", type=int, help="times Ray restarts a crashed replica (default 0)"
     )
+    p.add_argument(
+        "--ray-connect-timeout",
+        type=float,
+        dest="ray_connect_timeout_s",
+        metavar="SECONDS",
+        help="longest wait for the cluster at --ray-address to answer (default 30)",
+    )
 
 
 # flags copied as they are onto the RunConfig field of the same name
@@ -200,6 +215,8 @@ _PLAIN = (
     "ray_address",
     "cpus_per_replica",
     "replica_restarts",
+    "ray_connect_timeout_s",
+    "allow_missing",
 )
 
 
@@ -264,8 +281,10 @@ def _key_values(items: list[str], flag: str) -> dict[str, Any]:
 class Progress:
     """A live line per benchmark: rate, tokens/s, in flight, IO depth, cache hits, ETA."""
 
-    def __init__(self, enabled: bool) -> None:
+    def __init__(self, enabled: bool, terminal: Any = None) -> None:
         self.enabled = enabled
+        self.terminal = terminal
+        """Where to draw (``evalkit.terminal.Terminal``; None: stderr)."""
         self._pipe: Pipeline | None = None
         self._name = ""
         self._stop = threading.Event()
@@ -282,7 +301,7 @@ class Progress:
         from rich.console import Console
         from rich.live import Live
 
-        console = Console(stderr=True)
+        console = Console(file=self.terminal.err) if self.terminal else Console(stderr=True)
         with Live(console=console, refresh_per_second=4, transient=True) as live:
             while not self._stop.wait(0.25):
                 live.update(self.line())
@@ -315,10 +334,10 @@ class Progress:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run, then print the official score of each benchmark."""
+    """Run, then print the official score of each benchmark (exit 1: every sample failed)."""
     from evalkit.engines.logs import quiet_engine_logs
     from evalkit.resume import overrides
-    from evalkit.runner import execute
+    from evalkit.terminal import Terminal
 
     cfg = config_from_args(args)
     if not args.verbose:
@@ -326,31 +345,74 @@ def run(args: argparse.Namespace) -> int:
     changed = overrides(cfg)
     if changed:  # result settings among them are refused unless --force (by fingerprint)
         print(f"resuming {cfg.resume} with overrides: " + "; ".join(changed))
+    terminal = Terminal()
+    try:
+        with terminal:  # released before the summary, and before main() prints an error
+            result = _execute(cfg, args, terminal)
+    except Exception as exc:
+        if not isinstance(exc, EvalkitError) and terminal.log_path is not None:
+            # a crash (a traceback follows): what the engine said about it is in the log
+            print(f"evalkit run: engine and library output: {terminal.log_path}", file=sys.stderr)
+        raise
+    return _finish(cfg, result, terminal.log_path)
+
+
+def _execute(cfg: RunConfig, args: argparse.Namespace, terminal: Any) -> Any:
+    """The run, in process or on Ray replicas, with its progress display; unless
+    ``--verbose``, the engines' output goes to the run's log file once the run exists."""
+    from evalkit.rundir import RunDir
+
+    def on_open(path: Path) -> None:
+        if not args.verbose:
+            terminal.capture(RunDir(path).log_path)
+
+    if not args.verbose and cfg.ray_address:
+        terminal.capture_early()  # Ray speaks while connecting, before the run directory
+
     if cfg.on_ray:  # replicas on Ray: one line per replica and the total
         from evalkit.scale.driver import run_replicas
         from evalkit.scale.progress import ReplicaProgress
 
-        shown = ReplicaProgress(enabled=not args.no_progress)
+        shown = ReplicaProgress(enabled=not args.no_progress, terminal=terminal)
         try:
-            result = run_replicas(cfg, shown.update)
+            return run_replicas(cfg, shown.update, on_open=on_open)
         finally:
             shown.stop()
-    else:
-        progress = Progress(enabled=not args.no_progress)
-        try:
-            result = execute(cfg, on_start=progress.start)
-        finally:
-            progress.stop()
+    from evalkit.runner import execute
+
+    progress = Progress(enabled=not args.no_progress, terminal=terminal)
+    try:
+        return execute(cfg, on_start=progress.start, on_open=on_open)
+    finally:
+        progress.stop()
+
+
+def _finish(cfg: RunConfig, result: Any, log_path: Path | None) -> int:
+    """The per-benchmark counts, start-up times, the summary table, where things are."""
+    from evalkit.outcome import all_failed
+    from evalkit.rundir import RunDir
+    from evalkit.startup import StartupTimes
+
     if result.nothing_to_run:
         again = "" if cfg.retry_failed else " (--retry-failed reruns the failed ones)"
         print(f"nothing to run: every sample is already recorded in {result.path}{again}")
     for name, st in result.stats.items():
+        missing = f" ({st.media_missing} with missing media)" if st.media_missing else ""
         print(
-            f"{name}: {st.completed} done, {st.failed} failed, {st.skipped} resumed "
-            f"({st.samples_per_s():.2f} samples/s)"
+            f"{name}: {st.completed} done, {st.failed + st.media_missing} failed{missing}, "
+            f"{st.skipped} resumed ({st.samples_per_s():.2f} samples/s)"
         )
+    startup = StartupTimes.read(result.path)
+    if startup is not None and not result.nothing_to_run:
+        print(startup.describe())
     print_summary(result.path)
+    if log_path is not None:
+        print(f"engine and library output: {log_path}")
     print(f"run directory: {result.path}")
+    why = all_failed(RunDir(result.path), result.stats)
+    if why is not None:
+        print(f"evalkit run: {why}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -42,6 +42,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -152,6 +153,13 @@ def run(args: argparse.Namespace) -> int:
     for result in results:
         _print_result(result)
     print(f"report: evalkit report {results[0].path}")
+    from evalkit.outcome import all_failed
+    from evalkit.rundir import RunDir
+
+    why = all_failed(RunDir(results[0].path), [r.benchmark for r in results])
+    if why is not None:  # nothing to report: said, and not a success
+        print(f"evalkit score: {why}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -236,7 +244,7 @@ def score_predictions(
         judge=judge,
         rule=rule,
     )
-    loaded = [_benchmark(cfg, name) for name in cfg.bench] if bench else [_benchmark(cfg)]
+    loaded = [_benchmark(cfg, name) for name in cfg.bench] if bench else _data_benchmarks(cfg)
     benches = [b for b, _ in loaded]
     _check_rule(rule, cfg, benches)
     matchers = {b.name: Matcher([s.id for s in b.samples], got.keys) for b, got in loaded}
@@ -320,6 +328,7 @@ async def _score_benches(
     out = []
     async with judge_for(cfg, judge_engine, rundir.judge_cache_path) as judge:
         for b in benches:
+            rundir.write_problems(b.name, b.problems)  # invalid rows, as evalkit run keeps them
             # the prompt plan tells which samples had the assistant's turn pre-filled
             scorer = make_scorer(b.spec, judge, b.prompt, rule)
             out.append(await _score_into(rundir, fingerprint, b, matched[b.name].texts, scorer))
@@ -395,24 +404,11 @@ def _append(
 def _benchmark(cfg: Any, name: str | None = None) -> tuple[Any, Loaded]:
     """The benchmark's spec and samples, from its annotations only (no video is opened),
     and what the loader found (the row fields of each id, the rows set aside)."""
-    from evalkit.bench.files import Loaded
     from evalkit.bench.loader import load
     from evalkit.bench.registry import get_benchmark
     from evalkit.engines.base import SamplingParams
     from evalkit.runner import BenchRun, _bench_root
 
-    if cfg.data:
-        from evalkit.bench.unified import load_unified, unified_spec
-        from evalkit.bench.unified_known import DataBench
-
-        spec = unified_spec(cfg.data, cfg.video_root)
-        samples = load_unified(cfg.data, cfg.video_root)
-        # recorded as a --data benchmark of no known source: reports give its pooled mean,
-        # labelled as such, not the generated spec's mean as if it were official
-        db = DataBench(spec.name, spec, list(samples), note=_POOLED)
-        run = BenchRun(spec.name, spec, spec.frames, SamplingParams(), db.samples)
-        run.data_info = db.info(Path(cfg.data))
-        return run, Loaded()
     spec = get_benchmark(name or cfg.bench[0])  # NAME:VARIANT; unknown: RegistryError
     samples = load(spec, _bench_root(cfg, spec), check_media=False)
     # each variant its own store: a second format is never appended into the first's file
@@ -420,7 +416,15 @@ def _benchmark(cfg: Any, name: str | None = None) -> tuple[Any, Loaded]:
     return BenchRun(stored, spec, spec.frames, SamplingParams(), samples), samples
 
 
-_POOLED = "evalkit score --data: every row pooled (ad-hoc data, no official rule)"
+def _data_benchmarks(cfg: Any) -> list[tuple[Any, Loaded]]:
+    """A ``--data`` file's benchmarks, read by the runner's own reading of it
+    (``data_bench_runs``): rows naming a known benchmark are scored and aggregated as
+    ``evalkit run --data`` does, under that benchmark's spec and official rule; the rest
+    pooled. Their ids are evalkit's (no natural fields to match by)."""
+    from evalkit.bench.files import Loaded
+    from evalkit.runner import data_bench_runs
+
+    return [(run, Loaded()) for run in data_bench_runs(cfg, None)]
 
 
 def _manifest(cfg: Any, benches: list[Any], files: list[Path], rule: str | None) -> Any:

@@ -88,3 +88,41 @@ class Reaper:
         except (OSError, subprocess.TimeoutExpired):
             proc.kill()
             proc.wait()
+
+
+def engine_shm() -> set[str]:
+    """The /dev/shm entries the engine processes of this process map or hold open now
+    (vLLM's message queues between its engine core and workers: ``psm_*``)."""
+    try:
+        import psutil
+    except ImportError:
+        return set()
+    from evalkit.engines._watchdog import _is_tracker, _shm_held
+
+    me = psutil.Process()
+    children = [c for c in me.children(recursive=True) if not _is_tracker(c)]
+    # multiprocessing.shared_memory segments only (never the semaphores or segments this
+    # process made and shares with them: those are its own to release)
+    return {n for n in _shm_held(children) - _shm_held([me]) if n.startswith("psm_")}
+
+
+def release_engine_shm(names: set[str]) -> list[str]:
+    """Unlink the entries of ``names`` still there once the engine has shut down, and take
+    them off multiprocessing's resource tracker. vLLM force-kills an engine core whose
+    workers are slow to exit (a busy machine): the core's message-queue segment then stays,
+    and the tracker, which the engine processes share with this one, warns "leaked
+    shared_memory objects" when this process exits. Returns the names released."""
+    import os
+    from multiprocessing import resource_tracker
+
+    released = []
+    for name in sorted(names):
+        try:
+            os.unlink(os.path.join("/dev/shm", name))
+        except OSError:  # unlinked by its owner, as on a clean shutdown
+            continue
+        released.append(name)
+        resource_tracker.unregister("/" + name, "shared_memory")  # registered at creation
+    if released:
+        log.debug("released shared memory the engine left: %s", ", ".join(released))
+    return released

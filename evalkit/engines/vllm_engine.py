@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from evalkit.config import throughput_only
 from evalkit.engines.base import Completion, Request, SamplingParams, Timings
 from evalkit.engines.family import detect_family
-from evalkit.engines.lifecycle import Reaper
+from evalkit.engines.lifecycle import Reaper, engine_shm, release_engine_shm
 from evalkit.engines.prompting import NO_RESAMPLE, check_frame_sizes, render_prompt
 from evalkit.errors import EvalkitError
 
@@ -362,6 +362,7 @@ def _max_model_len(engine: Any) -> int | None:
 async def _shutdown(shutdown: Any, reaper: Reaper) -> None:
     """Run vLLM's shutdown off the event loop. By now every record is durable, so an error
     in it (a worker already gone: psutil.NoSuchProcess) is a warning, not a failed run."""
+    held = engine_shm()  # while the engine processes still map their segments
     try:
         await asyncio.to_thread(shutdown)
     except Exception as exc:
@@ -372,4 +373,5 @@ async def _shutdown(shutdown: Any, reaper: Reaper) -> None:
             exc,
         )
         return  # the watchdog stays until this process exits, then reaps what is left
+    release_engine_shm(held)
     reaper.stop()

@@ -317,13 +317,23 @@ def build_tiny_model(out: str | Path, family: str = "qwen2_5_vl", seed: int = 0)
     config = build_config(spec, tokenizer)
     with _seeded(torch, seed):
         model: Any = getattr(tf, FAMILY_BUILDS[family].model)(config)
-    model = model.to(torch.float32).eval()
+    # stored in bfloat16, as real Qwen-VL checkpoints are: vLLM's dtype "auto" turns a
+    # float32 checkpoint into bfloat16 and warns once per tensor ("Attempted to load weight
+    # ... float32 into bfloat16"); bfloat16 weights load silently into bfloat16 and, as an
+    # exact widening, into float32 (--dtype float32, the HF engine, the trainer's actor)
+    model = model.to(torch.bfloat16).eval()
     model.generation_config.do_sample = False
     model.generation_config.eos_token_id = [
         tokenizer.convert_tokens_to_ids("<|im_end|>"),
         tokenizer.convert_tokens_to_ids("<|endoftext|>"),
     ]
-    model.save_pretrained(out, safe_serialization=True)
+    bars = tf.utils.logging.is_progress_bar_enabled()
+    tf.utils.logging.disable_progress_bar()  # "Writing model shards" for one 4 MB file
+    try:
+        model.save_pretrained(out, safe_serialization=True)
+    finally:
+        if bars:
+            tf.utils.logging.enable_progress_bar()
     build_processor(spec, tokenizer).save_pretrained(out)
     tokenizer.save_pretrained(out)
     (out / "evalkit_tiny.json").write_text(

@@ -14,6 +14,9 @@ from typing import Any
 
 from evalkit.errors import ConfigError
 
+CONNECT_TIMEOUT_S = 30.0
+"""Default longest wait for a cluster at ``--ray-address`` (``ray_connect_timeout_s``)."""
+
 PLACEMENT_TIMEOUT_S = 120.0
 """How long the replicas' placement groups may wait for resources before the run stops."""
 
@@ -38,12 +41,17 @@ class Session:
 
 
 @contextlib.contextmanager
-def ray_session(address: str | None = None, num_cpus: int | None = None) -> Iterator[Session]:
+def ray_session(
+    address: str | None = None,
+    num_cpus: int | None = None,
+    connect_timeout_s: float = CONNECT_TIMEOUT_S,
+) -> Iterator[Session]:
     """Connect to Ray for the length of the block.
 
     Already connected (a caller's, a test's instance): used and left as it is. With an
-    address: connected, and only disconnected at the end (the cluster stays up). Neither:
-    a local instance is started, then shut down.
+    address: connected (ConfigError within ``connect_timeout_s`` when nothing answers
+    there, or the cluster refuses us), and only disconnected at the end (the cluster stays
+    up). Neither: a local instance is started, then shut down.
     """
     ray = require_ray()
     if ray.is_initialized():
@@ -51,13 +59,7 @@ def ray_session(address: str | None = None, num_cpus: int | None = None) -> Iter
         return
     t0 = time.perf_counter()
     if address:
-        try:
-            ray.init(address=address, include_dashboard=False)
-        except ConnectionError as exc:
-            raise ConfigError(
-                f"--ray-address {address}: no Ray cluster answers there ({exc}); start one "
-                "with `ray start --head` or leave the flag out for a local instance"
-            ) from None
+        connect(ray, address, connect_timeout_s)
     else:
         # "local": a new instance of our own, never another user's cluster found on the box
         ray.init(address="local", num_cpus=num_cpus, include_dashboard=False)
@@ -65,6 +67,144 @@ def ray_session(address: str | None = None, num_cpus: int | None = None) -> Iter
         yield Session(ray, time.perf_counter() - t0)
     finally:
         ray.shutdown()
+
+
+_TODO = (
+    "start one there with `ray start --head --port PORT` and pass the address it prints, "
+    "or leave --ray-address out for a local instance"
+)
+
+
+def connect(ray: Any, address: str, timeout_s: float) -> None:
+    """``ray.init(address)``, but first a bounded check that something Ray-like answers
+    there (ray.init itself retries a dead address for minutes); ConfigError naming the
+    address, what answered, and what to do."""
+    host_port = _host_port(address)
+    if host_port is not None:
+        _probe(address, *host_port, timeout_s)
+    try:
+        ray.init(address=address, include_dashboard=False)
+    except Exception as exc:  # Ray raises ConnectionError, RuntimeError, AuthenticationError
+        if _is_auth_error(exc):
+            raise ConfigError(
+                f"--ray-address {address}: the cluster answered but refused us: "
+                f"authentication failed ({_first_line(exc)}); {_AUTH_TODO}"
+            ) from None
+        if isinstance(exc, ConnectionError):
+            raise ConfigError(
+                f"--ray-address {address}: something answers there but no Ray cluster let "
+                f"us in ({_first_line(exc)}); check that it is the address `ray start "
+                f"--head` printed (the GCS port, 6379 by default), or leave --ray-address out "
+                "for a local instance"
+            ) from None
+        raise
+
+
+def _host_port(address: str) -> tuple[str, int] | None:
+    """(host, port) of ``HOST:PORT`` or ``ray://HOST:PORT``; None for ``auto`` & co."""
+    rest = address.split("://", 1)[1] if "://" in address else address
+    host, sep, port = rest.rpartition(":")
+    if not sep or not port.isdigit():
+        return None
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def _probe(address: str, host: str, port: int, timeout_s: float) -> None:
+    """Raise ConfigError unless a TCP server (and, for a GCS address, a gRPC server)
+    answers at host:port within ``timeout_s``."""
+    import socket
+
+    where = f"--ray-address {address}"
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            pass
+    except socket.gaierror:
+        raise ConfigError(
+            f"{where}: no such host {host!r}; check the address, or {_TODO}"
+        ) from None
+    except ConnectionRefusedError:
+        raise ConfigError(
+            f"{where}: nothing listens on {host}:{port} (connection refused); {_TODO}"
+        ) from None
+    except TimeoutError:
+        raise ConfigError(
+            f"{where}: no answer from {host}:{port} within {timeout_s:g} s (host down, or a "
+            f"firewall drops the packets; --ray-connect-timeout waits longer); {_TODO}"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"{where}: cannot reach {host}:{port} ({exc}); {_TODO}") from None
+    if not address.startswith("ray://"):
+        _ask_gcs(where, host, port, timeout_s)
+
+
+_GCS_CALL = "/ray.rpc.NodeInfoGcsService/GetClusterId"
+"""A GCS method any Ray cluster answers (an empty request is a valid one)."""
+
+_AUTH_TODO = (
+    "give this process the cluster's token (RAY_AUTH_TOKEN, or the file ~/.ray/auth_token "
+    "copied from the head node; `ray get-auth-token` prints it there)"
+)
+
+
+def _ask_gcs(where: str, host: str, port: int, timeout_s: float) -> None:
+    """One GCS call, with the token ray.init would send: ConfigError when nothing speaks
+    gRPC there, when it is not a Ray GCS, or when the cluster refuses the token (ray.init
+    would retry that for about 20 s, then call it a connection failure)."""
+    try:
+        import grpc
+    except ImportError:  # Ray brings grpcio; without it, leave the checks to ray.init
+        return
+    channel = grpc.insecure_channel(f"{host}:{port}")
+    try:
+        grpc.channel_ready_future(channel).result(timeout=timeout_s)
+        call = channel.unary_unary(_GCS_CALL)
+        call(b"", timeout=timeout_s, metadata=_auth_metadata())
+    except grpc.FutureTimeoutError:
+        raise ConfigError(
+            f"{where}: {host}:{port} accepts connections but speaks no gRPC within "
+            f"{timeout_s:g} s, so it is not a Ray cluster's GCS (6379 by default; not the "
+            "dashboard's 8265); give the address `ray start --head` printed"
+        ) from None
+    except grpc.RpcError as exc:
+        code = exc.code() if hasattr(exc, "code") else None
+        if code == grpc.StatusCode.UNAUTHENTICATED:
+            raise ConfigError(
+                f"{where}: the Ray cluster answered but refused us: authentication failed "
+                f"({exc.details() if hasattr(exc, 'details') else exc}); {_AUTH_TODO}"
+            ) from None
+        if code == grpc.StatusCode.UNIMPLEMENTED:
+            raise ConfigError(
+                f"{where}: a gRPC server answers at {host}:{port}, but not a Ray GCS; give "
+                "the address `ray start --head` printed (6379 by default)"
+            ) from None
+        # anything else: ray.init has the last word
+    finally:
+        channel.close()
+
+
+def _auth_metadata() -> tuple[tuple[str, str], ...]:
+    """The authentication header ray.init would send (none when this Ray has no token)."""
+    try:
+        from ray._private.authentication.grpc_authentication_client_interceptor import (
+            _get_authentication_metadata_tuple,
+        )
+
+        return tuple(_get_authentication_metadata_tuple())
+    except Exception:  # another Ray version, or no token: send none, as ray.init would
+        return ()
+
+
+def _is_auth_error(exc: BaseException) -> bool:
+    if type(exc).__name__ == "AuthenticationError":
+        return True
+    text = str(exc).lower()
+    return any(w in text for w in ("unauthenticated", "authentication", "auth token"))
+
+
+def _first_line(exc: BaseException) -> str:
+    """The first sentence of ``exc`` (Ray's messages run to a paragraph)."""
+    line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return line.split(". ")[0].rstrip(".")[:200]
 
 
 @dataclass

@@ -22,6 +22,7 @@ from typing import Any
 
 from evalkit.errors import ConfigError
 from evalkit.pipeline import PipelineStats
+from evalkit.preflight import MissingMedia
 from evalkit.runconfig import RunConfig
 from evalkit.rundir import RunDir, new_run_id
 from evalkit.runner import BenchRun, RunResult, model_factor, open_run
@@ -29,6 +30,7 @@ from evalkit.runner import resolve_benchmarks as resolve_benchmarks
 from evalkit.runparts import make_cache
 from evalkit.scale.cluster import (
     ReplicaHandle,
+    Session,
     placement_for,
     ray_session,
     require_ray,
@@ -81,59 +83,107 @@ def run_replicas(
     *,
     batch_size: int | None = None,
     depth: int = DEPTH,
+    on_open: Callable[[Path], None] | None = None,
 ) -> RunResult:
-    """Run ``cfg`` on ``cfg.replicas`` Ray actors into one run directory (resumable)."""
-    from evalkit.preflight import check_run
+    """Run ``cfg`` on ``cfg.replicas`` Ray actors into one run directory (resumable);
+    ``on_open(path)`` is called once the run directory exists (before Ray starts a local
+    instance and before any engine: ``evalkit run`` sends their output to its log file)."""
+    from evalkit.preflight import check_run, media_preflight
 
     require_ray()
     if cfg.mode == "sync":
         raise ConfigError("--mode sync is the single-engine baseline; drop --replicas for it")
     check_run(cfg, engine_given=False)
-    path = Path(cfg.resume) if cfg.resume else Path(cfg.runs_dir) / (cfg.run_id or new_run_id())
-    with RunDir(path).lock():
-        return _run_locked(cfg, path, on_progress, batch_size, depth)
-
-
-def _run_locked(
-    cfg: RunConfig,
-    path: Path,
-    on_progress: Progress | None,
-    batch_size: int | None,
-    depth: int,
-) -> RunResult:
-    from evalkit.scale.replica import Replica, merge_frame_counts
-
     factor = model_factor(cfg) if cfg.engine != "openai" else None
-    benches = resolve_benchmarks(cfg, factor)
-    rundir = RunDir(path)
-    fingerprint = open_run(cfg, rundir, benches)
+    benches = resolve_benchmarks(cfg, factor, check_media=False)
+    missing = media_preflight(cfg, benches)  # before Ray, the run directory, any engine
+    path = Path(cfg.resume) if cfg.resume else Path(cfg.runs_dir) / (cfg.run_id or new_run_id())
     with contextlib.ExitStack() as stack:
-        stores = {b.name: stack.enter_context(rundir.store(b.name)) for b in benches}
-        items, stats = work_items(cfg, benches, stores)
-        if not items:
-            return RunResult(path=path, stats=stats, nothing_to_run=True)
-        size = batch_size or default_batch(len(items), cfg.replicas, depth, cfg.pipeline)
-        queue = WorkQueue(items, size)
-        with ray_session(cfg.ray_address) as session:
-            ray = session.ray
-            tp = int(cfg.engine_options.get("tensor_parallel_size") or 1)
-            placement = placement_for(ray, cfg.engine, tp, cfg.cpus_per_replica)
-            judge = stack.enter_context(shared_judge(cfg, ray))
-            args = (cfg.model_dump(mode="json"), str(path), fingerprint, judge)
-            handles = start_replicas(
-                ray, Replica, args, cfg.replicas, placement, depth + 2, cfg.replica_restarts
-            )
-            graceful = False
-            try:
-                driver = Driver(ray, queue, handles, stores, stats, on_progress, depth)
-                driver.max_restarts = cfg.replica_restarts
-                driver.run()
-                graceful = True
-                counts = ray.get([h.actor.frame_counts.remote() for h in handles if h.alive])
-                merge_frame_counts(path, counts)
-            finally:
-                stop_replicas(ray, handles, graceful=graceful)
-    return RunResult(path=path, stats=stats)
+        session = None
+        if cfg.ray_address:  # the cluster answers before anything is written (else: no run dir)
+            timeout = cfg.ray_connect_timeout_s
+            session = stack.enter_context(ray_session(cfg.ray_address, connect_timeout_s=timeout))
+        with RunDir(path).lock():
+            run = _Run(cfg, path, benches, missing, session, on_open)
+            return run.execute(on_progress, batch_size, depth)
+
+
+@dataclass
+class _Run:
+    """A replicated run once the cluster answered: what it runs and where."""
+
+    cfg: RunConfig
+    path: Path
+    benches: list[BenchRun]
+    missing: dict[str, MissingMedia]
+    session: Session | None
+    """The connection to the cluster at ``ray_address`` (None: a local instance, started
+    once the run directory is open and there is work to do)."""
+    on_open: Callable[[Path], None] | None = None
+
+    def execute(
+        self, on_progress: Progress | None, batch_size: int | None, depth: int
+    ) -> RunResult:
+        """Open the run directory, queue the samples without a record, drive the replicas."""
+        from evalkit.preflight import record_missing
+
+        cfg, path, rundir = self.cfg, self.path, RunDir(self.path)
+        fingerprint = open_run(cfg, rundir, self.benches)
+        if self.on_open is not None:
+            self.on_open(path)
+        unseen = record_missing(rundir, self.benches, self.missing, fingerprint)
+        with contextlib.ExitStack() as stack:
+            stores = {b.name: stack.enter_context(rundir.store(b.name)) for b in self.benches}
+            items, stats = work_items(cfg, self.benches, stores)
+            for name, k in unseen.items():
+                stats[name].media_missing = k
+            if not items:
+                return RunResult(path=path, stats=stats, nothing_to_run=not any(unseen.values()))
+            size = batch_size or default_batch(len(items), cfg.replicas, depth, cfg.pipeline)
+            args = (cfg.model_dump(mode="json"), str(path), fingerprint)
+            if self.session is None:
+                self.session = stack.enter_context(ray_session())
+            self._drive(stack, WorkQueue(items, size), stores, stats, args, on_progress, depth)
+        return RunResult(path=path, stats=stats)
+
+    def _drive(
+        self,
+        stack: contextlib.ExitStack,
+        queue: WorkQueue,
+        stores: dict[str, Store],
+        stats: dict[str, PipelineStats],
+        args: tuple[Any, ...],
+        on_progress: Progress | None,
+        depth: int,
+    ) -> None:
+        from evalkit.scale.replica import Replica, merge_frame_counts
+        from evalkit.startup import StartupTimes
+
+        assert self.session is not None
+        cfg, ray = self.cfg, self.session.ray
+        tp = int(cfg.engine_options.get("tensor_parallel_size") or 1)
+        placement = placement_for(ray, cfg.engine, tp, cfg.cpus_per_replica)
+        judge = stack.enter_context(shared_judge(cfg, ray))
+        t0 = time.perf_counter()
+        handles = start_replicas(
+            ray, Replica, (*args, judge), cfg.replicas, placement, depth + 2, cfg.replica_restarts
+        )
+        StartupTimes(
+            ray_s=self.session.started_s,
+            engines_s=time.perf_counter() - t0,
+            replicas=cfg.replicas,
+            ray_address=cfg.ray_address,
+        ).write(RunDir(self.path))
+        graceful = False
+        try:
+            driver = Driver(ray, queue, handles, stores, stats, on_progress, depth)
+            driver.max_restarts = cfg.replica_restarts
+            driver.run()
+            graceful = True
+            counts = ray.get([h.actor.frame_counts.remote() for h in handles if h.alive])
+            merge_frame_counts(self.path, counts)
+        finally:
+            stop_replicas(ray, handles, graceful=graceful)
 
 
 @contextlib.contextmanager
@@ -205,6 +255,9 @@ class Driver:
 
     def run(self) -> None:
         """Until every queued sample has its record (or no replica is left)."""
+        self.started = time.time()
+        for st in self.stats.values():  # pipeline time, as for one engine: replicas are up
+            st.started = self.started
         try:
             while not self.queue.finished():
                 self._top_up()
@@ -216,6 +269,8 @@ class Driver:
                 if self.on_progress is not None:
                     self.on_progress(self.snapshot())
         finally:
+            for st in self.stats.values():
+                st.finished = time.time()
             for ref in self.in_flight:  # late batches of dead replicas: nobody waits for them
                 with contextlib.suppress(Exception):
                     self.ray.cancel(ref)

@@ -50,8 +50,10 @@ class ReplicaProgress:
     """Redraws the latest snapshot four times a second on stderr (the CLI's ``Progress``
     for replicated runs); ``update`` is the driver's progress callback."""
 
-    def __init__(self, enabled: bool) -> None:
+    def __init__(self, enabled: bool, terminal: Any = None) -> None:
         self.enabled = enabled
+        self.terminal = terminal
+        """Where to draw (``evalkit.terminal.Terminal``; None: stderr)."""
         self._snap: Snapshot | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -67,7 +69,8 @@ class ReplicaProgress:
         from rich.console import Console
         from rich.live import Live
 
-        with Live(console=Console(stderr=True), refresh_per_second=4, transient=True) as live:
+        console = Console(file=self.terminal.err) if self.terminal else Console(stderr=True)
+        with Live(console=console, refresh_per_second=4, transient=True) as live:
             while not self._stop.wait(0.25):
                 if self._snap is not None:
                     live.update(table(self._snap))
