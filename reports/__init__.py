@@ -12,7 +12,8 @@ if __name__ != "evalkit.reports":
     # copy of every module, and a name that does not exist once installed
     raise ImportError(f"import evalkit.reports, not {__name__} (reports/ installs under evalkit)")
 
-from .load import BenchmarkReport, Counts, RunReport, load_run
+from .load import load_run
+from .model import BenchmarkReport, Counts, RunReport
 from .reference import ReferenceCheck, Verdict, verdicts
 from .report import FORMATS, Report, build_report, write_report
 from .uncertainty import Comparison, compare

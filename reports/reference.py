@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.bench.aggregations import AggregateResult
-from evalkit.bench.spec import normalize_name
 from evalkit.prompts import PromptPlan
+from evalkit.registry import normalize_name
 
 MATCH_RULE = (
     "reference model == run model name (normalised: lower case, letters+digits; name = last "

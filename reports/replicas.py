@@ -19,7 +19,7 @@ from .sections import Section, num
 from .timeline import Span, spans
 
 if TYPE_CHECKING:
-    from .load import RunReport
+    from .model import RunReport
 
 NO_REPLICA = "(none)"
 """The lane of records without a replica (e.g. a single-engine run resumed with replicas)."""

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from . import replicas as R
 from . import sections as S
-from .load import FailedPolicy, RunReport, load_run
+from .load import load_run
+from .model import FailedPolicy, RunReport
 from .reference import verdicts
 from .render import comparison_dict, run_dict, to_html, to_markdown, to_terminal
 from .timeline import spans

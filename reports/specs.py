@@ -14,8 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalkit.bench.spec import BenchmarkSpec
-from evalkit.manifest import RunManifest
-from evalkit.rundir import hash_json
+from evalkit.manifest import RunManifest, hash_json
 
 
 @dataclass

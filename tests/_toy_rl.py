@@ -22,8 +22,7 @@ from torch import Tensor, nn
 from evalkit.trainer.algorithms.advantages import AdvantageInputs, compute_advantages
 from evalkit.trainer.algorithms.rollout_correction import rollout_correction
 from evalkit.trainer.batch import Response, TrainBatch, collate, response_logprobs
-from evalkit.trainer.config import MixPolicyConfig, OptimizerConfig
-from evalkit.trainer.config_correction import RolloutCorrectionConfig
+from evalkit.trainer.config import MixPolicyConfig, OptimizerConfig, RolloutCorrectionConfig
 from evalkit.trainer.lr_schedule import build_scheduler
 from evalkit.trainer.mix_policy import build_group, online_count
 from evalkit.trainer.step import StepInputs, StepResult, StepSettings, ppo_update

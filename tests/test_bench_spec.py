@@ -9,9 +9,8 @@ import pytest
 
 from evalkit.bench.aggregations import AGGREGATIONS
 from evalkit.bench.registry import BenchmarkRegistry, benchmarks_dir, get_benchmark, load_spec
-from evalkit.bench.spec import normalize_name
 from evalkit.errors import ConfigError
-from evalkit.registry import RegistryError
+from evalkit.registry import RegistryError, normalize_name
 
 SHIPPED = sorted(benchmarks_dir().glob("*.yaml"))
 

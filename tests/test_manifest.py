@@ -12,8 +12,8 @@ from pydantic import ValidationError
 import evalkit
 from evalkit.bench.registry import get_benchmark
 from evalkit.errors import DataError
-from evalkit.manifest import SCHEMA_VERSION, RunManifest
-from evalkit.rundir import RunDir, hash_json, package_versions
+from evalkit.manifest import SCHEMA_VERSION, RunManifest, hash_json, package_versions
+from evalkit.rundir import RunDir
 
 VMME = get_benchmark("Video-MME")
 

@@ -10,8 +10,9 @@ import pytest
 import torch
 
 from evalkit.engines.base import Request
-from evalkit.trainer.actor import ActorPolicy, PlaceholderMismatch, check_placeholders
+from evalkit.trainer.actor import ActorPolicy
 from evalkit.trainer.batch import Group, Response, collate
+from evalkit.trainer.visual_inputs import PlaceholderMismatch, check_placeholders
 from evalkit.video.types import Frames, VideoMeta
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

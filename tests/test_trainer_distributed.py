@@ -19,12 +19,13 @@ import pytest
 import torch
 
 from evalkit.engines.base import Request
-from evalkit.trainer.actor import ActorPolicy, Encoded
+from evalkit.trainer.actor import ActorPolicy
 from evalkit.trainer.algorithms.aggregation import AggNorm
 from evalkit.trainer.batch import Group, Response, collate
-from evalkit.trainer.config_sections import OptimizerConfig
+from evalkit.trainer.config import OptimizerConfig
 from evalkit.trainer.model_parts import trainable_parameters
 from evalkit.trainer.step import StepInputs, StepSettings, accumulate_loss, build_optimizer
+from evalkit.trainer.visual_inputs import Encoded
 from tests._distributed import local_ray, tiny_model
 from tests.test_trainer_actor import _video_request  # the same 4-frame random clip
 

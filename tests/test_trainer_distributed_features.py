@@ -29,9 +29,9 @@ from typing import Any
 import pytest
 import torch
 
-from evalkit.trainer.actor import ActorPolicy, Encoded
+from evalkit.trainer.actor import ActorPolicy
 from evalkit.trainer.algorithms.aggregation import AggNorm
-from evalkit.trainer.config_sections import OptimizerConfig
+from evalkit.trainer.config import OptimizerConfig
 from evalkit.trainer.lr_schedule import build_scheduler, current_lr
 from evalkit.trainer.model_parts import trainable_parameters
 from evalkit.trainer.step import (
@@ -42,6 +42,7 @@ from evalkit.trainer.step import (
     build_optimizer,
     compute_logprobs,
 )
+from evalkit.trainer.visual_inputs import Encoded
 from tests._distributed import local_ray, tiny_model
 from tests.test_trainer_distributed import _inputs  # 2 video rows, 2 text rows
 

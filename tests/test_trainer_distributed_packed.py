@@ -22,10 +22,10 @@ import pytest
 import torch
 
 from evalkit.engines.base import Request
-from evalkit.trainer.actor import ActorPolicy, Encoded
+from evalkit.trainer.actor import ActorPolicy
 from evalkit.trainer.algorithms.aggregation import AggNorm
 from evalkit.trainer.batch import Group, Response, collate
-from evalkit.trainer.config_sections import OptimizerConfig
+from evalkit.trainer.config import OptimizerConfig
 from evalkit.trainer.distributed.group import split_for_ranks
 from evalkit.trainer.dynamic_batch import micro_batch_slices
 from evalkit.trainer.model_parts import trainable_parameters
@@ -36,6 +36,7 @@ from evalkit.trainer.step import (
     build_optimizer,
     compute_logprobs,
 )
+from evalkit.trainer.visual_inputs import Encoded
 from tests._distributed import local_ray, tiny_model
 from tests.test_trainer_packing import SIZES, _video  # random clips on each patch grid
 

@@ -17,7 +17,7 @@ import torch
 
 from evalkit.trainer.actor import ActorPolicy
 from evalkit.trainer.algorithms.aggregation import AggNorm
-from evalkit.trainer.config_sections import OptimizerConfig
+from evalkit.trainer.config import OptimizerConfig
 from evalkit.trainer.distributed.worker import PolicyWorker, RankInputs, WorkerSpec, _free_port
 from evalkit.trainer.lr_schedule import build_scheduler
 from evalkit.trainer.model_parts import trainable_parameters

@@ -86,7 +86,7 @@ def _config(model: Path, data: Path, root: Path, *extra: str) -> Any:
 @torch.no_grad()
 def _hf_greedy(actor: Any, request: Any, max_new: int) -> list[int]:
     """HF generate on the actor's module (no token suppressed, as vLLM suppresses none)."""
-    from evalkit.trainer.actor import processor_inputs
+    from evalkit.trainer.visual_inputs import processor_inputs
 
     inputs = processor_inputs(actor.processor, actor.family, request)
     out = actor.model.generate(**inputs, max_new_tokens=max_new, do_sample=False)
@@ -117,7 +117,7 @@ def test_colocated_engine_matches_the_updated_actor_without_files(
     """``first``: rank 0's engine answers both prompts; ``all``: one prompt per rank's engine."""
     from evalkit.cache import FrameCache
     from evalkit.trainer.actor import ActorPolicy
-    from evalkit.trainer.config_sections import OptimizerConfig
+    from evalkit.trainer.config import OptimizerConfig
     from evalkit.trainer.distributed.colocate import ColocatedRollout
     from evalkit.trainer.distributed.group import GroupSpec, WorkerGroup
     from evalkit.trainer.distributed.rollout_worker import rollout_spec

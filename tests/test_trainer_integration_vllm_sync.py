@@ -42,7 +42,7 @@ def _greedy(engine: Any, loop: Any, request: Request) -> list[int]:
 @torch.no_grad()
 def _actor_greedy(actor: Any, request: Request) -> list[int]:
     """HF generate on the actor's module (no token suppressed, as vLLM suppresses none)."""
-    from evalkit.trainer.actor import processor_inputs
+    from evalkit.trainer.visual_inputs import processor_inputs
 
     inputs = processor_inputs(actor.processor, actor.family, request)
     out = actor.model.generate(**inputs, max_new_tokens=10, do_sample=False)

@@ -14,8 +14,9 @@ import pytest
 import torch
 
 from evalkit.engines.base import Request
-from evalkit.trainer.actor import ActorPolicy, DummyMode, Encoded
+from evalkit.trainer.actor import ActorPolicy, DummyMode
 from evalkit.trainer.batch import Group, Response, collate
+from evalkit.trainer.visual_inputs import Encoded
 from evalkit.video.types import Frames, VideoMeta
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

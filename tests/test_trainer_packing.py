@@ -16,11 +16,12 @@ from torch import nn
 
 from evalkit.engines.base import Request
 from evalkit.trainer import packing
-from evalkit.trainer.actor import ActorPolicy, PlaceholderMismatch, mm_token_types
+from evalkit.trainer.actor import ActorPolicy
 from evalkit.trainer.batch import Group, Response, TrainBatch, collate
 from evalkit.trainer.entropy import logprobs_and_entropy
 from evalkit.trainer.packing import chunked_logprobs, pack_batch
 from evalkit.trainer.step import compute_logprobs
+from evalkit.trainer.visual_inputs import PlaceholderMismatch, mm_token_types
 from evalkit.video.types import Frames, VideoMeta
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

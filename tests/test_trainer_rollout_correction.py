@@ -17,8 +17,7 @@ from evalkit.trainer.algorithms.rollout_correction import (
     rollout_correction,
 )
 from evalkit.trainer.batch import TrainBatch, response_logprobs
-from evalkit.trainer.config import load_config
-from evalkit.trainer.config_correction import RolloutCorrectionConfig
+from evalkit.trainer.config import RolloutCorrectionConfig, load_config
 from evalkit.trainer.step import StepInputs, StepSettings, accumulate_loss
 from tests._toy_rl import ToyRun
 

@@ -24,11 +24,10 @@ Map (each module one thing; variants chosen by name from registries):
 - ``metrics``: ``metrics.jsonl`` (+ TensorBoard if installed) and the progress line.
 - ``eval_hook``: the evalkit pipeline on a weight snapshot every N steps, in the background.
 - ``filter``: pass-rate filtering (``python -m evalkit.trainer filter``).
-- recipe pieces: ``config_sections`` (optimizer/actor/trainer sections), ``lr_schedule``
-  (warmup + constant/cosine), ``model_parts`` (frozen vision tower), ``entropy``, ``greedy``
-  (ReMax baselines, validation answers), ``prompt_filter`` (overlong prompts),
-  ``validation``, ``reward_loader`` (``file.py:fn``), ``loggers`` (wandb; a listed logger's
-  missing package is a start-up error), ``recipe_setup``,
+- recipe pieces: ``lr_schedule`` (warmup + constant/cosine), ``model_parts`` (frozen vision
+  tower), ``entropy``, ``greedy`` (ReMax baselines, validation answers), ``prompt_filter``
+  (overlong prompts), ``validation``, ``reward_loader`` (``file.py:fn``), ``loggers`` (wandb;
+  a listed logger's missing package is a start-up error), ``recipe_setup``,
   ``export`` (a checkpoint as a HF model: ``python -m evalkit.trainer export``).
 
 ``evalkit`` never imports ``trainer``.

@@ -31,10 +31,14 @@ from evalkit.models.rope import use_reference_rope
 from .batch import TrainBatch
 from .frames import PromptLoader, PromptRef
 from .shared_vision import ENCODERS, PIXEL_KEYS, VisionCache
-from .visual_inputs import _PER_TOKEN, Encoded, _concat, check_placeholders, processor_inputs
-from .visual_inputs import VISUAL_KEYS as VISUAL_KEYS
-from .visual_inputs import PlaceholderMismatch as PlaceholderMismatch
-from .visual_inputs import mm_token_types as mm_token_types
+from .visual_inputs import (
+    _PER_TOKEN,
+    Encoded,
+    _concat,
+    check_placeholders,
+    mm_token_types,
+    processor_inputs,
+)
 
 DummyMode = Literal["per_kind", "any", "off"]
 """``per_kind``: a dummy vision call for each absent modality (image, then video), so every

@@ -7,7 +7,7 @@ The logits at positions P-1 .. P+T-2 predict the response tokens 0 .. T-1.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -73,11 +73,6 @@ class TrainBatch:
                 if getattr(self, f.name) is not None
             },
         )
-
-    def micro_batches(self, size: int) -> Iterator[TrainBatch]:
-        """Consecutive slices of at most ``size`` sequences."""
-        for start in range(0, len(self), size):
-            yield self.select(slice(start, start + size))
 
 
 def collate(

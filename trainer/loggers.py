@@ -18,8 +18,7 @@ from typing import Any
 
 from evalkit.errors import ConfigError
 
-from .config import TrainerConfig
-from .config_sections import LoggerName
+from .config import LoggerName, TrainerConfig
 from .metrics import MetricSink
 
 log = logging.getLogger(__name__)

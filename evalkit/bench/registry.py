@@ -17,10 +17,10 @@ from pathlib import Path
 from types import ModuleType
 
 from evalkit._layout import package_folder
-from evalkit.bench.spec import BenchmarkSpec, normalize_name
+from evalkit.bench.spec import BenchmarkSpec
 from evalkit.config import load_yaml_model
 from evalkit.errors import ConfigError
-from evalkit.registry import Registry, RegistryError, did_you_mean
+from evalkit.registry import Registry, RegistryError, did_you_mean, normalize_name
 
 
 def benchmarks_dir() -> Path:

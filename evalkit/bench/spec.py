@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from evalkit import tasks
 from evalkit.bench.layout import DataSource, FieldMap, FileSpec, MediaPath
-from evalkit.registry import normalize_name as normalize_name
+from evalkit.registry import normalize_name
 from evalkit.video.types import FrameSpec, ImageSpec
 
 _STRICT = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)

@@ -27,10 +27,10 @@ from typing import Any
 
 from evalkit import tasks
 from evalkit.bench.files import Loaded, RowError, iter_file_rows
-from evalkit.bench.spec import AggregationSpec, BenchmarkSpec, normalize_name
+from evalkit.bench.spec import AggregationSpec, BenchmarkSpec
 from evalkit.bench.unified import load_unified, unified_spec
 from evalkit.errors import DataError, Problem
-from evalkit.registry import RegistryError
+from evalkit.registry import RegistryError, normalize_name
 from evalkit.sample import Sample
 
 # Spec field -> unified row fields tried in order (the spec's own field name is tried

@@ -34,14 +34,6 @@ class ModelFamily:
         """Frame H and W must be multiples of this when frames arrive pre-resized."""
         return self.patch_size * self.merge_size
 
-    def image_placeholder(self) -> str:
-        """Text the prompt carries for one image."""
-        return f"{VISION_START}{self.image_pad}{VISION_END}"
-
-    def video_placeholder(self) -> str:
-        """Text the prompt carries for one video."""
-        return f"{VISION_START}{self.video_pad}{VISION_END}"
-
 
 # model_type in config.json -> default patch size (overridden by vision_config when present).
 _PATCH_BY_TYPE = {

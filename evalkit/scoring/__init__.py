@@ -24,13 +24,11 @@ from evalkit.scoring.router import (
     _text,
     canonical_task_type,
     score,
-    score_rules,
     scorer,
     task_types,
 )
-from evalkit.scoring.rules import EVALKIT
 from evalkit.scoring.types import Score, ScorerFailure
-from evalkit.scoring.verdicts import Verdicts, score_all
+from evalkit.scoring.verdicts import Verdicts, headline_rule, score_all, with_other_rules
 
 
 def needs_judge(sample: Sample, scorer_name: str | None = None) -> bool:
@@ -81,12 +79,10 @@ async def ascore_all(
     rule: str | None = None,
     scorer_name: str | None = None,
 ) -> Verdicts:
-    """``score_all`` for async callers: the headline through ``ascore``, then other rules."""
-    if tasks.get(scorer_name or sample.task_type).judged:
-        return Verdicts(await ascore(sample, prediction, ctx, scorer_name=scorer_name), EVALKIT)
-    headline = rule or EVALKIT
+    """``score_all`` for async callers: the headline awaited through ``ascore``."""
+    headline = headline_rule(sample, rule, scorer_name)
     main = await ascore(sample, prediction, ctx, scorer_name=scorer_name, rule=headline)
-    return Verdicts(main, headline, score_rules(sample, prediction, scorer_name, skip=headline))
+    return with_other_rules(main, sample, prediction, headline, scorer_name)
 
 
 __all__ = [

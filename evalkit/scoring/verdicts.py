@@ -43,11 +43,34 @@ def score_all(
     rule: str | None = None,
     scorer_name: str | None = None,
 ) -> Verdicts:
-    """``prediction`` under the headline ``rule`` (None = evalkit) and every other rule."""
-    if tasks.get(scorer_name or sample.task_type).judged:
-        return Verdicts(score(sample, prediction, ctx, scorer_name=scorer_name), EVALKIT)
-    headline = rule or EVALKIT
+    """``prediction`` under the headline ``rule`` (None = evalkit) and every other rule.
+
+    Async callers use ``evalkit.scoring.ascore_all``: the same verdicts, the headline awaited.
+    """
+    headline = headline_rule(sample, rule, scorer_name)
     main = score(sample, prediction, ctx, scorer_name=scorer_name, rule=headline)
+    return with_other_rules(main, sample, prediction, headline, scorer_name)
+
+
+def headline_rule(sample: Sample, rule: str | None, scorer_name: str | None = None) -> str | None:
+    """The rule the headline verdict is scored under: ``rule`` or evalkit's; None for an
+    LLM-judged task type, whose judge gives it."""
+    if tasks.get(scorer_name or sample.task_type).judged:
+        return None
+    return rule or EVALKIT
+
+
+def with_other_rules(
+    main: Score,
+    sample: Sample,
+    prediction: Any,
+    headline: str | None,
+    scorer_name: str | None = None,
+) -> Verdicts:
+    """``main``, the verdict under ``headline`` (:func:`headline_rule`), with every other
+    rule's beside it (none for a judged task type)."""
+    if headline is None:
+        return Verdicts(main, EVALKIT)
     return Verdicts(main, headline, score_rules(sample, prediction, scorer_name, skip=headline))
 
 

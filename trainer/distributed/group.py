@@ -25,9 +25,9 @@ from .balance import balanced_partitions, even_out
 from .worker import PolicyWorker, RankInputs, WorkerSpec
 
 if TYPE_CHECKING:
-    from ..actor import Encoded
     from ..batch import TrainBatch
     from ..frames import PromptRef
+    from ..visual_inputs import Encoded
 
 log = logging.getLogger(__name__)
 

@@ -36,8 +36,9 @@ from ..dynamic_batch import micro_batch_slices
 from ..shared_vision import ENCODERS
 
 if TYPE_CHECKING:
-    from ..actor import ActorPolicy, Encoded
+    from ..actor import ActorPolicy
     from ..batch import TrainBatch
+    from ..visual_inputs import Encoded
 
 
 def agreed_max(count: int, device: torch.device) -> int:

@@ -29,10 +29,11 @@ from .lockstep import agreed_micro_batches, lockstep_vision
 from .rollout_worker import RolloutHost, RolloutSpec
 
 if TYPE_CHECKING:
-    from ..actor import ActorPolicy, DummyMode, Encoded
+    from ..actor import ActorPolicy, DummyMode
     from ..batch import TrainBatch
     from ..config import OptimizerConfig
     from ..frames import PromptLoader, PromptRef
+    from ..visual_inputs import Encoded
 
 """Aggregation modes whose per-rank loss carries the dp_size factor (see aggregation.py);
 their reported loss is the ranks' sum over dp, the others' the plain sum."""

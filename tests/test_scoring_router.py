@@ -1,8 +1,6 @@
-"""Routing by task type, reward and format, and the metrics over lists of scores."""
+"""Routing by task type, reward and format."""
 
 from __future__ import annotations
-
-import math
 
 import pytest
 
@@ -17,7 +15,6 @@ from evalkit.scoring import (
     scorer,
     task_types,
 )
-from evalkit.scoring import metrics as M
 
 from ._scoring_helpers import sample
 
@@ -97,44 +94,6 @@ def test_reward_weights_accuracy_and_format() -> None:
         "scorer_failed": 0.0,
     }
     assert reward(sample("llm_judge", "x"), "y")["overall"] is None
-
-
-def test_mean_with_standard_error_leaves_unscored_out() -> None:
-    scores = [Score(1.0), Score(0.0), Score(1.0), Score(0.0), Score(None)]
-    got = M.mean(scores)
-    assert got["mean"] == 0.5 and got["n"] == 4 and got["n_unscored"] == 1
-    assert got["stderr"] == pytest.approx(math.sqrt((4 * 0.25 / 3) / 4))
-    assert math.isnan(M.mean([])["mean"])
-
-
-def test_recall_at_iou_and_miou() -> None:
-    scores = [Score(v, metadata={"tiou": v}) for v in (0.2, 0.4, 0.6, 0.8)]
-    got = M.temporal_grounding_metrics(scores)
-    assert got == {"R@0.3": 0.75, "R@0.5": 0.5, "R@0.7": 0.25, "mIoU": pytest.approx(0.5)}
-
-
-def test_spatiotemporal_metrics_average_tiou_and_viou() -> None:
-    scores = [
-        Score(0.5, metadata={"tiou": 1.0, "viou": 0.6}),
-        Score(0.0, metadata={"tiou": 0.0, "viou": 0.2}),
-    ]
-    got = M.spatiotemporal_metrics(scores)
-    assert got["m_tIoU"] == 0.5 and got["m_vIoU"] == pytest.approx(0.4)
-    assert got["vIoU@0.3"] == 0.5 and got["vIoU@0.5"] == 0.5
-
-
-def test_breakdown_groups_by_any_sample_field() -> None:
-    samples = [
-        sample("mc", "A", ["x", "y"], duration="short"),
-        sample("mc", "A", ["x", "y"], duration="long"),
-        sample("mc", "A", ["x", "y"], duration="short"),
-    ]
-    scores = [Score(1.0), Score(0.0), Score(0.0)]
-    got = M.breakdown(samples, scores, "duration")
-    assert got["short"]["mean"] == 0.5 and got["long"]["mean"] == 0.0
-    assert M.breakdown(samples, scores, "task_type", M.mra) == {"mc": pytest.approx(1 / 3)}
-    with pytest.raises(KeyError, match="no field 'colour'"):
-        M.group_by(samples, scores, "colour")
 
 
 def test_a_named_scorer_overrides_the_task_type_routing() -> None:
