@@ -18,7 +18,9 @@ SPEC_FLAGS = ["--nframes", "4", "--max-pixels", str(56 * 56), "--min-pixels", st
 
 @pytest.fixture(autouse=True)
 def _stand_in_decoder(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(frame_cache_module, "_load_video", fake_decode)
+    monkeypatch.setattr(
+        frame_cache_module, "_load_videos", lambda ref, specs: [fake_decode(ref, s) for s in specs]
+    )
 
 
 @pytest.fixture
