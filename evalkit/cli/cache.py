@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 from pathlib import Path
@@ -25,6 +26,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=non_negative_int,
         default=min(2, os.cpu_count() or 1),
         help="decoding processes (0 = in this process; default: %(default)s)",
+    )
+    build.add_argument(
+        "--grid",
+        action="append",
+        default=[],
+        metavar="FIELD=V1,V2,...",
+        help="build every combination of these FrameSpec values (over the other frame "
+        "settings), decoding each video once for all of them; repeatable, e.g. "
+        "--grid nframes=16,32 --grid max_pixels=200704,602112",
     )
     build.add_argument("--no-progress", action="store_true", help="no progress bar")
     _ray_args(build)
@@ -177,12 +187,15 @@ def _build(args: argparse.Namespace) -> int:
     from evalkit.cache import build_cache
 
     spec, videos = _plan(args)
+    specs = grid_specs(spec, args.grid)
     cache = _cache(args, with_codec=True)
     if args.ray or args.ray_address or args.node_map:
+        if args.grid:
+            raise ConfigError("--grid builds in local processes only: drop --ray or --grid")
         report = _build_on_ray(args, cache, spec, videos)
     else:
         report = build_cache(
-            cache, videos, spec, workers=args.workers, progress=not args.no_progress
+            cache, videos, specs, workers=args.workers, progress=not args.no_progress
         )
     if args.json:
         print(json.dumps({"root": str(cache.root), **report.to_dict()}))
@@ -190,6 +203,35 @@ def _build(args: argparse.Namespace) -> int:
         print(f"frame cache {cache.root}")
         print(report.summary())
     return 0 if report.ok else 1
+
+
+def grid_specs(base: FrameSpec, grid: list[str]) -> list[FrameSpec]:
+    """The FrameSpecs of ``--grid FIELD=V1,V2,...`` items over ``base`` (their cross
+    product; ``base`` alone without any). FIELD may carry the ``frames.`` prefix."""
+    from evalkit.registry import did_you_mean
+
+    axes = []
+    for item in grid:
+        name, eq, values = item.partition("=")
+        field = name.strip().removeprefix("frames.")
+        if not eq or not values.strip():
+            raise ConfigError(f"--grid {item!r}: expected FIELD=V1,V2,... (e.g. nframes=16,32)")
+        if field not in FrameSpec.model_fields:
+            hint = did_you_mean(field, list(FrameSpec.model_fields))
+            raise ConfigError(f"--grid {item!r}: {field!r} is not a FrameSpec field{hint}")
+        axes.append([(field, v.strip()) for v in values.split(",")])
+    specs = []
+    for combo in itertools.product(*axes):
+        # "none" (e.g. total_pixels=none: qwen's default budget) is set on the base, since
+        # an unset flag reads as None; every value is validated together below.
+        cleared = base.model_copy(update={k: None for k, v in combo if v.lower() == "none"})
+        chosen = argparse.Namespace(**{k: v for k, v in combo if v.lower() != "none"})
+        try:
+            specs.append(model_from_args(chosen, FrameSpec, base=cleared))
+        except ConfigError as exc:
+            where = " ".join(f"{k}={v}" for k, v in combo)
+            raise ConfigError(f"--grid {where}: {exc}") from None
+    return list(dict.fromkeys(specs))
 
 
 def _build_on_ray(args: argparse.Namespace, cache: Any, spec: FrameSpec, videos: list[Any]) -> Any:
