@@ -4,11 +4,12 @@ The 4 specs are what a sweep of 2 frame counts x 2 pixel budgets asks for. "Sepa
 ``load_video`` once per spec (what 4 runs, or 4 cache builds, do today); "multi" is one
 ``load_videos`` over all 4 (the union of their frames decoded once at source resolution,
 each spec resized from it). Both are timed in this process, alternated, best of
-``--rounds``; the frames of both are checked to be bit-identical. The time spent in the
-resize (the same work in both: each spec's frames are resized from source frames either
-way) is measured apart, so ``*_read_s`` is the decoding that the shared decode saves.
-The video is made once by perf/cache.py's generator into ``perf/out/`` (H.264 ultrafast,
-720p, 2 s keyframe interval, a scrolling texture) and reused.
+``--rounds`` (wall and CPU seconds: on a shared box the CPU ratio is the steadier one);
+the frames of both are checked to be bit-identical. The time spent in the resize (the
+same work in both: each spec's frames are resized from source frames either way) is
+measured apart, so ``*_read_s`` is the decoding that the shared decode saves. The video
+is made once by perf/cache.py's generator into ``perf/out/`` (H.264 ultrafast, 720p, 2 s
+keyframe interval, a scrolling texture) and reused.
 
 Prints progress on stderr and ONE JSON object last on stdout.
 """
@@ -68,8 +69,22 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seconds", type=float, default=180.0, help="video length (default 180)")
     p.add_argument("--rounds", type=int, default=1, help="alternated separate/multi rounds")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="decoder and torch threads (default 1: a cache build worker's share of a "
+        "2-core box; 0 = the libraries' own choice)",
+    )
     p.add_argument("--out", type=Path, default=PERF / "out")
     args = p.parse_args()
+    if args.threads:
+        import torch
+
+        from evalkit.video.decode import set_decoder_threads
+
+        set_decoder_threads(args.threads)
+        torch.set_num_threads(args.threads)
     args.out.mkdir(parents=True, exist_ok=True)
     name = f"long_{int(args.seconds)}s_1280x720_30fps.mp4"
     ref = VideoRef(path=str(generate(args.out / name, args.seconds, 1280, 720)))
@@ -119,6 +134,7 @@ def main() -> None:
         ),
         "bit_identical": identical,
         "rounds": args.rounds,
+        "threads": args.threads,
         "cpus": os.cpu_count(),
         "loadavg_1min": round(os.getloadavg()[0], 2),
     }
