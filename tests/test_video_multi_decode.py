@@ -25,13 +25,21 @@ P28 = 28 * 28
 
 @pytest.fixture(scope="module")
 def clips(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Index videos at sizes that are no multiple of 28, in two codecs, one rotated (PyAV)."""
+    """Index videos at sizes that are no multiple of 28, in two codecs, one rotated (PyAV),
+    one with a variable frame rate."""
     d = tmp_path_factory.mktemp("multi")
     return {
         "mp4": write_index_video(d / "odd.mp4", 75, fps=25.0, width=338, height=190),
         "mkv": write_index_video(d / "odd.mkv", 48, fps=24.0, width=250, height=146),
         "rotated": write_index_video(
             d / "rot.mp4", 40, fps=20.0, width=206, height=118, rotation=90
+        ),
+        "vfr": write_index_video(  # timestamps are the frames' own, not index / fps
+            d / "vfr.mp4",
+            50,
+            width=226,
+            height=130,
+            vfr_timestamps=[0.03 * i + 0.001 * i * i for i in range(50)],
         ),
     }
 
@@ -75,7 +83,7 @@ def _meta(meta: Any) -> dict[str, Any]:
     return d
 
 
-@pytest.mark.parametrize("clip", ["mp4", "mkv", "rotated"])
+@pytest.mark.parametrize("clip", ["mp4", "mkv", "rotated", "vfr"])
 @pytest.mark.parametrize("name", list(SPEC_SETS))
 def test_each_spec_of_one_decode_is_bit_identical_to_decoding_it_alone(
     clips: dict[str, Path], clip: str, name: str, one_torch_thread: None
