@@ -101,7 +101,8 @@ def test_a_grid_none_value_clears_the_field(tmp_path: Path, videos, capsys) -> N
     [
         ("nframe=4,6", "'nframe' is not a FrameSpec field; did you mean 'nframes'"),
         ("nframes", "expected FIELD=V1,V2"),
-        ("min_frames=2,900", "--grid min_frames=900: "),
+        ("min_frames=2,900", "--grid min_frames=900: min_frames 900 > max_frames 768"),
+        ("nframes=abc", "--grid nframes=abc: nframes: Input should be a valid integer"),
     ],
 )
 def test_a_bad_grid_is_a_usage_error_naming_it(

@@ -9,6 +9,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from evalkit.cli.checks import non_negative_int, output_dir
 from evalkit.config import add_model_args, model_from_args
 from evalkit.errors import ConfigError
@@ -222,16 +224,23 @@ def grid_specs(base: FrameSpec, grid: list[str]) -> list[FrameSpec]:
         axes.append([(field, v.strip()) for v in values.split(",")])
     specs = []
     for combo in itertools.product(*axes):
-        # "none" (e.g. total_pixels=none: qwen's default budget) is set on the base, since
-        # an unset flag reads as None; every value is validated together below.
-        cleared = base.model_copy(update={k: None for k, v in combo if v.lower() == "none"})
-        chosen = argparse.Namespace(**{k: v for k, v in combo if v.lower() != "none"})
+        chosen = {k: None if v.lower() == "none" else v for k, v in combo}  # none: unset
         try:
-            specs.append(model_from_args(chosen, FrameSpec, base=cleared))
-        except ConfigError as exc:
+            specs.append(FrameSpec.model_validate({**base.model_dump(), **chosen}))
+        except ValidationError as exc:
             where = " ".join(f"{k}={v}" for k, v in combo)
-            raise ConfigError(f"--grid {where}: {exc}") from None
+            raise ConfigError(f"--grid {where}: {_reasons(exc)}") from None
     return list(dict.fromkeys(specs))
+
+
+def _reasons(exc: ValidationError) -> str:
+    """pydantic's errors as one line: ``field: message``, a check across fields as is."""
+    parts = []
+    for err in exc.errors():
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        loc = ".".join(str(x) for x in err["loc"])
+        parts.append(f"{loc}: {msg}, got {err.get('input')!r}" if loc else msg)
+    return "; ".join(parts)
 
 
 def _build_on_ray(args: argparse.Namespace, cache: Any, spec: FrameSpec, videos: list[Any]) -> Any:
