@@ -192,9 +192,7 @@ def _build(args: argparse.Namespace) -> int:
     specs = grid_specs(spec, args.grid)
     cache = _cache(args, with_codec=True)
     if args.ray or args.ray_address or args.node_map:
-        if args.grid:
-            raise ConfigError("--grid builds in local processes only: drop --ray or --grid")
-        report = _build_on_ray(args, cache, spec, videos)
+        report = _build_on_ray(args, cache, specs, videos)
     else:
         report = build_cache(
             cache, videos, specs, workers=args.workers, progress=not args.no_progress
@@ -243,14 +241,16 @@ def _reasons(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def _build_on_ray(args: argparse.Namespace, cache: Any, spec: FrameSpec, videos: list[Any]) -> Any:
+def _build_on_ray(
+    args: argparse.Namespace, cache: Any, specs: list[FrameSpec], videos: list[Any]
+) -> Any:
     from evalkit.cache.key import as_ref
     from evalkit.scale.cache_build import build_on_ray, read_node_map
 
     return build_on_ray(
         cache,
         [as_ref(v) for v in videos],
-        spec,
+        specs,
         address=args.ray_address,
         node_map=read_node_map(args.node_map) if args.node_map else (),
         num_cpus=args.workers or None,
