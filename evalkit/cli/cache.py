@@ -36,7 +36,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FIELD=V1,V2,...",
         help="build every combination of these FrameSpec values (over the other frame "
         "settings), decoding each video once for all of them; repeatable, e.g. "
-        "--grid nframes=16,32 --grid max_pixels=200704,602112",
+        "--grid nframes=16,32 --grid max_pixels=200704,602112 (frames.nframes works too; "
+        "none clears a field such as total_pixels)",
     )
     build.add_argument("--no-progress", action="store_true", help="no progress bar")
     _ray_args(build)
