@@ -103,7 +103,9 @@ def main() -> None:
         np.array_equal(a.array, t.array) and a.meta == t.meta
         for a, t in zip(alone, together, strict=True)
     )
-    best_s, best_m = min(separate), min(multi)
+    # Each figure is its own best round (the wall-time round sets the resize/read split).
+    best_s, best_m = list(min(separate)), list(min(multi))
+    best_s[1], best_m[1] = min(r[1] for r in separate), min(r[1] for r in multi)
     requested = sum(len(f.meta.indices) for f in alone)
     union = len({i for f in alone for i in f.meta.indices})
     res: dict[str, Any] = {
@@ -134,6 +136,8 @@ def main() -> None:
         ),
         "bit_identical": identical,
         "rounds": args.rounds,
+        "separate_rounds_s": [round(r[0], 2) for r in separate],
+        "multi_rounds_s": [round(r[0], 2) for r in multi],
         "threads": args.threads,
         "cpus": os.cpu_count(),
         "loadavg_1min": round(os.getloadavg()[0], 2),
