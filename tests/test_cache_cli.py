@@ -8,17 +8,19 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.cache import FrameCache
+from evalkit.cache import FrameCache, listing
 from evalkit.cache import frame_cache as frame_cache_module
 from evalkit.cli.main import main
-from tests.test_cache_unit import fake_decode
+from tests.test_cache_unit import decodes, fake_decode
 
 SPEC_FLAGS = ["--nframes", "4", "--max-pixels", str(56 * 56), "--min-pixels", str(28 * 28)]
 
 
 @pytest.fixture(autouse=True)
 def _stand_in_decoder(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(frame_cache_module, "_load_video", fake_decode)
+    monkeypatch.setattr(
+        frame_cache_module, "_load_videos", lambda ref, specs: [fake_decode(ref, s) for s in specs]
+    )
 
 
 @pytest.fixture
@@ -72,6 +74,43 @@ def test_build_without_videos_is_a_usage_error(tmp_path: Path, capsys) -> None:
 def test_a_bad_spec_flag_names_the_field(tmp_path: Path, videos, capsys) -> None:
     assert _build(tmp_path / "c", str(videos[0]), "--min-frames", "900") == 2
     assert "min_frames" in capsys.readouterr().err
+
+
+def test_build_with_a_grid_writes_every_combination_from_one_decode(
+    tmp_path: Path, videos, capsys
+) -> None:
+    root = tmp_path / "c"
+    grid = ["--grid", "nframes=4,6", "--grid", f"frames.max_pixels={56 * 56},{84 * 84}"]
+    assert _build(root, str(videos[0]), *grid, "--json") == 0
+    assert _json(capsys)["built"] == 4
+    assert decodes(videos[0]) == 4  # the stand-in decoder is asked once per spec
+    assert _build(root, str(videos[0]), "--nframes", "6", "--max-pixels", str(84 * 84)) == 0
+    assert "1 already cached" in capsys.readouterr().out
+
+
+def test_a_grid_none_value_clears_the_field(tmp_path: Path, videos, capsys) -> None:
+    root = tmp_path / "c"
+    grid = ["--grid", "total_pixels=none,100000", "--total-pixels", "50000"]
+    assert _build(root, str(videos[0]), *grid, "--json") == 0
+    totals = sorted(str(g["spec"]["total_pixels"]) for g in listing(FrameCache(root))["per_spec"])
+    assert totals == ["100000", "None"]
+
+
+@pytest.mark.parametrize(
+    ("item", "says"),
+    [
+        ("nframe=4,6", "'nframe' is not a FrameSpec field; did you mean 'nframes'"),
+        ("nframes", "expected FIELD=V1,V2"),
+        ("min_frames=2,900", "--grid min_frames=900: min_frames 900 > max_frames 768"),
+        ("nframes=abc", "--grid nframes=abc: nframes: Input should be a valid integer"),
+    ],
+)
+def test_a_bad_grid_is_a_usage_error_naming_it(
+    tmp_path: Path, videos, capsys, item: str, says: str
+) -> None:
+    assert _build(tmp_path / "c", str(videos[0]), "--grid", item) == 2
+    assert says in capsys.readouterr().err
+    assert not (tmp_path / "c").exists() or not list(FrameCache(tmp_path / "c").entries())
 
 
 def test_ls_counts_entries_per_spec_and_hits_for_given_videos(

@@ -140,6 +140,20 @@ def test_the_build_help_explains_the_ray_flags(capsys: pytest.CaptureFixture[str
     assert "--node-map FILE" in text and "`PATH_PREFIX NODE`" in text and "--ray-address" in text
 
 
+@pytest.mark.timeout(300)
+def test_a_ray_build_with_a_grid_leaves_the_local_grid_builds_bytes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    videos = [str(v) for v in _videos(tmp_path / "videos")][-2:]  # one clip, the corrupt file
+    grid = ["--grid", "nframes=4,6", "--grid", f"max_pixels={56 * 56},{84 * 84}"]
+    code, local = _build(capsys, tmp_path / "local", "--workers", "0", *grid, *videos)
+    assert code == 1 and local["built"] == 4 and list(local["failed"]) == [videos[-1]]
+    code, remote = _build(capsys, tmp_path / "ray", "--ray", "--workers", "1", *grid, *videos)
+    assert code == 1 and remote["built"] == 4 and remote["failed"] == local["failed"]
+    assert _tree(tmp_path / "ray") == _tree(tmp_path / "local")
+
+
 def test_without_ray_installed_a_ray_build_says_how_to_install_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -1,7 +1,8 @@
 """Frame cache: decoded, resized frames per (video, FrameSpec) in safetensors files, mmap'd.
 
 ``FrameCache(root).get(ref, spec)`` returns Frames, decoding and storing them on a miss;
-``build_cache(cache, refs, spec, workers=N)`` fills the cache with N processes. See
+``build_cache(cache, refs, spec, workers=N)`` fills the cache with N processes (``spec`` may
+be a list: each video is then decoded once for all of them, as ``cache.ensure_specs`` does). See
 ``frame_cache.py`` for the layout and ``entry.py`` for what a file holds.
 """
 

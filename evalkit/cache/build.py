@@ -3,8 +3,10 @@
 The hot path has no inter-process synchronisation besides the per-key file lock: workers
 get (video, spec) jobs from the executor and write their entries themselves; only a
 small status tuple comes back. A video that fails records its reason and the build goes
-on. A worker that dies outright (a decoder crash) breaks the pool; the videos left are
-then retried one per fresh process, so only the video that kills its process fails.
+on. Given several FrameSpecs, a job is one video under all of them, decoded once
+(``FrameCache.ensure_specs``). A worker that dies outright (a decoder crash) breaks the
+pool; the videos left are then retried one per fresh process, so only the video that
+kills its process fails.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import multiprocessing
 import os
 import pickle
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
@@ -32,7 +34,8 @@ Outcome = tuple[str, int, str]  # (status "hit" | "built" | "failed", bytes, rea
 
 @dataclass
 class BuildReport:
-    """What one build did. Keys of ``failed`` are video labels, values say why."""
+    """What one build did. ``built``/``hit`` hold a video label per entry (a video once
+    per spec); keys of ``failed`` are video labels, values say why."""
 
     built: list[str] = field(default_factory=list)
     hit: list[str] = field(default_factory=list)
@@ -96,18 +99,28 @@ _cache_args = cache_args  # the name evalkit.requests imported first
 
 def build_one(cache_args: dict[str, Any], ref_json: str, spec_json: str) -> Outcome:
     """Worker entry point (module level, so spawn can pickle it): ensure one entry."""
+    return build_specs_one(cache_args, ref_json, [spec_json])[0]
+
+
+def build_specs_one(
+    cache_args: dict[str, Any], ref_json: str, spec_jsons: Sequence[str]
+) -> list[Outcome]:
+    """Worker entry point: ensure one video's entries under every spec, from one decode;
+    a video that fails, fails every spec with one reason."""
     cache = FrameCache(**cache_args)
     ref = VideoRef.model_validate_json(ref_json)
-    spec = FrameSpec.model_validate_json(spec_json)
+    specs = [FrameSpec.model_validate_json(s) for s in spec_jsons]
     try:
-        status, nbytes = cache.ensure(ref, spec)
+        done = cache.ensure_specs(ref, specs)
     except VideoError as exc:
-        return "failed", 0, exc.reason  # the report already names the video
+        reason = exc.reason  # the report already names the video
     except EvalkitError as exc:
-        return "failed", 0, str(exc)
+        reason = str(exc)
     except Exception as exc:  # a decoder bug must not stop the other videos
-        return "failed", 0, f"{type(exc).__name__}: {exc}"
-    return status, nbytes, ""
+        reason = f"{type(exc).__name__}: {exc}"
+    else:
+        return [(status, nbytes, "") for status, nbytes in done]
+    return [("failed", 0, reason)] * len(specs)
 
 
 def _check_picklable(cache: FrameCache) -> None:
@@ -175,32 +188,37 @@ def largest_first(refs: list[VideoRef]) -> list[VideoRef]:
 def build(
     cache: FrameCache,
     refs: Iterable[Ref],
-    spec: FrameSpec,
+    spec: FrameSpec | Sequence[FrameSpec],
     *,
     workers: int = 1,
     progress: bool = True,
 ) -> BuildReport:
-    """Build the entries of many videos with ``workers`` processes (0 = in this process)."""
+    """Build the entries of many videos with ``workers`` processes (0 = in this process).
+
+    ``spec`` may be several FrameSpecs: each video is then decoded once for all of them.
+    """
     t0 = time.perf_counter()
     jobs = largest_first([as_ref(r) for r in refs])
     report = BuildReport(workers=workers)
     args = cache_args(cache)
     if workers > 0 and jobs:
         _check_picklable(cache)
-    spec_json = spec.model_dump_json()
+    specs = [spec] if isinstance(spec, FrameSpec) else list(spec)
+    spec_jsons = [s.model_dump_json() for s in specs]
     with progress_bar(len(jobs), progress) as advance:
 
-        def record(ref: VideoRef, outcome: Outcome) -> None:
-            record_outcome(report, ref, outcome)
+        def record(ref: VideoRef, outcomes: list[Outcome]) -> None:
+            for outcome in outcomes:
+                record_outcome(report, ref, outcome)
             advance(label(ref))
 
         if workers <= 0:
             for ref in jobs:
-                record(ref, build_one(args, ref.model_dump_json(), spec_json))
+                record(ref, build_specs_one(args, ref.model_dump_json(), spec_jsons))
         else:
-            left = _run_pool(jobs, args, spec_json, workers, record)
+            left = _run_pool(jobs, args, spec_jsons, workers, record)
             if left:  # the pool broke: isolate the rest so only the culprit fails
-                _run_isolated(left, args, spec_json, workers, record)
+                _run_isolated(left, args, spec_jsons, workers, record)
     report.seconds = time.perf_counter() - t0
     return report
 
@@ -216,18 +234,22 @@ def record_outcome(report: BuildReport, ref: VideoRef, outcome: Outcome) -> None
         report.bytes_built += nbytes if status == "built" else 0
 
 
+Record = Callable[[VideoRef, list[Outcome]], None]
+
+
 def _run_pool(
     jobs: list[VideoRef],
     args: dict[str, Any],
-    spec_json: str,
+    spec_jsons: list[str],
     workers: int,
-    record: Callable[[VideoRef, Outcome], None],
+    record: Record,
 ) -> list[VideoRef]:
     """Run jobs on one pool; return those left unfinished if the pool broke."""
     left: list[VideoRef] = []
     with decoding_pool(min(workers, len(jobs)) or 1) as pool:
-        futures: dict[Future[Outcome], VideoRef] = {
-            pool.submit(build_one, args, ref.model_dump_json(), spec_json): ref for ref in jobs
+        futures: dict[Future[list[Outcome]], VideoRef] = {
+            pool.submit(build_specs_one, args, ref.model_dump_json(), spec_jsons): ref
+            for ref in jobs
         }
         for fut in as_completed(futures):
             try:
@@ -240,13 +262,13 @@ def _run_pool(
 def _run_isolated(
     jobs: list[VideoRef],
     args: dict[str, Any],
-    spec_json: str,
+    spec_jsons: list[str],
     workers: int,
-    record: Callable[[VideoRef, Outcome], None],
+    record: Record,
 ) -> None:
     per_worker = decoder_threads(workers)
 
-    def one(ref: VideoRef) -> Outcome:
+    def one(ref: VideoRef) -> list[Outcome]:
         with decoding_pool(1, per_worker) as pool:
             try:
                 pool.submit(_ping).result()
@@ -257,9 +279,11 @@ def _run_isolated(
                     "`if __name__ == '__main__':` (or use workers=0)"
                 ) from None
             try:
-                return pool.submit(build_one, args, ref.model_dump_json(), spec_json).result()
+                job = pool.submit(build_specs_one, args, ref.model_dump_json(), spec_jsons)
+                return job.result()
             except BrokenProcessPool:
-                return "failed", 0, "the decoding process crashed on this file"
+                crashed: Outcome = ("failed", 0, "the decoding process crashed on this file")
+                return [crashed] * len(spec_jsons)
 
     with ThreadPoolExecutor(max_workers=workers) as threads:
         futures = {threads.submit(one, ref): ref for ref in jobs}

@@ -5,6 +5,11 @@ Layout: ``root/<key[:2]>/<key>.safetensors`` plus a ``<key>.lock`` beside it (an
 global index: a lookup is one stat of the source, one hash and one open, and writers of
 different keys never wait on each other. Writers of one key take its file lock, so only
 one decodes while the others wait and then read the finished file.
+
+``ensure_specs`` fills the entries of one video under several FrameSpecs from ONE decode
+(``evalkit.video.load_videos``): the same keys and files as one ``ensure`` per spec, so a
+later single-spec ``get`` is a hit. It holds the locks of every key it builds (taken in key
+order, so two such builders never wait on each other in a cycle).
 """
 
 from __future__ import annotations
@@ -12,7 +17,8 @@ from __future__ import annotations
 import importlib
 import logging
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack
 from pathlib import Path
 
 from filelock import FileLock
@@ -38,10 +44,10 @@ def default_root() -> Path:
     return Path(env).expanduser() if env else Path.home() / ".cache" / "evalkit" / "frames"
 
 
-def _load_video(ref: VideoRef, spec: FrameSpec) -> Frames:
+def _load_videos(ref: VideoRef, specs: list[FrameSpec]) -> list[Frames]:
     # Imported on first use: decord and PyAV are heavy, and workers import only what they use.
     video = importlib.import_module("evalkit.video")
-    frames: Frames = video.load_video(ref, spec)
+    frames: list[Frames] = video.load_videos(ref, specs)
     return frames
 
 
@@ -53,8 +59,10 @@ def lock_path(entry: Path) -> Path:
 class FrameCache:
     """Frames per (video, FrameSpec) on disk; see the module docstring for the layout.
 
-    ``decode`` turns (VideoRef, FrameSpec) into Frames (default: ``evalkit.video.load_video``);
-    it must be a module-level function when ``build_cache`` uses worker processes.
+    ``decode`` turns (VideoRef, FrameSpec) into Frames (default: ``evalkit.video``'s
+    decoder); it must be a module-level function when ``build_cache`` uses worker
+    processes. With one, ``ensure_specs`` calls it once per spec (only the default
+    decodes once for all specs).
     ``verify`` checks an entry's data checksums before this cache first serves it (a
     damaged entry is a miss: removed with a warning, then rebuilt); False skips that.
     """
@@ -88,8 +96,11 @@ class FrameCache:
     def _locate(self, ref: Ref, spec: FrameSpec) -> tuple[VideoRef, SourceIdentity, str, Path]:
         vref = as_ref(ref)
         source = source_identity(vref.path, self.identity)
-        key = cache_key(source, vref, spec, self.codec, self.jpeg_quality)
-        return vref, source, key, self.root / key[:2] / (key + SUFFIX)
+        return (vref, source, *self._key_path(vref, source, spec))
+
+    def _key_path(self, ref: VideoRef, source: SourceIdentity, spec: FrameSpec) -> tuple[str, Path]:
+        key = cache_key(source, ref, spec, self.codec, self.jpeg_quality)
+        return key, self.root / key[:2] / (key + SUFFIX)
 
     def path_for(self, ref: Ref, spec: FrameSpec) -> Path:
         """Where the entry for (ref, spec) lives (whether or not it exists yet)."""
@@ -122,6 +133,28 @@ class FrameCache:
         _, status, path = self._ensure(ref, spec, require=False)
         return status, path.stat().st_size
 
+    def ensure_specs(self, ref: Ref, specs: Sequence[FrameSpec]) -> list[tuple[str, int]]:
+        """``ensure`` for every spec, in order, decoding the video once for all the misses.
+
+        A video that cannot be decoded raises the VideoError that ``ensure`` raises, for
+        all specs (nothing is written then).
+        """
+        vref = as_ref(ref)
+        source = source_identity(vref.path, self.identity)
+        located = [(spec, *self._key_path(vref, source, spec)) for spec in specs]
+        unique = {key: (spec, key, path) for spec, key, path in located}
+        missing = [w for w in unique.values() if self._try_read(w[2], w[1])[0] is None]
+        built = self._build_missing(vref, source, missing) if missing else set()
+        done = []
+        for _, key, path in located:
+            if key in built:  # a spec given twice is built once: the second is a hit
+                self._check_written(vref, key, path)
+                built.discard(key)
+                done.append(("built", path.stat().st_size))
+            else:
+                done.append(("hit", path.stat().st_size))
+        return done
+
     def _ensure(self, ref: Ref, spec: FrameSpec, *, require: bool) -> tuple[Frames, str, Path]:
         vref, source, key, path = self._locate(ref, spec)
         frames, damage = self._try_read(path, key)
@@ -133,18 +166,34 @@ class FrameCache:
                 f"{vref.path}: not in the frame cache at {self.root} ({why}) under this "
                 "FrameSpec; build it first with `evalkit cache build`"
             )
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(lock_path(path)):
-            frames, damage = self._try_read(path, key)  # another builder may have finished it
-            if frames is not None:
-                return frames, "hit", path
-            if damage is not None:
-                _discard(path, damage)
-            self._decode_and_write(vref, spec, source, key, path)
+        built = self._build_missing(vref, source, [(spec, key, path)])
+        return self._check_written(vref, key, path), "built" if built else "hit", path
+
+    def _check_written(self, ref: VideoRef, key: str, path: Path) -> Frames:
         frames, damage = self._try_read(path, key)
         if frames is None:
-            raise CacheError(f"{vref.path}: entry {path} unreadable right after writing: {damage}")
-        return frames, "built", path
+            raise CacheError(f"{ref.path}: entry {path} unreadable right after writing: {damage}")
+        return frames
+
+    def _build_missing(
+        self, ref: VideoRef, source: SourceIdentity, wanted: list[tuple[FrameSpec, str, Path]]
+    ) -> set[str]:
+        """Under the locks of ``wanted``'s keys, decode (once) and write the entries still
+        missing; return the keys written."""
+        with ExitStack() as locks:
+            for _, _key, path in sorted(wanted, key=lambda w: w[1]):
+                path.parent.mkdir(parents=True, exist_ok=True)
+                locks.enter_context(FileLock(lock_path(path)))
+            todo = []
+            for spec, key, path in wanted:
+                frames, damage = self._try_read(path, key)  # another builder may have finished it
+                if frames is None:
+                    if damage is not None:
+                        _discard(path, damage)
+                    todo.append((spec, key, path))
+            if todo:
+                self._decode_and_write(ref, source, todo)
+        return {key for _, key, _ in todo}
 
     def put(self, ref: Ref, spec: FrameSpec, frames: Frames) -> Path:
         """Store frames decoded elsewhere as the entry for (ref, spec); return its path.
@@ -178,14 +227,19 @@ class FrameCache:
         )
 
     def _decode_and_write(
-        self, ref: VideoRef, spec: FrameSpec, source: SourceIdentity, key: str, path: Path
+        self, ref: VideoRef, source: SourceIdentity, todo: list[tuple[FrameSpec, str, Path]]
     ) -> None:
-        decoded = (self.decode or _load_video)(ref, spec)
+        specs = [spec for spec, _, _ in todo]
+        if self.decode is None:
+            decoded = _load_videos(ref, specs)
+        else:
+            decoded = [self.decode(ref, spec) for spec in specs]
         after = source_identity(ref.path, "stat")
         if (after.size, after.mtime_ns) != (source.size, source.mtime_ns):
             # The frames may mix old and new content; storing them under either key is wrong.
             raise VideoError(ref.path, "file changed while it was being decoded; not cached")
-        self._write(ref, spec, source, key, path, decoded)
+        for (spec, key, path), frames in zip(todo, decoded, strict=True):
+            self._write(ref, spec, source, key, path, frames)
 
     def _try_read(self, path: Path, key: str) -> tuple[Frames | None, str | None]:
         """(frames, None) on a hit, (None, None) when absent, (None, reason) when damaged."""

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 from pathlib import Path
 from typing import Any
+
+from pydantic import ValidationError
 
 from evalkit.cli.checks import non_negative_int, output_dir
 from evalkit.config import add_model_args, model_from_args
@@ -25,6 +28,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=non_negative_int,
         default=min(2, os.cpu_count() or 1),
         help="decoding processes (0 = in this process; default: %(default)s)",
+    )
+    build.add_argument(
+        "--grid",
+        action="append",
+        default=[],
+        metavar="FIELD=V1,V2,...",
+        help="build every combination of these FrameSpec values (over the other frame "
+        "settings), decoding each video once for all of them; repeatable, e.g. "
+        "--grid nframes=16,32 --grid max_pixels=200704,602112 (frames.nframes works too; "
+        "none clears a field such as total_pixels)",
     )
     build.add_argument("--no-progress", action="store_true", help="no progress bar")
     _ray_args(build)
@@ -177,12 +190,13 @@ def _build(args: argparse.Namespace) -> int:
     from evalkit.cache import build_cache
 
     spec, videos = _plan(args)
+    specs = grid_specs(spec, args.grid)
     cache = _cache(args, with_codec=True)
     if args.ray or args.ray_address or args.node_map:
-        report = _build_on_ray(args, cache, spec, videos)
+        report = _build_on_ray(args, cache, specs, videos)
     else:
         report = build_cache(
-            cache, videos, spec, workers=args.workers, progress=not args.no_progress
+            cache, videos, specs, workers=args.workers, progress=not args.no_progress
         )
     if args.json:
         print(json.dumps({"root": str(cache.root), **report.to_dict()}))
@@ -192,14 +206,52 @@ def _build(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
-def _build_on_ray(args: argparse.Namespace, cache: Any, spec: FrameSpec, videos: list[Any]) -> Any:
+def grid_specs(base: FrameSpec, grid: list[str]) -> list[FrameSpec]:
+    """The FrameSpecs of ``--grid FIELD=V1,V2,...`` items over ``base`` (their cross
+    product; ``base`` alone without any). FIELD may carry the ``frames.`` prefix."""
+    from evalkit.registry import did_you_mean
+
+    axes = []
+    for item in grid:
+        name, eq, values = item.partition("=")
+        field = name.strip().removeprefix("frames.")
+        if not eq or not values.strip():
+            raise ConfigError(f"--grid {item!r}: expected FIELD=V1,V2,... (e.g. nframes=16,32)")
+        if field not in FrameSpec.model_fields:
+            hint = did_you_mean(field, list(FrameSpec.model_fields))
+            raise ConfigError(f"--grid {item!r}: {field!r} is not a FrameSpec field{hint}")
+        axes.append([(field, v.strip()) for v in values.split(",")])
+    specs = []
+    for combo in itertools.product(*axes):
+        chosen = {k: None if v.lower() == "none" else v for k, v in combo}  # none: unset
+        try:
+            specs.append(FrameSpec.model_validate({**base.model_dump(), **chosen}))
+        except ValidationError as exc:
+            where = " ".join(f"{k}={v}" for k, v in combo)
+            raise ConfigError(f"--grid {where}: {_reasons(exc)}") from None
+    return list(dict.fromkeys(specs))
+
+
+def _reasons(exc: ValidationError) -> str:
+    """pydantic's errors as one line: ``field: message``, a check across fields as is."""
+    parts = []
+    for err in exc.errors():
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        loc = ".".join(str(x) for x in err["loc"])
+        parts.append(f"{loc}: {msg}, got {err.get('input')!r}" if loc else msg)
+    return "; ".join(parts)
+
+
+def _build_on_ray(
+    args: argparse.Namespace, cache: Any, specs: list[FrameSpec], videos: list[Any]
+) -> Any:
     from evalkit.cache.key import as_ref
     from evalkit.scale.cache_build import build_on_ray, read_node_map
 
     return build_on_ray(
         cache,
         [as_ref(v) for v in videos],
-        spec,
+        specs,
         address=args.ray_address,
         node_map=read_node_map(args.node_map) if args.node_map else (),
         num_cpus=args.workers or None,

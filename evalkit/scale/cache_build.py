@@ -1,8 +1,9 @@
 """The frame cache built by Ray tasks across a cluster (``evalkit cache build --ray``).
 
-Each task runs the local build's per-video function (:func:`evalkit.cache.build.build_one`)
-on its share of the videos, writing straight into the shared cache directory with the same
-lock-protected, atomic writes; only a small status tuple per video comes back, and the
+Each task runs the local build's per-video function
+(:func:`evalkit.cache.build.build_specs_one`: one decode per video for every FrameSpec
+asked for) on its share of the videos, writing straight into the shared cache directory
+with the same lock-protected, atomic writes; only small status tuples come back, and the
 report is tallied by the same code as the local build's, so both builds leave the same
 files with the same bytes. Long videos get a task each, largest first; short ones share a
 task (a few per task) so that thousands of clips do not cost a scheduling round each.
@@ -26,7 +27,7 @@ from typing import Any
 from evalkit.cache.build import (
     BuildReport,
     Outcome,
-    build_one,
+    build_specs_one,
     cache_args,
     init_worker,
     label,
@@ -139,11 +140,11 @@ def plan(jobs: list[VideoRef], place: Callable[[VideoRef], str | None]) -> list[
 
 
 def build_batch(
-    args: dict[str, Any], ref_jsons: list[str], spec_json: str, threads: int
-) -> list[Outcome]:
-    """The body of one Ray task: the local build's :func:`build_one` for each video."""
+    args: dict[str, Any], ref_jsons: list[str], spec_jsons: list[str], threads: int
+) -> list[list[Outcome]]:
+    """The body of one Ray task: the local build's :func:`build_specs_one` for each video."""
     init_worker(threads)
-    return [build_one(args, ref_json, spec_json) for ref_json in ref_jsons]
+    return [build_specs_one(args, ref_json, spec_jsons) for ref_json in ref_jsons]
 
 
 def _absolute(ref: VideoRef) -> VideoRef:
@@ -156,7 +157,7 @@ def _absolute(ref: VideoRef) -> VideoRef:
 def build_on_ray(
     cache: FrameCache,
     refs: list[VideoRef],
-    spec: FrameSpec,
+    spec: FrameSpec | Sequence[FrameSpec],
     *,
     address: str | None = None,
     node_map: Sequence[tuple[str, str]] = (),
@@ -165,7 +166,8 @@ def build_on_ray(
     progress: bool = True,
 ) -> BuildReport:
     """Build the entries of ``refs`` with Ray tasks (see the module docstring); a local Ray
-    instance with ``num_cpus`` is started when no ``address`` is given."""
+    instance with ``num_cpus`` is started when no ``address`` is given. Several specs:
+    each video is decoded once for all of them, as in the local build."""
     t0 = time.perf_counter()
     jobs = largest_first(refs)
     with ray_session(address, num_cpus) as session:
@@ -176,11 +178,14 @@ def build_on_ray(
         report = BuildReport(workers=workers)
         with progress_bar(len(jobs), progress) as advance:
 
-            def record(ref: VideoRef, outcome: Outcome) -> None:
-                record_outcome(report, ref, outcome)
+            def record(ref: VideoRef, outcomes: list[Outcome]) -> None:
+                for outcome in outcomes:
+                    record_outcome(report, ref, outcome)
                 advance(label(ref))
 
-            _run(ray, batches, cache_args(cache), spec.model_dump_json(), cpus_per_task, record)
+            specs = [spec] if isinstance(spec, FrameSpec) else list(spec)
+            spec_jsons = [s.model_dump_json() for s in specs]
+            _run(ray, batches, cache_args(cache), spec_jsons, cpus_per_task, record)
     report.seconds = time.perf_counter() - t0
     return report
 
@@ -189,9 +194,9 @@ def _run(
     ray: Any,
     batches: list[Batch],
     args: dict[str, Any],
-    spec_json: str,
+    spec_jsons: list[str],
     cpus: int,
-    record: Callable[[VideoRef, Outcome], None],
+    record: Callable[[VideoRef, list[Outcome]], None],
 ) -> None:
     """Submit every batch, record outcomes as tasks finish; a batch whose task died is
     split into one task per video, so only the video that kills its worker fails."""
@@ -204,7 +209,7 @@ def _run(
         if batch.node is not None:
             options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(batch.node, soft=True)
         ref_jsons = [_absolute(r).model_dump_json() for r in batch.refs]
-        return task.options(**options).remote(args, ref_jsons, spec_json, cpus)
+        return task.options(**options).remote(args, ref_jsons, spec_jsons, cpus)
 
     pending = {submit(b): b for b in batches}
     while pending:
@@ -220,6 +225,7 @@ def _run(
                 continue
             first = str(exc).strip().splitlines()[:1]
             why = f"the Ray task for this file failed: {type(exc).__name__}"
-            outcomes = [("failed", 0, why + (f": {first[0]}" if first else ""))]
+            failed: Outcome = ("failed", 0, why + (f": {first[0]}" if first else ""))
+            outcomes = [[failed] * len(spec_jsons)]
         for ref, outcome in zip(batch.refs, outcomes, strict=True):
             record(ref, outcome)

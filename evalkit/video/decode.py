@@ -6,6 +6,11 @@ samples with. For a variable-frame-rate clip that means seconds map to frames th
 the average rate (window edges, fps sampling), while the timestamps reported for the
 sampled frames are their real presentation times.
 
+Several frame specs of one clip are served by ONE decode (:func:`decode_videos`): the union
+of the frame numbers they sample is decoded once, chunk by chunk at source resolution, and
+each spec's own frames are picked from every chunk and shrunk by that spec's ``shrink``,
+so each spec gets the very arrays a decode of it alone would give.
+
 Rotation: phone videos carry a display matrix. PyAV exposes it on decoded frames; decord
 0.6.0 applies it only for some containers (mp4 yes, mkv no), so a rotated clip is always
 decoded with PyAV and turned upright here: frames come out as a player shows them.
@@ -16,10 +21,10 @@ from __future__ import annotations
 import bisect
 import logging
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -63,6 +68,14 @@ def set_decoder_threads(n: int) -> None:
 
 def _keep(frames: np.ndarray, n: int) -> np.ndarray:
     return frames
+
+
+@dataclass(frozen=True)
+class Selection:
+    """One output of a decode: the frames ``spec`` samples, turned by ``shrink``."""
+
+    spec: FrameSpec
+    shrink: Shrink = _keep
 
 
 @dataclass
@@ -140,7 +153,7 @@ def check_complete(path: Path, header: Header, total_frames: int, fps: float) ->
         )
 
 
-def decode_decord(path: Path, spec: FrameSpec, header: Header, shrink: Shrink = _keep) -> Decoded:
+def decode_decord(path: Path, selections: Sequence[Selection], header: Header) -> list[Decoded]:
     """Sample and decode with decord (``VideoReader.get_batch``); raises on any failure."""
     import decord
 
@@ -149,14 +162,45 @@ def decode_decord(path: Path, spec: FrameSpec, header: Header, shrink: Shrink = 
     if total <= 0 or fps <= 0:
         raise RuntimeError(f"decord reports {total} frames at {fps} fps")
     check_complete(path, header, total, fps)
-    indices = _sample(path, total, fps, spec)
-    chunks, size = [], (0, 0)
-    for at in range(0, len(indices), CHUNK):
-        raw = vr.get_batch(indices[at : at + CHUNK]).asnumpy()
-        size = raw.shape[1:3]
-        chunks.append(shrink(raw, len(indices)))
-    timestamps = [float(t) for t in vr.get_frame_timestamp(indices)[:, 0]]
-    return Decoded(np.concatenate(chunks), size, indices, timestamps, total, fps, "decord")
+    picks = [_sample(path, total, fps, s.spec) for s in selections]
+    size = [(0, 0)]
+
+    def read(block: list[int]) -> np.ndarray:
+        raw: np.ndarray = vr.get_batch(block).asnumpy()
+        size[0] = raw.shape[1:3]
+        return raw
+
+    frames = _shrink_union(read, picks, [s.shrink for s in selections])
+    out = []
+    for array, indices in zip(frames, picks, strict=True):
+        timestamps = [float(t) for t in vr.get_frame_timestamp(indices)[:, 0]]
+        out.append(Decoded(array, size[0], indices, timestamps, total, fps, "decord"))
+    return out
+
+
+def _shrink_union(
+    read: Callable[[list[int]], np.ndarray], picks: list[list[int]], shrinks: list[Shrink]
+) -> list[np.ndarray]:
+    """Each pick's frames (nondecreasing indices) shrunk, from one pass over their union.
+
+    ``read`` returns the source frames of CHUNK ascending indices at a time; every pick
+    takes its own frames of that chunk (repeats included) and shrinks them, at most CHUNK
+    at a time, so memory stays bounded whatever the number of specs.
+    """
+    union = sorted(set().union(*picks))
+    parts: list[list[np.ndarray]] = [[] for _ in picks]
+    for at in range(0, len(union), CHUNK):
+        block = union[at : at + CHUNK]
+        raw = read(block)
+        row = {i: r for r, i in enumerate(block)}
+        for part, indices, shrink in zip(parts, picks, shrinks, strict=True):
+            lo = bisect.bisect_left(indices, block[0])
+            hi = bisect.bisect_right(indices, block[-1])
+            for start in range(lo, hi, CHUNK):
+                rows = [row[i] for i in indices[start : min(hi, start + CHUNK)]]
+                chunk = raw if rows == list(range(len(block))) else raw[rows]
+                part.append(shrink(chunk, len(indices)))
+    return [np.concatenate(p) for p in parts]
 
 
 def _sample(path: Path, total: int, fps: float, spec: FrameSpec) -> list[int]:
@@ -204,16 +248,17 @@ def _packet_index(path: Path) -> _PacketIndex:
     return index
 
 
-Grab = Callable[[Any], np.ndarray]
+G = TypeVar("G")
+Grab = Callable[[Any, int], G]  # (decoded frame, its index) -> what is kept of it
 
 
 def _decode_seeking(
-    container: Any, stream: Any, index: _PacketIndex, targets: list[int], grab: Grab
-) -> tuple[dict[int, np.ndarray], int]:
+    container: Any, stream: Any, index: _PacketIndex, targets: list[int], grab: Grab[G]
+) -> tuple[dict[int, G], int]:
     """Frames at ``targets`` (sorted, unique), jumping to a target's keyframe whenever that
     keyframe lies ahead of the decoder; frames are matched to indices by their pts."""
     position = {pts: i for i, pts in enumerate(index.pts)}
-    got: dict[int, np.ndarray] = {}
+    got: dict[int, G] = {}
     frames: Iterator[Any] | None = None
     pos, decoded = -1, 0
     for t in targets:
@@ -228,31 +273,34 @@ def _decode_seeking(
                 continue
             pos = i
             if i == t:
-                got[t] = grab(frame)
+                got[t] = grab(frame, t)
             if i >= t:
                 break
     return got, decoded
 
 
 def _decode_sequential(
-    container: Any, stream: Any, targets: list[int], grab: Grab
-) -> tuple[dict[int, np.ndarray], int]:
+    container: Any, stream: Any, targets: list[int], grab: Grab[G]
+) -> tuple[dict[int, G], int]:
     """Frames at ``targets`` counted in decode output order from the start (no pts needed)."""
     wanted = set(targets)
-    got: dict[int, np.ndarray] = {}
+    got: dict[int, G] = {}
     i = -1
     for i, frame in enumerate(container.decode(stream)):
         if i in wanted:
-            got[i] = grab(frame)
+            got[i] = grab(frame, i)
         if i >= targets[-1]:
             break
     return got, i + 1
 
 
 def decode_pyav(
-    path: Path, spec: FrameSpec, header: Header, reason: str | None, shrink: Shrink = _keep
-) -> Decoded:
-    """Sample and decode with PyAV (seeking to keyframes; sequential if pts are unusable)."""
+    path: Path, selections: Sequence[Selection], header: Header, reason: str | None
+) -> list[Decoded]:
+    """Sample and decode with PyAV (seeking to keyframes; sequential if pts are unusable).
+
+    A frame is shrunk for every selection that samples it as soon as it is decoded.
+    """
     import av
 
     try:
@@ -265,18 +313,22 @@ def decode_pyav(
     if index.fps <= 0:
         raise VideoError(str(path), "the video has no usable frame rate")
     check_complete(path, header, total, index.fps)
-    indices = _sample(path, total, index.fps, spec)
-    targets = sorted(set(indices))
+    picks = [_sample(path, total, index.fps, s.spec) for s in selections]
+    targets = sorted(set().union(*picks))
+    takers: dict[int, list[int]] = {t: [] for t in targets}  # index -> selections with it
+    for k, indices in enumerate(picks):
+        for t in dict.fromkeys(indices):
+            takers[t].append(k)
 
     size = [(0, 0)]
 
-    def grab(frame: Any) -> np.ndarray:
+    def grab(frame: Any, t: int) -> dict[int, np.ndarray]:
         rgb = frame.to_ndarray(format="rgb24")
         upright = np.rot90(rgb, k=header.rotation // 90) if header.rotation else rgb
         size[0] = upright.shape[:2]
-        return shrink(upright[None], len(indices))[0]
+        return {k: selections[k].shrink(upright[None], len(picks[k]))[0] for k in takers[t]}
 
-    got: dict[int, np.ndarray] = {}
+    got: dict[int, dict[int, np.ndarray]] = {}
     decoded = 0
     for method in ("seek", "sequential"):
         try:
@@ -298,10 +350,21 @@ def decode_pyav(
     if missing:
         reason = f"truncated or undecodable: frame {missing[0]} of {total} could not be decoded"
         raise VideoError(str(path), reason)
-    frames = np.stack([got[i] for i in indices])
-    times = [index.seconds(i) for i in indices]
     extra = {"pyav_decoded_frames": decoded, "pyav_method": method}
-    return Decoded(frames, size[0], indices, times, total, index.fps, "pyav", reason, extra)
+    return [
+        Decoded(
+            np.stack([got[i][k] for i in indices]),
+            size[0],
+            indices,
+            [index.seconds(i) for i in indices],
+            total,
+            index.fps,
+            "pyav",
+            reason,
+            dict(extra),
+        )
+        for k, indices in enumerate(picks)
+    ]
 
 
 def decode_video(path: Path, spec: FrameSpec, shrink: Shrink = _keep) -> tuple[Decoded, Header]:
@@ -310,15 +373,27 @@ def decode_video(path: Path, spec: FrameSpec, shrink: Shrink = _keep) -> tuple[D
     ``shrink`` (e.g. the resize to the output size) is applied chunk by chunk as frames
     are decoded; it must raise VideoError, not other errors, for a bad input.
     """
+    decoded, header = decode_videos(path, [Selection(spec, shrink)])
+    return decoded[0], header
+
+
+def decode_videos(path: Path, selections: Sequence[Selection]) -> tuple[list[Decoded], Header]:
+    """Decode ``path`` once for several selections: one Decoded per selection, in order.
+
+    Each is what :func:`decode_video` gives for that selection alone (frames, indices,
+    timestamps), except that on the PyAV path ``extra["pyav_decoded_frames"]`` counts the
+    frames this shared decode decoded. Any failure (file, decoder, a spec's window)
+    fails every selection with the VideoError a decode of that spec alone raises.
+    """
     header = read_header(path)
     if header.rotation:
         reason = f"rotation {header.rotation}: decord applies display matrices inconsistently"
-        return decode_pyav(path, spec, header, reason, shrink), header
+        return decode_pyav(path, selections, header, reason), header
     try:
-        return decode_decord(path, spec, header, shrink), header
+        return decode_decord(path, selections, header), header
     except VideoError:
         raise
     except Exception as e:  # decord raises bare RuntimeError/DECORDError with C++ context
         reason = f"decord failed: {type(e).__name__}: {_ffmpeg_reason(e)}"
         log.info("%s: %s; decoding with PyAV", path, reason)
-        return decode_pyav(path, spec, header, reason, shrink), header
+        return decode_pyav(path, selections, header, reason), header
