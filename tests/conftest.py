@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -9,6 +12,25 @@ import pytest
 
 from evalkit.video.synth import write_index_video
 from tests._sensitivity_rules import last_letter_registered
+
+
+@pytest.fixture(scope="session", autouse=True)
+def own_ray_temp_dir() -> Iterator[str]:
+    """Every Ray instance this session starts (tests, ``evalkit`` subprocesses, their
+    workers) keeps its session files in a folder of its own: another cluster on the
+    machine (``/tmp/ray``) is never read, attached to or overwritten. Short path: Ray's
+    unix sockets live under it."""
+    root = tempfile.mkdtemp(prefix="ekray-", dir="/tmp")
+    before = os.environ.get("RAY_TMPDIR")
+    os.environ["RAY_TMPDIR"] = root
+    try:
+        yield root
+    finally:
+        if before is None:
+            os.environ.pop("RAY_TMPDIR", None)
+        else:
+            os.environ["RAY_TMPDIR"] = before
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
