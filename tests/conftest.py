@@ -62,3 +62,22 @@ def last_letter_rule() -> Iterator[str]:
     """The test-only rule ``sensitivity_test_last_letter``, registered for one test."""
     with last_letter_registered() as name:
         yield name
+
+
+@pytest.fixture
+def tiny_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 64 KiB tmpfs mounted for the test (a disk that fills up); skipped where this
+    process may not mount (not root)."""
+    import subprocess
+
+    mnt = tmp_path / "tiny_disk"
+    mnt.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)], capture_output=True
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)

@@ -23,7 +23,7 @@ from typing import Any
 
 from evalkit.cache.frame_cache import FrameCache, Ref
 from evalkit.cache.key import as_ref
-from evalkit.errors import CacheError, EvalkitError, VideoError
+from evalkit.errors import CacheError, EvalkitError, VideoError, disk_error
 from evalkit.sample import VideoRef
 from evalkit.video.types import FrameSpec
 
@@ -105,6 +105,9 @@ def build_one(cache_args: dict[str, Any], ref_json: str, spec_json: str) -> Outc
         return "failed", 0, exc.reason  # the report already names the video
     except EvalkitError as exc:
         return "failed", 0, str(exc)
+    except OSError as exc:  # a full or read-only cache folder: said as such, not as errno
+        disk = disk_error(exc, cache.root, then="build again")
+        return "failed", 0, str(disk) if disk else f"{type(exc).__name__}: {exc}"
     except Exception as exc:  # a decoder bug must not stop the other videos
         return "failed", 0, f"{type(exc).__name__}: {exc}"
     return status, nbytes, ""

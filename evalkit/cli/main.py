@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, NoReturn
 
-from evalkit.errors import EvalkitError, Terminated
+from evalkit.errors import EvalkitError, Terminated, disk_error
 
 # name -> (module, one-line help). A module provides ``add_arguments(parser)`` and
 # ``run(args) -> int``; it is imported only when its command runs.
@@ -85,7 +85,14 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(name, str(exc))
     except _PATH_ERRORS as exc:
         where = exc.filename if exc.filename is not None else "?"
+        if (disk := disk_error(exc, where, then="run it again")) is not None:
+            return _fail(name, str(disk))
         return _fail(name, f"{where}: {exc.strerror or exc}")
+    except OSError as exc:  # a full or read-only disk under any writer: one line too
+        where = exc.filename if exc.filename is not None else "?"
+        if (disk := disk_error(exc, where, then="run it again")) is None:
+            raise
+        return _fail(name, str(disk))
     except Terminated:
         print(f"evalkit {name}: terminated (SIGTERM)", file=sys.stderr)
         return 143
