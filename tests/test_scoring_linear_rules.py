@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from evalkit.scoring.extract import _FENCE, fences
-from evalkit.scoring.rules import _easyvideor1, charadessta, videommmu
+from evalkit.scoring.rules import _easyvideor1, _mc_c, charadessta, videommmu
 
 SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -107,3 +107,28 @@ def test_the_fence_scan_gives_findall() -> None:
 @given(st.text(alphabet=ALPHABET["fence"], max_size=80))
 def test_the_fence_scan_gives_findall_on_generated_text(text: str) -> None:
     assert fences(text) == _FENCE.findall(text)
+
+
+def _last_tagged_original(text: str, tag: str) -> str | None:
+    found = re.findall(rf"<{tag}>\s*(.*?)\s*</{tag}>", text, re.DOTALL)
+    return found[-1].strip() if found else None
+
+
+TAG_PIECES = ["<answer>", "</answer>", "<ans", "wer>", " ", "\n", "\u2003", "A", "b c"]
+
+
+def test_the_tag_scan_gives_the_official_findall() -> None:
+    rnd = random.Random(3)
+    texts = HAND + [
+        "".join(rnd.choice(TAG_PIECES) for _ in range(rnd.randint(0, 12))) for _ in range(4000)
+    ]
+    for text in texts:
+        assert _mc_c.last_tagged(text, "answer") == _last_tagged_original(text, "answer"), repr(
+            text
+        )
+
+
+@SETTINGS
+@given(st.lists(st.sampled_from(TAG_PIECES), max_size=16).map("".join))
+def test_the_tag_scan_gives_the_official_findall_on_generated_text(text: str) -> None:
+    assert _mc_c.last_tagged(text, "answer") == _last_tagged_original(text, "answer")
