@@ -71,7 +71,7 @@ class PipelineConfig(BaseModel):
     """First retry delay; doubles each retry."""
     batch_size: int = 32
     """Batch size of the vanilla synchronous mode (``run_sync``)."""
-    score_budget_s: float = Field(60.0, ge=0, allow_inf_nan=False)
+    score_budget_s: float = Field(default=60.0, ge=0, allow_inf_nan=False)
     """Seconds the sink may spend scoring one sample under all its rules (in a child
     process); past it the sample is "scorer failed: time budget". 0: no budget (scored on
     the sink thread itself)."""
