@@ -132,3 +132,18 @@ def test_the_tag_scan_gives_the_official_findall() -> None:
 @given(st.lists(st.sampled_from(TAG_PIECES), max_size=16).map("".join))
 def test_the_tag_scan_gives_the_official_findall_on_generated_text(text: str) -> None:
     assert _mc_c.last_tagged(text, "answer") == _last_tagged_original(text, "answer")
+
+
+def test_a_search_bounded_by_the_last_closing_tag_gives_the_search() -> None:
+    from evalkit.scoring.extract import search_closed
+
+    pattern = re.compile(r"<answer>(.*?)</answer>", re.S | re.I)
+    closing = re.compile(r"</answer>", re.I)
+    rnd = random.Random(4)
+    pieces = [*TAG_PIECES, "</ANSWER>", "<Answer>"]
+    texts = HAND + [
+        "".join(rnd.choice(pieces) for _ in range(rnd.randint(0, 12))) for _ in range(4000)
+    ]
+    for text in texts:
+        got, want = search_closed(pattern, text, closing), pattern.search(text)
+        assert (got and (got.span(), got.groups())) == (want and (want.span(), want.groups()))

@@ -164,6 +164,19 @@ __all__ = [
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|$)", re.S)
 
 
+def search_closed(pattern: re.Pattern[str], text: str, closing: re.Pattern[str]) -> Any:
+    """``pattern.search(text)`` for a pattern whose every match ends with ``closing``
+    (``<answer>(.*?)</answer>``), in linear time.
+
+    No match can end past the last ``closing``, so the search stops there; unbounded, each
+    start after it (``<answer>`` repeated, never closed) rescans the rest of the text.
+    """
+    end = -1
+    for m in closing.finditer(text):
+        end = m.end()
+    return None if end < 0 else pattern.search(text, 0, end)
+
+
 def fences(text: str) -> list[tuple[str, str]]:
     """``_FENCE.findall(text)``: (language, body) of each fenced block, in linear time.
 

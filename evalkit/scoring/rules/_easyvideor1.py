@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from evalkit.scoring.extract import search_closed
+
 OPTION_SET = "ABCDEFGHIJ"
 GROUNDING = ("temporal grounding", "spatial-temporal grounding")
 
@@ -230,6 +232,7 @@ def loads(text: str) -> Any:
 # --- the training reward (examples/unified_rl/reward_function/utils.py) ---------------------
 
 _REWARD_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S | re.I)
+_REWARD_CLOSE = re.compile(r"</answer>", re.I)
 _FENCE = re.compile(r"```(?:json)?\s*([\s\S]*?)\s*```")
 
 
@@ -274,7 +277,7 @@ def last_boxed(text: str) -> str:
 
 def reward_answer(text: str) -> str:
     """Its ``extract_answer``: the ``<answer>`` body, else the last boxed, else all text."""
-    m = _REWARD_ANSWER.search(text)
+    m = search_closed(_REWARD_ANSWER, text, _REWARD_CLOSE)  # = _REWARD_ANSWER.search(text)
     if m:
         return m.group(1).strip()
     return last_boxed(text) or text.strip()

@@ -43,7 +43,9 @@ _CLOCK_RANGE = re.compile(rf"\b({_CLOCK})\s*[–-]\s*({_CLOCK})\b")
 _RANGE = re.compile(r"(?<!\d)(\d+(?:\.\d+)?)\s*[–-]\s*(\d+(?:\.\d+)?)")
 _NUMBER = re.compile(r"\b(\d+(?:\.\d+)?)\b")
 _CLOCK_ONE = re.compile(rf"\b({_CLOCK})\b")
-_RANGE_S = re.compile(r"(?<!\d)(\d+(?:\.\d+)?)\s*s?\s*[–-]\s*(\d+(?:\.\d+)?)\s*s?")
+# (and the first ``\s*`` possessive: giving spaces back to the second one cannot change
+# a match, but trying to is quadratic in a run of spaces after a number)
+_RANGE_S = re.compile(r"(?<!\d)(\d+(?:\.\d+)?)\s*+s?\s*[–-]\s*(\d+(?:\.\d+)?)\s*s?")
 
 Span = tuple[float, float]
 
