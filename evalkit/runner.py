@@ -24,7 +24,7 @@ from evalkit.decoding import describe as describe_sampling
 from evalkit.decoding import sampling_for
 from evalkit.engines import reads_local_checkpoint
 from evalkit.engines.base import Engine
-from evalkit.engines.lifecycle import close_engine
+from evalkit.engines.lifecycle import close_engine, in_daemon_thread
 from evalkit.errors import ConfigError
 from evalkit.manifest import RunManifest
 from evalkit.pipeline import Pipeline, PipelineStats
@@ -334,7 +334,9 @@ async def _aexecute_locked(
         return RunResult(path=path, stats=done, nothing_to_run=True)
     cache = make_cache(cfg)
     own_engine = engine is None
-    engine = engine or make_engine(cfg)
+    # on a daemon thread: the loop stays free to take SIGTERM during vLLM's start-up
+    if engine is None:
+        engine = await in_daemon_thread(make_engine, cfg)
     stats: dict[str, PipelineStats] = {}
     try:
         async with judge_for(cfg, judge_engine, rundir.judge_cache_path) as judge:

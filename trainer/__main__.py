@@ -87,12 +87,22 @@ def main(argv: list[str] | None = None) -> int:
     from evalkit.errors import EvalkitError
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    from evalkit.engines.lifecycle import Termination
+
     args = build_parser().parse_args(argv)
+    # SIGTERM unwinds like Ctrl-C: engines close, weight-sync segments are unlinked
+    term = Termination()
     try:
-        return int(args.func(args))
+        with term:
+            return int(args.func(args))
     except EvalkitError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        if term.signum is None:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    except KeyboardInterrupt:
+        pass
+    print(f"trainer: stopped by signal {term.signum or 2}", file=sys.stderr)
+    return term.exit_code
 
 
 if __name__ == "__main__":

@@ -11,11 +11,10 @@ import argparse
 import importlib
 import signal
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any, NoReturn
 
-from evalkit.errors import EvalkitError, Terminated, disk_error
+from evalkit.engines.lifecycle import Termination, stop_children
+from evalkit.errors import EvalkitError, disk_error
 
 # name -> (module, one-line help). A module provides ``add_arguments(parser)`` and
 # ``run(args) -> int``; it is imported only when its command runs.
@@ -78,27 +77,41 @@ def main(argv: list[str] | None = None) -> int:
         _top_parser().error(f"unknown command {name!r}; choose from {', '.join(sorted(COMMANDS))}")
     args = command_parser(name).parse_args(argv[1:])
     module = importlib.import_module(COMMANDS[name][0])
+    term = Termination()
     try:
-        with _sigterm_interrupts():
-            return int(module.run(args) or 0)
-    except EvalkitError as exc:
+        with term:
+            code = int(module.run(args) or 0)
+    except KeyboardInterrupt:
+        return _terminated(name, term)
+    except Exception as exc:
+        if term.signum is not None:  # what the signal's unwinding raised on its way out
+            return _terminated(name, term)
+        return _error(name, exc)
+    # a signal some wait swallowed (see Termination): the command still ends as signalled
+    return _terminated(name, term) if term.signum is not None else code
+
+
+def _terminated(name: str, term: Termination) -> int:
+    if term.signum is None:  # a KeyboardInterrupt without our handler (not the main thread)
+        print(f"evalkit {name}: interrupted", file=sys.stderr)
+        return 130
+    stop_children(signal.SIGTERM, wait_s=3.0)  # an engine still starting, a scoring child
+    stop_children(signal.SIGKILL)
+    print(term.summary(name), file=sys.stderr)
+    return term.exit_code
+
+
+def _error(name: str, exc: Exception) -> int:
+    """One line for an error meant for people (exit 2); anything else is re-raised."""
+    if isinstance(exc, EvalkitError):
         return _fail(name, str(exc))
-    except _PATH_ERRORS as exc:
+    if isinstance(exc, OSError):
         where = exc.filename if exc.filename is not None else "?"
         if (disk := disk_error(exc, where, then="run it again")) is not None:
             return _fail(name, str(disk))
-        return _fail(name, f"{where}: {exc.strerror or exc}")
-    except OSError as exc:  # a full or read-only disk under any writer: one line too
-        where = exc.filename if exc.filename is not None else "?"
-        if (disk := disk_error(exc, where, then="run it again")) is None:
-            raise
-        return _fail(name, str(disk))
-    except Terminated:
-        print(f"evalkit {name}: terminated (SIGTERM)", file=sys.stderr)
-        return 143
-    except KeyboardInterrupt:
-        print(f"evalkit {name}: interrupted", file=sys.stderr)
-        return 130
+        if isinstance(exc, _PATH_ERRORS):
+            return _fail(name, f"{where}: {exc.strerror or exc}")
+    raise exc
 
 
 def _fail(name: str, message: str) -> int:
@@ -106,25 +119,6 @@ def _fail(name: str, message: str) -> int:
     line = " ".join(part.strip() for part in message.splitlines() if part.strip())
     print(f"evalkit {name}: error: {line}", file=sys.stderr)
     return 2
-
-
-@contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
-    """SIGTERM unwinds like Ctrl-C, so that ``finally`` blocks close engines and release
-    their shared memory (the default action ends the process on the spot)."""
-
-    def _raise(signum: int, frame: object) -> None:
-        raise Terminated()
-
-    try:
-        previous = signal.signal(signal.SIGTERM, _raise)
-    except ValueError:  # not the main thread (an embedding application): leave it alone
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":
