@@ -53,6 +53,8 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from evalkit.config import finite_float
+
     """The trainer's command line."""
     parser = argparse.ArgumentParser(prog="python -m evalkit.trainer", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -67,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     filt.add_argument("--k", type=int, default=8, help="samples per item")
     filt.add_argument("--out", required=True, help="where the kept items go (JSONL)")
     filt.add_argument("--engine", default="hf", help="evalkit engine (hf, vllm)")
-    filt.add_argument("--temperature", type=float, default=1.0, help="sampling temperature")
+    filt.add_argument("--temperature", type=finite_float, default=1.0, help="sampling temperature")
     filt.add_argument("--max-tokens", type=int, default=256, help="response budget")
     filt.add_argument("--video-root", default=None, help="media folder (default: data's)")
     filt.add_argument("--cache-root", default=None, help="frame cache folder")
