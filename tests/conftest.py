@@ -81,3 +81,98 @@ def tiny_disk(tmp_path: Path) -> Iterator[Path]:
         yield mnt
     finally:
         subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+class _ShmWatch:
+    """The /dev/shm entries this test session's own processes (pytest and every process
+    under it: engines, Ray workers, trainers) map or hold open, sampled every second.
+    Other processes on the machine (other sessions) never count: an entry is ours only if
+    one of our processes held it."""
+
+    def __init__(self, shm: str = "/dev/shm") -> None:
+        import threading
+
+        self.shm = shm
+        self.before = set(os.listdir(shm)) if os.path.isdir(shm) else set()
+        self.held: set[str] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="shm-watch", daemon=True)
+
+    def start(self) -> _ShmWatch:
+        if os.path.isdir(self.shm):
+            self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(1.0):
+            self.sample()
+
+    def sample(self) -> None:
+        import psutil
+
+        try:
+            procs = [psutil.Process(), *psutil.Process().children(recursive=True)]
+        except psutil.Error:
+            return
+        for p in procs:
+            self.held |= _shm_of(p.pid, self.shm) - self.before
+
+    def left(self) -> list[str]:
+        """Entries our processes held that still exist now."""
+        self._stop.set()
+        self._thread.join(timeout=5)
+        return sorted(n for n in self.held if os.path.exists(os.path.join(self.shm, n)))
+
+
+def _shm_of(pid: int, shm: str) -> set[str]:
+    names: set[str] = set()
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            for line in f:
+                if shm + "/" in line and not line.rstrip().endswith("(deleted)"):
+                    names.add(line.split(shm + "/", 1)[1].strip())
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            if target.startswith(shm + "/") and not target.endswith("(deleted)"):
+                names.add(target[len(shm) + 1 :])
+    except OSError:
+        pass
+    return names
+
+
+_SHM_WATCH: list[_ShmWatch] = []
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    _SHM_WATCH.append(_ShmWatch().start())
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Name every /dev/shm entry this session's processes made and left behind (RAM that
+    only grows on a shared node); with EVALKIT_SHM_STRICT=1 that fails the session."""
+    if not _SHM_WATCH:
+        return
+    import time
+
+    time.sleep(1.0)  # the last test's processes finish unlinking
+    left = _SHM_WATCH.pop().left()
+    if not left:
+        return
+    sizes = sum(
+        os.path.getsize(os.path.join("/dev/shm", n))
+        for n in left
+        if os.path.exists(os.path.join("/dev/shm", n))
+    )
+    line = f"/dev/shm entries left by this test session ({sizes / 1e6:.1f} MB): {', '.join(left)}"
+    session.config.stash[_SHM_LEFT] = line
+    if os.environ.get("EVALKIT_SHM_STRICT") == "1":
+        session.exitstatus = 1
+
+
+_SHM_LEFT = pytest.StashKey[str]()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    line = config.stash.get(_SHM_LEFT, None)
+    if line:
+        terminalreporter.write_line(line, red=True)
