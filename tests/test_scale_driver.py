@@ -52,8 +52,8 @@ class Method:
     def __init__(self, fn: Callable[[list[Key]], Ref]) -> None:
         self.fn = fn
 
-    def remote(self, keys: list[Key]) -> Ref:
-        return self.fn(keys)
+    def remote(self, *args: Any) -> Ref:
+        return self.fn(*args)
 
 
 class FakeReplica:
@@ -63,6 +63,7 @@ class FakeReplica:
     def __init__(self, name: str, die_on: tuple[int, ...] = ()) -> None:
         self.name, self.die_on, self.calls = name, die_on, 0
         self.run_batch = Method(self._batch)
+        self.pid = Method(lambda: Ref(4242))  # answered at once: restarted already
 
     def _batch(self, keys: list[Key]) -> Ref:
         self.calls += 1
@@ -403,3 +404,47 @@ def test_a_replica_scores_with_the_judge_it_is_given(
 
     asyncio.run(setup_and_close())
     assert given == ["judge-client"]
+
+
+class RestartingReplica(FakeReplica):
+    """Its first batch crashes it; while Ray restarts it every call fails, its first
+    ``pid()`` too; the second ``pid()`` finds it back."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.restarting = False
+        self.pid_calls = 0
+        self.calls_while_restarting = 0
+        self.pid = Method(self._pid)
+
+    def _batch(self, keys: list[Key]) -> Ref:
+        self.calls += 1
+        if self.restarting:
+            self.calls_while_restarting += 1
+            return Ref(error=ActorDiedError())
+        if self.calls == 1:
+            self.restarting = True
+            return Ref(error=ActorDiedError())
+        return Ref([(b, {"id": sid, "status": "ok", "replica": self.name}) for b, sid in keys])
+
+    def _pid(self) -> Ref:
+        self.pid_calls += 1
+        if self.pid_calls == 1:
+            return Ref(error=ActorDiedError())
+        self.restarting = False
+        return Ref(777)
+
+
+def test_a_restarting_replica_gets_no_lease_until_it_answers_and_is_not_lost(
+    tmp_path: Path,
+) -> None:
+    crashy, other = RestartingReplica("r0"), FakeReplica("r1")
+    queue = WorkQueue([WorkItem(("b", f"s{i}"), float(40 - i)) for i in range(40)], 1)
+    handles = [ReplicaHandle(r.name, r, None) for r in (crashy, other)]
+    with Store(tmp_path / "b.jsonl") as store:
+        driver = Driver(FakeRay(), queue, handles, {"b": store}, {"b": PipelineStats()}, depth=1)
+        driver.max_restarts = 1
+        driver.run()
+    state = driver.state["r0"]
+    assert crashy.calls_while_restarting == 0 and crashy.pid_calls == 2
+    assert state.alive and state.restarts == 1 and state.pid == 777 and state.done > 0
