@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import types
 import typing
 from pathlib import Path
@@ -48,6 +49,18 @@ def _scalar_type(annotation: Any) -> type | None:
     return annotation if annotation in (int, float, str, bool) else None
 
 
+def finite_float(text: str) -> float:
+    """A finite number (``nan``/``inf`` are refused: every float setting is a finite one;
+    ``--frames-fps nan`` used to reach the sampler after the engine had started)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
+    return value
+
+
 def _choices(annotation: Any) -> list[str] | None:
     """The allowed values of a (possibly optional) Literal field, for argparse."""
     for arg in (annotation, *typing.get_args(annotation)):
@@ -79,7 +92,7 @@ def add_model_args(
             parser.add_argument(
                 flag,
                 dest=prefix + name,
-                type=typ,
+                type=finite_float if typ is float else typ,
                 default=None,
                 choices=_choices(info.annotation),
                 help=help_,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -29,6 +30,33 @@ class CacheError(EvalkitError):
 
 class DataError(EvalkitError):
     """A benchmark file, row or field is missing or malformed."""
+
+
+class DiskError(EvalkitError):
+    """A write into a run directory or the cache failed: disk full, read-only, no access."""
+
+
+# errno -> (what happened, what to do), for :func:`disk_error`
+_DISK_ERRNOS = {
+    errno.ENOSPC: ("disk full", "free space"),
+    errno.EDQUOT: ("disk quota exceeded", "free space"),
+    errno.EROFS: ("read-only file system", "make it writable"),
+    errno.EACCES: ("permission denied", "make it writable"),
+    errno.EPERM: ("permission denied", "make it writable"),
+}
+
+
+def disk_error(
+    exc: OSError, path: object, safe: str = "", then: str = "resume"
+) -> DiskError | None:
+    """A one-line DiskError for ``exc`` while writing ``path`` (``safe``: what is kept,
+    e.g. "12 records are safe"; ``then``: what to do once fixed); None when ``exc`` is
+    not about the disk."""
+    if exc.errno not in _DISK_ERRNOS:
+        return None
+    what, todo = _DISK_ERRNOS[exc.errno]
+    kept = f": {safe}" if safe else ""
+    return DiskError(f"{what} while writing {path}{kept}; {todo} and {then}")
 
 
 class PromptTooLong(DataError):

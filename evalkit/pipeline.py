@@ -23,12 +23,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from evalkit.engines.base import BatchEngine, Completion, Engine, Request
 from evalkit.errors import DataError, TransientError
 from evalkit.records import failed_record, ok_record, scorer_failure
 from evalkit.sample import Sample
+from evalkit.scoring.bounded import BoundedScorer
 from evalkit.scoring.types import Score, ScorerFailure
 from evalkit.scoring.verdicts import Verdicts
 from evalkit.store import Store
@@ -71,6 +72,10 @@ class PipelineConfig(BaseModel):
     """First retry delay; doubles each retry."""
     batch_size: int = 32
     """Batch size of the vanilla synchronous mode (``run_sync``)."""
+    score_budget_s: float = Field(default=60.0, ge=0, allow_inf_nan=False)
+    """Seconds the sink may spend scoring one sample under all its rules (in a child
+    process); past it the sample is "scorer failed: time budget". 0: no budget (scored on
+    the sink thread itself)."""
 
 
 @dataclass
@@ -140,6 +145,7 @@ class Pipeline:
         self.config = config or PipelineConfig()
         self.fingerprint = fingerprint
         self.stats = PipelineStats()
+        self._bounded: BoundedScorer | None = None  # the sink's scorer while a run lasts
 
     # -- asynchronous mode -------------------------------------------------------------
 
@@ -154,6 +160,7 @@ class Pipeline:
         sink_pool = ThreadPoolExecutor(1, thread_name_prefix="evalkit-sink")
         tasks: set[asyncio.Task[None]] = set()
         seen: set[str] = set()
+        self._start_bounded()
         try:
             for sample in samples:
                 if sample.id in seen:
@@ -178,8 +185,21 @@ class Pipeline:
                 await asyncio.gather(*tasks, return_exceptions=True)
             io_pool.shutdown(wait=True, cancel_futures=True)
             sink_pool.shutdown(wait=True)  # records being written are finished, not torn
+            self._stop_bounded()
         stats.finished = time.time()
         return stats
+
+    def _start_bounded(self) -> None:
+        """The sink's scoring child, forked before the pools start (see scoring.bounded)."""
+        budget = self.config.score_budget_s
+        if budget > 0 and BoundedScorer.available():
+            self._bounded = BoundedScorer(self.score, budget)
+            self._bounded.start()
+
+    def _stop_bounded(self) -> None:
+        if self._bounded is not None:
+            self._bounded.close()
+            self._bounded = None
 
     async def _one(
         self,
@@ -263,7 +283,9 @@ class Pipeline:
             self._fail(sample, "score", ScorerFailure.of(result), timings, completion, prompt)
             return
         try:
-            result = self.score(sample, completion) if result is None else result
+            if result is None:
+                scorer = self._bounded or self.score
+                result = scorer(sample, completion)
         except Exception as exc:
             self._fail(sample, "score", ScorerFailure.of(exc), timings, completion, prompt)
             return

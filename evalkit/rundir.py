@@ -25,8 +25,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from evalkit.atomic import write_text_atomic as write_text_atomic
-from evalkit.errors import ConfigError, DataError
-from evalkit.manifest import RunManifest, lift_schema_1
+from evalkit.errors import ConfigError, DataError, not_utf8
+from evalkit.manifest import ResultConfig, RunManifest, lift_schema_1
 
 # the manifest's helpers, re-exported for the callers that import them from here
 from evalkit.manifest import hash_json as hash_json
@@ -151,7 +151,9 @@ class RunDir:
     def original(self) -> dict[str, Any]:
         """``config.json`` as first written (a schema-1 one with its specs lifted out of
         ``extra``, as schema 2 keeps them)."""
-        return lift_schema_1(dict(json.loads(self.config_path.read_text())))
+        doc = _read_json_object(self.config_path)
+        _check_result_config(self.config_path, doc)
+        return lift_schema_1(doc)
 
     def latest(self) -> dict[str, Any]:
         """The configuration the run was last opened under (config.json or its last
@@ -233,6 +235,36 @@ class RunDir:
     def benchmarks(self) -> list[str]:
         """Benchmarks that have a results file in this run."""
         return sorted(p.stem for p in self.path.glob("*.jsonl"))
+
+
+def _read_json_object(path: Path) -> dict[str, Any]:
+    """A JSON object file; DataError naming the file and what is wrong with it."""
+    damaged = "the run directory's manifest is damaged: restore it, or start a new run"
+    try:
+        doc = json.loads(path.read_bytes())
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path}: {not_utf8(exc)}; {damaged}") from None
+    except ValueError as exc:
+        raise DataError(f"{path}: not valid JSON ({exc}); {damaged}") from None
+    if not isinstance(doc, dict):
+        raise DataError(
+            f"{path}: a JSON {type(doc).__name__}, not a run manifest (an object); {damaged}"
+        )
+    return doc
+
+
+def _check_result_config(path: Path, doc: dict[str, Any]) -> None:
+    """Refuse a ``result_config`` with keys this evalkit does not write (edited by hand:
+    the run's fingerprint would no longer say what made its records)."""
+    rc = doc.get("result_config")
+    if not isinstance(rc, dict):
+        raise DataError(f"{path}: result_config is missing or not an object; restore config.json")
+    unknown = sorted(set(rc) - set(ResultConfig.model_fields))
+    if unknown:
+        raise DataError(
+            f"{path}: result_config has key(s) this evalkit never writes: "
+            f"{', '.join(map(repr, unknown))} (edited by hand?); remove them or start a new run"
+        )
 
 
 _AMENDED = (

@@ -25,7 +25,7 @@ from evalkit.decoding import describe as describe_sampling
 from evalkit.decoding import sampling_for
 from evalkit.engines import reads_local_checkpoint
 from evalkit.engines.base import Engine
-from evalkit.engines.lifecycle import close_engine
+from evalkit.engines.lifecycle import close_engine, in_daemon_thread
 from evalkit.errors import ConfigError
 from evalkit.manifest import RunManifest
 from evalkit.pipeline import Pipeline, PipelineStats
@@ -370,11 +370,12 @@ async def _aexecute_locked(
         return RunResult(path=path, stats=done, nothing_to_run=not any(unseen.values()))
     cache = make_cache(cfg)
     own_engine = engine is None
+    # on a daemon thread: the loop stays free to take SIGTERM during vLLM's start-up
     if engine is None:
         from evalkit.startup import StartupTimes
 
         t0 = time.perf_counter()
-        engine = make_engine(cfg)
+        engine = await in_daemon_thread(make_engine, cfg)
         StartupTimes(engines_s=time.perf_counter() - t0).write(rundir)
     stats: dict[str, PipelineStats] = {}
     try:

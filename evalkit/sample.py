@@ -8,6 +8,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 OPTION_LETTERS = string.ascii_uppercase  # A-Z: Video-MMMU has questions with 11 options (A-K)
+MAX_OPTIONS = len(OPTION_LETTERS)
+"""The most options a question may have: one per letter A-Z (26). A row with more is an
+invalid row, for ``bench validate`` and the loaders alike (``bench.answers.parse_options``)."""
 
 
 class VideoRef(BaseModel):

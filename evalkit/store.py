@@ -1,13 +1,18 @@
 """Append-only results: one fsync'd JSON line per finished sample, resume by sample id.
 
 A crash can at worst leave a torn last line (killed inside ``write``); opening the store
-cuts that line off, so what remains is exactly the set of samples that finished. Records
+cuts that line off, so what remains is exactly the set of samples that finished. A write
+that fails part-way (disk full, read-only) is cut back to the last whole record at once
+and raises :class:`~evalkit.errors.DiskError`: the torn record is never counted, and the
+file stays one a resume can open. Records
 are keyed by sample id, never by position: resuming skips ids already present, whatever
 order they finished in.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import threading
@@ -15,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from evalkit.errors import DataError
+from evalkit.errors import DataError, DiskError, disk_error
 
 
 class Store:
@@ -26,8 +31,13 @@ class Store:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._records: dict[str, dict[str, Any]] = {}
-        self._repair_and_load()
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            self._repair_and_load()
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError as exc:
+            self._fd = -1
+            raise self._disk_error(exc) from None
+        self._size = os.fstat(self._fd).st_size  # bytes of whole records: where a cut goes
 
     def _repair_and_load(self) -> None:
         if not self.path.exists():
@@ -61,8 +71,7 @@ class Store:
             prev = self._records.get(sid)
             if prev is not None and prev.get("status") == "ok":
                 raise DataError(f"{self.path}: sample {sid!r} already has a finished record")
-            os.write(self._fd, line)
-            os.fsync(self._fd)
+            self._write(line)
             self._records[sid] = record
 
     def append_many(self, records: list[dict[str, Any]]) -> None:
@@ -80,10 +89,38 @@ class Store:
                     raise DataError(f"{self.path}: sample {sid!r} already has a finished record")
                 batch.add(sid)
                 lines.append(json.dumps(record, ensure_ascii=False, default=_jsonable) + "\n")
-            os.write(self._fd, "".join(lines).encode())
-            os.fsync(self._fd)
+            self._write("".join(lines).encode())
             for record in records:
                 self._records[str(record["id"])] = record
+
+    def _write(self, data: bytes) -> None:
+        """Append ``data`` (whole lines) and fsync, every byte or none: a short or failed
+        write is cut back to the last whole record, then raised as a DiskError."""
+        view = memoryview(data)
+        try:
+            while view:
+                written = os.write(self._fd, view)
+                if written <= 0:  # no progress and no errno: as good as a full disk
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                view = view[written:]  # a short write: the rest is tried, and fails if full
+            os.fsync(self._fd)
+        except OSError as exc:
+            self._cut_back()
+            raise self._disk_error(exc) from None
+        self._size += len(data)
+
+    def _cut_back(self) -> None:
+        """Truncate the file to its whole records (best effort: the store reopens to the
+        last newline anyway)."""
+        with contextlib.suppress(OSError):
+            os.ftruncate(self._fd, self._size)
+            os.fsync(self._fd)
+
+    def _disk_error(self, exc: OSError) -> Exception:
+        safe = f"{len(self._records)} records are safe"
+        return disk_error(exc, self.path, safe) or DiskError(
+            f"could not write {self.path} ({exc.strerror or exc}): {safe}; resume once fixed"
+        )
 
     def done_ids(self, *, include_failed: bool = True) -> set[str]:
         """Ids that need no rerun: finished ones, and failed ones unless retrying failures."""

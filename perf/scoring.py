@@ -9,9 +9,14 @@ math-verify and the sandboxed code scorers are reported separately with p50/p99 
 A run's sink scores each sample under its headline rule AND every other registered rule
 of its task type (extraction sensitivity): both costs are timed through the router, per
 sample ("single_rule_..." vs "all_rules_samples_per_cpu_s").
+Degenerate replies of 64k characters (runs of spaces, digits, brackets, fences, tags, as
+a thinking budget of 4096 tokens can produce) time every rule of every task type
+(``worst_rule_ms_64k``: the slowest such reply per rule, goal < 100 ms); each call runs in
+the run's own bounded scoring child, so one capped at ``--cap-s`` reads as that cap
+(``worst_rule_capped``: those rules).
 Prints progress lines, then ONE JSON object as the last line of stdout.
 
-    python perf/scoring.py [--seconds 1.0] [--math-calls 200] [--code-calls 20]
+    python perf/scoring.py [--seconds 1.0] [--math-calls 200] [--code-calls 20] [--cap-s 2]
 """
 
 from __future__ import annotations
@@ -235,13 +240,86 @@ def latency(task: str, target: Any, preds: list[str], calls: int) -> dict[str, f
     return result
 
 
+DEGENERATE_CHARS = 65536
+# (prefix, unit): the reply is the prefix, then the unit repeated to 64k characters
+DEGENERATE = [
+    ("", u)
+    for u in (" ", "\n", "1", "1 ", "1.1", "0.5 ", "1e", "(", "((", "[", "{", "<", ">", "`",
+              "```", "```\n", "<answer>", "\\boxed{", "\\(", "A", "(A)", "A. ", "a", "-", ".")
+] + [
+    ("<answer>", "\n"), ("<answer>", " "), ("answer is ", "1 "), ("answer is ", "(("),
+    ("answer is ", "1.1"), ("1:00", ">"), ("1:00", " "), ("```", "(A)"), ("1", " "),
+    ("[1, ", "a1"), ("```", "\\frac{"),
+]  # fmt: skip
+TARGETS: dict[str, Any] = {task: target for task, target, _, _ in MIX}
+TARGETS |= {"math": "12", "code_python": ["assert f(1) == 1"], "code_svg": "<svg></svg>"}
+
+
+def _degenerate(prefix: str, unit: str) -> str:
+    return prefix + (unit * (DEGENERATE_CHARS // len(unit) + 1))[: DEGENERATE_CHARS - len(prefix)]
+
+
+def _timed_rule(fn: Any, target: Any) -> Any:
+    def timed(sample: Sample, reply: str) -> float:
+        t = time.perf_counter()
+        fn(reply, target, sample)
+        return (time.perf_counter() - t) * 1000
+
+    return timed
+
+
+def worst_degenerate(cap_s: float) -> tuple[dict[str, float], dict[str, str], list[str]]:
+    """Per rule (``task/rule``): the slowest degenerate 64k reply in ms, which one, and the
+    rules some reply ran past ``cap_s`` on (their figure is the cap)."""
+    from evalkit.scoring.bounded import BoundedScorer
+    from evalkit.scoring.rules import all_rules
+
+    worst: dict[str, float] = {}
+    which: dict[str, str] = {}
+    capped: list[str] = []
+    for r in all_rules():
+        if r.task_type == "llm_judge":
+            continue  # asks a judge model: not the reply's extraction time
+        key = f"{r.task_type}/{r.name}"
+        target = TARGETS.get(r.task_type, "A")
+        s = Sample(id="p", task_type=r.task_type, question="q", target=target, options=OPTIONS)
+        r.fn("warm-up: B", target, s)  # imports on first use (rouge, sympy) are not the reply's
+        scorer = BoundedScorer(_timed_rule(r.fn, target), cap_s)
+        try:
+            for prefix, unit in DEGENERATE:
+                got = scorer(s, _degenerate(prefix, unit))
+                ms = got if isinstance(got, float) else cap_s * 1000
+                if not isinstance(got, float) and key not in capped:
+                    capped.append(key)
+                if ms > worst.get(key, -1.0):
+                    worst[key], which[key] = ms, f"{prefix!r} + {unit!r}*"
+        finally:
+            scorer.close()
+        print(f"{key:45s} worst {worst[key]:>9.1f} ms  ({which[key]})", flush=True)
+    return worst, which, capped
+
+
 def main() -> None:
     """Run the benchmark and print one JSON object last."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=1.0, help="time per rule-based scorer")
     ap.add_argument("--math-calls", type=int, default=200)
     ap.add_argument("--code-calls", type=int, default=20)
+    ap.add_argument("--cap-s", type=float, default=2.0, help="time cap per degenerate reply")
+    ap.add_argument("--only-degenerate", action="store_true", help="only worst_rule_ms_64k")
     args = ap.parse_args()
+    worst, which, capped = worst_degenerate(args.cap_s)
+    degenerate = {
+        "worst_rule_ms_64k": {k: round(v, 1) for k, v in worst.items()},
+        "worst_rule_reply_64k": which,
+        "worst_rule_capped": capped,
+        "worst_rule_cap_ms": args.cap_s * 1000,
+        "worst_rule_goal_ms": 100,
+        "worst_rule_meeting_goal_ratio": sum(v < 100 for v in worst.values()) / len(worst),
+    }
+    if args.only_degenerate:
+        print(json.dumps(degenerate))
+        return
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})  # one core
     rates = rule_based(args.seconds)
@@ -298,6 +376,7 @@ def main() -> None:
                 "code_python": {k: round(v, 2) for k, v in code.items()},
                 "code_svg": {k: round(v, 2) for k, v in svg.items()},
                 "cores": 1,
+                **degenerate,
             }
         )
     )

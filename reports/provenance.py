@@ -20,6 +20,9 @@ from evalkit.rundir import config_diff
 _SHOW = 3
 
 
+NEWLINE = b"\n"
+
+
 def check_records(path: Path) -> tuple[list[dict[str, Any]], list[Problem]]:
     """The latest valid record per sample id, and every line that is not a valid record.
 
@@ -36,6 +39,17 @@ def check_records(path: Path) -> tuple[list[dict[str, Any]], list[Problem]]:
             problems.append(rec)
         else:
             latest[rec.id] = rec.dump()  # a later record (a retry) supersedes an earlier one
+    tail = data[data.rfind(b"\n") + 1 :]
+    if tail.strip():  # named, not silently dropped: a run writing now, or one killed mid-write
+        problems.append(
+            Problem(
+                path.name,
+                f"line {data.count(NEWLINE) + 1}",
+                None,
+                f"torn last line ({len(tail)} bytes, no newline: a write cut short) left out; "
+                "resuming the run cuts it off and reruns its sample",
+            )
+        )
     # by id, not file order: the order records land in depends on the async scheduling (and
     # on the replicas), and a report of the same records must not (bootstrap draws, ties)
     return [latest[k] for k in sorted(latest)], problems

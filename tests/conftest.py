@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -9,6 +12,25 @@ import pytest
 
 from evalkit.video.synth import write_index_video
 from tests._sensitivity_rules import last_letter_registered
+
+
+@pytest.fixture(scope="session", autouse=True)
+def own_ray_temp_dir() -> Iterator[str]:
+    """Every Ray instance this session starts (tests, ``evalkit`` subprocesses, their
+    workers) keeps its session files in a folder of its own: another cluster on the
+    machine (``/tmp/ray``) is never read, attached to or overwritten. Short path: Ray's
+    unix sockets live under it."""
+    root = tempfile.mkdtemp(prefix="ekray-", dir="/tmp")
+    before = os.environ.get("RAY_TMPDIR")
+    os.environ["RAY_TMPDIR"] = root
+    try:
+        yield root
+    finally:
+        if before is None:
+            os.environ.pop("RAY_TMPDIR", None)
+        else:
+            os.environ["RAY_TMPDIR"] = before
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -40,3 +62,117 @@ def last_letter_rule() -> Iterator[str]:
     """The test-only rule ``sensitivity_test_last_letter``, registered for one test."""
     with last_letter_registered() as name:
         yield name
+
+
+@pytest.fixture
+def tiny_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 64 KiB tmpfs mounted for the test (a disk that fills up); skipped where this
+    process may not mount (not root)."""
+    import subprocess
+
+    mnt = tmp_path / "tiny_disk"
+    mnt.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)], capture_output=True
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+class _ShmWatch:
+    """The /dev/shm entries this test session's own processes (pytest and every process
+    under it: engines, Ray workers, trainers) map or hold open, sampled every second.
+    Other processes on the machine (other sessions) never count: an entry is ours only if
+    one of our processes held it."""
+
+    def __init__(self, shm: str = "/dev/shm") -> None:
+        import threading
+
+        self.shm = shm
+        self.before = set(os.listdir(shm)) if os.path.isdir(shm) else set()
+        self.held: set[str] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="shm-watch", daemon=True)
+
+    def start(self) -> _ShmWatch:
+        if os.path.isdir(self.shm):
+            self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(1.0):
+            self.sample()
+
+    def sample(self) -> None:
+        import psutil
+
+        try:
+            procs = [psutil.Process(), *psutil.Process().children(recursive=True)]
+        except psutil.Error:
+            return
+        for p in procs:
+            self.held |= _shm_of(p.pid, self.shm) - self.before
+
+    def left(self) -> list[str]:
+        """Entries our processes held that still exist now."""
+        self._stop.set()
+        self._thread.join(timeout=5)
+        return sorted(n for n in self.held if os.path.exists(os.path.join(self.shm, n)))
+
+
+def _shm_of(pid: int, shm: str) -> set[str]:
+    names: set[str] = set()
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            for line in f:
+                if shm + "/" in line and not line.rstrip().endswith("(deleted)"):
+                    names.add(line.split(shm + "/", 1)[1].strip())
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            if target.startswith(shm + "/") and not target.endswith("(deleted)"):
+                names.add(target[len(shm) + 1 :])
+    except OSError:
+        pass
+    return names
+
+
+_SHM_WATCH: list[_ShmWatch] = []
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    _SHM_WATCH.append(_ShmWatch().start())
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Name every /dev/shm entry this session's processes made and left behind (RAM that
+    only grows on a shared node); with EVALKIT_SHM_STRICT=1 that fails the session."""
+    if not _SHM_WATCH:
+        return
+    import time
+
+    time.sleep(1.0)  # the last test's processes finish unlinking
+    left = _SHM_WATCH.pop().left()
+    if not left:
+        return
+    sizes = sum(
+        os.path.getsize(os.path.join("/dev/shm", n))
+        for n in left
+        if os.path.exists(os.path.join("/dev/shm", n))
+    )
+    line = f"/dev/shm entries left by this test session ({sizes / 1e6:.1f} MB): {', '.join(left)}"
+    session.config.stash[_SHM_LEFT] = line
+    if os.environ.get("EVALKIT_SHM_STRICT") == "1":
+        session.exitstatus = 1
+
+
+_SHM_LEFT = pytest.StashKey[str]()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    line = config.stash.get(_SHM_LEFT, None)
+    if line:
+        terminalreporter.write_line(line, red=True)

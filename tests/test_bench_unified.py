@@ -256,3 +256,21 @@ def test_every_real_row_maps_to_a_sample(path: Path) -> None:
             assert s.media[-1].kind == "image"
         if row.get("start") is not None:
             assert s.media[0].start == row["start"]  # type: ignore[union-attr]
+
+
+def test_more_options_than_letters_is_an_invalid_row_for_loader_and_validate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from evalkit.cli.main import main
+    from evalkit.sample import MAX_OPTIONS
+
+    many = [f"opt {i}" for i in range(10_000)]
+    path = _write(tmp_path, [_row(options=many), _row(problem_id=2)], "f.jsonl")
+    loaded = load_unified(path, video_root=tmp_path)
+    assert [s.id for s in loaded] == ["Bench/2"]
+    (problem,) = loaded.problems
+    assert problem.field == "options" and f"at most {MAX_OPTIONS}" in problem.message
+    capsys.readouterr()
+    assert main(["bench", "validate", "--data", str(path)]) == 1
+    assert "10000 options: at most 26, one per letter A-Z" in capsys.readouterr().out
+    assert len(load_unified(_write(tmp_path, [_row(options=many[:26], solution="Z")]))) == 1

@@ -226,3 +226,21 @@ def test_build_and_ls_with_bench_use_its_pinned_spec(tmp_path: Path, videos, cap
     assert out["videos"] == {"hit": 1, "miss": 0} and out["spec"] == pinned.model_dump(mode="json")
     assert main(["cache", "ls", *args, "--max-pixels", "200704", "--json"]) == 0  # an override
     assert _json(capsys)["videos"] == {"hit": 0, "miss": 1}
+
+
+def test_verify_remove_on_a_read_only_cache_says_so_in_one_line(
+    tiny_disk: Path, videos, capsys
+) -> None:
+    import subprocess
+
+    root = tiny_disk / "c"
+    _build(root, str(videos[0]))
+    victim = next(iter(FrameCache(root).entries()))
+    victim.write_bytes(victim.read_bytes()[:-1])
+    subprocess.run(["mount", "-o", "remount,ro", str(tiny_disk)], check=True)
+    capsys.readouterr()
+    assert main(["cache", "verify", "--root", str(root), "--remove"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert f"{victim} is damaged but cannot be removed" in err and "not writable" in err
+    assert victim.exists()

@@ -7,6 +7,7 @@ world of files built here: SynthVideo annotations, a checkpoint folder, a scored
 
 from __future__ import annotations
 
+import argparse
 import json
 import shlex
 from pathlib import Path
@@ -206,3 +207,41 @@ def test_limit_zero_in_a_library_config_is_refused_too() -> None:
 
     with pytest.raises(ValidationError):
         RunConfig(model="m", limit=0)
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_every_float_flag_refuses_a_number_that_is_not_finite(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from evalkit.cli.main import command_parser
+
+    checked = []
+    for command in ("run", "cache", "score", "report", "repro", "bench", "synth", "model"):
+        parser = command_parser(command)
+        actions = list(parser._actions)
+        for sub in [a for a in actions if isinstance(a, argparse._SubParsersAction)]:
+            actions += [x for p in sub.choices.values() for x in p._actions]
+        for action in actions:
+            if action.option_strings and action.type is not None and _takes_floats(action):
+                flag = action.option_strings[0]
+                with pytest.raises(SystemExit) as exit_:
+                    _parse_one(parser, action, flag, value)
+                assert exit_.value.code == 2
+                checked.append(flag)
+    assert "--frames-fps" in checked and len(checked) > 5
+    assert "finite" in capsys.readouterr().err
+
+
+def _takes_floats(action: argparse.Action) -> bool:
+    try:
+        return isinstance(action.type("1.5"), float)  # type: ignore[misc]
+    except (argparse.ArgumentTypeError, ValueError, TypeError):
+        return False
+
+
+def _parse_one(parser: argparse.ArgumentParser, action: argparse.Action, flag: str, value: str):
+    """Run ``action``'s type on ``value`` the way argparse does (its error exits 2)."""
+    try:
+        return action.type(value)  # type: ignore[misc]
+    except (argparse.ArgumentTypeError, ValueError) as exc:
+        parser.error(f"argument {flag}: {exc}")

@@ -100,7 +100,8 @@ def test_prepared_requests_alive_are_bounded_by_lookahead_plus_in_flight(tmp_pat
         io.release()
         return letter_score(sample, completion)
 
-    cfg = PipelineConfig(io_workers=4, max_in_flight=2, lookahead=3)
+    # score_budget_s=0: the scorer releases ``io`` here, so it must run in this process
+    cfg = PipelineConfig(io_workers=4, max_in_flight=2, lookahead=3, score_budget_s=0)
     with Store(tmp_path / "b.jsonl") as store:
         run(Pipeline(engine, io, score, store, cfg), make_samples(40))
     assert io.max_alive <= 2 + 3

@@ -52,8 +52,8 @@ class Method:
     def __init__(self, fn: Callable[[list[Key]], Ref]) -> None:
         self.fn = fn
 
-    def remote(self, keys: list[Key]) -> Ref:
-        return self.fn(keys)
+    def remote(self, *args: Any) -> Ref:
+        return self.fn(*args)
 
 
 class FakeReplica:
@@ -63,6 +63,7 @@ class FakeReplica:
     def __init__(self, name: str, die_on: tuple[int, ...] = ()) -> None:
         self.name, self.die_on, self.calls = name, die_on, 0
         self.run_batch = Method(self._batch)
+        self.pid = Method(lambda: Ref(4242))  # answered at once: restarted already
 
     def _batch(self, keys: list[Key]) -> Ref:
         self.calls += 1
@@ -272,43 +273,64 @@ def test_a_replica_within_its_restarts_gets_work_again_after_a_crash(tmp_path: P
     assert driver.ray.killed == []
 
 
+class _BackAtWork(Exception):
+    """Ends the run of the restart test once the restarted replica has done work."""
+
+
 @pytest.mark.heavy
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(240)
 def test_ray_restarts_a_killed_replica_which_then_gets_work_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import os
     import signal
+    import time
 
     from evalkit.scale.cluster import Placement, ray_session, start_replicas, stop_replicas
     from evalkit.scale.driver import EchoReplica
 
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
-    killed_at: list[int] = []
+    killed: dict[str, int] = {}
+    deadline = time.monotonic() + 150.0  # the event, or a clear failure: never a fixed sleep
 
-    def kill_r1(snap: Snapshot) -> None:
-        pid = snap.replicas["r1"].pid
-        if snap.accepted >= 4 and not killed_at and pid:
-            killed_at.append(snap.accepted)
-            os.kill(pid, signal.SIGKILL)
+    def kill_r1_then_wait_for_it(snap: Snapshot) -> None:
+        r1 = snap.replicas["r1"]
+        if not killed and snap.accepted >= 4 and r1.pid:
+            killed.update(accepted=snap.accepted)
+            os.kill(r1.pid, signal.SIGKILL)
+        elif killed and r1.restarts == 1:
+            # batches it returned before dying may land after the kill: count from the
+            # moment the driver saw the crash
+            killed.setdefault("done_at_restart", r1.done)
+            if r1.done > killed["done_at_restart"]:
+                raise _BackAtWork
+        assert time.monotonic() < deadline, f"r1 not back at work: {r1}"
 
-    queue = WorkQueue([WorkItem(("b", f"s{i}")) for i in range(60)], 2)
+    # more work than the run will do: it ends on the event, however loaded the machine is
+    queue = WorkQueue([WorkItem(("b", f"s{i}")) for i in range(100_000)], 2)
     with ray_session(num_cpus=2) as session, Store(tmp_path / "b.jsonl") as store:
         placement = Placement({"CPU": 1.0}, {"num_cpus": 1})
         handles = start_replicas(session.ray, EchoReplica, (0.3,), 2, placement, 4, restarts=1)
-        driver = Driver(session.ray, queue, handles, {"b": store}, {"b": PipelineStats()}, kill_r1)
+        driver = Driver(
+            session.ray,
+            queue,
+            handles,
+            {"b": store},
+            {"b": PipelineStats()},
+            kill_r1_then_wait_for_it,
+        )
         driver.max_restarts = 1
         try:
-            driver.run()
+            with pytest.raises(_BackAtWork):
+                driver.run()
         finally:
             stop_replicas(session.ray, handles)
     lines = [json.loads(x) for x in (tmp_path / "b.jsonl").read_text().splitlines()]
     ids = [r["id"] for r in lines]
-    assert killed_at and sorted(ids) == sorted(f"s{i}" for i in range(60))
-    assert len(ids) == len(set(ids))
+    assert killed and len(ids) == len(set(ids))  # nothing recorded twice across the crash
     state = driver.state["r1"]
     assert state.alive and state.restarts == 1
-    assert any(r["replica"] == "r1" for r in lines[killed_at[0] + 4 :])  # back at work
+    assert any(r["replica"] == "r1" for r in lines[killed["accepted"] :])  # back at work
 
 
 def test_the_judge_runs_once_as_a_service_the_replicas_share(
@@ -382,3 +404,47 @@ def test_a_replica_scores_with_the_judge_it_is_given(
 
     asyncio.run(setup_and_close())
     assert given == ["judge-client"]
+
+
+class RestartingReplica(FakeReplica):
+    """Its first batch crashes it; while Ray restarts it every call fails, its first
+    ``pid()`` too; the second ``pid()`` finds it back."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.restarting = False
+        self.pid_calls = 0
+        self.calls_while_restarting = 0
+        self.pid = Method(self._pid)
+
+    def _batch(self, keys: list[Key]) -> Ref:
+        self.calls += 1
+        if self.restarting:
+            self.calls_while_restarting += 1
+            return Ref(error=ActorDiedError())
+        if self.calls == 1:
+            self.restarting = True
+            return Ref(error=ActorDiedError())
+        return Ref([(b, {"id": sid, "status": "ok", "replica": self.name}) for b, sid in keys])
+
+    def _pid(self) -> Ref:
+        self.pid_calls += 1
+        if self.pid_calls == 1:
+            return Ref(error=ActorDiedError())
+        self.restarting = False
+        return Ref(777)
+
+
+def test_a_restarting_replica_gets_no_lease_until_it_answers_and_is_not_lost(
+    tmp_path: Path,
+) -> None:
+    crashy, other = RestartingReplica("r0"), FakeReplica("r1")
+    queue = WorkQueue([WorkItem(("b", f"s{i}"), float(40 - i)) for i in range(40)], 1)
+    handles = [ReplicaHandle(r.name, r, None) for r in (crashy, other)]
+    with Store(tmp_path / "b.jsonl") as store:
+        driver = Driver(FakeRay(), queue, handles, {"b": store}, {"b": PipelineStats()}, depth=1)
+        driver.max_restarts = 1
+        driver.run()
+    state = driver.state["r0"]
+    assert crashy.calls_while_restarting == 0 and crashy.pid_calls == 2
+    assert state.alive and state.restarts == 1 and state.pid == 777 and state.done > 0

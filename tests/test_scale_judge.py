@@ -28,7 +28,7 @@ def ray_session() -> Iterator[Any]:
     ray = pytest.importorskip("ray")
     old = os.environ.get("RAY_AUTH_MODE")
     os.environ["RAY_AUTH_MODE"] = "disabled"
-    ray.init(num_cpus=2, include_dashboard=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False)  # never a running cluster
     try:
         yield ray
     finally:

@@ -57,7 +57,7 @@ def ray_instance(workdir: Path) -> Iterator[Any]:
             mp.setenv(key, value)
         for key in ("VLLM_CACHE_ROOT", "HF_HOME", "XDG_CACHE_HOME"):
             os.makedirs(env[key], exist_ok=True)
-        ray.init(num_cpus=2, include_dashboard=False)
+        ray.init(address="local", num_cpus=2, include_dashboard=False)
         try:
             yield ray
         finally:

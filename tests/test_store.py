@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 from pathlib import Path
 
 import pytest
 
-from evalkit.errors import DataError
+from evalkit.errors import DataError, DiskError
 from evalkit.store import Store
 
 
@@ -41,4 +43,68 @@ def test_a_corrupt_line_in_the_middle_names_the_file_and_line(tmp_path: Path) ->
     path = tmp_path / "r.jsonl"
     path.write_text('{"id": "a"}\nnot json\n{"id": "c"}\n')
     with pytest.raises(DataError, match=r"r\.jsonl:2"):
+        Store(path)
+
+
+def _short_then_full(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The next ``os.write`` writes half its bytes (a short write), the one after fails
+    with ENOSPC: what a filling disk does."""
+    real = os.write
+    calls = {"n": 0}
+
+    def write(fd: int, data: bytes | memoryview) -> int:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            return real(fd, bytes(data)[: max(1, len(data) // 2)])
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "write", write)
+
+
+def test_a_short_write_is_cut_back_named_and_not_counted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "r.jsonl"
+    with Store(path) as store:
+        store.append({"id": "a", "status": "ok"})
+        with monkeypatch.context() as mp:
+            _short_then_full(mp)
+            with pytest.raises(DiskError, match=rf"disk full while writing {path}: 1 records"):
+                store.append({"id": "b", "status": "ok", "prediction": "x" * 100})
+        assert store.done_ids() == {"a"}
+        assert path.read_text() == '{"id": "a", "status": "ok"}\n'  # no fragment left
+        store.append({"id": "b", "status": "ok"})  # space is back: the next record is whole
+    with Store(path) as again:
+        assert again.done_ids() == {"a", "b"}
+
+
+def test_a_short_batch_write_keeps_none_of_the_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "r.jsonl"
+    with Store(path) as store:
+        _short_then_full(monkeypatch)
+        with pytest.raises(DiskError, match="0 records are safe"):
+            store.append_many([{"id": "a", "status": "ok"}, {"id": "b", "status": "ok"}])
+        assert store.done_ids() == set() and path.read_bytes() == b""
+
+
+def test_a_full_tmpfs_stops_the_store_with_its_records_safe(tiny_disk: Path) -> None:
+    path = tiny_disk / "r.jsonl"
+    with Store(path) as store, pytest.raises(DiskError, match="disk full") as err:
+        for i in range(10_000):
+            store.append({"id": f"s{i}", "status": "ok", "prediction": "y" * 500})
+    safe = int(str(err.value).split(": ")[1].split()[0])
+    assert safe > 0
+    with Store(path) as again:  # the file opens: every line a whole record
+        assert len(again.done_ids()) == safe
+
+
+def test_a_read_only_store_is_a_one_line_disk_error(tiny_disk: Path) -> None:
+    import subprocess
+
+    path = tiny_disk / "r.jsonl"
+    path.write_text('{"id": "a", "status": "ok"}\n{"id": "b"')  # torn: opening cuts it
+    subprocess.run(["mount", "-o", "remount,ro", str(tiny_disk)], check=True)
+    with pytest.raises(DiskError, match=f"read-only file system while writing {path}"):
         Store(path)

@@ -37,14 +37,9 @@ def ray_local(scratch: Path) -> Iterator[Any]:
         apply_engine_env(mp)  # inherited by the workers and their engine processes
         mp.setenv("RAY_AUTH_MODE", "disabled")
         mp.setenv("TMPDIR", str(scratch))
-        # Ray's own session files stay in its usual place (short socket paths)
-        ray.init(
-            address="local",
-            num_cpus=2,
-            include_dashboard=False,
-            log_to_driver=False,
-            _temp_dir="/tmp/ray",
-        )
+        # Ray's own session files stay under the session's short RAY_TMPDIR (it wins over
+        # TMPDIR; unix socket paths must stay short)
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
         try:
             yield ray
         finally:

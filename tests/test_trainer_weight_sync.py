@@ -257,3 +257,67 @@ def test_rollout_requests_carry_one_seed_per_prompt(device: str, seeded: bool) -
     assert seeds == ([100, 102] if seeded else [None, None])  # prompt 1 had no online slot
     if seeded:  # and vLLM's SamplingParams gets it
         assert [to_vllm_sampling(s).seed for s in engine.seen] == [100, 102]
+
+
+_HOLDER = """
+import os, signal, sys, time
+from evalkit.engines.lifecycle import Termination
+from evalkit.trainer.weight_sync import ShmPool
+pool = ShmPool()
+print(pool.segment(0, 4096).name, flush=True)
+how = sys.argv[1]
+if how == "kill":  # the whole group at once, multiprocessing's resource tracker too
+    time.sleep(0.5)
+    os.killpg(0, signal.SIGKILL)
+if how == "raise":
+    raise RuntimeError("a step failed")
+try:
+    with Termination() as term:
+        time.sleep(120)
+except KeyboardInterrupt:
+    sys.exit(term.exit_code)
+"""
+
+
+def _holder(how: str) -> tuple[Any, str]:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parent.parent)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, how],
+        env={**os.environ, "PYTHONPATH": root},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    assert proc.stdout is not None
+    return proc, proc.stdout.readline().strip()
+
+
+@pytest.mark.parametrize("how", ["raise", "sigterm"])
+def test_a_trainer_process_that_fails_or_is_terminated_unlinks_its_segments(how: str) -> None:
+    import signal
+
+    proc, name = _holder(how)
+    assert name.startswith(f"ek-sync-{proc.pid}-")
+    if how == "sigterm":
+        assert name in _shm_segments()
+        proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=60)
+    assert proc.returncode == (143 if how == "sigterm" else 1)
+    assert name not in _shm_segments()
+
+
+def test_segments_of_a_killed_process_are_swept_by_the_next_pool() -> None:
+    proc, name = _holder("kill")
+    proc.communicate(timeout=60)
+    assert proc.returncode == -9 and name in _shm_segments()  # nobody was left to unlink it
+    pool = ws.ShmPool()
+    try:
+        mine = pool.segment(0, 64).name
+        assert name not in _shm_segments() and mine in _shm_segments()
+    finally:
+        pool.close()

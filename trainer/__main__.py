@@ -78,6 +78,8 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from evalkit.config import finite_float
+
     """The trainer's command line."""
     parser = argparse.ArgumentParser(prog="python -m evalkit.trainer", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -96,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     filt.add_argument("--k", type=int, default=8, help="samples per item")
     filt.add_argument("--out", required=True, help="where the kept items go (JSONL)")
     filt.add_argument("--engine", default="hf", help="evalkit engine (hf, vllm)")
-    filt.add_argument("--temperature", type=float, default=1.0, help="sampling temperature")
+    filt.add_argument("--temperature", type=finite_float, default=1.0, help="sampling temperature")
     filt.add_argument("--max-tokens", type=int, default=256, help="response budget")
     filt.add_argument("--video-root", default=None, help="media folder (default: data's)")
     filt.add_argument("--cache-root", default=None, help="frame cache folder")
@@ -116,12 +118,22 @@ def main(argv: list[str] | None = None) -> int:
     from evalkit.errors import EvalkitError
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    from evalkit.engines.lifecycle import Termination
+
     args = build_parser().parse_args(argv)
+    # SIGTERM unwinds like Ctrl-C: engines close, weight-sync segments are unlinked
+    term = Termination()
     try:
-        return int(args.func(args))
+        with term:
+            return int(args.func(args))
     except EvalkitError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        if term.signum is None:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    except KeyboardInterrupt:
+        pass
+    print(f"trainer: stopped by signal {term.signum or 2}", file=sys.stderr)
+    return term.exit_code
 
 
 if __name__ == "__main__":

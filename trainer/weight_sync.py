@@ -148,7 +148,7 @@ class EngineWeightSync:
 
     def __post_init__(self) -> None:
         # the segments outlive single syncs; unlinked when this object goes (or at exit)
-        weakref.finalize(self, self.pool.close)
+        weakref.finalize(self, self.pool.close)  # (the pool has its own finaliser too)
 
     def close(self) -> None:
         """Unlink the shared-memory segments (the next send makes new ones)."""
@@ -208,13 +208,24 @@ def _noop() -> None:
     pass
 
 
+SEGMENT_PREFIX = "ek-sync-"
+"""Segment names: ``ek-sync-<creator pid>-<random>``, so a left-over one names its owner."""
+
+
 class ShmPool:
     """Shared-memory segments kept from sync to sync, one per bucket index: refilled in
     place, their pages are faulted in once (a fresh 400 MB segment costs ~10x a refill
-    here). Host memory: about the model's size in the engine's dtype, for the run."""
+    here). Host memory: about the model's size in the engine's dtype, for the run.
+
+    /dev/shm is RAM and outlives processes, so every exit path unlinks them: ``close``
+    (a normal end), the finaliser at interpreter exit (an exception, SIGTERM through the
+    trainer's handler), and for a process killed outright (SIGKILL, the OOM killer) the
+    next pool made on the machine sweeps segments whose creator is gone.
+    """
 
     def __init__(self) -> None:
         self.segments: list[Any] = []
+        weakref.finalize(self, _unlink_all, self.segments)
 
     def segment(self, index: int, size: int) -> Any:
         """Segment ``index``, at least ``size`` bytes (replaced when too small)."""
@@ -226,16 +237,51 @@ class ShmPool:
         if seg is None or seg.size < size:
             if seg is not None:
                 _unlink(seg)
-            name = f"ek-sync-{secrets.token_hex(6)}"
+            if not any(self.segments):
+                sweep_stale_segments()
+            name = f"{SEGMENT_PREFIX}{os.getpid()}-{secrets.token_hex(6)}"
             seg = self.segments[index] = shared_memory.SharedMemory(name, create=True, size=size)
         return seg
 
     def close(self) -> None:
         """Unlink every segment (workers that still map one keep it until they unmap)."""
-        for seg in self.segments:
-            if seg is not None:
+        _unlink_all(self.segments)
+
+
+def _unlink_all(segments: list[Any]) -> None:
+    for seg in segments:
+        if seg is not None:
+            with contextlib.suppress(FileNotFoundError):  # unlinked already
                 _unlink(seg)
-        self.segments = []
+    segments.clear()
+
+
+def sweep_stale_segments(shm_dir: str = "/dev/shm") -> list[str]:
+    """Unlink ``ek-sync-<pid>-*`` segments whose creator process is gone (killed before
+    it could unlink them); the names unlinked."""
+    gone = []
+    with contextlib.suppress(OSError):
+        for name in os.listdir(shm_dir):
+            pid = name[len(SEGMENT_PREFIX) :].split("-", 1)[0]
+            if not name.startswith(SEGMENT_PREFIX) or not pid.isdigit():
+                continue
+            if not _pid_alive(int(pid)):
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(shm_dir, name))
+                    gone.append(name)
+    if gone:
+        log.info("unlinked %d weight-sync segment(s) left by killed processes", len(gone))
+    return gone
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
 
 
 def _unlink(seg: Any) -> None:

@@ -6,7 +6,7 @@ import json
 import re
 from typing import Any
 
-from evalkit.sample import OPTION_LETTERS
+from evalkit.sample import MAX_OPTIONS, OPTION_LETTERS
 
 # "A. text", "A: text", "(A) text", "A) text", "[A] text": the prefixes releases use.
 _OPTION_PREFIX = re.compile(
@@ -45,14 +45,17 @@ def parse_options(raw: Any, *, keep_prefixes: bool = False) -> list[str]:
     if isinstance(raw, str):
         # One string with an "A. ..." line per option (Video-MME-v2's test.parquet).
         lines = [x for x in raw.split("\n") if x.strip()]
+        _check_count(len(lines))
         if len(lines) < 2 or any(split_option(x)[0] is None for x in lines):
             raise ValueError(f"options string {raw[:40]!r} is not one 'A. ...' line per option")
         raw = lines
     if isinstance(raw, dict):  # {"A": text, ...} (MMVU's choices)
+        _check_count(len(raw))
         keys = sorted(raw)
         if keys != list(OPTION_LETTERS[: len(keys)]):
             raise ValueError(f"option keys {keys} are not letters A..")
         return [str(raw[k]).strip() for k in keys]
+    _check_count(len(raw))
     items = [str(x) for x in raw]
     if keep_prefixes:  # the official code sends these texts verbatim: so do we
         return [x.strip() for x in items]
@@ -75,6 +78,11 @@ def parse_options(raw: Any, *, keep_prefixes: bool = False) -> list[str]:
         )
     by_letter = dict(zip(letters, (p[1] for p in parsed), strict=True))
     return [by_letter[x] for x in expected]
+
+
+def _check_count(n: int) -> None:
+    if n > MAX_OPTIONS:
+        raise ValueError(f"{n} options: at most {MAX_OPTIONS}, one per letter A-Z")
 
 
 def split_question_options(question: str) -> tuple[str, list[str]]:

@@ -25,7 +25,7 @@ from typing import Any
 
 from evalkit.cache.frame_cache import FrameCache, Ref
 from evalkit.cache.key import as_ref
-from evalkit.errors import CacheError, EvalkitError, VideoError
+from evalkit.errors import CacheError, EvalkitError, VideoError, disk_error
 from evalkit.sample import VideoRef
 from evalkit.video.types import FrameSpec
 
@@ -116,6 +116,9 @@ def build_specs_one(
         reason = exc.reason  # the report already names the video
     except EvalkitError as exc:
         reason = str(exc)
+    except OSError as exc:  # a full or read-only cache folder: said as such, not as errno
+        disk = disk_error(exc, cache.root, then="build again")
+        reason = str(disk) if disk else f"{type(exc).__name__}: {exc}"
     except Exception as exc:  # a decoder bug must not stop the other videos
         reason = f"{type(exc).__name__}: {exc}"
     else:

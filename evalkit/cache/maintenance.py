@@ -16,7 +16,7 @@ from evalkit.cache.fileformat import TEMP_MARK, DamagedFile, open_mapped
 from evalkit.cache.frame_cache import FrameCache, lock_path
 from evalkit.cache.integrity import STAMP_SUFFIX, FirstTouch, stamp_path
 from evalkit.cache.key import source_identity
-from evalkit.errors import VideoError
+from evalkit.errors import CacheError, VideoError
 
 
 @contextmanager
@@ -84,17 +84,29 @@ def verify(cache: FrameCache, *, remove: bool = False) -> VerifyReport:
             continue  # pruned or replaced while we walked
         except DamagedFile as exc:
             report.damaged[str(path)] = str(exc)
-            if remove:
-                with _unless_busy(path) as free:
-                    if free:
-                        path.unlink(missing_ok=True)
-                        stamp_path(path).unlink(missing_ok=True)
-                        report.removed.append(str(path))
+            if remove and _remove_damaged(cache, path):
+                report.removed.append(str(path))
             continue
         report.good += 1
         report.bytes += info.size
     report.unfinished = unfinished_writes(cache)
     return report
+
+
+def _remove_damaged(cache: FrameCache, path: Path) -> bool:
+    """Remove a damaged entry unless a reader holds it; CacheError when the cache cannot
+    be written (read-only), in one line instead of an OSError."""
+    try:
+        with _unless_busy(path) as free:
+            if free:
+                path.unlink(missing_ok=True)
+                stamp_path(path).unlink(missing_ok=True)
+            return bool(free)
+    except OSError as exc:
+        raise CacheError(
+            f"{path} is damaged but cannot be removed ({exc.strerror or exc}): the cache "
+            f"{cache.root} is not writable here; make it writable, or verify without --remove"
+        ) from None
 
 
 def _infos(cache: FrameCache) -> Iterator[tuple[Path, EntryInfo | str]]:

@@ -4,6 +4,7 @@ a message naming the value, and path checks that say what to do."""
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +32,8 @@ def non_negative_int(text: str) -> int:
 def non_negative_float(text: str) -> float:
     """A number >= 0 (tolerances, points)."""
     value = _parse(text, float, "a number")
-    if not value >= 0:  # also refuses nan
-        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text}")
+    if not 0 <= value < math.inf:  # also refuses nan and inf
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
     return value
 
 

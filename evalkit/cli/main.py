@@ -11,11 +11,10 @@ import argparse
 import importlib
 import signal
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any, NoReturn
 
-from evalkit.errors import EvalkitError, Terminated
+from evalkit.engines.lifecycle import Termination, stop_children
+from evalkit.errors import EvalkitError, disk_error
 
 # name -> (module, one-line help). A module provides ``add_arguments(parser)`` and
 # ``run(args) -> int``; it is imported only when its command runs.
@@ -108,20 +107,41 @@ def main(argv: list[str] | None = None) -> int:
     except EvalkitError as exc:  # e.g. a plug-in that does not load, met building the flags
         return _fail(name, str(exc))
     module = importlib.import_module(COMMANDS[name][0])
+    term = Termination()
     try:
-        with _sigterm_interrupts():
-            return int(module.run(args) or 0)
-    except EvalkitError as exc:
-        return _fail(name, str(exc))
-    except _PATH_ERRORS as exc:
-        where = exc.filename if exc.filename is not None else "?"
-        return _fail(name, f"{where}: {exc.strerror or exc}")
-    except Terminated:
-        print(f"evalkit {name}: terminated (SIGTERM)", file=sys.stderr)
-        return 143
+        with term:
+            code = int(module.run(args) or 0)
     except KeyboardInterrupt:
+        return _terminated(name, term)
+    except Exception as exc:
+        if term.signum is not None:  # what the signal's unwinding raised on its way out
+            return _terminated(name, term)
+        return _error(name, exc)
+    # a signal some wait swallowed (see Termination): the command still ends as signalled
+    return _terminated(name, term) if term.signum is not None else code
+
+
+def _terminated(name: str, term: Termination) -> int:
+    if term.signum is None:  # a KeyboardInterrupt without our handler (not the main thread)
         print(f"evalkit {name}: interrupted", file=sys.stderr)
         return 130
+    stop_children(signal.SIGTERM, wait_s=3.0)  # an engine still starting, a scoring child
+    stop_children(signal.SIGKILL)
+    print(term.summary(name), file=sys.stderr)
+    return term.exit_code
+
+
+def _error(name: str, exc: Exception) -> int:
+    """One line for an error meant for people (exit 2); anything else is re-raised."""
+    if isinstance(exc, EvalkitError):
+        return _fail(name, str(exc))
+    if isinstance(exc, OSError):
+        where = exc.filename if exc.filename is not None else "?"
+        if (disk := disk_error(exc, where, then="run it again")) is not None:
+            return _fail(name, str(disk))
+        if isinstance(exc, _PATH_ERRORS):
+            return _fail(name, f"{where}: {exc.strerror or exc}")
+    raise exc
 
 
 def _fail(name: str, message: str) -> int:
@@ -129,25 +149,6 @@ def _fail(name: str, message: str) -> int:
     line = " ".join(part.strip() for part in message.splitlines() if part.strip())
     print(f"evalkit {name}: error: {line}", file=sys.stderr)
     return 2
-
-
-@contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
-    """SIGTERM unwinds like Ctrl-C, so that ``finally`` blocks close engines and release
-    their shared memory (the default action ends the process on the spot)."""
-
-    def _raise(signum: int, frame: object) -> None:
-        raise Terminated()
-
-    try:
-        previous = signal.signal(signal.SIGTERM, _raise)
-    except ValueError:  # not the main thread (an embedding application): leave it alone
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 from evalkit.cli.checks import positive_int, validate_model
-from evalkit.config import add_model_args, load_yaml_model
+from evalkit.config import add_model_args, finite_float, load_yaml_model
 from evalkit.engines import engine_choices
 from evalkit.errors import ConfigError, EvalkitError
 from evalkit.pipeline import Pipeline, PipelineConfig
@@ -23,7 +23,7 @@ _ENGINE_FLAGS = {
     "max_num_batched_tokens": int,
     "max_num_seqs": int,
     "tensor_parallel_size": int,
-    "gpu_memory_utilization": float,
+    "gpu_memory_utilization": finite_float,
     "dtype": str,
     "max_model_len": int,
 }
@@ -90,7 +90,8 @@ def _engine_args(p: Any) -> None:
         help="backend setting (YAML value), repeatable",
     )
     for name, typ in _ENGINE_FLAGS.items():
-        p.add_argument("--" + name.replace("_", "-"), type=typ, help=f"engine option {name}")
+        kind: Any = typ
+        p.add_argument("--" + name.replace("_", "-"), type=kind, help=f"engine option {name}")
     p.add_argument(
         "--variant",
         choices=["official", "plain", "thinking"],

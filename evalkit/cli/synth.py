@@ -24,7 +24,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="generation seed (default: 0)")
     parser.add_argument("--width", type=int, default=224, help="frame width in px (default 224)")
     parser.add_argument("--height", type=int, default=168, help="frame height in px (default 168)")
-    parser.add_argument("--fps", type=float, default=4.0, help="video frame rate (default 4)")
+    from evalkit.config import finite_float
+
+    parser.add_argument(
+        "--fps", type=finite_float, default=4.0, help="video frame rate (default 4)"
+    )
     parser.add_argument(
         "--families", help="comma-separated subset of families (default: all)", default=None
     )

@@ -7,19 +7,29 @@ spawn runs no code of ours before vLLM's, so a parent-death signal cannot be set
 a watchdog process can cover both: :class:`Reaper` starts one next to the engine, which
 kills the engine's processes and unlinks their /dev/shm entries if this process dies
 without closing the engine (SIGKILL, the OOM killer). SIGTERM and Ctrl-C are handled in
-process (``evalkit.cli.main`` turns SIGTERM into an exception so ``finally`` blocks run
-and ``close`` releases everything the usual way).
+process by :class:`Termination` (``evalkit.cli.main`` installs it): the signal becomes an
+exception so ``finally`` blocks run and ``close`` releases everything the usual way.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+import os
+import signal
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from evalkit.errors import Terminated
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 _SCRIPT = Path(__file__).with_name("_watchdog.py")
 
 
@@ -34,6 +44,36 @@ async def close_engine(engine: Any) -> None:
             type(exc).__name__,
             exc,
         )
+
+
+async def in_daemon_thread(fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` on a daemon thread, awaited. For vLLM's engine start: it waits in
+    pyzmq polls that swallow the exception a signal handler raises (and one of them, for
+    the engine's "ready", only ends at a 10-minute timeout if the engine died), so on the
+    loop's own thread a SIGTERM could not stop it. Here the loop takes the signal; the
+    abandoned thread never holds up the exit, and the engine's processes are stopped by
+    :class:`Termination` and the watchdog."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[T] = loop.create_future()
+
+    def settle(result: Any, exc: BaseException | None) -> None:
+        if done.cancelled():
+            return
+        if exc is not None:
+            done.set_exception(exc)
+        else:
+            done.set_result(result)
+
+    def work() -> None:
+        try:
+            result, exc = fn(*args), None
+        except BaseException as e:  # handed to the awaiting coroutine, raised there
+            result, exc = None, e
+        with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits any more
+            loop.call_soon_threadsafe(settle, result, exc)
+
+    threading.Thread(target=work, name="evalkit-engine-start", daemon=True).start()
+    return await done
 
 
 class Reaper:
@@ -126,3 +166,91 @@ def release_engine_shm(names: set[str]) -> list[str]:
     if released:
         log.debug("released shared memory the engine left: %s", ", ".join(released))
     return released
+
+
+class Termination:
+    """SIGTERM and SIGINT end a command promptly, whatever it is doing.
+
+    The first signal raises (``Terminated`` for SIGTERM, ``KeyboardInterrupt`` for SIGINT)
+    so ``finally`` blocks close engines and stores. Some waits swallow that exception:
+    pyzmq's ``poll`` (vLLM waiting for its engine to start) retries on EINTR and drops
+    the exception the handler raised, so the run went on as if nothing had happened. So
+    the signal is also remembered (the command exits 128 + signal however it unwinds), and
+    if this process is still here ``GRACE_S`` later its own child processes (engine core,
+    workers, scoring child) are stopped, which ends any wait on them; past ``FORCE_S``, or
+    at a second signal, it exits at once (records are fsync'd one by one; the engine
+    watchdog reaps what is left). Installed on the main thread only.
+    """
+
+    GRACE_S = 5.0
+    FORCE_S = 30.0
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.at: float | None = None
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> Termination:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.signum is not None:
+            return  # still ours while the process winds down: a second signal forces the exit
+        for sig, previous in self._previous.items():
+            signal.signal(sig, previous)
+        self._previous.clear()
+
+    @property
+    def exit_code(self) -> int:
+        """128 + the signal (143 for SIGTERM, 130 for SIGINT)."""
+        return 128 + (self.signum or signal.SIGINT)
+
+    def summary(self, command: str) -> str:
+        """The one line a terminated command prints."""
+        name = "SIGTERM" if self.signum == signal.SIGTERM else "interrupted (SIGINT)"
+        took = f" in {time.monotonic() - self.at:.1f} s" if self.at is not None else ""
+        what = "terminated (SIGTERM)" if self.signum == signal.SIGTERM else name
+        return (
+            f"evalkit {command}: {what}; stopped{took}; every record written so far is kept "
+            "(resume the run with --resume)"
+        )
+
+    def _handle(self, signum: int, frame: object) -> None:
+        if self.signum is not None:  # a second signal: no more waiting
+            stop_children(signal.SIGKILL)
+            os._exit(self.exit_code)
+        self.signum, self.at = signum, time.monotonic()
+        threading.Thread(target=self._fallback, name="evalkit-terminate", daemon=True).start()
+        raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+    def _fallback(self) -> None:
+        time.sleep(self.GRACE_S)
+        stop_children(signal.SIGTERM)  # ends a wait on them (vLLM's start-up, a hung close)
+        time.sleep(3.0)
+        stop_children(signal.SIGKILL)
+        time.sleep(max(0.0, self.FORCE_S - self.GRACE_S - 3.0))
+        print(f"evalkit: still running {self.FORCE_S:g} s after the signal; exiting now",
+              file=sys.stderr, flush=True)  # fmt: skip
+        os._exit(self.exit_code)
+
+
+def stop_children(sig: int, wait_s: float = 0.0) -> None:
+    """Send ``sig`` to every descendant of this process in its session (the engine
+    watchdog has a session of its own: it stays to clean up after them), and wait up to
+    ``wait_s`` for them to go."""
+    try:
+        import psutil
+    except ImportError:
+        return
+    own = os.getsid(0)
+    sent = []
+    for child in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error, OSError):
+            if os.getsid(child.pid) == own:
+                child.send_signal(sig)
+                sent.append(child)
+    if sent and wait_s > 0:
+        psutil.wait_procs(sent, timeout=wait_s)

@@ -227,6 +227,11 @@ def work_items(
     return items, stats
 
 
+RESTART_TIMEOUT_S = 300.0
+"""How long a crashed replica may take to come back (Ray restarting it) before it is
+presumed dead; its vLLM engine starts again, which is minutes on a loaded machine."""
+
+
 class Driver:
     """Leases batches to replicas as they finish and keeps each accepted record once."""
 
@@ -252,6 +257,10 @@ class Driver:
         self.started = time.time()
         self.max_restarts = 0
         """Crashes after which a replica still gets work (Ray restarts its actor)."""
+        self.restart_timeout_s = RESTART_TIMEOUT_S
+        self.probes: dict[Any, tuple[str, float]] = {}  # pid() call -> (replica, deadline)
+        """Replicas Ray is restarting get no lease until their ``pid()`` answers: a lease
+        sent to an actor still restarting fails too, and would count as a second crash."""
 
     def run(self) -> None:
         """Until every queued sample has its record (or no replica is left)."""
@@ -261,11 +270,15 @@ class Driver:
         try:
             while not self.queue.finished():
                 self._top_up()
-                if not self.in_flight:
+                if not self.in_flight and not self.probes:
                     raise RuntimeError(self._stuck())
-                ready, _ = self.ray.wait(list(self.in_flight), num_returns=1, timeout=1.0)
+                refs = [*self.probes, *self.in_flight]
+                ready, _ = self.ray.wait(refs, num_returns=1, timeout=1.0)
                 for ref in ready:
-                    self._collect(ref)
+                    if ref in self.probes:
+                        self._probed(ref)
+                    else:
+                        self._collect(ref)
                 if self.on_progress is not None:
                     self.on_progress(self.snapshot())
         finally:
@@ -279,8 +292,9 @@ class Driver:
         busy: dict[str, int] = {}
         for name, _ in self.in_flight.values():
             busy[name] = busy.get(name, 0) + 1
+        restarting = {name for name, _ in self.probes.values()}
         for name, handle in self.handles.items():
-            while handle.alive and busy.get(name, 0) < self.depth:
+            while handle.alive and name not in restarting and busy.get(name, 0) < self.depth:
                 lease = self.queue.lease(name)
                 if lease is None:
                     return
@@ -338,9 +352,30 @@ class Driver:
         if state.restarts < self.max_restarts:
             state.restarts += 1
             state.pid = None  # a new process once Ray has restarted it
+            deadline = time.monotonic() + self.restart_timeout_s
+            self.probes[handle.actor.pid.remote()] = (name, deadline)
             return
         handle.alive = state.alive = False
         with contextlib.suppress(Exception):  # it may be half alive (a hung node): end it
+            self.ray.kill(handle.actor, no_restart=True)
+
+    def _probed(self, ref: Any) -> None:
+        """A restarting replica's ``pid()`` answered (it is back: leases resume) or failed
+        (still restarting: asked again until its deadline, then it is presumed dead)."""
+        from ray.exceptions import RayActorError
+
+        name, deadline = self.probes.pop(ref)
+        handle, state = self.handles[name], self.state[name]
+        try:
+            state.pid = self.ray.get(ref)
+            return
+        except RayActorError:
+            pass
+        if time.monotonic() < deadline:
+            self.probes[handle.actor.pid.remote()] = (name, deadline)
+            return
+        handle.alive = state.alive = False
+        with contextlib.suppress(Exception):
             self.ray.kill(handle.actor, no_restart=True)
 
     def _stuck(self) -> str:

@@ -106,6 +106,7 @@ def _solver(requests, replies, audit_hook, judge_pid):
     _prctl(1, 9, "PR_SET_PDEATHSIG, SIGKILL")  # it dies with the judge, even asleep
     if os.getppid() != judge_pid:  # the judge died before that took effect
         os._exit(1)
+    _no_signals_no_ptrace()
     if audit_hook:
         sys.addaudithook(_hook)
     link.serve(os.fdopen(requests, "rb"), os.fdopen(replies, "wb"))
@@ -170,6 +171,51 @@ def _prctl(option, value, what):
 
     if ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), f"prctl({what}) failed")
+
+
+# Syscalls that reach another process: signals (kill, tkill, tgkill, rt_(tg)sigqueueinfo),
+# pidfds (pidfd_open, pidfd_send_signal, pidfd_getfd), ptrace and process_vm_readv/writev,
+# by architecture (the audit arch of seccomp_data, then the numbers).
+_REACHING = {
+    0xC000003E: (62, 200, 234, 129, 297, 434, 424, 438, 101, 310, 311),  # x86_64
+    0xC00000B7: (129, 130, 131, 138, 240, 434, 424, 438, 117, 270, 271),  # aarch64
+}
+_NATIVE_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+
+
+def _no_signals_no_ptrace():
+    # A seccomp filter on the solver: the calls above fail with EPERM, so the answer can
+    # neither signal nor trace the judge (nor anything else), whatever it reaches (pidfds
+    # and signal.pidfd_send_signal have no audit event; ctypes is allowed without the
+    # hook). Another arch's calls (int 0x80, x32 numbers) fail altogether. Installed after
+    # PR_SET_NO_NEW_PRIVS, so no privilege is needed; fails closed where it cannot be.
+    import ctypes
+    import platform
+
+    arch = _NATIVE_ARCH.get(platform.machine())
+    if arch is None:
+        return  # numbers unknown here: the other layers remain
+    nrs = _REACHING[arch]
+
+    class Insn(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte),
+                    ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint)]  # fmt: skip
+
+    class Prog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(Insn))]
+
+    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
+    allow, deny = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO|EPERM
+    n = len(nrs)
+    code = [(ld, 0, 0, 4), (jeq, 1, 0, arch), (ret, 0, 0, deny), (ld, 0, 0, 0)]
+    code.append((jge, n + 1, 0, 0x40000000))  # x32 numbers on x86_64
+    code += [(jeq, n - i, 0, nr) for i, nr in enumerate(nrs)]
+    code += [(ret, 0, 0, allow), (ret, 0, 0, deny)]
+    insns = (Insn * len(code))(*[Insn(*c) for c in code])
+    prog = Prog(len(code), insns)
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(38, 1, 0, 0, 0) != 0 or libc.prctl(22, 2, ctypes.byref(prog), 0, 0) != 0:
+        os._exit(1)  # PR_SET_NO_NEW_PRIVS / PR_SET_SECCOMP refused: the answer does not run
 
 
 def _not_dumpable():

@@ -164,9 +164,42 @@ __all__ = [
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|$)", re.S)
 
 
+def search_closed(pattern: re.Pattern[str], text: str, closing: re.Pattern[str]) -> Any:
+    """``pattern.search(text)`` for a pattern whose every match ends with ``closing``
+    (``<answer>(.*?)</answer>``), in linear time.
+
+    No match can end past the last ``closing``, so the search stops there; unbounded, each
+    start after it (``<answer>`` repeated, never closed) rescans the rest of the text.
+    """
+    end = -1
+    for m in closing.finditer(text):
+        end = m.end()
+    return None if end < 0 else pattern.search(text, 0, end)
+
+
+def fences(text: str) -> list[tuple[str, str]]:
+    """``_FENCE.findall(text)``: (language, body) of each fenced block, in linear time.
+
+    ``findall`` itself tries every backtick after the last newline, each scanning to the
+    end of the text for a newline it cannot find (20k fences, seconds). Only those starts
+    fail (any earlier one reaches a newline), so starts are tried up to there only.
+    """
+    last_newline = text.rfind("\n")
+    found: list[tuple[str, str]] = []
+    i = text.find("```")
+    while i != -1 and i + 3 <= last_newline:
+        m = _FENCE.match(text, i)
+        if m is None:
+            i = text.find("```", i + 1)
+            continue
+        found.append((m.group(1), m.group(2)))
+        i = text.find("```", m.end())
+    return found
+
+
 def json_object(text: str) -> Any:
     """The last JSON object or array in ``text`` (``` fences allowed), or None."""
-    for lang, body in reversed(_FENCE.findall(text)):
+    for lang, body in reversed(fences(text)):
         if lang.lower() in ("json", ""):
             value = _loads(body)
             if value is not None:
@@ -205,7 +238,7 @@ def _loads(s: str) -> Any:
 
 def code_block(text: str, languages: tuple[str, ...] = ()) -> tuple[str, str]:
     """The last fenced code block (preferring ``languages``) and how it was found."""
-    blocks = _FENCE.findall(text)
+    blocks = fences(text)
     for lang, body in reversed(blocks):
         if lang.lower() in languages:
             return body, "fence_" + lang.lower()

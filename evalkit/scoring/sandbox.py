@@ -14,7 +14,10 @@ Layers, outermost first:
 - rlimits: CPU seconds, address space, file size, process count, open files;
 - a wall-clock limit: the whole process group is killed with SIGKILL; and a parent-death
   signal (``setpriv --pdeathsig``): if the scoring process dies, the sandbox dies too;
-- an empty environment and a fresh temporary working directory, removed afterwards;
+- an empty environment and a fresh working directory: in the jail a tmpfs of its own,
+  capped at ``Limits.disk_mb`` in total (the per-file rlimit alone let an answer write
+  40 x 16 MB to the host's /tmp), which vanishes with the namespace on every exit path;
+  outside the jail a temporary directory on the host, removed afterwards;
 - output read through bounded buffers (``sandbox_io``): the first and last 4 KiB of
   stdout and stderr are kept, the rest counted, and past ``Limits.output_bytes`` the run
   is killed, so the scoring process's memory does not depend on what the answer prints;
@@ -75,6 +78,7 @@ class Limits:
     wall_s: float = 10.0
     memory_mb: int = 1024
     file_mb: int = 16
+    disk_mb: int = 64  # all files together: the jail's working folder is a tmpfs this big
     processes: int = 16
     open_files: int = 64
     output_bytes: int = 1 << 20  # stdout + stderr; past this the run is killed
@@ -127,7 +131,7 @@ def isolation() -> tuple[str, ...]:
 # namespace, so the host side only ever has to rmdir one empty directory.
 _JAIL = r"""
 set -e
-root=$1; work=$2; shift 2
+root=$1; work=$2; disk=$3; owner=$4; shift 4
 mount -t tmpfs -o size=8m,mode=755 evalkit-jail "$root"
 while [ "$1" != "--" ]; do
   p=$1; shift
@@ -145,7 +149,10 @@ mkdir -p "$root/sandbox" "$root/dev" "$root/proc" "$root/tmp"
 for d in null zero urandom random; do
   : > "$root/dev/$d"; mount --bind "/dev/$d" "$root/dev/$d"
 done
-mount --bind "$work" "$root/sandbox"
+# the answer's working folder: a tmpfs of its own, capped in total (not the host's /tmp),
+# gone with the namespace on every exit path; the job's files are copied in
+mount -t tmpfs -o "size=${disk}m,mode=700,uid=$owner,gid=$owner" evalkit-work "$root/sandbox"
+cp -a "$work"/. "$root/sandbox"/
 mount -t proc proc "$root/proc"
 exec chroot "$root" "$@"
 """
@@ -176,8 +183,9 @@ def _jail_paths() -> list[str]:
     return out
 
 
-def _jail_prefix(root: Path, workdir: Path) -> list[str]:
-    return ["sh", "-c", _JAIL, "jail", str(root), str(workdir), *_jail_paths(), "--"]
+def _jail_prefix(root: Path, workdir: Path, disk_mb: int = 64, owner: int = 0) -> list[str]:
+    args = [str(root), str(workdir), str(disk_mb), str(owner)]
+    return ["sh", "-c", _JAIL, "jail", *args, *_jail_paths(), "--"]
 
 
 def _probe_jail() -> bool:
@@ -231,7 +239,8 @@ def _command(
         cmd += ["unshare", "--net", "--pid", "--fork", "--kill-child"]
         cmd += ["--mount", "--"] if jail is not None else ["--"]
     if jail is not None:
-        cmd += _jail_prefix(jail, workdir)
+        owner = uid if "drop_privileges" in layers else 0
+        cmd += _jail_prefix(jail, workdir, limits.disk_mb, owner)
     if "drop_privileges" in layers:
         cmd += [
             "setpriv",

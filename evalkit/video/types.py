@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -50,8 +51,8 @@ class FrameSpec(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> FrameSpec:
-        if self.nframes is None and (self.fps is None or self.fps <= 0):
-            raise ValueError("FrameSpec needs fps > 0 or nframes")
+        if self.nframes is None and (self.fps is None or not 0 < self.fps < math.inf):
+            raise ValueError("FrameSpec needs a finite fps > 0 or nframes")
         if self.min_frames > self.max_frames:
             raise ValueError(f"min_frames {self.min_frames} > max_frames {self.max_frames}")
         if self.min_pixels > self.max_pixels:

@@ -5,7 +5,6 @@ Not a rule module (the leading underscore keeps the registry from importing it a
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from evalkit.scoring.rules._mc import gold_letter as gold_letter  # re-exported for the rules
@@ -13,9 +12,24 @@ from evalkit.scoring.types import Score
 
 
 def last_tagged(text: str, tag: str) -> str | None:
-    """The stripped content of the LAST ``<tag>...</tag>`` (whitespace inside trimmed), or None."""
-    found = re.findall(rf"<{tag}>\s*(.*?)\s*</{tag}>", text, re.DOTALL)
-    return found[-1].strip() if found else None
+    """The stripped content of the LAST ``<tag>...</tag>`` (whitespace inside trimmed), or None.
+
+    The official scripts' ``re.findall(rf"<{tag}>\\s*(.*?)\\s*</{tag}>", text, re.DOTALL)[-1]
+    .strip()``, as a scan: each opening tag pairs with the first closing tag after it, the
+    next search starts after that closing tag. The pattern itself takes time polynomial in
+    a whitespace run after an unclosed tag (``<answer>`` + 8k newlines: minutes); this is
+    linear, with the same result (tests/test_scoring_linear_rules.py checks both).
+    """
+    opening, closing = f"<{tag}>", f"</{tag}>"
+    found = None
+    i = text.find(opening)
+    while i != -1:
+        j = text.find(closing, i + len(opening))
+        if j == -1:
+            break
+        found = text[i + len(opening) : j]
+        i = text.find(opening, j + len(closing))
+    return found.strip() if found is not None else None
 
 
 def letter_verdict(got: str | None, gold: str, how: str, **meta: Any) -> Score:

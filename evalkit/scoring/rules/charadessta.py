@@ -35,10 +35,17 @@ _PROMPT_EXAMPLE = "a specific example is : 20.8 - 30.0 seconds"
 _KEYWORDS = ("starts", "ends", "happens in", "start time", "end time", "start", "end", "happen")
 _CLOCK = r"\d{1,2}:\d{2}(?::\d{2})?"
 _CLOCK_RANGE = re.compile(rf"\b({_CLOCK})\s*[–-]\s*({_CLOCK})\b")
-_RANGE = re.compile(r"(\d+(?:\.\d+)?)\s*[–-]\s*(\d+(?:\.\d+)?)")
+# Its patterns, each with a ``(?<!\d)`` guard added in front: unguarded, a run of digits
+# costs time quadratic in its length (every start inside the run rescans it: 16k digits,
+# 47 s). A match never starts inside a digit run (one starting there also matches from
+# the run's start, which is tried first, and no match ends inside a run), so ``findall``
+# returns the same (tests/test_scoring_linear_rules.py checks both on the same inputs).
+_RANGE = re.compile(r"(?<!\d)(\d+(?:\.\d+)?)\s*[–-]\s*(\d+(?:\.\d+)?)")
 _NUMBER = re.compile(r"\b(\d+(?:\.\d+)?)\b")
 _CLOCK_ONE = re.compile(rf"\b({_CLOCK})\b")
-_RANGE_S = re.compile(r"(\d+(?:\.\d+)?)\s*s?\s*[–-]\s*(\d+(?:\.\d+)?)\s*s?")
+# (and the first ``\s*`` possessive: giving spaces back to the second one cannot change
+# a match, but trying to is quadratic in a run of spaces after a number)
+_RANGE_S = re.compile(r"(?<!\d)(\d+(?:\.\d+)?)\s*+s?\s*[–-]\s*(\d+(?:\.\d+)?)\s*s?")
 
 Span = tuple[float, float]
 

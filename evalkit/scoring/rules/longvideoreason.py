@@ -18,19 +18,21 @@ import re
 from typing import Any
 
 from evalkit.sample import Sample
+from evalkit.scoring.extract import search_closed
 from evalkit.scoring.rules import rule
 from evalkit.scoring.types import Score
 
 _PHRASE = "Therefore the final answer is:"
 _TAGGED = re.compile(r"<answer>(.*?)</answer>")
 _TAGGED_PHRASE = re.compile(r"<answer>Therefore the final answer is: (.*?)</answer>")
+_CLOSE = re.compile(r"</answer>")
 _FORMAT = re.compile(r"<think>.*?</think>\s*<answer>.*?</answer>", re.DOTALL)
 
 
 def student_answer(reply: str) -> tuple[str, str]:
     """(the string compared with the letter, how it was found), as accuracy_reward does."""
     pattern = _TAGGED_PHRASE if _PHRASE in reply else _TAGGED
-    found = pattern.search(reply)
+    found = search_closed(pattern, reply, _CLOSE)  # = pattern.search(reply), linear
     if found:
         return found.group(1).strip(), "answer tag"
     return reply.strip(), "whole reply"

@@ -84,8 +84,13 @@ _INDICATORS = (
 )  # fmt: skip
 _TRIVIAL = {":", ",", ".", "!", "?", ";", "'"}
 _NUM_COMMAS = re.compile(r"-?\b\d{1,3}(?:,\d{3})+\b")
-_NUM_SCI = re.compile(r"-?\d+(?:\.\d+)?[eE][+-]?\d+")
-_NUM_SIMPLE = re.compile(r"-?(?:\d+\.\d+|\.\d+|\d+\b)(?![eE][+-]?\d+)(?![,\d])")
+# MMMU's number patterns, with a ``(?<!\d)`` guard before each part that starts with a
+# digit: unguarded, a run of digits costs time quadratic in its length (8k digits, 4 s).
+# No match starts inside a digit run (from the run's start the same match exists and is
+# found first; none ends inside a run), so ``findall`` returns the same
+# (tests/test_scoring_linear_rules.py checks both on the same inputs).
+_NUM_SCI = re.compile(r"-?(?<!\d)\d+(?:\.\d+)?[eE][+-]?\d+")
+_NUM_SIMPLE = re.compile(r"-?(?:(?<!\d)\d+\.\d+|\.\d+|(?<!\d)\d+\b)(?![eE][+-]?\d+)(?![,\d])")
 
 
 def _key_phrases(reply: str) -> list[str]:
