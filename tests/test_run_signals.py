@@ -42,6 +42,9 @@ def _argv(world: Path, run_id: str) -> list[str]:
     argv += ["--engine", "vllm", "--runs-dir", str(world / "runs"), "--run-id", run_id]
     argv += ["--no-progress", "--max-tokens", "64", "--cache-root", str(world / "cache")]
     argv += ["--engine-opt", "enforce_eager=true", "--engine-opt", "max_model_len=2048"]
+    # two sequences at a time: the records land in six waves, so "mid-run" is a phase a
+    # poller sees (with vLLM's default of 64 all twelve can land in one burst)
+    argv += ["--engine-opt", "max_num_seqs=2"]
     argv += ["--dtype", "float32", "--frames-fps", "2", "--frames-max-frames", "8"]
     return [*argv, "--frames-max-pixels", str(112 * 84), "--frames-min-pixels", str(28 * 28 * 4)]
 
