@@ -50,6 +50,7 @@ from evalkit.scoring.judge_guard import JUDGE_UNAVAILABLE, JudgeGuard, JudgeUnav
 from evalkit.scoring.types import Score
 
 _T = TypeVar("_T")
+_P = TypeVar("_P")
 
 _VERDICT = re.compile(r"verdict\s*[:=]\s*\**\s*(\d+(?:\.\d+)?)", re.I)
 
@@ -203,18 +204,10 @@ class LLMJudge:
     async def _ask_cot(self, prompt: str, parse: CotParser) -> CotReply:
         """(parsed steps or None, the reply text, why it failed or None) for a CoT prompt."""
         key = self._key(prompt)
-        record = self._cached(key)
-        if record is None:
-            request = Request(id=f"judge-cot-{key[:16]}", text=prompt, sampling=self.cot_sampling)
-            try:
-                completion = await self._generate(request)
-            except Exception as exc:
-                return None, "", _why(exc)
-            record = {"judgement": completion.text, "model": self.model}
-            if parse(completion.text) is not None:
-                self._store(key, record)  # unparsable replies are not cached
-        text = str(record.get("judgement", ""))
-        items = parse(text)
+        request = Request(id=f"judge-cot-{key[:16]}", text=prompt, sampling=self.cot_sampling)
+        items, text, failed = await self._asked(key, request, parse)
+        if failed is not None:
+            return None, "", failed
         return items, text, None if items is not None else "reply is not a JSON step list"
 
     async def aask(
@@ -228,10 +221,20 @@ class LLMJudge:
         """A benchmark's own judge prompt, asked as written (cached like every verdict):
         (the verdict ``parse`` reads, the judge's reply, why it failed or None)."""
         key = self._key(f"{system or ''}\0{prompt}")
+        sampling = replace(self.sampling, max_tokens=max_tokens)
+        request = Request(id=f"judge-{key[:16]}", text=prompt, system=system, sampling=sampling)
+        value, text, failed = await self._asked(key, request, parse)
+        if failed is not None:
+            return None, "", failed
+        return value, text, None if value is not None else "no verdict in the judge's reply"
+
+    async def _asked(
+        self, key: str, request: Request, parse: Callable[[str], _P | None]
+    ) -> tuple[_P | None, str, str | None]:
+        """The cached reply to ``request`` under ``key``, or the judge's (cached when
+        ``parse`` reads it): (what ``parse`` read, the reply, why asking failed or None)."""
         record = self._cached(key)
         if record is None:
-            sampling = replace(self.sampling, max_tokens=max_tokens)
-            request = Request(id=f"judge-{key[:16]}", text=prompt, system=system, sampling=sampling)
             try:
                 completion = await self._generate(request)
             except Exception as exc:
@@ -240,8 +243,7 @@ class LLMJudge:
             if parse(completion.text) is not None:
                 self._store(key, record)  # unparsable replies are not cached
         text = str(record.get("judgement", ""))
-        value = parse(text)
-        return value, text, None if value is not None else "no verdict in the judge's reply"
+        return parse(text), text, None
 
     def _run(self, coro: Coroutine[Any, Any, _T]) -> _T:
         loop = self.loop or self._private_loop()
