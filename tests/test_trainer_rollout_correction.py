@@ -19,6 +19,7 @@ from evalkit.trainer.algorithms.rollout_correction import (
 from evalkit.trainer.batch import TrainBatch, response_logprobs
 from evalkit.trainer.config import RolloutCorrectionConfig, load_config
 from evalkit.trainer.step import StepInputs, StepSettings, accumulate_loss
+from tests._tiny_recipe import one_step
 from tests._toy_rl import ToyRun
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -294,26 +295,7 @@ def test_recipe_step_writes_the_mismatch_to_its_metrics_line(tiny, tmp_path) -> 
     """... and the count of responses whose scorer raised (reward/scorer_failed)."""
 
     from evalkit.scoring import reward
-    from evalkit.synthvideo import generate, write_unified
-    from evalkit.trainer.metrics import read_metrics
-    from evalkit.trainer.recipe import GRPORecipe
 
-    ann = generate(tmp_path / "sv", 2, split="train", seed=0, families=["yes_no"])
-    data = write_unified(ann)  # media paths are relative to its folder
-    overrides = [
-        f"model={tiny}",
-        f"data.train_path={data}",
-        f"data.cache_root={tmp_path / 'cache'}",
-        "data.video_max_pixels=12544",
-        "data.video_max_frames=4",
-        "rollout.n=2",
-        "rollout.max_response_tokens=6",
-        "schedule.batch_size=2",
-        "schedule.steps=1",
-        f"checkpoint.dir={tmp_path / 'run' / 'ckpt'}",
-        "algorithm.rollout_correction.mode=sequence",
-        "algorithm.rollout_correction.cap=3.0",
-    ]
     calls = itertools.count()
 
     def first_fails(sample, prediction, **kw):  # the first response's scorer "raised"
@@ -322,13 +304,8 @@ def test_recipe_step_writes_the_mismatch_to_its_metrics_line(tiny, tmp_path) -> 
             got |= {"accuracy": 0.0, "format": 0.0, "overall": 0.0, "scorer_failed": 1.0}
         return got
 
-    recipe = GRPORecipe(load_config(None, overrides), reward_fn=first_fails)
-    recipe.setup(resume=False)
-    try:
-        recipe.run()
-    finally:
-        recipe.cleanup()
-    (line,) = read_metrics(tmp_path / "run" / "metrics.jsonl")
+    extra = ("algorithm.rollout_correction.mode=sequence", "algorithm.rollout_correction.cap=3.0")
+    _, line = one_step(tiny, tmp_path, *extra, rows=2, response_tokens=6, reward_fn=first_fails)
     assert line["reward/scorer_failed"] == 1.0
     keys = ("abs_logp_diff", "k3_kl", "kl", "tokens", "is_mean", "is_clipfrac")
     assert {f"rollout_corr/{k}" for k in keys} <= set(line)
@@ -361,33 +338,13 @@ def test_vllm_output_logprobs_are_read_per_sampled_token() -> None:
 @pytest.mark.timeout(600)
 def test_rejection_sampling_takes_rejected_tokens_out_of_the_update(tiny, tmp_path) -> None:
     """verl's rollout_rs: the keep mask replaces the response mask before advantages/loss."""
-    from evalkit.synthvideo import generate, write_unified
-    from evalkit.trainer.metrics import read_metrics
-    from evalkit.trainer.recipe import GRPORecipe
-
-    data = write_unified(generate(tmp_path / "sv", 1, split="train", seed=0, families=["yes_no"]))
-    overrides = [
-        f"model={tiny}",
-        f"data.train_path={data}",
-        f"data.cache_root={tmp_path / 'cache'}",
-        "data.video_max_pixels=12544",
-        "data.video_max_frames=4",
-        "rollout.n=2",
-        "rollout.max_response_tokens=4",
-        "schedule.batch_size=1",
-        "schedule.steps=1",
-        f"checkpoint.dir={tmp_path / 'run' / 'ckpt'}",
+    recipe, line = one_step(
+        tiny,
+        tmp_path,
         # the engine is the actor: k1 = -log-ratio ~ 0 lies outside [ln 2, ln 3] everywhere
         "algorithm.rollout_correction.rollout_rs=token_k1",
         "algorithm.rollout_correction.rollout_rs_threshold=2.0_3.0",
-    ]
-    recipe = GRPORecipe(load_config(None, overrides))
-    recipe.setup(resume=False)
-    try:
-        recipe.run()
-    finally:
-        recipe.cleanup()
-    (line,) = read_metrics(tmp_path / "run" / "metrics.jsonl")
+    )
     assert line["rollout_corr/tokens"] > 0
     assert line["rollout_corr/rollout_rs_masked_fraction"] == 1.0
     assert line["response_length"] > 0  # as sampled

@@ -23,6 +23,7 @@ from evalkit.trainer.algorithms.losses import POLICY_LOSSES, LossOptions
 from evalkit.trainer.batch import Group, Response, collate, response_logprobs
 from evalkit.trainer.config import TrainerConfig, load_config
 from evalkit.trainer.step import StepInputs, StepSettings, accumulate_loss
+from tests._tiny_recipe import one_step
 from tests._toy_rl import BOS, EOS, PAD, ToyPolicy
 
 A = 1 / math.sqrt(2)  # GRPO advantage of a {1, 0} group: 0.5 / std, std = sqrt(1/2)
@@ -467,41 +468,21 @@ def test_adaptive_kl_in_the_reward_runs_a_step_and_saves_its_coefficient(tiny, t
     adaptive controller moves it, and the checkpoint keeps the moved value for resume."""
     import json
 
-    from evalkit.synthvideo import generate, write_unified
     from evalkit.trainer.checkpoint import latest_checkpoint
-    from evalkit.trainer.metrics import read_metrics
-    from evalkit.trainer.recipe import GRPORecipe
 
-    data = write_unified(generate(tmp_path / "sv", 1, split="train", seed=0, families=["yes_no"]))
-    ckpt = tmp_path / "run" / "ckpt"
-    overrides = [
-        f"model={tiny}",
-        f"data.train_path={data}",
-        f"data.cache_root={tmp_path / 'cache'}",
-        "data.video_max_pixels=12544",
-        "data.video_max_frames=4",
-        "rollout.n=2",
-        "rollout.max_response_tokens=4",
-        "schedule.batch_size=1",
-        "schedule.steps=1",
-        f"checkpoint.dir={ckpt}",
+    _, line = one_step(
+        tiny,
+        tmp_path,
         "algorithm.kl.estimator=k3",
         "algorithm.kl.in_reward=true",
         "algorithm.kl.coef=0.1",
         "algorithm.kl.kl_ctrl.type=adaptive",
         "algorithm.kl.kl_ctrl.target_kl=0.05",
         "algorithm.kl.kl_ctrl.horizon=1000",
-    ]
-    recipe = GRPORecipe(load_config(None, overrides))
-    recipe.setup(resume=False)
-    try:
-        recipe.run()
-    finally:
-        recipe.cleanup()
-    (line,) = read_metrics(tmp_path / "run" / "metrics.jsonl")
+    )
     assert line["actor/reward_kl_penalty_coeff"] == 0.1
     # the reference is the untrained start: KL 0 < target, error clipped to -0.2, 2 rows
     assert line["actor/reward_kl_penalty"] == pytest.approx(0.0, abs=1e-6)
     moved = 0.1 * (1 - 0.2 * 2 / 1000)
-    meta = json.loads((latest_checkpoint(ckpt) / "meta.json").read_text())
+    meta = json.loads((latest_checkpoint(tmp_path / "run" / "ckpt") / "meta.json").read_text())
     assert meta["extra"]["kl_coef"] == pytest.approx(moved)
