@@ -1,5 +1,5 @@
-"""A killed replica's shared memory: Ray kills the actor's engine processes (and the
-engine watchdog with them), never their /dev/shm segments; the driver releases them."""
+"""A killed replica's shared memory: Ray kills the actor's engine processes, never their
+/dev/shm segments; the driver releases them (no engine watchdog in these replicas)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from evalkit.engines.lifecycle import release_unmapped_shm
 from evalkit.scale.driver import EchoReplica
 
 SHM = Path("/dev/shm")
+NODE = "ab" * 28  # a Ray node id (hex of 28 bytes)
 pytestmark = pytest.mark.skipif(not SHM.is_dir(), reason="no /dev/shm on this system")
 
 # what vLLM's engine core does: a message-queue segment (psm_*) it holds until it dies;
@@ -78,6 +79,59 @@ def test_names_that_are_not_plain_entries_of_dev_shm_are_refused(tmp_path: Path)
     victim.write_text("x")
     out = release_unmapped_shm([f"../..{victim}", str(victim)], wait_s=0)
     assert out == {"released": [], "in_use": []} and victim.exists()
+
+
+class ReleasingRay:
+    """FakeRay whose tasks run at once, here; notes the node each is pinned to."""
+
+    def __init__(self, base: Any) -> None:
+        self.base, self.pinned_to = base, []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.base, name)
+
+    def remote(self, **_: Any) -> Any:
+        from tests.test_scale_driver import Ref
+
+        ray = self
+
+        class Task:
+            def __init__(self, fn: Any) -> None:
+                self.fn = fn
+
+            def options(self, scheduling_strategy: Any) -> Task:
+                ray.pinned_to.append(scheduling_strategy.node_id)
+                return self
+
+            def remote(self, names: list[str]) -> Any:
+                return Ref(self.fn(names, wait_s=0))
+
+        return Task
+
+    def get(self, ref: Any, timeout: float | None = None) -> Any:
+        return self.base.get(ref)
+
+
+def test_a_crashed_replica_s_reported_segment_is_released_on_its_node(
+    tmp_path: Path, segment: str
+) -> None:
+    from evalkit.pipeline import PipelineStats
+    from evalkit.scale.cluster import ReplicaHandle
+    from evalkit.scale.driver import Driver
+    from evalkit.scale.queue import WorkItem, WorkQueue
+    from evalkit.store import Store
+    from tests.test_scale_driver import FakeRay, FakeReplica, Method, Ref
+
+    _create(segment).close()  # its engine core was killed with it: nobody maps it
+    dead, live = FakeReplica("r0", die_on=(1,)), FakeReplica("r1")
+    dead.shm = Method(lambda: Ref((NODE, [segment])))
+    queue = WorkQueue([WorkItem(("b", f"s{i}")) for i in range(8)], 2)
+    handles = [ReplicaHandle(r.name, r, None) for r in (dead, live)]
+    ray = ReleasingRay(FakeRay())
+    with Store(tmp_path / "b.jsonl") as store:
+        Driver(ray, queue, handles, {"b": store}, {"b": PipelineStats()}).run()
+    assert ray.pinned_to == [NODE]
+    assert not (SHM / segment).exists()
 
 
 class ShmEngineReplica(EchoReplica):

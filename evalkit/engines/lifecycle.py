@@ -191,10 +191,12 @@ def shm_listing() -> set[str]:
 def release_unmapped_shm(names: list[str], wait_s: float = 10.0) -> dict[str, list[str]]:
     """Unlink the entries of ``names`` that still exist once no live process maps or holds
     them open; entries still in use after ``wait_s`` are left alone (never another
-    process's segment). For the shared memory of a killed replica: Ray's raylet kills the
-    dead worker's descendants (its engine core, and the engine watchdog with them, seen
-    with Ray 2.60), which may take a moment. Returns ``{"released": [...], "in_use": [...]}``
-    (names already gone are in neither)."""
+    process's segment). For the shared memory of a killed replica: Ray 2.60's raylet kills
+    the dead worker's child processes (its engine core; settings
+    ``RAY_kill_child_processes_on_worker_exit`` and ``RAY_process_group_cleanup_enabled``),
+    not their segments, and that may take a moment. The engine watchdog, in a session of
+    its own, survives it, but only unlinks what its 0.5 s polls saw mapped. Returns
+    ``{"released": [...], "in_use": [...]}`` (names already gone are in neither)."""
     import psutil
 
     from evalkit.engines._watchdog import _shm_held

@@ -10,7 +10,7 @@ appends it to the benchmark's store (fsync'd). A replica whose call fails with
 samples go to the others, and anything it still returns is discarded. The /dev/shm
 entries its engine held (each replica reports them once its engine is up) are unlinked
 once no process maps them: Ray kills a dead actor's engine processes, not their shared
-memory.
+memory (the engine's watchdog is a best effort beside it, see ``release_unmapped_shm``).
 """
 
 from __future__ import annotations
