@@ -112,26 +112,55 @@ class ReleasingRay:
         return self.base.get(ref)
 
 
-def test_a_crashed_replica_s_reported_segment_is_released_on_its_node(
-    tmp_path: Path, segment: str
-) -> None:
+def _drive_fakes(tmp_path: Path, replicas: list[Any], max_restarts: int = 0) -> Any:
+    """The driver over fake replicas (tests/test_scale_driver.py's) and ReleasingRay."""
     from evalkit.pipeline import PipelineStats
     from evalkit.scale.cluster import ReplicaHandle
     from evalkit.scale.driver import Driver
     from evalkit.scale.queue import WorkItem, WorkQueue
     from evalkit.store import Store
-    from tests.test_scale_driver import FakeRay, FakeReplica, Method, Ref
+    from tests.test_scale_driver import FakeRay
+
+    queue = WorkQueue([WorkItem(("b", f"s{i}")) for i in range(8)], 2)
+    handles = [ReplicaHandle(r.name, r, None) for r in replicas]
+    ray = ReleasingRay(FakeRay())
+    with Store(tmp_path / "b.jsonl") as store:
+        driver = Driver(ray, queue, handles, {"b": store}, {"b": PipelineStats()})
+        driver.max_restarts = max_restarts
+        driver.run()
+    return driver
+
+
+def test_a_crashed_replica_s_reported_segment_is_released_on_its_node(
+    tmp_path: Path, segment: str
+) -> None:
+    from tests.test_scale_driver import FakeReplica, Method, Ref
 
     _create(segment).close()  # its engine core was killed with it: nobody maps it
     dead, live = FakeReplica("r0", die_on=(1,)), FakeReplica("r1")
     dead.shm = Method(lambda: Ref((NODE, [segment])))
-    queue = WorkQueue([WorkItem(("b", f"s{i}")) for i in range(8)], 2)
-    handles = [ReplicaHandle(r.name, r, None) for r in (dead, live)]
-    ray = ReleasingRay(FakeRay())
-    with Store(tmp_path / "b.jsonl") as store:
-        Driver(ray, queue, handles, {"b": store}, {"b": PipelineStats()}).run()
-    assert ray.pinned_to == [NODE]
+    driver = _drive_fakes(tmp_path, [dead, live])
+    assert driver.ray.pinned_to == [NODE]
     assert not (SHM / segment).exists()
+
+
+def test_a_restarted_replica_s_old_segment_is_released_and_its_new_one_kept(
+    tmp_path: Path, segment: str
+) -> None:
+    from tests.test_scale_driver import FakeReplica, Method, Ref
+
+    _create(segment).close()  # the first incarnation's, left by its killed engine core
+    new = _create(_segment_name())  # the restarted engine's, in use
+    reports = iter([[segment], [new.name]])
+    crashy = FakeReplica("r0", die_on=(1,))
+    crashy.shm = Method(lambda: Ref((NODE, next(reports))))
+    try:
+        driver = _drive_fakes(tmp_path, [crashy, FakeReplica("r1")], max_restarts=1)
+        assert driver.state["r0"].restarts == 1 and driver.shm["r0"] == (NODE, [new.name])
+        assert not (SHM / segment).exists() and (SHM / new.name).exists()
+    finally:
+        new.close()
+        new.unlink()
 
 
 class ShmEngineReplica(EchoReplica):
