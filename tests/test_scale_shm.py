@@ -111,6 +111,12 @@ class ReleasingRay:
     def get(self, ref: Any, timeout: float | None = None) -> Any:
         return self.base.get(ref)
 
+    def wait(self, refs: list[Any], num_returns: int, timeout: float) -> tuple[list, list]:
+        """Oldest first, but a ref with ``ready_at`` = k is ready from the k-th wait on."""
+        self.waits = getattr(self, "waits", 0) + 1
+        ready = [r for r in refs if getattr(r, "ready_at", 0) <= self.waits][:num_returns]
+        return ready, [r for r in refs if r not in ready]
+
 
 def _drive_fakes(tmp_path: Path, replicas: list[Any], max_restarts: int = 0) -> Any:
     """The driver over fake replicas (tests/test_scale_driver.py's) and ReleasingRay."""
@@ -142,6 +148,21 @@ def test_a_crashed_replica_s_reported_segment_is_released_on_its_node(
     driver = _drive_fakes(tmp_path, [dead, live])
     assert driver.ray.pinned_to == [NODE]
     assert not (SHM / segment).exists()
+
+
+def test_a_report_that_lands_after_its_replica_s_crash_is_released(
+    tmp_path: Path, segment: str
+) -> None:
+    from tests.test_scale_driver import FakeReplica, Method, Ref
+
+    _create(segment).close()
+    late = Ref((NODE, [segment]))
+    late.ready_at = 2  # type: ignore[attr-defined]  # the crash is seen at the first wait
+    dead = FakeReplica("r0", die_on=(1,))
+    dead.shm = Method(lambda: late)
+    driver = _drive_fakes(tmp_path, [dead, FakeReplica("r1")])
+    assert not driver.state["r0"].alive and "r0" not in driver.shm
+    assert driver.ray.pinned_to == [NODE] and not (SHM / segment).exists()
 
 
 def test_a_restarted_replica_s_old_segment_is_released_and_its_new_one_kept(
