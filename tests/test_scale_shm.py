@@ -157,7 +157,7 @@ def test_a_report_that_lands_after_its_replica_s_crash_is_released(
 
     _create(segment).close()
     late = Ref((NODE, [segment]))
-    late.ready_at = 2  # type: ignore[attr-defined]  # the crash is seen at the first wait
+    late.ready_at = 3  # type: ignore[attr-defined]  # after r1's report (1), r0's crash (2)
     dead = FakeReplica("r0", die_on=(1,))
     dead.shm = Method(lambda: late)
     driver = _drive_fakes(tmp_path, [dead, FakeReplica("r1")])
