@@ -64,6 +64,7 @@ class FakeReplica:
         self.name, self.die_on, self.calls = name, die_on, 0
         self.run_batch = Method(self._batch)
         self.pid = Method(lambda: Ref(4242))  # answered at once: restarted already
+        self.shm = Method(lambda: Ref(("node", [])))  # its engine holds no shared memory
 
     def _batch(self, keys: list[Key]) -> Ref:
         self.calls += 1

@@ -31,6 +31,7 @@ from evalkit.errors import Terminated
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 _SCRIPT = Path(__file__).with_name("_watchdog.py")
+SHM = "/dev/shm"
 
 
 async def close_engine(engine: Any) -> None:
@@ -166,6 +167,56 @@ def release_engine_shm(names: set[str]) -> list[str]:
     if released:
         log.debug("released shared memory the engine left: %s", ", ".join(released))
     return released
+
+
+def held_shm(before: set[str]) -> set[str]:
+    """The /dev/shm entries this process and its descendants map or hold open now that
+    are not in ``before`` (the listing taken when this process began its work): what its
+    engine made (vLLM's ``psm_*`` message queues, semaphores), never what was there."""
+    try:
+        import psutil
+    except ImportError:
+        return set()
+    from evalkit.engines._watchdog import _shm_held
+
+    me = psutil.Process()
+    return _shm_held([me, *me.children(recursive=True)]) - before
+
+
+def shm_listing() -> set[str]:
+    """The names in /dev/shm now (empty where there is none)."""
+    return set(os.listdir(SHM)) if os.path.isdir(SHM) else set()
+
+
+def release_unmapped_shm(names: list[str], wait_s: float = 10.0) -> dict[str, list[str]]:
+    """Unlink the entries of ``names`` that still exist once no live process maps or holds
+    them open; entries still in use after ``wait_s`` are left alone (never another
+    process's segment). For the shared memory of a killed replica: Ray 2.60's raylet kills
+    the dead worker's child processes (its engine core; settings
+    ``RAY_kill_child_processes_on_worker_exit`` and ``RAY_process_group_cleanup_enabled``),
+    not their segments, and that may take a moment. The engine watchdog, in a session of
+    its own, survives it, but only unlinks what its 0.5 s polls saw mapped. Returns
+    ``{"released": [...], "in_use": [...]}`` (names already gone are in neither)."""
+    import psutil
+
+    from evalkit.engines._watchdog import _shm_held
+
+    left = {n for n in names if os.path.basename(n) == n and n not in ("", ".", "..")}
+    released: list[str] = []
+    deadline = time.monotonic() + wait_s
+    while True:
+        left &= shm_listing()
+        in_use = _shm_held(list(psutil.process_iter())) & left
+        for name in sorted(left - in_use):
+            try:
+                os.unlink(os.path.join(SHM, name))
+            except OSError:  # gone meanwhile, or not ours to unlink
+                continue
+            released.append(name)
+        left = in_use
+        if not left or time.monotonic() >= deadline:
+            return {"released": released, "in_use": sorted(left)}
+        time.sleep(0.25)
 
 
 class Termination:

@@ -7,12 +7,16 @@ replica actors as they finish, keeping ``depth`` batches in flight per replica. 
 come back as the batch's result; the queue accepts each sample once and the driver
 appends it to the benchmark's store (fsync'd). A replica whose call fails with
 ``RayActorError`` (crash, OOM kill, node lost) is presumed dead: its leases end, its
-samples go to the others, and anything it still returns is discarded.
+samples go to the others, and anything it still returns is discarded. The /dev/shm
+entries its engine held (each replica reports them once its engine is up) are unlinked
+once no process maps them: Ray kills a dead actor's engine processes, not their shared
+memory (the engine's watchdog is a best effort beside it, see ``release_unmapped_shm``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import time
 from collections.abc import Callable, Iterator
@@ -40,6 +44,8 @@ from evalkit.scale.cluster import (
 from evalkit.scale.cost import CostModel
 from evalkit.scale.queue import Key, Lease, WorkItem, WorkQueue
 from evalkit.store import Store
+
+log = logging.getLogger(__name__)
 
 DEPTH = 2
 """Batches in flight per replica: one runs while the next is already there."""
@@ -227,6 +233,9 @@ def work_items(
     return items, stats
 
 
+RELEASE_TIMEOUT_S = 60.0
+"""How long the end of a run waits for the release of lost replicas' shared memory."""
+
 RESTART_TIMEOUT_S = 300.0
 """How long a crashed replica may take to come back (Ray restarting it) before it is
 presumed dead; its vLLM engine starts again, which is minutes on a loaded machine."""
@@ -261,6 +270,12 @@ class Driver:
         self.probes: dict[Any, tuple[str, float]] = {}  # pid() call -> (replica, deadline)
         """Replicas Ray is restarting get no lease until their ``pid()`` answers: a lease
         sent to an actor still restarting fails too, and would count as a second crash."""
+        self.release_shm = True
+        """Unlink the shared memory a lost replica's engine held (see :meth:`_orphaned`)."""
+        self.shm: dict[str, tuple[str, list[str]]] = {}
+        """Each live replica's (node id, /dev/shm entries its engine holds), as reported."""
+        self.asks: dict[Any, tuple[str, int]] = {}  # shm() call -> (replica, its restarts)
+        self.releases: list[tuple[str, str, list[str], Any]] = []  # (replica, node, names, ref)
 
     def run(self) -> None:
         """Until every queued sample has its record (or no replica is left)."""
@@ -268,15 +283,19 @@ class Driver:
         for st in self.stats.values():  # pipeline time, as for one engine: replicas are up
             st.started = self.started
         try:
+            for name in self.handles:
+                self._ask_shm(name)
             while not self.queue.finished():
                 self._top_up()
                 if not self.in_flight and not self.probes:
                     raise RuntimeError(self._stuck())
-                refs = [*self.probes, *self.in_flight]
+                refs = [*self.probes, *self.asks, *self.in_flight]
                 ready, _ = self.ray.wait(refs, num_returns=1, timeout=1.0)
                 for ref in ready:
                     if ref in self.probes:
                         self._probed(ref)
+                    elif ref in self.asks:
+                        self._reported(ref)
                     else:
                         self._collect(ref)
                 if self.on_progress is not None:
@@ -284,9 +303,10 @@ class Driver:
         finally:
             for st in self.stats.values():
                 st.finished = time.time()
-            for ref in self.in_flight:  # late batches of dead replicas: nobody waits for them
+            for ref in [*self.in_flight, *self.asks]:  # of dead replicas: nobody waits for them
                 with contextlib.suppress(Exception):
                     self.ray.cancel(ref)
+            self._await_releases()
 
     def _top_up(self) -> None:
         busy: dict[str, int] = {}
@@ -349,6 +369,7 @@ class Driver:
         handle, state = self.handles[name], self.state[name]
         state.leased = 0
         self.queue.fail_replica(name)
+        self._orphaned(name, self.shm.pop(name, None))
         if state.restarts < self.max_restarts:
             state.restarts += 1
             state.pid = None  # a new process once Ray has restarted it
@@ -368,6 +389,7 @@ class Driver:
         handle, state = self.handles[name], self.state[name]
         try:
             state.pid = self.ray.get(ref)
+            self._ask_shm(name)  # the restarted engine's own
             return
         except RayActorError:
             pass
@@ -377,6 +399,67 @@ class Driver:
         handle.alive = state.alive = False
         with contextlib.suppress(Exception):
             self.ray.kill(handle.actor, no_restart=True)
+
+    def _ask_shm(self, name: str) -> None:
+        """Ask ``name`` which /dev/shm entries its engine holds (answered once it is up)."""
+        self.asks[self.handles[name].actor.shm.remote()] = (name, self.state[name].restarts)
+
+    def _reported(self, ref: Any) -> None:
+        """A replica's shared memory report: kept while that incarnation lives; one that
+        crashed meanwhile (the report lands after the crash was seen) is orphaned now."""
+        name, restarts = self.asks.pop(ref)
+        state = self.state[name]
+        try:
+            node, names = self.ray.get(ref)
+        except Exception:  # it died first (its batches tell), or it cannot say
+            return
+        if state.alive and state.restarts == restarts:
+            self.shm[name] = (node, list(names))
+        else:
+            self._orphaned(name, (node, list(names)))
+
+    def _orphaned(self, name: str, report: tuple[str, list[str]] | None) -> None:
+        """Release the /dev/shm entries a crashed replica's engine held: a task pinned to
+        the replica's node (its /dev/shm is that node's RAM, out of the driver's reach
+        when it is another machine; the same path serves the driver's own node) unlinks
+        each that still exists once no live process there maps or holds it open (never
+        another process's segment; see ``release_unmapped_shm``). A dead node's task
+        fails: that is said at the end of the run, with the names."""
+        if report is None or not report[1] or not self.release_shm:
+            return
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        from evalkit.engines.lifecycle import release_unmapped_shm
+
+        node, names = report
+        task = self.ray.remote(num_cpus=0, max_retries=0)(release_unmapped_shm)
+        pinned = NodeAffinitySchedulingStrategy(node_id=node, soft=False)
+        try:
+            ref = task.options(scheduling_strategy=pinned).remote(names)
+        except Exception as exc:  # Ray refuses the task: say so, with the names
+            log.warning("replica %s left %s on node %s (%s)", name, names, node, exc)
+            return
+        self.releases.append((name, node, names, ref))
+
+    def _await_releases(self) -> None:
+        """Wait (bounded) for the release tasks; what they could not release is said."""
+        for name, node, names, ref in self.releases:
+            try:
+                out = self.ray.get(ref, timeout=RELEASE_TIMEOUT_S)
+            except Exception as exc:  # node lost, timeout
+                log.warning(
+                    "replica %s was lost; its shared memory on node %s may remain (%s): "
+                    "/dev/shm/%s",
+                    name, node, type(exc).__name__, " /dev/shm/".join(names),
+                )  # fmt: skip
+                continue
+            if out["released"]:
+                log.info("released the shared memory of lost replica %s: %s", name,
+                         ", ".join(out["released"]))  # fmt: skip
+            if out["in_use"]:
+                log.warning("replica %s was lost; still in use on node %s, so left: %s",
+                            name, node, ", ".join(out["in_use"]))  # fmt: skip
+        self.releases.clear()
 
     def _stuck(self) -> str:
         dead = [n for n, h in self.handles.items() if not h.alive]
@@ -405,8 +488,11 @@ class EchoReplica:
     transfer, accept, fsync'd append)."""
 
     def __init__(self, delay_s: float = 0.0, name: str = "") -> None:
+        from evalkit.engines.lifecycle import shm_listing
+
         self.delay_s = delay_s
         self.name = name
+        self._shm_before = shm_listing()
 
     async def setup(self) -> str:
         """Nothing to start."""
@@ -417,6 +503,14 @@ class EchoReplica:
         import os
 
         return os.getpid()
+
+    async def shm(self) -> tuple[str, list[str]]:
+        """This node's id and the /dev/shm entries this actor's processes hold (none
+        unless a subclass starts some), as :meth:`Replica.shm` says them."""
+        from evalkit.scale.replica import shm_report
+
+        await self.setup()
+        return shm_report(self._shm_before)
 
     async def run_batch(self, keys: list[Key]) -> list[tuple[str, dict[str, Any]]]:
         """One ``ok`` record per key, stamped with this replica."""

@@ -16,6 +16,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, cast
 
+from evalkit.engines.lifecycle import held_shm, shm_listing
 from evalkit.pipeline import Pipeline
 from evalkit.runconfig import RunConfig
 from evalkit.rundir import RunDir
@@ -62,10 +63,17 @@ class Replica:
         self._logs: dict[str, FrameLog] = {}
         self._parts: dict[str, Any] = {}
         self._setting_up = asyncio.Lock()
+        self._shm_before = shm_listing()
 
     def pid(self) -> int:
         """The actor's process id (tests kill it by this)."""
         return os.getpid()
+
+    async def shm(self) -> tuple[str, list[str]]:
+        """Once the engine is up: this node's id and the /dev/shm entries the engine holds
+        (see :func:`shm_report`)."""
+        await self.setup()
+        return shm_report(self._shm_before)
 
     async def setup(self) -> str:
         """Load the benchmarks and start the engine, judge and decoding pool (once; a
@@ -135,6 +143,16 @@ class Replica:
     async def close(self) -> None:
         """Stop the engine, the judge and the decoding pool."""
         await self._stack.aclose()
+
+
+def shm_report(before: set[str]) -> tuple[str, list[str]]:
+    """(the Ray node id of this actor, the /dev/shm entries its process and descendants
+    hold that were not in ``before``): what the driver unlinks should the actor die
+    without closing its engine (Ray kills the engine's processes with it, not their
+    shared memory)."""
+    import ray
+
+    return ray.get_runtime_context().get_node_id(), sorted(held_shm(before))
 
 
 def _inside_actor(cfg: RunConfig) -> RunConfig:
