@@ -89,11 +89,13 @@ class _ShmWatch:
     Other processes on the machine (other sessions) never count: an entry is ours only if
     one of our processes held it."""
 
-    def __init__(self, shm: str = "/dev/shm") -> None:
+    def __init__(self) -> None:
         import threading
 
-        self.shm = shm
-        self.before = set(os.listdir(shm)) if os.path.isdir(shm) else set()
+        from evalkit.engines._watchdog import SHM
+
+        self.shm = SHM
+        self.before = set(os.listdir(SHM)) if os.path.isdir(SHM) else set()
         self.held: set[str] = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="shm-watch", daemon=True)
@@ -114,30 +116,15 @@ class _ShmWatch:
             procs = [psutil.Process(), *psutil.Process().children(recursive=True)]
         except psutil.Error:
             return
-        for p in procs:
-            self.held |= _shm_of(p.pid, self.shm) - self.before
+        from evalkit.engines._watchdog import shm_held  # the watchdog's reading of /proc
+
+        self.held |= shm_held(procs) - self.before
 
     def left(self) -> list[str]:
         """Entries our processes held that still exist now."""
         self._stop.set()
         self._thread.join(timeout=5)
         return sorted(n for n in self.held if os.path.exists(os.path.join(self.shm, n)))
-
-
-def _shm_of(pid: int, shm: str) -> set[str]:
-    names: set[str] = set()
-    try:
-        with open(f"/proc/{pid}/maps") as f:
-            for line in f:
-                if shm + "/" in line and not line.rstrip().endswith("(deleted)"):
-                    names.add(line.split(shm + "/", 1)[1].strip())
-        for fd in os.listdir(f"/proc/{pid}/fd"):
-            target = os.readlink(f"/proc/{pid}/fd/{fd}")
-            if target.startswith(shm + "/") and not target.endswith("(deleted)"):
-                names.add(target[len(shm) + 1 :])
-    except OSError:
-        pass
-    return names
 
 
 _SHM_WATCH: list[_ShmWatch] = []

@@ -50,10 +50,10 @@ def _start(mode: str, arg: str, env: dict[str, str], timeout: float) -> subproce
 def _held_shm(procs: list[psutil.Process]) -> set[str]:
     sys.path.insert(0, str(ROOT / "evalkit" / "engines"))
     try:
-        from _watchdog import _shm_held  # the watchdog's own reading of /proc
+        from _watchdog import shm_held  # the watchdog's own reading of /proc
     finally:
         sys.path.pop(0)
-    return _shm_held(procs)
+    return shm_held(procs)
 
 
 def _survivors(procs: list[psutil.Process], within: float) -> list[str]:

@@ -207,11 +207,11 @@ class ShmEngineReplica(EchoReplica):
 def _unmapped_within(name: str, timeout_s: float) -> bool:
     import psutil
 
-    from evalkit.engines._watchdog import _shm_held
+    from evalkit.engines._watchdog import shm_held
 
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if name not in _shm_held(list(psutil.process_iter())):
+        if name not in shm_held(list(psutil.process_iter())):
             return True
         time.sleep(0.25)
     return False

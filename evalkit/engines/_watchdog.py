@@ -37,7 +37,7 @@ def _stop_requested(stop: threading.Event) -> None:
     # the poll of the owner decides.
 
 
-def _shm_held(procs: list[psutil.Process]) -> set[str]:
+def shm_held(procs: list[psutil.Process]) -> set[str]:
     """Names of /dev/shm entries mapped or open in ``procs``."""
     names: set[str] = set()
     for p in procs:
@@ -80,7 +80,7 @@ def _watch(owner: psutil.Process, stop: threading.Event) -> tuple[list[psutil.Pr
             if c.pid != me and c.pid not in before and c.pid not in noted and not _is_tracker(c):
                 noted[c.pid] = c
         alive = [p for p in noted.values() if p.is_running()]
-        shm |= _shm_held([owner, *alive]) - shm_before
+        shm |= shm_held([owner, *alive]) - shm_before
         stop.wait(POLL_S)
     return list(noted.values()), shm
 

@@ -138,13 +138,13 @@ def engine_shm() -> set[str]:
         import psutil
     except ImportError:
         return set()
-    from evalkit.engines._watchdog import _is_tracker, _shm_held
+    from evalkit.engines._watchdog import _is_tracker, shm_held
 
     me = psutil.Process()
     children = [c for c in me.children(recursive=True) if not _is_tracker(c)]
     # multiprocessing.shared_memory segments only (never the semaphores or segments this
     # process made and shares with them: those are its own to release)
-    return {n for n in _shm_held(children) - _shm_held([me]) if n.startswith("psm_")}
+    return {n for n in shm_held(children) - shm_held([me]) if n.startswith("psm_")}
 
 
 def release_engine_shm(names: set[str]) -> list[str]:
@@ -177,10 +177,10 @@ def held_shm(before: set[str]) -> set[str]:
         import psutil
     except ImportError:
         return set()
-    from evalkit.engines._watchdog import _shm_held
+    from evalkit.engines._watchdog import shm_held
 
     me = psutil.Process()
-    return _shm_held([me, *me.children(recursive=True)]) - before
+    return shm_held([me, *me.children(recursive=True)]) - before
 
 
 def shm_listing() -> set[str]:
@@ -199,14 +199,14 @@ def release_unmapped_shm(names: list[str], wait_s: float = 10.0) -> dict[str, li
     ``{"released": [...], "in_use": [...]}`` (names already gone are in neither)."""
     import psutil
 
-    from evalkit.engines._watchdog import _shm_held
+    from evalkit.engines._watchdog import shm_held
 
     left = {n for n in names if os.path.basename(n) == n and n not in ("", ".", "..")}
     released: list[str] = []
     deadline = time.monotonic() + wait_s
     while True:
         left &= shm_listing()
-        in_use = _shm_held(list(psutil.process_iter())) & left
+        in_use = shm_held(list(psutil.process_iter())) & left
         for name in sorted(left - in_use):
             try:
                 os.unlink(os.path.join(SHM, name))
