@@ -127,6 +127,12 @@ class MissingMedia:
     samples: list[Sample] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
     """The missing files, in sample order, each once."""
+    keep: int | None = None
+    """``samples`` and ``paths`` hold the first ``keep`` only (None: all, as a run needs)."""
+    missing: int = 0
+    """Samples with missing media, kept or not."""
+    files: int = 0
+    """Missing files, kept or not."""
 
     def reason(self, sample: Sample) -> str:
         """The failure recorded for ``sample`` under ``--allow-missing``."""
@@ -134,9 +140,12 @@ class MissingMedia:
         return f"media not found: {', '.join(gone)} (searched {os.path.abspath(self.searched)})"
 
 
-def missing_media(benchmark: str, samples: Iterable[Sample], searched: str) -> MissingMedia:
-    """Which of ``samples`` name a video or image that does not exist (one stat per file)."""
-    out = MissingMedia(benchmark, searched)
+def missing_media(
+    benchmark: str, samples: Iterable[Sample], searched: str, *, keep: int | None = None
+) -> MissingMedia:
+    """Which of ``samples`` (read one at a time) name a video or image that does not exist
+    (one stat per file); ``keep``: the missing samples and paths kept (all are counted)."""
+    out = MissingMedia(benchmark, searched, keep=keep)
     known: dict[str, bool] = {}
     for s in samples:
         out.total += 1
@@ -145,10 +154,14 @@ def missing_media(benchmark: str, samples: Iterable[Sample], searched: str) -> M
             if path not in known:
                 known[path] = Path(path).exists()
                 if not known[path]:
-                    out.paths.append(path)
+                    out.files += 1
+                    if keep is None or len(out.paths) < keep:
+                        out.paths.append(path)
             gone = gone or not known[path]
         if gone:
-            out.samples.append(s)
+            out.missing += 1
+            if keep is None or len(out.samples) < keep:
+                out.samples.append(s)
     return out
 
 
@@ -163,7 +176,7 @@ def media_paths(sample: Sample) -> list[str]:
 def check_media(found: list[MissingMedia], *, allow_missing: bool) -> None:
     """ConfigError (one line: the count, the first paths, the folder searched, what to do)
     when media are missing, unless ``allow_missing``."""
-    found = [m for m in found if m.samples]
+    found = [m for m in found if m.missing]
     if not found or allow_missing:
         return
     raise ConfigError(describe_missing(found) + _WHAT_TO_DO)
@@ -181,10 +194,10 @@ def describe_missing(found: list[MissingMedia]) -> str:
     for m in found:
         root = os.path.abspath(m.searched)
         shown = ", ".join(_relative(os.path.abspath(p), root) for p in m.paths[:SHOWN])
-        more = f" and {len(m.paths) - SHOWN} more" if len(m.paths) > SHOWN else ""
+        more = f" and {m.files - SHOWN} more" if m.files > SHOWN else ""
         parts.append(
-            f"{m.benchmark}: {len(m.samples)} of {m.total} samples have missing media "
-            f"({len(m.paths)} file(s): {shown}{more}; searched {root})"
+            f"{m.benchmark}: {m.missing} of {m.total} samples have missing media "
+            f"({m.files} file(s): {shown}{more}; searched {root})"
         )
     return "; ".join(parts)
 
@@ -202,7 +215,7 @@ def media_preflight(cfg: Any, benches: list[Any]) -> dict[str, MissingMedia]:
     per benchmark otherwise."""
     found = {b.name: missing_media(b.name, b.samples, b.media_root or ".") for b in benches}
     check_media(list(found.values()), allow_missing=cfg.allow_missing)
-    return {name: m for name, m in found.items() if m.samples}
+    return {name: m for name, m in found.items() if m.missing}
 
 
 def record_missing(

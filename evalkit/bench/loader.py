@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.bench import answers
-from evalkit.bench.files import Loaded, Row, RowError, iter_rows, unique_id
+from evalkit.bench.files import Loaded, Problems, Row, RowError, iter_rows, unique_id
 from evalkit.bench.layout import MediaPath
 from evalkit.bench.spec import BenchmarkSpec
 from evalkit.errors import DataError, Problem
@@ -32,14 +32,15 @@ class ValidationReport:
     benchmark: str
     root: str
     samples: list[Sample] = field(default_factory=list)
-    problems: list[Problem] = field(default_factory=list)
+    problems: Problems = field(default_factory=Problems)
+    """Every problem counted; the first ``keep`` given to ``validate`` kept."""
     rows: int = 0
     skipped: int = 0
 
     @property
     def ok(self) -> bool:
         """True when nothing is wrong (warnings, e.g. repaired ids, do not count)."""
-        return not any(p.level == "error" for p in self.problems)
+        return not self.problems.counts["error"]
 
 
 def load(spec: BenchmarkSpec, root: str | Path, *, check_media: bool = True) -> Loaded:
@@ -61,11 +62,14 @@ def load(spec: BenchmarkSpec, root: str | Path, *, check_media: bool = True) -> 
     return out
 
 
-def validate(spec: BenchmarkSpec, root: str | Path, *, decode: bool = False) -> ValidationReport:
-    """Every problem of the local copy under ``root`` (``decode`` also opens each video)."""
-    loaded = _collect(spec, Path(root), check_media=True)
+def validate(
+    spec: BenchmarkSpec, root: str | Path, *, decode: bool = False, keep: int | None = None
+) -> ValidationReport:
+    """Every problem of the local copy under ``root`` (``decode`` also opens each video),
+    each counted, the first ``keep`` kept (None: all)."""
+    loaded = _collect(spec, Path(root), check_media=True, keep=keep)
     report = ValidationReport(
-        spec.name, str(root), list(loaded), list(loaded.problems), loaded.rows, loaded.skipped
+        spec.name, str(root), list(loaded), loaded.problems, loaded.rows, loaded.skipped
     )
     if decode:
         seen: set[str] = set()
@@ -80,17 +84,22 @@ def validate(spec: BenchmarkSpec, root: str | Path, *, decode: bool = False) -> 
     return report
 
 
-def validate_annotations(spec: BenchmarkSpec, root: str | Path) -> ValidationReport:
+def validate_annotations(
+    spec: BenchmarkSpec, root: str | Path, *, keep: int | None = None
+) -> ValidationReport:
     """Every problem of the annotations under ``root``, no video looked for (a
-    predictions-only set-up: ``evalkit score`` reads annotations only)."""
-    loaded = _collect(spec, Path(root), check_media=False)
+    predictions-only set-up: ``evalkit score`` reads annotations only); ``keep`` as in
+    ``validate``."""
+    loaded = _collect(spec, Path(root), check_media=False, keep=keep)
     return ValidationReport(
-        spec.name, str(root), list(loaded), list(loaded.problems), loaded.rows, loaded.skipped
+        spec.name, str(root), list(loaded), loaded.problems, loaded.rows, loaded.skipped
     )
 
 
-def _collect(spec: BenchmarkSpec, root: Path, *, check_media: bool) -> Loaded:
-    out = Loaded()
+def _collect(
+    spec: BenchmarkSpec, root: Path, *, check_media: bool, keep: int | None = None
+) -> Loaded:
+    out = Loaded(keep=keep)
     if not root.is_dir():
         out.problems.append(Problem(str(root), None, None, "data root is not a folder"))
         return out
@@ -107,7 +116,8 @@ def _collect(spec: BenchmarkSpec, root: Path, *, check_media: bool) -> Loaded:
                 sample = build_sample(spec, item, root, check_media=check_media, adapter=adapter)
             except RowError as exc:
                 out.problems.append(Problem(item.file, item.where, exc.field, exc.message))
-                if (sid := _row_id(spec, item.data, adapter)) is not None:
+                # a bounded report (keep) has no use for the ids a run sets aside
+                if keep is None and (sid := _row_id(spec, item.data, adapter)) is not None:
                     out.set_aside[sid] = f"{item.file}, {item.where}: {exc.message}"
                 continue
             if sample is None:

@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from evalkit import tasks
-from evalkit.bench.files import Loaded, RowError, iter_file_rows
+from evalkit.bench.files import Loaded, Problems, RowError
 from evalkit.bench.spec import AggregationSpec, BenchmarkSpec
-from evalkit.bench.unified import load_unified, unified_spec
+from evalkit.bench.unified import Refine, load_unified, unified_spec
 from evalkit.errors import DataError, Problem
 from evalkit.registry import RegistryError, normalize_name
 from evalkit.sample import Sample
@@ -89,7 +89,7 @@ class DataBench:
     """Name in the run (``VSI-Bench (vsibench.json)``; the file's stem for unknown rows)."""
     spec: BenchmarkSpec
     samples: list[Sample] = field(default_factory=list)
-    problems: list[Problem] = field(default_factory=list)
+    problems: Problems = field(default_factory=Problems)
     benchmark: str | None = None
     """The registry benchmark (``NAME[:VARIANT]``) the rows named, None = unknown source."""
     official: bool = False
@@ -105,7 +105,7 @@ class DataBench:
             "official": self.official,
             "note": self.note,
             "valid": len(self.samples),
-            "invalid": sum(p.level == "error" for p in self.problems),
+            "invalid": self.problems.counts["error"],
         }
 
 
@@ -225,35 +225,48 @@ def _decide(spec: BenchmarkSpec, samples: list[Sample]) -> tuple[BenchmarkSpec, 
     return spec.model_copy(update={"aggregation": pooled}), False, note
 
 
-def load_data(file: str | Path, video_root: str | Path | None = None) -> DataFile:
-    """A ``--data`` file as one benchmark per known source (+ one for unknown rows)."""
+def load_data(
+    file: str | Path, video_root: str | Path | None = None, *, keep: int | None = None
+) -> DataFile:
+    """A ``--data`` file as one benchmark per known source (+ one for unknown rows).
+
+    One pass over the rows, one at a time: each row's benchmark is looked up as it is
+    read, so nothing per row is held but its Sample. ``keep``: problems kept per
+    benchmark and in all (each one counted; None: all, as a run records them)."""
     from evalkit.bench.registry import registry
 
     file = Path(file)
     file_key: Key = match_benchmark(file.stem) or ("", None)
-    keys = {where: _row_key(row, file_key) for where, row in iter_file_rows(file)}
-    specs: dict[Key, BenchmarkSpec] = {
-        k: registry().get(k[0]).with_variant(k[1]) for k in set(keys.values()) if k[0]
-    }
-    refiners = {k: _refiner(s, _label(k)) for k, s in specs.items()}
+    specs: dict[Key, BenchmarkSpec | None] = {}
+    refiners: dict[Key, Refine] = {}
+    problems: dict[Key, Problems] = {}
+
+    def key_of(row: Any) -> Key:
+        key = _row_key(row, file_key)
+        if key not in specs:
+            specs[key] = registry().get(key[0]).with_variant(key[1]) if key[0] else None
+            if (spec := specs[key]) is not None:
+                refiners[key] = _refiner(spec, _label(key))
+            problems[key] = Problems(keep=keep)
+        return key
 
     def refine(row: dict[str, Any], sample: Sample, where: str) -> Sample:
-        fn = refiners.get(keys[where])
+        fn = refiners.get(key_of(row))
         return fn(row, sample, where) if fn else sample
 
-    loaded = load_unified(file, video_root, refine=refine)
+    def on_problem(row: Any, problem: Problem) -> None:
+        problems[key_of(row)].append(problem)
+
+    loaded = load_unified(file, video_root, refine=refine, on_problem=on_problem, keep=keep)
     by_key = {
-        k: _bench(file, video_root, k, specs.get(k))
-        for k in sorted(set(keys.values()), key=lambda k: (k[0], k[1] or ""))
+        k: _bench(file, video_root, k, specs[k], problems[k])
+        for k in sorted(specs, key=lambda k: (k[0], k[1] or ""))
     }
     by_label = {_label(k): b for k, b in by_key.items() if k[0]}
     for s in loaded:
         by_label.get(
             s.benchmark, by_key.get(file_key) or next(iter(by_key.values()))
         ).samples.append(s)
-    for p in loaded.problems:
-        key = keys.get(p.row or "", file_key)
-        (by_key.get(key) or next(iter(by_key.values()))).problems.append(p)
     return DataFile(loaded, _finish(list(by_key.values())))
 
 
@@ -265,21 +278,26 @@ UNKNOWN_ROWS_NOTE = "rows of no known benchmark: pooled mean (ad-hoc data, no of
 
 
 def _bench(
-    file: Path, video_root: str | Path | None, key: Key, spec: BenchmarkSpec | None
+    file: Path,
+    video_root: str | Path | None,
+    key: Key,
+    spec: BenchmarkSpec | None,
+    problems: Problems,
 ) -> DataBench:
     if spec is None:
         return DataBench(
             name=file.stem,
             spec=unified_spec(file, video_root),
+            problems=problems,
             note=UNKNOWN_ROWS_NOTE,
         )
     label = _label(key)
-    return DataBench(name=f"{label} ({file.name})", spec=spec, benchmark=label)
+    return DataBench(name=f"{label} ({file.name})", spec=spec, problems=problems, benchmark=label)
 
 
 def _finish(benches: list[DataBench]) -> list[DataBench]:
     out: list[DataBench] = []
-    orphans: list[Problem] = []
+    orphans = Problems()
     for b in benches:
         if not b.samples:
             orphans += b.problems  # rows of a benchmark none of whose rows loaded
