@@ -133,6 +133,25 @@ class MissingMedia:
     """Samples with missing media, kept or not."""
     files: int = 0
     """Missing files, kept or not."""
+    known: dict[str, bool] = field(default_factory=dict, repr=False)
+    """Path -> exists, so each file is looked at once."""
+
+    def add(self, sample: Sample) -> None:
+        """Check one more sample (``bench validate --data`` feeds them as rows are read)."""
+        self.total += 1
+        gone = False
+        for path in media_paths(sample):
+            if path not in self.known:
+                self.known[path] = Path(path).exists()
+                if not self.known[path]:
+                    self.files += 1
+                    if self.keep is None or len(self.paths) < self.keep:
+                        self.paths.append(path)
+            gone = gone or not self.known[path]
+        if gone:
+            self.missing += 1
+            if self.keep is None or len(self.samples) < self.keep:
+                self.samples.append(sample)
 
     def reason(self, sample: Sample) -> str:
         """The failure recorded for ``sample`` under ``--allow-missing``."""
@@ -146,22 +165,8 @@ def missing_media(
     """Which of ``samples`` (read one at a time) name a video or image that does not exist
     (one stat per file); ``keep``: the missing samples and paths kept (all are counted)."""
     out = MissingMedia(benchmark, searched, keep=keep)
-    known: dict[str, bool] = {}
     for s in samples:
-        out.total += 1
-        gone = False
-        for path in media_paths(s):
-            if path not in known:
-                known[path] = Path(path).exists()
-                if not known[path]:
-                    out.files += 1
-                    if keep is None or len(out.paths) < keep:
-                        out.paths.append(path)
-            gone = gone or not known[path]
-        if gone:
-            out.missing += 1
-            if keep is None or len(out.samples) < keep:
-                out.samples.append(s)
+        out.add(s)
     return out
 
 

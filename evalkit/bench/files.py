@@ -84,6 +84,8 @@ class Loaded(list[Sample]):
     ) -> None:
         super().__init__(samples or [])
         self.problems = Problems(problems or [], keep)
+        self.streamed = 0
+        """Valid samples handed to a hook as they were read, not kept in the list."""
         self.rows = rows
         self.skipped = skipped
         self.sources: dict[str, dict[str, Any]] = {}
@@ -108,7 +110,7 @@ class Loaded(list[Sample]):
         and how many were ``reasons_left_out`` (counted, not kept: ``keep``)."""
         return {
             "rows": self.rows,
-            "valid": len(self),
+            "valid": len(self) + self.streamed,
             "invalid": self.problems.counts["error"],
             "warnings": self.problems.counts["warning"],
             "skipped": self.skipped,

@@ -145,6 +145,8 @@ def load_unified(
     *,
     refine: Refine | None = None,
     on_problem: OnProblem | None = None,
+    on_sample: Callable[[dict[str, Any], Sample], None] | None = None,
+    hold: bool = True,
     keep: int | None = None,
 ) -> Loaded:
     """Samples of one unified JSON/JSONL file, with the problems of its bad rows.
@@ -152,7 +154,9 @@ def load_unified(
     Media paths are resolved under ``video_root`` (default: the file's folder). A bad row
     is left out and named in ``.problems`` (each counted, the first ``keep`` kept; None:
     all); a repeated id loads as ``<id>#2`` with a warning. Rows are read one at a time
-    (a JSONL file line by line). DataError only when the file cannot be read at all.
+    (a JSONL file line by line); ``on_sample(row, sample)``, when given, gets each valid
+    sample as it is made; ``hold=False`` leaves them out of the list (``Loaded.streamed``
+    counts them). DataError only when the file cannot be read at all.
     """
     file = Path(file)
     root = Path(video_root) if video_root is not None else None
@@ -192,7 +196,12 @@ def load_unified(
                 ),
             )
             sample = sample.model_copy(update={"id": sid})
-        out.append(sample)
+        if on_sample is not None:
+            on_sample(row, sample)
+        if hold:
+            out.append(sample)
+        else:
+            out.streamed += 1
     return out
 
 

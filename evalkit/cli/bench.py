@@ -314,10 +314,11 @@ def _print_problems(problems: Problems, limit: int) -> None:
 def _validate_data(args: argparse.Namespace) -> int:
     from evalkit.bench.unified_known import load_data
 
-    data = load_data(args.data, args.video_root, keep=args.max_problems)
+    # rows counted and media checked as they are read; only --max-problems of each kept
+    data = load_data(args.data, args.video_root, keep=args.max_problems, samples=False)
     summary = data.loaded.summary()
     benches = [{"name": b.name, **b.info(Path(args.data))} for b in data.benches]
-    missing = _missing_media(data, args)
+    missing = [b.media for b in data.benches if b.media is not None and b.media.missing]
     if args.json:
         media = {"missing_media": [_missing_json(m) for m in missing]}
         print(json.dumps({"file": args.data, **summary, "benchmarks": benches, **media}, indent=2))
@@ -331,16 +332,6 @@ def _validate_data(args: argparse.Namespace) -> int:
 
             print(f"missing media, as `evalkit run` would refuse them: {describe_missing(missing)}")
     return 1 if summary["invalid"] or missing else 0
-
-
-def _missing_media(data: Any, args: argparse.Namespace) -> list[Any]:
-    """The samples whose media are not on disk, by the run's own preflight check."""
-    from evalkit.preflight import missing_media
-
-    root = args.video_root or str(Path(args.data).parent)
-    keep = args.max_problems
-    found = [missing_media(b.name, b.samples, root, keep=keep) for b in data.benches]
-    return [m for m in found if m.missing]
 
 
 def _missing_json(m: Any) -> dict[str, Any]:
