@@ -241,3 +241,16 @@ def test_validate_data_json_counts_every_missing_video_and_lists_the_first(
     (media,) = json.loads(capsys.readouterr().out)["missing_media"]
     assert (media["samples"], media["of"], media["paths_left_out"]) == (30, 30, 28)
     assert media["paths"] == [str(tmp_path / "v0.mp4"), str(tmp_path / "v1.mp4")]
+
+
+def test_validate_data_of_many_valid_rows_holds_no_sample(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    row = {"problem_type": "multiple choice", "options": ["A. x", "B. y"], "solution": "A"}
+    path, warm = tmp_path / "mine.jsonl", tmp_path / "warm.jsonl"
+    rows = "".join(json.dumps({**row, "problem_id": i}) + "\n" for i in range(20_000))
+    path.write_text(rows + "1\n")  # and one bad row, so that it exits 1
+    warm.write_text("1\n")
+    # holding every Sample took ~35 MB here; counting them, only their ids stay (~3 MB)
+    assert _peak_mb(["--data", str(path)], ["--data", str(warm)]) < 10
+    assert "20001 rows: 20000 valid, 1 invalid" in capsys.readouterr().out
