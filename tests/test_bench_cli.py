@@ -254,3 +254,37 @@ def test_validate_data_of_many_valid_rows_holds_no_sample(
     # holding every Sample took ~35 MB here; counting them, only their ids stay (~3 MB)
     assert _peak_mb(["--data", str(path)], ["--data", str(warm)]) < 10
     assert "20001 rows: 20000 valid, 1 invalid" in capsys.readouterr().out
+
+
+def _lvbench_of_many_questions(tmp_path: Path, n: int) -> Path:
+    """The LVBench copy with ``n`` more lines of four questions each on vidL1, and one bad
+    line (so that validate exits 1)."""
+    root = official.lvbench(tmp_path)
+    q = {"question": "Who?\n(A) cat\n(B) dog\n(C) owl\n(D) fox", "answer": "A"}
+    q |= {"question_type": ["reasoning"], "time_reference": ""}
+    with (root / "video_info.meta.jsonl").open("a") as f:
+        for i in range(n):
+            qa = [{**q, "uid": f"x{i}_{j}"} for j in range(4)]
+            f.write(json.dumps({"key": "vidL1", "type": "cartoon", "qa": qa}) + "\n")
+        f.write("1\n")
+    return root
+
+
+def test_validate_name_of_many_valid_rows_holds_no_sample(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = _lvbench_of_many_questions(tmp_path, 5000)
+    warm = ["lvbench", "--root", str(root), "--no-media"]
+    # holding every Sample took ~58 MB here; counting them, only their ids stay (~5 MB)
+    assert _peak_mb(["lvbench", "--root", str(root)], warm) < 15
+    assert "20005 rows: 20004 valid, 1 invalid" in capsys.readouterr().out
+
+
+def test_validate_name_decode_opens_each_video_as_its_rows_are_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = _lvbench_of_many_questions(tmp_path, 3)
+    (root / "videos" / "vidL1.mp4").write_bytes(b"not a video at all")
+    assert main(["bench", "validate", "lvbench", "--root", str(root), "--decode"]) == 1
+    out = capsys.readouterr().out
+    assert "17 rows: 16 valid, 2 invalid" in out and out.count("cannot decode") == 1

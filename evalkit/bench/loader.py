@@ -36,6 +36,8 @@ class ValidationReport:
     """Every problem counted; the first ``keep`` given to ``validate`` kept."""
     rows: int = 0
     skipped: int = 0
+    valid: int = 0
+    """Samples that loaded (held in ``samples`` or not: ``validate(hold=False)``)."""
 
     @property
     def ok(self) -> bool:
@@ -63,42 +65,77 @@ def load(spec: BenchmarkSpec, root: str | Path, *, check_media: bool = True) -> 
 
 
 def validate(
-    spec: BenchmarkSpec, root: str | Path, *, decode: bool = False, keep: int | None = None
+    spec: BenchmarkSpec,
+    root: str | Path,
+    *,
+    decode: bool = False,
+    keep: int | None = None,
+    hold: bool = True,
 ) -> ValidationReport:
     """Every problem of the local copy under ``root`` (``decode`` also opens each video),
-    each counted, the first ``keep`` kept (None: all)."""
-    loaded = _collect(spec, Path(root), check_media=True, keep=keep)
-    report = ValidationReport(
-        spec.name, str(root), list(loaded), loaded.problems, loaded.rows, loaded.skipped
+    each counted, the first ``keep`` kept (None: all). ``hold=False`` (``bench
+    validate``): each sample is counted, its videos opened as it is read, then dropped."""
+    seen: set[str] = set()
+    undecodable = Problems(keep=keep)  # after the rows' problems, as they always came
+
+    def opened(s: Sample) -> None:
+        for m in s.media if decode else ():
+            if m.path in seen or not Path(m.path).exists():
+                continue
+            seen.add(m.path)
+            reason = _undecodable(m.path, m.kind)
+            if reason:
+                undecodable.append(Problem(m.path, None, None, f"cannot decode: {reason}"))
+
+    loaded = _collect(
+        spec, Path(root), check_media=True, keep=keep, on_sample=None if hold else opened
     )
-    if decode:
-        seen: set[str] = set()
-        for s in report.samples:
-            for m in s.media:
-                if m.path in seen or not Path(m.path).exists():
-                    continue
-                seen.add(m.path)
-                reason = _undecodable(m.path, m.kind)
-                if reason:
-                    report.problems.append(Problem(m.path, None, None, f"cannot decode: {reason}"))
-    return report
+    for s in loaded:
+        opened(s)
+    return _report(spec, root, loaded, undecodable)
+
+
+def _report(
+    spec: BenchmarkSpec, root: str | Path, loaded: Loaded, more: Problems | None = None
+) -> ValidationReport:
+    if more is not None:
+        loaded.problems += more
+    return ValidationReport(
+        spec.name,
+        str(root),
+        list(loaded),
+        loaded.problems,
+        loaded.rows,
+        loaded.skipped,
+        len(loaded) + loaded.streamed,
+    )
 
 
 def validate_annotations(
-    spec: BenchmarkSpec, root: str | Path, *, keep: int | None = None
+    spec: BenchmarkSpec, root: str | Path, *, keep: int | None = None, hold: bool = True
 ) -> ValidationReport:
     """Every problem of the annotations under ``root``, no video looked for (a
-    predictions-only set-up: ``evalkit score`` reads annotations only); ``keep`` as in
-    ``validate``."""
-    loaded = _collect(spec, Path(root), check_media=False, keep=keep)
-    return ValidationReport(
-        spec.name, str(root), list(loaded), loaded.problems, loaded.rows, loaded.skipped
-    )
+    predictions-only set-up: ``evalkit score`` reads annotations only); ``keep`` and
+    ``hold`` as in ``validate``."""
+    drop = None if hold else _drop
+    loaded = _collect(spec, Path(root), check_media=False, keep=keep, on_sample=drop)
+    return _report(spec, root, loaded)
+
+
+def _drop(sample: Sample) -> None:
+    """Counted, not kept."""
 
 
 def _collect(
-    spec: BenchmarkSpec, root: Path, *, check_media: bool, keep: int | None = None
+    spec: BenchmarkSpec,
+    root: Path,
+    *,
+    check_media: bool,
+    keep: int | None = None,
+    on_sample: Callable[[Sample], None] | None = None,
 ) -> Loaded:
+    """Every row's fate; ``on_sample``, when given, gets each sample in place of the list
+    (counted in ``streamed``, no ids set aside or sources kept)."""
     out = Loaded(keep=keep)
     if not root.is_dir():
         out.problems.append(Problem(str(root), None, None, "data root is not a folder"))
@@ -145,6 +182,10 @@ def _collect(
                     )
                 )
                 sample = sample.model_copy(update={"id": sid})
+            if on_sample is not None:
+                on_sample(sample)
+                out.streamed += 1
+                continue
             out.append(sample)
             keys = [_sources(spec, fields, item.data, adapter) for fields in key_sets(spec)]
             out.sources[sample.id], out.keys[sample.id] = keys[0], [k for k in keys if k]

@@ -258,11 +258,11 @@ def _validate(args: argparse.Namespace) -> int:
     report = (
         _no_media(spec, args)
         if args.no_media
-        else validate(spec, args.root, decode=args.decode, keep=keep)
+        else validate(spec, args.root, decode=args.decode, keep=keep, hold=False)
     )
     counts = {
         "rows": report.rows,
-        "valid": len(report.samples),
+        "valid": report.valid,
         "invalid": report.problems.counts["error"],
         "warnings": report.problems.counts["warning"],
         "skipped": report.skipped,
@@ -274,7 +274,7 @@ def _validate(args: argparse.Namespace) -> int:
         }
         print(json.dumps({"benchmark": spec.name, **counts, **reasons}, indent=2))
         return 0 if report.ok else 1
-    print(f"{spec.name}: {len(report.samples)} samples loaded from {args.root}")
+    print(f"{spec.name}: {report.valid} samples loaded from {args.root}")
     print(_counts_line(counts))
     _print_problems(report.problems, args.max_problems)
     if report.ok:
@@ -290,7 +290,7 @@ def _no_media(spec: BenchmarkSpec, args: argparse.Namespace) -> Any:
 
     if args.decode:
         raise ConfigError("--no-media checks no video: it cannot --decode them")
-    return validate_annotations(spec, args.root, keep=args.max_problems)
+    return validate_annotations(spec, args.root, keep=args.max_problems, hold=False)
 
 
 def _counts_line(c: dict[str, int]) -> str:
