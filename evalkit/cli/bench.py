@@ -87,7 +87,7 @@ def _count(spec: BenchmarkSpec, root: str) -> str:
 
     for cand in (Path(root) / spec.name, Path(root) / spec.key):
         if cand.is_dir():
-            return str(len(validate(spec, cand).samples))
+            return str(validate(spec, cand, keep=0, hold=False).valid)  # a count only
     return "-"
 
 
