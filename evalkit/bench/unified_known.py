@@ -277,7 +277,8 @@ def load_data(
     benches: dict[Key, DataBench] = {}
     refiners: dict[Key, Refine] = {}
 
-    def bench_of(row: Any) -> DataBench:
+    def key_of(row: Any) -> Key:
+        """The row's benchmark, its DataBench made the first time a row names it."""
         key = _row_key(row, file_key)
         if key not in benches:
             spec = registry().get(key[0]).with_variant(key[1]) if key[0] else None
@@ -286,15 +287,14 @@ def load_data(
             b = benches[key] = _bench(file, video_root, key, spec, Problems(keep=keep))
             if not samples:
                 b.media = MissingMedia(b.name, media_root, keep=keep)
-        return benches[key]
+        return key
 
     def refine(row: dict[str, Any], sample: Sample, where: str) -> Sample:
-        bench_of(row)
-        fn = refiners.get(_row_key(row, file_key))
+        fn = refiners.get(key_of(row))
         return fn(row, sample, where) if fn else sample
 
     def on_sample(row: dict[str, Any], sample: Sample) -> None:
-        b = bench_of(row)
+        b = benches[key_of(row)]
         b.tally.add(sample)
         if b.media is not None:
             b.media.add(sample)
@@ -302,7 +302,7 @@ def load_data(
             b.samples.append(sample)
 
     def on_problem(row: Any, problem: Problem) -> None:
-        bench_of(row).problems.append(problem)
+        benches[key_of(row)].problems.append(problem)
 
     loaded = load_unified(
         file,
