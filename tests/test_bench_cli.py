@@ -288,3 +288,22 @@ def test_validate_name_decode_opens_each_video_as_its_rows_are_read(
     assert main(["bench", "validate", "lvbench", "--root", str(root), "--decode"]) == 1
     out = capsys.readouterr().out
     assert "17 rows: 16 valid, 2 invalid" in out and out.count("cannot decode") == 1
+
+
+def test_validate_data_counts_the_left_out_problems_of_a_benchmark_with_no_valid_row(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = {"problem_type": "multiple choice", "options": ["A. x", "B. y"], "solution": "A"}
+    bad = {"data_source": "vsibench", "problem_type": "multiple choice"}  # no solution
+    rows = [{**good, "problem_id": 0}, *({**bad, "problem_id": i} for i in range(1, 6))]
+    path = tmp_path / "mine.json"
+    path.write_text(json.dumps(rows))
+    assert main(["bench", "validate", "--data", str(path), "--json", "--max-problems", "2"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    (bench,) = out["benchmarks"]  # VSI-Bench's rows all failed: its problems go to the rest
+    assert (bench["valid"], bench["invalid"], out["invalid"], out["reasons_left_out"]) == (
+        1,
+        5,
+        5,
+        3,
+    )
