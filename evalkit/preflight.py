@@ -127,6 +127,31 @@ class MissingMedia:
     samples: list[Sample] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
     """The missing files, in sample order, each once."""
+    keep: int | None = None
+    """``samples`` and ``paths`` hold the first ``keep`` only (None: all, as a run needs)."""
+    missing: int = 0
+    """Samples with missing media, kept or not."""
+    files: int = 0
+    """Missing files, kept or not."""
+    known: dict[str, bool] = field(default_factory=dict, repr=False)
+    """Path -> exists, so each file is looked at once."""
+
+    def add(self, sample: Sample) -> None:
+        """Check one more sample (``bench validate --data`` feeds them as rows are read)."""
+        self.total += 1
+        gone = False
+        for path in media_paths(sample):
+            if path not in self.known:
+                self.known[path] = Path(path).exists()
+                if not self.known[path]:
+                    self.files += 1
+                    if self.keep is None or len(self.paths) < self.keep:
+                        self.paths.append(path)
+            gone = gone or not self.known[path]
+        if gone:
+            self.missing += 1
+            if self.keep is None or len(self.samples) < self.keep:
+                self.samples.append(sample)
 
     def reason(self, sample: Sample) -> str:
         """The failure recorded for ``sample`` under ``--allow-missing``."""
@@ -134,21 +159,14 @@ class MissingMedia:
         return f"media not found: {', '.join(gone)} (searched {os.path.abspath(self.searched)})"
 
 
-def missing_media(benchmark: str, samples: Iterable[Sample], searched: str) -> MissingMedia:
-    """Which of ``samples`` name a video or image that does not exist (one stat per file)."""
-    out = MissingMedia(benchmark, searched)
-    known: dict[str, bool] = {}
+def missing_media(
+    benchmark: str, samples: Iterable[Sample], searched: str, *, keep: int | None = None
+) -> MissingMedia:
+    """Which of ``samples`` (read one at a time) name a video or image that does not exist
+    (one stat per file); ``keep``: the missing samples and paths kept (all are counted)."""
+    out = MissingMedia(benchmark, searched, keep=keep)
     for s in samples:
-        out.total += 1
-        gone = False
-        for path in media_paths(s):
-            if path not in known:
-                known[path] = Path(path).exists()
-                if not known[path]:
-                    out.paths.append(path)
-            gone = gone or not known[path]
-        if gone:
-            out.samples.append(s)
+        out.add(s)
     return out
 
 
@@ -163,7 +181,7 @@ def media_paths(sample: Sample) -> list[str]:
 def check_media(found: list[MissingMedia], *, allow_missing: bool) -> None:
     """ConfigError (one line: the count, the first paths, the folder searched, what to do)
     when media are missing, unless ``allow_missing``."""
-    found = [m for m in found if m.samples]
+    found = [m for m in found if m.missing]
     if not found or allow_missing:
         return
     raise ConfigError(describe_missing(found) + _WHAT_TO_DO)
@@ -181,10 +199,10 @@ def describe_missing(found: list[MissingMedia]) -> str:
     for m in found:
         root = os.path.abspath(m.searched)
         shown = ", ".join(_relative(os.path.abspath(p), root) for p in m.paths[:SHOWN])
-        more = f" and {len(m.paths) - SHOWN} more" if len(m.paths) > SHOWN else ""
+        more = f" and {m.files - SHOWN} more" if m.files > SHOWN else ""
         parts.append(
-            f"{m.benchmark}: {len(m.samples)} of {m.total} samples have missing media "
-            f"({len(m.paths)} file(s): {shown}{more}; searched {root})"
+            f"{m.benchmark}: {m.missing} of {m.total} samples have missing media "
+            f"({m.files} file(s): {shown}{more}; searched {root})"
         )
     return "; ".join(parts)
 
@@ -202,7 +220,7 @@ def media_preflight(cfg: Any, benches: list[Any]) -> dict[str, MissingMedia]:
     per benchmark otherwise."""
     found = {b.name: missing_media(b.name, b.samples, b.media_root or ".") for b in benches}
     check_media(list(found.values()), allow_missing=cfg.allow_missing)
-    return {name: m for name, m in found.items() if m.samples}
+    return {name: m for name, m in found.items() if m.missing}
 
 
 def record_missing(

@@ -156,3 +156,154 @@ def test_validate_name_json_counts_invalid_rows(
     out = json.loads(capsys.readouterr().out)
     assert (out["rows"], out["valid"], out["invalid"]) == (4, 2, 2)
     assert {r["field"] for r in out["reasons"]} == {"key"}
+
+
+def _peak_mb(args: list[str], warm: list[str]) -> float:
+    """Peak traced memory (MB) of ``evalkit bench validate ARGS`` (exit 1), after a run of
+    ``warm`` has loaded the registry (so only the rows' cost is measured)."""
+    import tracemalloc
+
+    main(["bench", "validate", *warm])
+    tracemalloc.start()
+    try:
+        assert main(["bench", "validate", *args]) == 1
+        return tracemalloc.get_traced_memory()[1] / 2**20
+    finally:
+        tracemalloc.stop()
+
+
+TINY_BAD_ROWS = 200_000
+
+
+def test_validate_data_of_many_bad_rows_keeps_50_and_counts_the_rest_in_bounded_memory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, warm = tmp_path / "tiny.jsonl", tmp_path / "warm.jsonl"
+    path.write_text("1\n" * TINY_BAD_ROWS)  # every row is one character, none an object
+    warm.write_text("1\n")
+    # holding every Problem took ~70 MB here; counting them and keeping 50 takes < 1 MB
+    assert _peak_mb(["--data", str(path)], ["--data", str(warm)]) < 10
+    out = capsys.readouterr().out.splitlines()
+    assert out[-52:] == [
+        f"{TINY_BAD_ROWS} problem(s):",
+        *(f"  {path}, line {i}: a row must be a JSON object" for i in range(1, 51)),
+        f"  ... and {TINY_BAD_ROWS - 50} more",
+    ]
+
+
+def test_validate_name_of_many_bad_rows_runs_in_bounded_memory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = official.lvbench(tmp_path)
+    warm = ["lvbench", "--root", str(root), "--no-media"]
+    with (root / "video_info.meta.jsonl").open("a") as f:
+        f.write("1\n" * TINY_BAD_ROWS)
+    assert _peak_mb(["lvbench", "--root", str(root)], warm) < 10
+    assert f"... and {TINY_BAD_ROWS - 50} more" in capsys.readouterr().out
+
+
+def test_validate_data_json_lists_the_kept_reasons_and_says_how_many_were_left_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "tiny.jsonl"
+    path.write_text("1\n" * 1000)
+    assert main(["bench", "validate", "--data", str(path), "--json", "--max-problems", "2"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert (out["rows"], out["invalid"], out["reasons_left_out"]) == (1000, 1000, 998)
+    assert [r["row"] for r in out["reasons"]] == ["line 1", "line 2"]
+
+
+def test_validate_name_json_says_how_many_reasons_were_left_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = official.lvbench(tmp_path)
+    with (root / "video_info.meta.jsonl").open("a") as f:
+        f.write("1\n" * 10)
+    args = ["lvbench", "--root", str(root), "--json", "--max-problems", "4"]
+    assert main(["bench", "validate", *args]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert (out["rows"], out["invalid"], len(out["reasons"]), out["reasons_left_out"]) == (
+        14,
+        10,
+        4,
+        6,
+    )
+
+
+def test_validate_data_json_counts_every_missing_video_and_lists_the_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    row = {"problem_type": "multiple choice", "options": ["A. x", "B. y"], "solution": "A"}
+    rows = [{**row, "problem_id": i, "path": f"v{i}.mp4"} for i in range(30)]
+    path = tmp_path / "mine.json"
+    path.write_text(json.dumps(rows))
+    assert main(["bench", "validate", "--data", str(path), "--json", "--max-problems", "2"]) == 1
+    (media,) = json.loads(capsys.readouterr().out)["missing_media"]
+    assert (media["samples"], media["of"], media["paths_left_out"]) == (30, 30, 28)
+    assert media["paths"] == [str(tmp_path / "v0.mp4"), str(tmp_path / "v1.mp4")]
+
+
+def test_validate_data_of_many_valid_rows_holds_no_sample(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    row = {"problem_type": "multiple choice", "options": ["A. x", "B. y"], "solution": "A"}
+    path, warm = tmp_path / "mine.jsonl", tmp_path / "warm.jsonl"
+    rows = "".join(json.dumps({**row, "problem_id": i}) + "\n" for i in range(20_000))
+    path.write_text(rows + "1\n")  # and one bad row, so that it exits 1
+    warm.write_text("1\n")
+    # holding every Sample took ~35 MB here; counting them, only their ids stay (~3 MB)
+    assert _peak_mb(["--data", str(path)], ["--data", str(warm)]) < 10
+    assert "20001 rows: 20000 valid, 1 invalid" in capsys.readouterr().out
+
+
+def _lvbench_of_many_questions(tmp_path: Path, n: int) -> Path:
+    """The LVBench copy with ``n`` more lines of four questions each on vidL1, and one bad
+    line (so that validate exits 1)."""
+    root = official.lvbench(tmp_path)
+    q = {"question": "Who?\n(A) cat\n(B) dog\n(C) owl\n(D) fox", "answer": "A"}
+    q |= {"question_type": ["reasoning"], "time_reference": ""}
+    with (root / "video_info.meta.jsonl").open("a") as f:
+        for i in range(n):
+            qa = [{**q, "uid": f"x{i}_{j}"} for j in range(4)]
+            f.write(json.dumps({"key": "vidL1", "type": "cartoon", "qa": qa}) + "\n")
+        f.write("1\n")
+    return root
+
+
+def test_validate_name_of_many_valid_rows_holds_no_sample(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = _lvbench_of_many_questions(tmp_path, 5000)
+    warm = ["lvbench", "--root", str(root), "--no-media"]
+    # holding every Sample took ~58 MB here; counting them, only their ids stay (~5 MB)
+    assert _peak_mb(["lvbench", "--root", str(root)], warm) < 15
+    assert "20005 rows: 20004 valid, 1 invalid" in capsys.readouterr().out
+
+
+def test_validate_name_decode_opens_each_video_as_its_rows_are_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = _lvbench_of_many_questions(tmp_path, 3)
+    (root / "videos" / "vidL1.mp4").write_bytes(b"not a video at all")
+    assert main(["bench", "validate", "lvbench", "--root", str(root), "--decode"]) == 1
+    out = capsys.readouterr().out
+    assert "17 rows: 16 valid, 2 invalid" in out and out.count("cannot decode") == 1
+
+
+def test_validate_data_counts_the_left_out_problems_of_a_benchmark_with_no_valid_row(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = {"problem_type": "multiple choice", "options": ["A. x", "B. y"], "solution": "A"}
+    bad = {"data_source": "vsibench", "problem_type": "multiple choice"}  # no solution
+    rows = [{**good, "problem_id": 0}, *({**bad, "problem_id": i} for i in range(1, 6))]
+    path = tmp_path / "mine.json"
+    path.write_text(json.dumps(rows))
+    assert main(["bench", "validate", "--data", str(path), "--json", "--max-problems", "2"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    (bench,) = out["benchmarks"]  # VSI-Bench's rows all failed: its problems go to the rest
+    assert (bench["valid"], bench["invalid"], out["invalid"], out["reasons_left_out"]) == (
+        1,
+        5,
+        5,
+        3,
+    )

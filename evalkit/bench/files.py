@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import glob
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -24,6 +24,48 @@ class RowError(Exception):
         super().__init__(message)
 
 
+class Problems(list[Problem]):
+    """Problems met while reading: every one counted by level, the first ``keep`` kept
+    (None: all). ``bench validate`` keeps a few to print, so a file of a million bad
+    rows costs a count, not a million Problems; a run keeps all (its run directory
+    lists every invalid row)."""
+
+    def __init__(self, problems: Iterable[Problem] = (), keep: int | None = None) -> None:
+        super().__init__()
+        self.keep = keep
+        self.counts: dict[str, int] = {"error": 0, "warning": 0}
+        self.extend(problems)
+
+    def append(self, problem: Problem) -> None:
+        self.counts[problem.level] += 1
+        if self.keep is None or len(self) < self.keep:
+            super().append(problem)
+
+    def extend(self, problems: Iterable[Problem]) -> None:
+        if not isinstance(problems, Problems):
+            for p in problems:
+                self.append(p)
+            return
+        for p in problems:  # its kept ones, then the counts of those it left out
+            self.append(p)
+        for level, n in problems.counts.items():
+            self.counts[level] += n - sum(p.level == level for p in problems)
+
+    def __iadd__(self, problems: Iterable[Problem]) -> Problems:  # type: ignore[override,misc]
+        self.extend(problems)
+        return self
+
+    @property
+    def total(self) -> int:
+        """Problems met, kept or not."""
+        return sum(self.counts.values())
+
+    @property
+    def left_out(self) -> int:
+        """Problems counted but not kept."""
+        return self.total - len(self)
+
+
 class Loaded(list[Sample]):
     """The samples a loader produced, plus every problem met on the way.
 
@@ -38,9 +80,12 @@ class Loaded(list[Sample]):
         problems: list[Problem] | None = None,
         rows: int = 0,
         skipped: int = 0,
+        keep: int | None = None,
     ) -> None:
         super().__init__(samples or [])
-        self.problems: list[Problem] = list(problems or [])
+        self.problems = Problems(problems or [], keep)
+        self.streamed = 0
+        """Valid samples handed to a hook as they were read, not kept in the list."""
         self.rows = rows
         self.skipped = skipped
         self.sources: dict[str, dict[str, Any]] = {}
@@ -61,14 +106,16 @@ class Loaded(list[Sample]):
         return [p for p in self.problems if p.level == "warning"]
 
     def summary(self) -> dict[str, Any]:
-        """``rows``, ``valid``, ``invalid``, ``warnings``, ``skipped`` and the ``reasons``."""
+        """``rows``, ``valid``, ``invalid``, ``warnings``, ``skipped``, the ``reasons`` kept
+        and how many were ``reasons_left_out`` (counted, not kept: ``keep``)."""
         return {
             "rows": self.rows,
-            "valid": len(self),
-            "invalid": len(self.invalid),
-            "warnings": len(self.warnings),
+            "valid": len(self) + self.streamed,
+            "invalid": self.problems.counts["error"],
+            "warnings": self.problems.counts["warning"],
             "skipped": self.skipped,
             "reasons": [p.to_dict() for p in self.problems],
+            "reasons_left_out": self.problems.left_out,
         }
 
 

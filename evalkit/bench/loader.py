@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.bench import answers
-from evalkit.bench.files import Loaded, Row, RowError, iter_rows, unique_id
+from evalkit.bench.files import Loaded, Problems, Row, RowError, iter_rows, unique_id
 from evalkit.bench.layout import MediaPath
 from evalkit.bench.spec import BenchmarkSpec
 from evalkit.errors import DataError, Problem
@@ -32,14 +32,17 @@ class ValidationReport:
     benchmark: str
     root: str
     samples: list[Sample] = field(default_factory=list)
-    problems: list[Problem] = field(default_factory=list)
+    problems: Problems = field(default_factory=Problems)
+    """Every problem counted; the first ``keep`` given to ``validate`` kept."""
     rows: int = 0
     skipped: int = 0
+    valid: int = 0
+    """Samples that loaded (held in ``samples`` or not: ``validate(hold=False)``)."""
 
     @property
     def ok(self) -> bool:
         """True when nothing is wrong (warnings, e.g. repaired ids, do not count)."""
-        return not any(p.level == "error" for p in self.problems)
+        return not self.problems.counts["error"]
 
 
 def load(spec: BenchmarkSpec, root: str | Path, *, check_media: bool = True) -> Loaded:
@@ -61,36 +64,79 @@ def load(spec: BenchmarkSpec, root: str | Path, *, check_media: bool = True) -> 
     return out
 
 
-def validate(spec: BenchmarkSpec, root: str | Path, *, decode: bool = False) -> ValidationReport:
-    """Every problem of the local copy under ``root`` (``decode`` also opens each video)."""
-    loaded = _collect(spec, Path(root), check_media=True)
-    report = ValidationReport(
-        spec.name, str(root), list(loaded), list(loaded.problems), loaded.rows, loaded.skipped
+def validate(
+    spec: BenchmarkSpec,
+    root: str | Path,
+    *,
+    decode: bool = False,
+    keep: int | None = None,
+    hold: bool = True,
+) -> ValidationReport:
+    """Every problem of the local copy under ``root`` (``decode`` also opens each video),
+    each counted, the first ``keep`` kept (None: all). ``hold=False`` (``bench
+    validate``): each sample is counted, its videos opened as it is read, then dropped."""
+    seen: set[str] = set()
+    undecodable = Problems(keep=keep)  # after the rows' problems, as they always came
+
+    def opened(s: Sample) -> None:
+        for m in s.media if decode else ():
+            if m.path in seen or not Path(m.path).exists():
+                continue
+            seen.add(m.path)
+            reason = _undecodable(m.path, m.kind)
+            if reason:
+                undecodable.append(Problem(m.path, None, None, f"cannot decode: {reason}"))
+
+    loaded = _collect(
+        spec, Path(root), check_media=True, keep=keep, on_sample=None if hold else opened
     )
-    if decode:
-        seen: set[str] = set()
-        for s in report.samples:
-            for m in s.media:
-                if m.path in seen or not Path(m.path).exists():
-                    continue
-                seen.add(m.path)
-                reason = _undecodable(m.path, m.kind)
-                if reason:
-                    report.problems.append(Problem(m.path, None, None, f"cannot decode: {reason}"))
-    return report
+    for s in loaded:
+        opened(s)
+    return _report(spec, root, loaded, undecodable)
 
 
-def validate_annotations(spec: BenchmarkSpec, root: str | Path) -> ValidationReport:
-    """Every problem of the annotations under ``root``, no video looked for (a
-    predictions-only set-up: ``evalkit score`` reads annotations only)."""
-    loaded = _collect(spec, Path(root), check_media=False)
+def _report(
+    spec: BenchmarkSpec, root: str | Path, loaded: Loaded, more: Problems | None = None
+) -> ValidationReport:
+    if more is not None:
+        loaded.problems += more
     return ValidationReport(
-        spec.name, str(root), list(loaded), list(loaded.problems), loaded.rows, loaded.skipped
+        spec.name,
+        str(root),
+        list(loaded),
+        loaded.problems,
+        loaded.rows,
+        loaded.skipped,
+        len(loaded) + loaded.streamed,
     )
 
 
-def _collect(spec: BenchmarkSpec, root: Path, *, check_media: bool) -> Loaded:
-    out = Loaded()
+def validate_annotations(
+    spec: BenchmarkSpec, root: str | Path, *, keep: int | None = None, hold: bool = True
+) -> ValidationReport:
+    """Every problem of the annotations under ``root``, no video looked for (a
+    predictions-only set-up: ``evalkit score`` reads annotations only); ``keep`` and
+    ``hold`` as in ``validate``."""
+    drop = None if hold else _drop
+    loaded = _collect(spec, Path(root), check_media=False, keep=keep, on_sample=drop)
+    return _report(spec, root, loaded)
+
+
+def _drop(sample: Sample) -> None:
+    """Counted, not kept."""
+
+
+def _collect(
+    spec: BenchmarkSpec,
+    root: Path,
+    *,
+    check_media: bool,
+    keep: int | None = None,
+    on_sample: Callable[[Sample], None] | None = None,
+) -> Loaded:
+    """Every row's fate; ``on_sample``, when given, gets each sample in place of the list
+    (counted in ``streamed``, no ids set aside or sources kept)."""
+    out = Loaded(keep=keep)
     if not root.is_dir():
         out.problems.append(Problem(str(root), None, None, "data root is not a folder"))
         return out
@@ -107,7 +153,8 @@ def _collect(spec: BenchmarkSpec, root: Path, *, check_media: bool) -> Loaded:
                 sample = build_sample(spec, item, root, check_media=check_media, adapter=adapter)
             except RowError as exc:
                 out.problems.append(Problem(item.file, item.where, exc.field, exc.message))
-                if (sid := _row_id(spec, item.data, adapter)) is not None:
+                # a bounded report (keep) has no use for the ids a run sets aside
+                if keep is None and (sid := _row_id(spec, item.data, adapter)) is not None:
                     out.set_aside[sid] = f"{item.file}, {item.where}: {exc.message}"
                 continue
             if sample is None:
@@ -135,6 +182,10 @@ def _collect(spec: BenchmarkSpec, root: Path, *, check_media: bool) -> Loaded:
                     )
                 )
                 sample = sample.model_copy(update={"id": sid})
+            if on_sample is not None:
+                on_sample(sample)
+                out.streamed += 1
+                continue
             out.append(sample)
             keys = [_sources(spec, fields, item.data, adapter) for fields in key_sets(spec)]
             out.sources[sample.id], out.keys[sample.id] = keys[0], [k for k in keys if k]

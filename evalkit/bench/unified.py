@@ -134,47 +134,74 @@ Refine = Callable[[dict[str, Any], Sample, str], Sample]
 checked (maps a known benchmark's fields and task types); RowError makes the row invalid."""
 
 
+OnProblem = Callable[[Any, Problem], None]
+"""A hook ``(row, problem)`` told of each problem with the row it came from (the row is a
+Problem itself for a line that is not JSON): ``load_data`` files it under its benchmark."""
+
+
 def load_unified(
-    file: str | Path, video_root: str | Path | None = None, *, refine: Refine | None = None
+    file: str | Path,
+    video_root: str | Path | None = None,
+    *,
+    refine: Refine | None = None,
+    on_problem: OnProblem | None = None,
+    on_sample: Callable[[dict[str, Any], Sample], None] | None = None,
+    hold: bool = True,
+    keep: int | None = None,
 ) -> Loaded:
     """Samples of one unified JSON/JSONL file, with the problems of its bad rows.
 
     Media paths are resolved under ``video_root`` (default: the file's folder). A bad row
-    is left out and named in ``.problems``; a repeated id loads as ``<id>#2`` with a
-    warning. DataError only when the file cannot be read at all.
+    is left out and named in ``.problems`` (each counted, the first ``keep`` kept; None:
+    all); a repeated id loads as ``<id>#2`` with a warning. Rows are read one at a time
+    (a JSONL file line by line); ``on_sample(row, sample)``, when given, gets each valid
+    sample as it is made; ``hold=False`` leaves them out of the list (``Loaded.streamed``
+    counts them). DataError only when the file cannot be read at all.
     """
     file = Path(file)
     root = Path(video_root) if video_root is not None else None
-    out = Loaded()
+    out = Loaded(keep=keep)
     seen: dict[str, str] = {}
+
+    def problem(row: Any, p: Problem) -> None:
+        out.problems.append(p)
+        if on_problem is not None:
+            on_problem(row, p)
+
     for where, row in iter_file_rows(file):
         out.rows += 1
         if isinstance(row, Problem):
-            out.problems.append(row)
+            problem(row, row)
             continue
         if not isinstance(row, dict):
-            out.problems.append(Problem(str(file), where, None, "a row must be a JSON object"))
+            problem(row, Problem(str(file), where, None, "a row must be a JSON object"))
             continue
         try:
             sample = build_sample(row, file, where, root)
             if refine is not None:
                 sample = refine(row, sample, where)
         except RowError as exc:
-            out.problems.append(Problem(str(file), where, exc.field, exc.message))
+            problem(row, Problem(str(file), where, exc.field, exc.message))
             continue
         sid, first = unique_id(seen, sample.id, where)
         if first is not None:
-            out.problems.append(
+            problem(
+                row,
                 Problem(
                     str(file),
                     where,
                     "problem_id",
                     f"duplicate id {sample.id!r} (first at {first}): loaded as {sid!r}",
                     "warning",
-                )
+                ),
             )
             sample = sample.model_copy(update={"id": sid})
-        out.append(sample)
+        if on_sample is not None:
+            on_sample(row, sample)
+        if hold:
+            out.append(sample)
+        else:
+            out.streamed += 1
     return out
 
 

@@ -23,15 +23,18 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalkit import tasks
-from evalkit.bench.files import Loaded, RowError, iter_file_rows
+from evalkit.bench.files import Loaded, Problems, RowError
 from evalkit.bench.spec import AggregationSpec, BenchmarkSpec
-from evalkit.bench.unified import load_unified, unified_spec
+from evalkit.bench.unified import Refine, load_unified, unified_spec
 from evalkit.errors import DataError, Problem
 from evalkit.registry import RegistryError, normalize_name
 from evalkit.sample import Sample
+
+if TYPE_CHECKING:
+    from evalkit.preflight import MissingMedia
 
 # Spec field -> unified row fields tried in order (the spec's own field name is tried
 # first). From EasyVideoR1's eval/data/valid_data files: VSI-Bench keeps the question
@@ -82,6 +85,32 @@ PARTS: dict[str, Part] = {"videomathqa": Part("mbinary_id", "mbin")}
 
 
 @dataclass
+class Tally:
+    """What the choice of aggregation needs of a benchmark's samples, counted one at a
+    time: how many, how many lack each field the official rule reads, which breakdown
+    fields any of them has."""
+
+    needed: list[str]
+    breakdowns: list[str]
+    valid: int = 0
+    lacking: dict[str, int] = field(default_factory=dict)
+    present: set[str] = field(default_factory=set)
+
+    @classmethod
+    def of(cls, spec: BenchmarkSpec) -> Tally:
+        """An empty tally for the fields ``spec``'s aggregation reads."""
+        return cls(required_fields(spec), list(spec.aggregation.breakdowns))
+
+    def add(self, sample: Sample) -> None:
+        """Count one more sample."""
+        self.valid += 1
+        for f in self.needed:
+            if sample.fields.get(f) in (None, ""):
+                self.lacking[f] = self.lacking.get(f, 0) + 1
+        self.present.update(b for b in self.breakdowns if sample.fields.get(b) is not None)
+
+
+@dataclass
 class DataBench:
     """One benchmark of a run made from (some of) the rows of a ``--data`` file."""
 
@@ -89,13 +118,17 @@ class DataBench:
     """Name in the run (``VSI-Bench (vsibench.json)``; the file's stem for unknown rows)."""
     spec: BenchmarkSpec
     samples: list[Sample] = field(default_factory=list)
-    problems: list[Problem] = field(default_factory=list)
+    """Its samples (empty when ``load_data`` counted them instead: ``samples=False``)."""
+    problems: Problems = field(default_factory=Problems)
     benchmark: str | None = None
     """The registry benchmark (``NAME[:VARIANT]``) the rows named, None = unknown source."""
     official: bool = False
     """Aggregated by the benchmark's official rule (False: pooled mean)."""
     note: str = ""
     """How the rows were matched and aggregated, for the report."""
+    tally: Tally = field(default_factory=lambda: Tally([], []))
+    media: MissingMedia | None = None
+    """Its samples' media check, made as they were read (``samples=False``)."""
 
     def info(self, file: Path) -> dict[str, Any]:
         """What the run directory records about this benchmark (``extra.data_benchmarks``)."""
@@ -104,8 +137,8 @@ class DataBench:
             "benchmark": self.benchmark,
             "official": self.official,
             "note": self.note,
-            "valid": len(self.samples),
-            "invalid": sum(p.level == "error" for p in self.problems),
+            "valid": self.tally.valid,
+            "invalid": self.problems.counts["error"],
         }
 
 
@@ -201,18 +234,14 @@ def required_fields(spec: BenchmarkSpec) -> list[str]:
     return [str(v) for k, v in params.items() if k.endswith("field") and isinstance(v, str)]
 
 
-def _decide(spec: BenchmarkSpec, samples: list[Sample]) -> tuple[BenchmarkSpec, bool, str]:
+def _decide(spec: BenchmarkSpec, tally: Tally) -> tuple[BenchmarkSpec, bool, str]:
     agg = spec.aggregation
-    lacking = {
-        f: n
-        for f in required_fields(spec)
-        if (n := sum(s.fields.get(f) in (None, "") for s in samples))
-    }
+    lacking = {f: n for f in tally.needed if (n := tally.lacking.get(f, 0))}
     if not lacking:
-        absent = [b for b in agg.breakdowns if all(s.fields.get(b) is None for s in samples)]
+        absent = [b for b in agg.breakdowns if b not in tally.present]
         gone = f" (breakdowns the rows lack: {', '.join(absent)})" if absent else ""
         return spec, True, f"rows named {spec.name}: aggregated by its official {agg.name}{gone}"
-    what = ", ".join(f"{f!r} ({n} of {len(samples)} rows lack it)" for f, n in lacking.items())
+    what = ", ".join(f"{f!r} ({n} of {tally.valid} rows lack it)" for f, n in lacking.items())
     pooled = AggregationSpec(
         name="mean",
         breakdowns=list(agg.breakdowns),
@@ -225,36 +254,67 @@ def _decide(spec: BenchmarkSpec, samples: list[Sample]) -> tuple[BenchmarkSpec, 
     return spec.model_copy(update={"aggregation": pooled}), False, note
 
 
-def load_data(file: str | Path, video_root: str | Path | None = None) -> DataFile:
-    """A ``--data`` file as one benchmark per known source (+ one for unknown rows)."""
+def load_data(
+    file: str | Path,
+    video_root: str | Path | None = None,
+    *,
+    keep: int | None = None,
+    samples: bool = True,
+) -> DataFile:
+    """A ``--data`` file as one benchmark per known source (+ one for unknown rows).
+
+    One pass over the rows, one at a time: each row's benchmark is looked up as it is
+    read. ``keep``: problems kept per benchmark and in all (each one counted; None: all,
+    as a run records them). ``samples=False`` (``bench validate``): each valid sample is
+    counted and its media checked as it is read, then dropped, so memory does not grow
+    with the rows (but for the ids, kept to find repeats, and the media paths seen)."""
     from evalkit.bench.registry import registry
+    from evalkit.preflight import MissingMedia
 
     file = Path(file)
     file_key: Key = match_benchmark(file.stem) or ("", None)
-    keys = {where: _row_key(row, file_key) for where, row in iter_file_rows(file)}
-    specs: dict[Key, BenchmarkSpec] = {
-        k: registry().get(k[0]).with_variant(k[1]) for k in set(keys.values()) if k[0]
-    }
-    refiners = {k: _refiner(s, _label(k)) for k, s in specs.items()}
+    media_root = str(video_root) if video_root is not None else str(file.parent)
+    benches: dict[Key, DataBench] = {}
+    refiners: dict[Key, Refine] = {}
+
+    def key_of(row: Any) -> Key:
+        """The row's benchmark, its DataBench made the first time a row names it."""
+        key = _row_key(row, file_key)
+        if key not in benches:
+            spec = registry().get(key[0]).with_variant(key[1]) if key[0] else None
+            if spec is not None:
+                refiners[key] = _refiner(spec, _label(key))
+            b = benches[key] = _bench(file, video_root, key, spec, Problems(keep=keep))
+            if not samples:
+                b.media = MissingMedia(b.name, media_root, keep=keep)
+        return key
 
     def refine(row: dict[str, Any], sample: Sample, where: str) -> Sample:
-        fn = refiners.get(keys[where])
+        fn = refiners.get(key_of(row))
         return fn(row, sample, where) if fn else sample
 
-    loaded = load_unified(file, video_root, refine=refine)
-    by_key = {
-        k: _bench(file, video_root, k, specs.get(k))
-        for k in sorted(set(keys.values()), key=lambda k: (k[0], k[1] or ""))
-    }
-    by_label = {_label(k): b for k, b in by_key.items() if k[0]}
-    for s in loaded:
-        by_label.get(
-            s.benchmark, by_key.get(file_key) or next(iter(by_key.values()))
-        ).samples.append(s)
-    for p in loaded.problems:
-        key = keys.get(p.row or "", file_key)
-        (by_key.get(key) or next(iter(by_key.values()))).problems.append(p)
-    return DataFile(loaded, _finish(list(by_key.values())))
+    def on_sample(row: dict[str, Any], sample: Sample) -> None:
+        b = benches[key_of(row)]
+        b.tally.add(sample)
+        if b.media is not None:
+            b.media.add(sample)
+        else:
+            b.samples.append(sample)
+
+    def on_problem(row: Any, problem: Problem) -> None:
+        benches[key_of(row)].problems.append(problem)
+
+    loaded = load_unified(
+        file,
+        video_root,
+        refine=refine,
+        on_problem=on_problem,
+        on_sample=on_sample,
+        hold=samples,
+        keep=keep,
+    )
+    ordered = [benches[k] for k in sorted(benches, key=lambda k: (k[0], k[1] or ""))]
+    return DataFile(loaded, _finish(ordered))
 
 
 def _label(key: Key) -> str:
@@ -265,27 +325,39 @@ UNKNOWN_ROWS_NOTE = "rows of no known benchmark: pooled mean (ad-hoc data, no of
 
 
 def _bench(
-    file: Path, video_root: str | Path | None, key: Key, spec: BenchmarkSpec | None
+    file: Path,
+    video_root: str | Path | None,
+    key: Key,
+    spec: BenchmarkSpec | None,
+    problems: Problems,
 ) -> DataBench:
     if spec is None:
         return DataBench(
             name=file.stem,
             spec=unified_spec(file, video_root),
+            problems=problems,
             note=UNKNOWN_ROWS_NOTE,
+            tally=Tally([], []),  # its pooled mean needs no field
         )
     label = _label(key)
-    return DataBench(name=f"{label} ({file.name})", spec=spec, benchmark=label)
+    return DataBench(
+        name=f"{label} ({file.name})",
+        spec=spec,
+        problems=problems,
+        benchmark=label,
+        tally=Tally.of(spec),
+    )
 
 
 def _finish(benches: list[DataBench]) -> list[DataBench]:
     out: list[DataBench] = []
-    orphans: list[Problem] = []
+    orphans = Problems()
     for b in benches:
-        if not b.samples:
+        if not b.tally.valid:
             orphans += b.problems  # rows of a benchmark none of whose rows loaded
             continue
         if b.benchmark is not None:
-            b.spec, b.official, b.note = _decide(b.spec, b.samples)
+            b.spec, b.official, b.note = _decide(b.spec, b.tally)
         out.append(b)
     if out:
         out[0].problems += orphans

@@ -8,12 +8,15 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalkit.bench.registry import registry
 from evalkit.bench.spec import BenchmarkSpec
 from evalkit.cli.checks import existing_dir, existing_file, non_negative_int
 from evalkit.errors import ConfigError
+
+if TYPE_CHECKING:
+    from evalkit.bench.files import Problems
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -46,7 +49,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     val.add_argument("--decode", action="store_true", help="also decode every video")
     val.add_argument("--json", action="store_true", help="print the counts and reasons as JSON")
     val.add_argument(
-        "--max-problems", type=non_negative_int, default=50, help="problems printed (all counted)"
+        "--max-problems",
+        type=non_negative_int,
+        default=50,
+        help="problems printed, and listed by --json (all counted)",
     )
     _media_flag(val)
     _ids_parser(sub)
@@ -81,7 +87,7 @@ def _count(spec: BenchmarkSpec, root: str) -> str:
 
     for cand in (Path(root) / spec.name, Path(root) / spec.key):
         if cand.is_dir():
-            return str(len(validate(spec, cand).samples))
+            return str(validate(spec, cand, keep=0, hold=False).valid)  # a count only
     return "-"
 
 
@@ -248,22 +254,27 @@ def _validate(args: argparse.Namespace) -> int:
 
     spec = registry().get(args.name)
     args.root = str(bench_root(spec, args.root, "--root"))
+    keep = args.max_problems  # every problem counted; only those shown are kept
     report = (
-        _no_media(spec, args) if args.no_media else validate(spec, args.root, decode=args.decode)
+        _no_media(spec, args)
+        if args.no_media
+        else validate(spec, args.root, decode=args.decode, keep=keep, hold=False)
     )
-    invalid = [p for p in report.problems if p.level == "error"]
     counts = {
         "rows": report.rows,
-        "valid": len(report.samples),
-        "invalid": len(invalid),
-        "warnings": len(report.problems) - len(invalid),
+        "valid": report.valid,
+        "invalid": report.problems.counts["error"],
+        "warnings": report.problems.counts["warning"],
         "skipped": report.skipped,
     }
     if args.json:
-        reasons = [p.to_dict() for p in report.problems]
-        print(json.dumps({"benchmark": spec.name, **counts, "reasons": reasons}, indent=2))
+        reasons = {
+            "reasons": [p.to_dict() for p in report.problems],
+            "reasons_left_out": report.problems.left_out,
+        }
+        print(json.dumps({"benchmark": spec.name, **counts, **reasons}, indent=2))
         return 0 if report.ok else 1
-    print(f"{spec.name}: {len(report.samples)} samples loaded from {args.root}")
+    print(f"{spec.name}: {report.valid} samples loaded from {args.root}")
     print(_counts_line(counts))
     _print_problems(report.problems, args.max_problems)
     if report.ok:
@@ -279,7 +290,7 @@ def _no_media(spec: BenchmarkSpec, args: argparse.Namespace) -> Any:
 
     if args.decode:
         raise ConfigError("--no-media checks no video: it cannot --decode them")
-    return validate_annotations(spec, args.root)
+    return validate_annotations(spec, args.root, keep=args.max_problems, hold=False)
 
 
 def _counts_line(c: dict[str, int]) -> str:
@@ -289,23 +300,25 @@ def _counts_line(c: dict[str, int]) -> str:
     )
 
 
-def _print_problems(problems: list[Any], limit: int) -> None:
-    if not problems:
+def _print_problems(problems: Problems, limit: int) -> None:
+    """The first ``limit`` problems and the count of the rest (counted, maybe not kept)."""
+    if not problems.total:
         return
-    print(f"{len(problems)} problem(s):")
+    print(f"{problems.total} problem(s):")
     for p in problems[:limit]:
         print(f"  {p}")
-    if len(problems) > limit:
-        print(f"  ... and {len(problems) - limit} more")
+    if problems.total > limit:
+        print(f"  ... and {problems.total - limit} more")
 
 
 def _validate_data(args: argparse.Namespace) -> int:
     from evalkit.bench.unified_known import load_data
 
-    data = load_data(args.data, args.video_root)
+    # rows counted and media checked as they are read; only --max-problems of each kept
+    data = load_data(args.data, args.video_root, keep=args.max_problems, samples=False)
     summary = data.loaded.summary()
     benches = [{"name": b.name, **b.info(Path(args.data))} for b in data.benches]
-    missing = _missing_media(data, args)
+    missing = [b.media for b in data.benches if b.media is not None and b.media.missing]
     if args.json:
         media = {"missing_media": [_missing_json(m) for m in missing]}
         print(json.dumps({"file": args.data, **summary, "benchmarks": benches, **media}, indent=2))
@@ -321,22 +334,14 @@ def _validate_data(args: argparse.Namespace) -> int:
     return 1 if summary["invalid"] or missing else 0
 
 
-def _missing_media(data: Any, args: argparse.Namespace) -> list[Any]:
-    """The samples whose media are not on disk, by the run's own preflight check."""
-    from evalkit.preflight import missing_media
-
-    root = args.video_root or str(Path(args.data).parent)
-    found = [missing_media(b.name, b.samples, root) for b in data.benches]
-    return [m for m in found if m.samples]
-
-
 def _missing_json(m: Any) -> dict[str, Any]:
     return {
         "benchmark": m.benchmark,
-        "samples": len(m.samples),
+        "samples": m.missing,
         "of": m.total,
         "searched": os.path.abspath(m.searched),
         "paths": [os.path.abspath(p) for p in m.paths],
+        "paths_left_out": m.files - len(m.paths),
     }
 
 
