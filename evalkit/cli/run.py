@@ -182,7 +182,7 @@ def _replica_args(p: Any) -> None:
     )
     p.add_argument(
         "--ray-connect-timeout",
-        type=float,
+        type=finite_float,
         dest="ray_connect_timeout_s",
         metavar="SECONDS",
         help="longest wait for the cluster at --ray-address to answer (default 30)",
