@@ -10,17 +10,12 @@ any engine starts (``evalkit bench validate --data`` runs the same check).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evalkit.bench.media import MissingMedia, describe_missing, missing_media
 from evalkit.engines import engine_for_mode, reads_local_checkpoint
 from evalkit.errors import ConfigError
-from evalkit.sample import Sample
-
-SHOWN = 3
-"""Missing paths named in the one-line error (all are counted)."""
 
 
 def check_run(cfg: Any, engine_given: bool = False) -> None:
@@ -115,69 +110,6 @@ def _dir(path: str, flag: str) -> None:
         raise ConfigError(f"{flag} {path}: is a file; give a folder")
 
 
-@dataclass
-class MissingMedia:
-    """The samples of one benchmark whose video or image is not on disk."""
-
-    benchmark: str
-    searched: str
-    """The folder the media paths were resolved under (as the user can check it)."""
-    total: int = 0
-    """Samples of the benchmark (with or without media)."""
-    samples: list[Sample] = field(default_factory=list)
-    paths: list[str] = field(default_factory=list)
-    """The missing files, in sample order, each once."""
-    keep: int | None = None
-    """``samples`` and ``paths`` hold the first ``keep`` only (None: all, as a run needs)."""
-    missing: int = 0
-    """Samples with missing media, kept or not."""
-    files: int = 0
-    """Missing files, kept or not."""
-    known: dict[str, bool] = field(default_factory=dict, repr=False)
-    """Path -> exists, so each file is looked at once."""
-
-    def add(self, sample: Sample) -> None:
-        """Check one more sample (``bench validate --data`` feeds them as rows are read)."""
-        self.total += 1
-        gone = False
-        for path in media_paths(sample):
-            if path not in self.known:
-                self.known[path] = Path(path).exists()
-                if not self.known[path]:
-                    self.files += 1
-                    if self.keep is None or len(self.paths) < self.keep:
-                        self.paths.append(path)
-            gone = gone or not self.known[path]
-        if gone:
-            self.missing += 1
-            if self.keep is None or len(self.samples) < self.keep:
-                self.samples.append(sample)
-
-    def reason(self, sample: Sample) -> str:
-        """The failure recorded for ``sample`` under ``--allow-missing``."""
-        gone = [p for p in media_paths(sample) if not Path(p).exists()]
-        return f"media not found: {', '.join(gone)} (searched {os.path.abspath(self.searched)})"
-
-
-def missing_media(
-    benchmark: str, samples: Iterable[Sample], searched: str, *, keep: int | None = None
-) -> MissingMedia:
-    """Which of ``samples`` (read one at a time) name a video or image that does not exist
-    (one stat per file); ``keep``: the missing samples and paths kept (all are counted)."""
-    out = MissingMedia(benchmark, searched, keep=keep)
-    for s in samples:
-        out.add(s)
-    return out
-
-
-def media_paths(sample: Sample) -> list[str]:
-    """Every file a sample needs: its videos and images, and a subtitle file where its
-    benchmark has them (``subtitle_path``)."""
-    paths = [m.path for m in sample.media]
-    subtitles = sample.fields.get("subtitle_path")
-    return [*paths, str(subtitles)] if subtitles else paths
-
-
 def check_media(found: list[MissingMedia], *, allow_missing: bool) -> None:
     """ConfigError (one line: the count, the first paths, the folder searched, what to do)
     when media are missing, unless ``allow_missing``."""
@@ -191,27 +123,6 @@ _WHAT_TO_DO = (
     "; give --video-root the folder that holds them (--data-root for --bench), or "
     "--allow-missing to run the rest and record these as failed"
 )
-
-
-def describe_missing(found: list[MissingMedia]) -> str:
-    """``N of M samples ... missing: first paths ... (searched DIR)``, per benchmark."""
-    parts = []
-    for m in found:
-        root = os.path.abspath(m.searched)
-        shown = ", ".join(_relative(os.path.abspath(p), root) for p in m.paths[:SHOWN])
-        more = f" and {m.files - SHOWN} more" if m.files > SHOWN else ""
-        parts.append(
-            f"{m.benchmark}: {m.missing} of {m.total} samples have missing media "
-            f"({m.files} file(s): {shown}{more}; searched {root})"
-        )
-    return "; ".join(parts)
-
-
-def _relative(path: str, root: str) -> str:
-    try:
-        return os.path.relpath(path, root) if Path(path).is_relative_to(root) else path
-    except ValueError:
-        return path
 
 
 def media_preflight(cfg: Any, benches: list[Any]) -> dict[str, MissingMedia]:

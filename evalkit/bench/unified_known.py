@@ -34,7 +34,7 @@ from evalkit.registry import RegistryError, normalize_name
 from evalkit.sample import Sample
 
 if TYPE_CHECKING:
-    from evalkit.preflight import MissingMedia
+    from evalkit.bench.media import MissingMedia
 
 # Spec field -> unified row fields tried in order (the spec's own field name is tried
 # first). From EasyVideoR1's eval/data/valid_data files: VSI-Bench keeps the question
@@ -268,8 +268,8 @@ def load_data(
     as a run records them). ``samples=False`` (``bench validate``): each valid sample is
     counted and its media checked as it is read, then dropped, so memory does not grow
     with the rows (but for the ids, kept to find repeats, and the media paths seen)."""
+    from evalkit.bench.media import MissingMedia
     from evalkit.bench.registry import registry
-    from evalkit.preflight import MissingMedia
 
     file = Path(file)
     file_key: Key = match_benchmark(file.stem) or ("", None)

@@ -328,7 +328,7 @@ def _validate_data(args: argparse.Namespace) -> int:
             print(f"  {b['name']}: {b['valid']} samples; {b['note']}")
         _print_problems(data.loaded.problems, args.max_problems)
         if missing:
-            from evalkit.preflight import describe_missing
+            from evalkit.bench.media import describe_missing
 
             print(f"missing media, as `evalkit run` would refuse them: {describe_missing(missing)}")
     return 1 if summary["invalid"] or missing else 0

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evalkit.bench.media import MissingMedia
 from evalkit.errors import ConfigError
 from evalkit.pipeline import PipelineStats
-from evalkit.preflight import MissingMedia
 from evalkit.runconfig import RunConfig
 from evalkit.rundir import RunDir, new_run_id
 from evalkit.runner import BenchRun, RunResult, model_factor, open_run
