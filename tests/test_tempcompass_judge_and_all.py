@@ -196,9 +196,9 @@ def _all_files(tmp_path: Path, root: Path) -> list[Path]:
     ]
 
 
-def test_tempcompass_all_scores_the_four_formats_into_one_run_with_the_pooled_avg_all(
-    tmp_path: Path, root: Path
-) -> None:
+@pytest.fixture
+def scored_all(tmp_path: Path, root: Path) -> Path:
+    """The four formats' predictions scored as ``--bench TempCompass:all`` into one run."""
     _score(
         tmp_path,
         root,
@@ -207,7 +207,13 @@ def test_tempcompass_all_scores_the_four_formats_into_one_run_with_the_pooled_av
         judge=JUDGE,
         judge_engine=ScriptedJudge(),
     )
-    run = load_run(tmp_path / "runs" / "r", bootstrap=0)
+    return tmp_path / "runs" / "r"
+
+
+def test_tempcompass_all_scores_the_four_formats_into_one_run_with_the_pooled_avg_all(
+    scored_all: Path,
+) -> None:
+    run = load_run(scored_all, bootstrap=0)
     overall = {n: b.overall for n, b in run.benchmarks.items()}
     assert overall == pytest.approx(
         {
@@ -221,19 +227,9 @@ def test_tempcompass_all_scores_the_four_formats_into_one_run_with_the_pooled_av
     assert avg_all.overall == pytest.approx(100 * (2 + 1 + 3 + 1) / 12)  # pooled, by hand
 
 
-def test_report_of_tempcompass_all_shows_the_avg_all(
-    tmp_path: Path, root: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    _score(
-        tmp_path,
-        root,
-        "TempCompass:all",
-        _all_files(tmp_path, root),
-        judge=JUDGE,
-        judge_engine=ScriptedJudge(),
-    )
+def test_report_of_tempcompass_all_shows_the_avg_all(scored_all: Path, tmp_path: Path) -> None:
     out = tmp_path / "rep"
-    assert main(["report", str(tmp_path / "runs" / "r"), "--out", str(out), "--format", "md"]) == 0
+    assert main(["report", str(scored_all), "--out", str(out), "--format", "md"]) == 0
     md = (out / "report.md").read_text()
     assert "| TempCompass:avg_all |" in md
     assert "| TempCompass:yes_no |" in md and "TempCompass:yes_no:yes_no" not in md
