@@ -263,16 +263,17 @@ _HOLDER = """
 import os, signal, sys, time
 from evalkit.engines.lifecycle import Termination
 from evalkit.trainer.weight_sync import ShmPool
-pool = ShmPool()
-print(pool.segment(0, 4096).name, flush=True)
 how = sys.argv[1]
-if how == "kill":  # the whole group at once, multiprocessing's resource tracker too
-    time.sleep(0.5)
-    os.killpg(0, signal.SIGKILL)
-if how == "raise":
-    raise RuntimeError("a step failed")
+pool = ShmPool()
 try:
+    # the handler is in place before the name is printed: the test signals on reading it
     with Termination() as term:
+        print(pool.segment(0, 4096).name, flush=True)
+        if how == "kill":  # the whole group at once, multiprocessing's resource tracker too
+            time.sleep(0.5)
+            os.killpg(0, signal.SIGKILL)
+        if how == "raise":
+            raise RuntimeError("a step failed")
         time.sleep(120)
 except KeyboardInterrupt:
     sys.exit(term.exit_code)
