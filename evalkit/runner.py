@@ -25,17 +25,12 @@ from evalkit.engines import build, engine_for_mode, reads_local_checkpoint
 from evalkit.engines.base import Engine
 from evalkit.engines.lifecycle import close_engine, in_daemon_thread
 from evalkit.errors import ConfigError
-from evalkit.manifest import RunManifest
+from evalkit.manifest import RunManifest, hash_json
 from evalkit.pipeline import Pipeline, PipelineStats
 from evalkit.prompts import PromptPlan
-
-# the settings live in evalkit.runconfig; re-exported for the callers that import them here
-from evalkit.runconfig import FrameOverrides as FrameOverrides
-from evalkit.runconfig import JudgeConfig as JudgeConfig
-from evalkit.runconfig import RunConfig as RunConfig
-from evalkit.rundir import RunDir, hash_json, hash_path, new_run_id
-from evalkit.runparts import BenchRun as BenchRun
-from evalkit.runparts import make_builder, make_cache
+from evalkit.runconfig import JudgeConfig, RunConfig
+from evalkit.rundir import RunDir, hash_path, new_run_id
+from evalkit.runparts import BenchRun, make_builder, make_cache
 from evalkit.sample import Sample, VideoRef
 from evalkit.scoring.context import ScoringContext
 from evalkit.scoring.run_scorer import RunScorer

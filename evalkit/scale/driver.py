@@ -30,9 +30,8 @@ from evalkit.errors import ConfigError
 from evalkit.pipeline import PipelineStats
 from evalkit.runconfig import RunConfig
 from evalkit.rundir import RunDir, new_run_id
-from evalkit.runner import BenchRun, RunResult, model_factor, open_run
-from evalkit.runner import resolve_benchmarks as resolve_benchmarks
-from evalkit.runparts import make_cache
+from evalkit.runner import RunResult, model_factor, open_run, resolve_benchmarks
+from evalkit.runparts import BenchRun, make_cache
 from evalkit.scale.cluster import (
     ReplicaHandle,
     Session,
