@@ -68,7 +68,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
 
 
 def _run_config(args: argparse.Namespace, model: Path, work: Path, run_id: str | None) -> Any:
-    from evalkit.runner import RunConfig
+    from evalkit.runconfig import RunConfig
 
     return RunConfig(
         model=str(model),

@@ -80,18 +80,10 @@ def _in_hub_cache(repo_id: str) -> bool:
 
 def check_engine_options(name: str, cfg: Any) -> None:
     """The engine exists and its options validate (typed config), before it is built."""
-    from pydantic import ValidationError
+    from evalkit.engines import engine_config
 
-    from evalkit.engines import ENGINE_CONFIGS
-
-    config_type = ENGINE_CONFIGS.get(name)  # RegistryError: unknown engine, with a hint
-    try:
-        config_type.model_validate({"model": cfg.model, **cfg.engine_options})
-    except ValidationError as exc:
-        bad = "; ".join(f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors())
-        raise ConfigError(
-            f"--engine-opt for engine {name!r}: {bad} (see the fields of {config_type.__name__})"
-        ) from None
+    # RegistryError: an unknown engine, with a hint; ConfigError: a bad option, in one line
+    engine_config(name, cfg.model, cfg.engine_options, where="--engine-opt for engine")
 
 
 def _file(path: str, flag: str) -> None:

@@ -24,13 +24,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from evalkit.atomic import write_text_atomic as write_text_atomic
+from evalkit.atomic import write_text_atomic
 from evalkit.errors import ConfigError, DataError, not_utf8
-from evalkit.manifest import ResultConfig, RunManifest, lift_schema_1
-
-# the manifest's helpers, re-exported for the callers that import them from here
-from evalkit.manifest import hash_json as hash_json
-from evalkit.manifest import package_versions as package_versions
+from evalkit.manifest import ResultConfig, RunManifest, hash_json, lift_schema_1
 from evalkit.runlock import RunLock
 from evalkit.store import Store
 

@@ -17,27 +17,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from evalkit.cache.key import fingerprint_settings
 from evalkit.config import throughput_only_fields
 from evalkit.decoding import describe as describe_sampling
 from evalkit.decoding import sampling_for
-from evalkit.engines import reads_local_checkpoint
+from evalkit.engines import build, engine_for_mode, reads_local_checkpoint
 from evalkit.engines.base import Engine
 from evalkit.engines.lifecycle import close_engine, in_daemon_thread
 from evalkit.errors import ConfigError
-from evalkit.manifest import RunManifest
+from evalkit.manifest import RunManifest, hash_json
 from evalkit.pipeline import Pipeline, PipelineStats
 from evalkit.prompts import PromptPlan
-
-# the settings live in evalkit.runconfig; re-exported for the callers that import them here
-from evalkit.runconfig import FrameOverrides as FrameOverrides
-from evalkit.runconfig import JudgeConfig as JudgeConfig
-from evalkit.runconfig import RunConfig as RunConfig
-from evalkit.rundir import RunDir, hash_json, hash_path, new_run_id
-from evalkit.runparts import BenchRun as BenchRun
-from evalkit.runparts import make_builder, make_cache
+from evalkit.runconfig import JudgeConfig, RunConfig
+from evalkit.rundir import RunDir, hash_path, new_run_id
+from evalkit.runparts import BenchRun, make_builder, make_cache
 from evalkit.sample import Sample, VideoRef
 from evalkit.scoring.context import ScoringContext
 from evalkit.scoring.run_scorer import RunScorer
@@ -141,23 +134,8 @@ def _judge_template(spec: Any) -> str:
 
 def make_engine(cfg: RunConfig) -> Engine:
     """Build the configured backend (heavy imports happen here, not at import time)."""
-    from evalkit.engines import engine_for_mode
-
     # the vanilla baseline runs vLLM the way other harnesses do: LLM.generate on batches
-    return build_engine(engine_for_mode(cfg.engine, cfg.mode), cfg.model, cfg.engine_options)
-
-
-def build_engine(name: str, model: str, options: dict[str, Any]) -> Engine:
-    """An engine of the registered backend ``name`` on ``model`` with typed ``options``."""
-
-    from evalkit.engines import ENGINE_CONFIGS, ENGINES
-
-    try:
-        config = ENGINE_CONFIGS.get(name).model_validate({"model": model, **options})
-    except ValidationError as exc:
-        raise ConfigError(f"engine {name!r} options: {exc}") from None
-    engine: Engine = ENGINES.get(name)(config)
-    return engine
+    return build(engine_for_mode(cfg.engine, cfg.mode), cfg.model, cfg.engine_options)
 
 
 @contextlib.asynccontextmanager
@@ -172,7 +150,7 @@ async def judge_for(cfg: RunConfig, engine: Engine | None, cache_dir: Path) -> A
         return
     jc = cfg.judge
     own = engine is None
-    engine = engine or build_engine(jc.engine, jc.model, _judge_engine_options(jc))
+    engine = engine or build(jc.engine, jc.model, _judge_engine_options(jc))
     judge = LLMJudge(
         engine=engine,
         model=jc.model,

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.engines.base import Completion, Request, Timings
+from evalkit.runconfig import RunConfig
 from evalkit.rundir import RunDir
-from evalkit.runner import RunConfig
 from tests.fixtures.bench.media import tiny_video
 
 BENCH = "set"  # the ad-hoc benchmark's name: the data file's stem

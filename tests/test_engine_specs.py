@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from pydantic import BaseModel, ConfigDict
@@ -16,8 +17,10 @@ from evalkit.engines import EngineSpec, engine_choices, engine_for_mode, registe
 from evalkit.engines.base import BatchEngine, Completion, Engine, Request
 from evalkit.engines.openai_engine import OpenAIConfig
 from evalkit.engines.vllm_engine import VLLMConfig
+from evalkit.errors import ConfigError
 from evalkit.preflight import check_model
-from evalkit.runner import JudgeConfig, _result_engine_options, _result_judge, build_engine
+from evalkit.runconfig import JudgeConfig, RunConfig
+from evalkit.runner import _result_engine_options, _result_judge
 
 
 class EchoConfig(BaseModel):
@@ -63,7 +66,7 @@ def test_a_new_backend_is_one_registration(echo: EngineSpec) -> None:
     add_arguments(parser)
     assert parser.parse_args(["--engine", "test_echo"]).engine == "test_echo"
     check_model("served-name-not-a-folder", "test_echo")  # not a local checkpoint: unchecked
-    engine = build_engine("test_echo", "m", {"prefix": "> ", "lanes": 4})
+    engine = engines.build("test_echo", "m", {"prefix": "> ", "lanes": 4})
     assert isinstance(engine, Engine) and not isinstance(engine, BatchEngine)
     reply = asyncio.run(engine.generate(Request(id="r", text="hi")))
     assert reply.text == "> hi"
@@ -76,6 +79,71 @@ def test_sync_mode_takes_the_batch_variant_only_where_one_is_registered() -> Non
     assert engine_for_mode("hf", "sync") == "hf"
     assert "vllm_batch" not in engine_choices()
     assert {"vllm", "hf", "openai"} <= set(engine_choices())
+
+
+def test_build_refuses_an_unknown_option_in_one_line_naming_the_engine(
+    echo: EngineSpec,
+) -> None:
+    with pytest.raises(ConfigError) as err:
+        engines.build("test_echo", "m", {"prefix": "> ", "prefx": "> "})
+    message = str(err.value)
+    assert "\n" not in message
+    assert "'test_echo'" in message and "prefx" in message and "EchoConfig" in message
+    assert "prefix" not in message.replace("prefx", "")  # the good option is not blamed
+    with pytest.raises(ConfigError, match="'test_echo': lanes"):
+        engines.build(echo, "m", {"lanes": "many"})  # a spec is taken as well as a name
+
+
+@pytest.fixture
+def sharded() -> Iterator[EngineSpec]:
+    """A plug-in backend that says it uses a GPU and splits the model (tensor parallel),
+    under a name no call site knows."""
+    spec = register_engine(
+        EngineSpec(
+            "test_sharded",
+            f"{__name__}:EchoEngine",
+            f"{__name__}:EchoConfig",
+            uses_gpu=True,
+            tensor_parallel=True,
+        )
+    )
+    yield spec
+    engines.ENGINE_SPECS.unregister(spec.name)
+
+
+def test_a_tensor_parallel_plugin_runs_its_workers_inside_the_replica(
+    sharded: EngineSpec, echo: EngineSpec
+) -> None:
+    from evalkit.scale.replica import _inside_actor
+
+    tp2 = {"tensor_parallel_size": 2}
+    inside = _inside_actor(RunConfig(model="m", engine="test_sharded", engine_options=tp2))
+    assert inside.engine_options["engine_kwargs"] == {"distributed_executor_backend": "mp"}
+    plain = RunConfig(model="m", engine="test_echo", engine_options=tp2)  # defaults: no
+    assert _inside_actor(plain) is plain
+
+
+def test_the_shared_judge_asks_a_gpu_for_a_plugin_that_uses_one(
+    sharded: EngineSpec, echo: EngineSpec, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from evalkit.scale import judge_service
+    from evalkit.scale.driver import shared_judge
+
+    asked: list[float] = []
+
+    def start(cfg: RunConfig, *, num_gpus: float = 0, **_: Any) -> tuple[str, Any]:
+        asked.append(num_gpus)
+        return "client", lambda: None
+
+    class Cluster:
+        def cluster_resources(self) -> dict[str, float]:
+            return {"CPU": 2.0, "GPU": 8.0}
+
+    monkeypatch.setattr(judge_service, "start_judge_service", start)
+    for name in ("test_sharded", "test_echo"):
+        with shared_judge(RunConfig(model="m", judge={"model": "j", "engine": name}), Cluster()):
+            pass
+    assert asked == [1, 0]
 
 
 def test_throughput_only_fields_are_read_from_the_config_models() -> None:

@@ -126,7 +126,8 @@ def test_a_run_records_a_prompt_too_long_as_a_failed_sample_with_the_reason(
 ) -> None:
     import json
 
-    from evalkit.runner import RunConfig, execute
+    from evalkit.runconfig import RunConfig
+    from evalkit.runner import execute
 
     data = tmp_path / "data.json"
     row = {

@@ -15,7 +15,8 @@ import pytest
 import yaml
 
 from evalkit.engines.base import Completion, Request
-from evalkit.runner import RunConfig, execute
+from evalkit.runconfig import RunConfig
+from evalkit.runner import execute
 from tests.scripted_engine import ScriptedEngine
 
 ROWS = [

@@ -17,8 +17,9 @@ from evalkit.cache import FrameCache
 from evalkit.engines.base import Completion, Request
 from evalkit.prompts import PromptPlan
 from evalkit.requests import RequestBuilder
+from evalkit.runconfig import RunConfig
 from evalkit.rundir import RunDir
-from evalkit.runner import RunConfig, execute, make_scorer, resolve_benchmarks
+from evalkit.runner import execute, make_scorer, resolve_benchmarks
 from evalkit.sample import Sample
 from evalkit.scoring import router, score
 from evalkit.scoring.prefill import PREFIX_FIELD, assistant_turn, with_prefix

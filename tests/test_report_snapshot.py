@@ -25,7 +25,8 @@ from rich.console import Console
 
 from evalkit.engines.base import Completion, Request, Timings
 from evalkit.reports import build_report, write_report
-from evalkit.runner import RunConfig, execute
+from evalkit.runconfig import RunConfig
+from evalkit.runner import execute
 from evalkit.scoring import rules
 from tests.fixtures.bench import official, official_reasoning_streaming
 

@@ -156,7 +156,8 @@ def test_replica_flags_reach_the_config_and_tp_the_engine() -> None:
 
 
 def test_replica_settings_leave_the_fingerprint_alone() -> None:
-    from evalkit.runner import RunConfig, result_config
+    from evalkit.runconfig import RunConfig
+    from evalkit.runner import result_config
 
     one = RunConfig(model="m")
     many = one.model_copy(update={"replicas": 8, "ray_address": "auto", "cpus_per_replica": 4})
@@ -165,7 +166,8 @@ def test_replica_settings_leave_the_fingerprint_alone() -> None:
 
 def test_a_replicated_run_is_refused_by_the_single_engine_path() -> None:
     from evalkit.errors import ConfigError
-    from evalkit.runner import RunConfig, execute
+    from evalkit.runconfig import RunConfig
+    from evalkit.runner import execute
 
     with pytest.raises(ConfigError, match="build their own engines"):
         execute(RunConfig(model="m", replicas=2), engine=object())  # type: ignore[arg-type]
@@ -174,7 +176,7 @@ def test_a_replicated_run_is_refused_by_the_single_engine_path() -> None:
 
 
 def test_a_tensor_parallel_vllm_replica_runs_its_workers_as_its_own_processes() -> None:
-    from evalkit.runner import RunConfig
+    from evalkit.runconfig import RunConfig
     from evalkit.scale.replica import _inside_actor
 
     tp2 = RunConfig(model="m", engine_options={"tensor_parallel_size": 2})

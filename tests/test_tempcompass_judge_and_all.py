@@ -264,7 +264,8 @@ class ReplyEngine:
 def test_run_with_the_judge_rule_judges_only_the_undecided_reply_in_the_pipeline(
     tmp_path: Path, root: Path
 ) -> None:
-    from evalkit.runner import RunConfig, execute
+    from evalkit.runconfig import RunConfig
+    from evalkit.runner import execute
 
     cfg = RunConfig(
         model="reply-engine",

@@ -85,6 +85,19 @@ def test_the_vllm_config_hosts_one_engine_on_rank_zero() -> None:
     assert gpu.options["gpu_memory_utilization"] == 0.5  # leaves the actor its share
 
 
+def test_a_plugin_engine_that_takes_weights_in_memory_is_colocated() -> None:
+    """Colocation follows ``EngineSpec.weight_sync``, not the engine's name."""
+    from evalkit import engines
+
+    spec = engines.EngineSpec("test_syncing", "m:Engine", "m:Config", weight_sync=True)
+    engines.register_engine(spec)
+    try:
+        assert colocated(_cfg("rollout.engine=test_syncing"))
+        assert not colocated(_cfg("rollout.engine=test_syncing", "distributed.workers=0"))
+    finally:
+        engines.ENGINE_SPECS.unregister(spec.name)
+
+
 @pytest.mark.parametrize(
     ("overrides", "match"),
     [

@@ -7,7 +7,7 @@ import pytest
 from evalkit.errors import ConfigError
 from evalkit.trainer.config import load_config
 from evalkit.trainer.distributed.rollout_worker import rollout_spec
-from evalkit.trainer.vllm_memory import CPU_MEMORY_UTILIZATION, preflight
+from evalkit.trainer.vllm_memory import CPU_MEMORY_UTILIZATION, preflight, reserves_cpu_memory
 
 GIB = 1024**3
 # the issue's box: vLLM counted 19.97 GiB on the node, 15.92 GiB available
@@ -52,3 +52,21 @@ def test_cpu_workers_get_the_cpu_default_and_gpu_workers_half():
         load_config(None, [*base, "rollout.engine_options={gpu_memory_utilization: 0.3}"])
     )
     assert mine.options["gpu_memory_utilization"] == 0.3
+
+
+def test_a_plugin_that_reserves_memory_gets_the_cpu_handling_and_one_that_does_not_none(
+    monkeypatch,
+):
+    """The CPU sizing and preflight follow ``EngineSpec.reserves_memory``, not the name."""
+    from evalkit import engines
+
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    spec = engines.EngineSpec("test_reserving", "m:Engine", "m:Config", reserves_memory=True)
+    engines.register_engine(spec)
+    try:
+        assert reserves_cpu_memory("test_reserving") and reserves_cpu_memory("vllm")
+        assert not reserves_cpu_memory("hf")
+    finally:
+        engines.ENGINE_SPECS.unregister(spec.name)
+    monkeypatch.setattr("torch.cuda.is_available", lambda: True)
+    assert not reserves_cpu_memory("vllm")  # on a GPU vLLM's own default stands

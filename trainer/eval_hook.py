@@ -82,8 +82,9 @@ class EvalHook:
 
     def evaluate(self, step: int, snapshot: Path) -> dict[str, float]:
         """Run the evalkit pipeline on ``snapshot``; pooled mean score per benchmark."""
+        from evalkit.runconfig import RunConfig
         from evalkit.rundir import RunDir
-        from evalkit.runner import RunConfig, execute
+        from evalkit.runner import execute
 
         s = self.cfg.schedule
         run = RunConfig(

@@ -137,9 +137,9 @@ def run_filter(
     concurrency: int = 8,
 ) -> FilterReport:
     """``python -m evalkit.trainer filter``: load items, sample k each, keep 0 < rate < 1."""
+    from evalkit import engines
     from evalkit.bench.files import read_rows
     from evalkit.cache import FrameCache
-    from evalkit.engines import ENGINE_CONFIGS, ENGINES
     from evalkit.engines.family import detect_family
 
     from .config import DataConfig
@@ -150,7 +150,7 @@ def run_filter(
     factor = detect_family(model).factor
     train = TrainData(items, DataConfig(shuffle=False), FrameCache(cache_root), 0, factor)
     build = train.request_builder(SamplingParams())
-    eng: Engine = ENGINES.get(engine)(ENGINE_CONFIGS.get(engine).model_validate({"model": model}))
+    eng = engines.build(engine, model)
     sampling = SamplingParams(max_tokens=max_tokens, temperature=temperature)
     try:
         rates = pass_rates([it.sample for it in items], eng, build, k, sampling, concurrency)

@@ -52,7 +52,7 @@ from .rollout import (
 )
 from .step import StepInputs, StepSettings, compute_logprobs, ppo_update, summarize_updates
 from .timing import PhaseTimer
-from .vllm_memory import cpu_options, preflight
+from .vllm_memory import cpu_options, preflight, reserves_cpu_memory
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +95,7 @@ class GRPORecipe:
         cfg = self.cfg
         self.loggers = check_loggers(cfg)  # a listed logger's missing package: an error now
         prepare_inputs(cfg)  # built on demand, or refused before anything loads
-        if self._engine_here() and cfg.rollout.engine == "vllm" and not torch.cuda.is_available():
+        if self._engine_here() and reserves_cpu_memory(cfg.rollout.engine):
             preflight(cpu_options(cfg.rollout.engine_options))  # before any model loads
         torch.manual_seed(cfg.seed)
         self.actor = ActorPolicy.from_pretrained(cfg.model)
@@ -291,7 +291,7 @@ class GRPORecipe:
         """The rollout engine (the distributed recipe may host it in its workers instead)."""
         ro = self.cfg.rollout
         options = dict(ro.engine_options)
-        if ro.engine == "vllm" and not torch.cuda.is_available():
+        if reserves_cpu_memory(ro.engine):
             options = cpu_options(options)  # vLLM's 0.9 is of the CPU memory node there
         return make_rollout_engine(
             ro.engine, self.cfg.model, self.actor, options, self.loop, ro.sleep_level

@@ -148,17 +148,15 @@ def make_rollout_engine(
     (vLLM with sleep mode when ``sleep_level > 0`` and the platform has it)."""
     if name in SHARED_ROLLOUT:
         return SHARED_ROLLOUT.get(name)(actor)
-    from evalkit.engines import ENGINE_CONFIGS, ENGINES
+    from evalkit.engines import build
 
     adapt = ROLLOUT_OPTIONS.get(name) if name in ROLLOUT_OPTIONS else None
     opts = adapt(dict(options), sleep_level) if adapt is not None else dict(options)
-    config = ENGINE_CONFIGS.get(name).model_validate({"model": model_dir, **opts})
 
-    async def build() -> Engine:
-        engine: Engine = ENGINES.get(name)(config)
-        return engine
+    async def start() -> Engine:  # on the run's loop: vLLM's AsyncLLM is bound to it
+        return build(name, model_dir, opts)
 
-    return loop.run(build())
+    return loop.run(start())
 
 
 def sync_weights(

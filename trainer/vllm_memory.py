@@ -59,6 +59,17 @@ class CpuAsk:
         )
 
 
+def reserves_cpu_memory(engine: str) -> bool:
+    """Whether backend ``engine`` reserves a share of this machine's RAM when it starts: one
+    that reserves a share of its device's memory (``EngineSpec.reserves_memory``: vLLM)
+    where there is no GPU. Its options then want :func:`cpu_options` and a :func:`preflight`."""
+    import torch
+
+    from evalkit.engines import engine_spec
+
+    return engine_spec(engine).reserves_memory and not torch.cuda.is_available()
+
+
 def cpu_options(options: dict[str, Any]) -> dict[str, Any]:
     """``options`` with the CPU-sized ``gpu_memory_utilization`` unless one is set."""
     return {"gpu_memory_utilization": CPU_MEMORY_UTILIZATION, **options}

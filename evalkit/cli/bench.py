@@ -348,7 +348,8 @@ def _missing_json(m: Any) -> dict[str, Any]:
 def bench_root(spec: BenchmarkSpec, root: str, flag: str = "--data-root") -> Path:
     """The release folder ``root`` names: the benchmark's folder itself, or the folder
     above it (``<root>/<name>``), found as ``evalkit run --data-root`` finds it."""
-    from evalkit.runner import RunConfig, _bench_root
+    from evalkit.runconfig import RunConfig
+    from evalkit.runner import _bench_root
 
     existing_dir(root, flag)
     return _bench_root(RunConfig(model="-", bench=[spec.name], data_root=root), spec)

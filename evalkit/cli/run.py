@@ -16,7 +16,7 @@ from evalkit.config import add_model_args, finite_float, load_yaml_model
 from evalkit.engines import engine_choices
 from evalkit.errors import ConfigError, EvalkitError
 from evalkit.pipeline import Pipeline, PipelineConfig
-from evalkit.runner import FrameOverrides, RunConfig
+from evalkit.runconfig import FrameOverrides, RunConfig
 
 # Engine knobs with their own flags (all others: --engine-opt KEY=VALUE).
 _ENGINE_FLAGS = {

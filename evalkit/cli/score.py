@@ -220,9 +220,8 @@ def score_predictions(
 ) -> list[ScoreResult]:
     """Score predictions files for one or more benchmarks (variants) into one run
     directory, one results store per benchmark variant (see the module)."""
-    from evalkit.runconfig import JUDGE_RULE_NEEDS_A_JUDGE
+    from evalkit.runconfig import JUDGE_RULE_NEEDS_A_JUDGE, RunConfig
     from evalkit.rundir import RunDir, new_run_id
-    from evalkit.runner import RunConfig
 
     if bool(bench) == bool(data):
         raise ConfigError("give exactly one of --bench NAME or --data FILE")
@@ -407,7 +406,8 @@ def _benchmark(cfg: Any, name: str | None = None) -> tuple[Any, Loaded]:
     from evalkit.bench.loader import load
     from evalkit.bench.registry import get_benchmark
     from evalkit.engines.base import SamplingParams
-    from evalkit.runner import BenchRun, _bench_root
+    from evalkit.runner import _bench_root
+    from evalkit.runparts import BenchRun
 
     spec = get_benchmark(name or cfg.bench[0])  # NAME:VARIANT; unknown: RegistryError
     samples = load(spec, _bench_root(cfg, spec), check_media=False)

@@ -4,17 +4,25 @@ Each backend describes itself in one :class:`EngineSpec` registration: its class
 config (lazy ``"module:attr"`` references: listing or looking up a name does not import
 vLLM, torch or an HTTP client until that backend is used), whether ``--model`` is a local
 checkpoint it reads, and the batch variant that ``--mode sync`` runs. Callers (the runner,
-the preflight checks, the CLI, the trainer) ask the registration instead of naming
-engines; adding a backend is one module and one :func:`register_engine` call.
+the preflight checks, the CLI, the Ray replicas, the trainer) ask the registration what a
+backend can do instead of naming engines, and build one through :func:`build` (its options
+validated against its typed config first); adding a backend is one module and one
+:func:`register_engine` call.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel, ValidationError
+
+from evalkit.errors import ConfigError
 from evalkit.registry import Registry, resolve_ref
+
+if TYPE_CHECKING:
+    from evalkit.engines.base import Engine
 
 
 @dataclass(frozen=True)
@@ -27,11 +35,30 @@ class EngineSpec:
     config: str
     """Its typed config (a pydantic model; throughput-only fields marked), ``"module:Class"``."""
     local_checkpoint: bool = True
-    """``--model`` is a checkpoint folder or a hub id in the local cache (not a served name)."""
+    """``--model`` is a checkpoint folder or a hub id in the local cache (not a served name):
+    the backend runs the model itself, so a Ray replica of it is given GPUs where the cluster
+    has them."""
     batch: str | None = None
     """The registered name of its batch variant (a ``BatchEngine``), run by ``--mode sync``."""
     choice: bool = True
     """Offered as ``--engine`` (a batch variant is reached through ``--mode sync``)."""
+    uses_gpu: bool = False
+    """Runs its model on the machine's GPU whenever there is one, without an option asking
+    (vLLM): a judge of this backend shared by Ray replicas is given a GPU on a cluster that
+    has them. (``hf`` runs where its ``device`` option says, the CPU by default; a served
+    model needs none here.)"""
+    tensor_parallel: bool = False
+    """Splits the model over ``tensor_parallel_size`` devices with worker processes it starts
+    as vLLM does (``engine_kwargs.distributed_executor_backend``): inside a Ray replica,
+    which already holds the group's GPUs, they are started as the actor's own processes."""
+    reserves_memory: bool = False
+    """Reserves a share of the device's memory when it starts (``gpu_memory_utilization``);
+    on the CPU a share of the memory node's RAM (vLLM's CPU backend), which the trainer sizes
+    for CPU and checks for room before the first engine starts (trainer.vllm_memory)."""
+    weight_sync: bool = False
+    """Its workers hold their own copy of the weights and can load new ones in memory (vLLM's
+    ``worker_extension_cls``): the trainer can host it beside a training rank, colocated, and
+    give it the actor's weights after each step (trainer.weight_sync)."""
 
 
 ENGINE_SPECS: Registry[EngineSpec] = Registry("engine", base=EngineSpec, group="evalkit.engines")
@@ -92,12 +119,63 @@ def engine_for_mode(name: str, mode: str) -> str:
     return batch if mode == "sync" and batch else name
 
 
+def engine_config(
+    engine: str | EngineSpec,
+    model: str,
+    options: Mapping[str, Any],
+    *,
+    where: str = "engine",
+) -> BaseModel:
+    """The typed config of backend ``engine`` running ``model`` with ``options``. A bad
+    option is one line of :class:`ConfigError` naming the backend (after ``where``), the
+    option and what is wrong with it; an unknown backend is a RegistryError with a hint."""
+    spec = engine if isinstance(engine, EngineSpec) else engine_spec(engine)
+    config_type = resolve_ref(spec.config, where=f"engine {spec.name!r}")
+    try:
+        config: BaseModel = config_type.model_validate({"model": model, **options})
+    except ValidationError as exc:
+        bad = "; ".join(f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors())
+        raise ConfigError(
+            f"{where} {spec.name!r}: {bad} (see the fields of {config_type.__name__})"
+        ) from None
+    return config
+
+
+def build(engine: str | EngineSpec, model: str, options: Mapping[str, Any] | None = None) -> Engine:
+    """An engine of backend ``engine`` (a registered name or its spec) on ``model``, its
+    ``options`` validated first (:func:`engine_config`); the backend's heavy imports (vLLM,
+    torch, an HTTP client) happen here. The one place evalkit and the trainer build one."""
+    spec = engine if isinstance(engine, EngineSpec) else engine_spec(engine)
+    config = engine_config(spec, model, options or {})
+    engine_type = resolve_ref(spec.engine, where=f"engine {spec.name!r}")
+    built: Engine = engine_type(config)
+    return built
+
+
 _VLLM = "evalkit.engines.vllm_engine"
 register_engine(
-    EngineSpec("vllm", f"{_VLLM}:VLLMEngine", f"{_VLLM}:VLLMConfig", batch="vllm_batch")
+    EngineSpec(
+        "vllm",
+        f"{_VLLM}:VLLMEngine",
+        f"{_VLLM}:VLLMConfig",
+        batch="vllm_batch",
+        uses_gpu=True,
+        tensor_parallel=True,
+        reserves_memory=True,
+        weight_sync=True,
+    )
 )
 register_engine(
-    EngineSpec("vllm_batch", f"{_VLLM}:VLLMBatchEngine", f"{_VLLM}:VLLMConfig", choice=False)
+    EngineSpec(
+        "vllm_batch",
+        f"{_VLLM}:VLLMBatchEngine",
+        f"{_VLLM}:VLLMConfig",
+        choice=False,
+        uses_gpu=True,
+        tensor_parallel=True,
+        reserves_memory=True,
+        weight_sync=True,
+    )
 )
 register_engine(
     EngineSpec("hf", "evalkit.engines.hf_engine:HFEngine", "evalkit.engines.hf_engine:HFConfig")
@@ -116,7 +194,9 @@ __all__ = [
     "ENGINE_CONFIGS",
     "ENGINE_SPECS",
     "EngineSpec",
+    "build",
     "engine_choices",
+    "engine_config",
     "engine_for_mode",
     "engine_spec",
     "reads_local_checkpoint",

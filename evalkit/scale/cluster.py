@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalkit.engines import reads_local_checkpoint
 from evalkit.errors import ConfigError
 
 CONNECT_TIMEOUT_S = 30.0
@@ -227,8 +228,9 @@ class Placement:
 
 
 def placement_for(ray: Any, engine: str, tp: int, cpus: int) -> Placement:
-    """The bundle and actor resources of a replica on this cluster."""
-    has_gpu = ray.cluster_resources().get("GPU", 0) > 0 and engine != "openai"
+    """The bundle and actor resources of a replica on this cluster: GPUs when it has them
+    and the replica's engine runs its model itself (a served model needs none here)."""
+    has_gpu = ray.cluster_resources().get("GPU", 0) > 0 and reads_local_checkpoint(engine)
     if has_gpu:
         return Placement({"GPU": float(tp)}, {"num_gpus": tp, "num_cpus": 0})
     return Placement({"CPU": float(cpus)}, {"num_cpus": cpus})

@@ -25,13 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.bench.media import MissingMedia
+from evalkit.engines import engine_spec, reads_local_checkpoint
 from evalkit.errors import ConfigError
 from evalkit.pipeline import PipelineStats
 from evalkit.runconfig import RunConfig
 from evalkit.rundir import RunDir, new_run_id
-from evalkit.runner import BenchRun, RunResult, model_factor, open_run
-from evalkit.runner import resolve_benchmarks as resolve_benchmarks
-from evalkit.runparts import make_cache
+from evalkit.runner import RunResult, model_factor, open_run, resolve_benchmarks
+from evalkit.runparts import BenchRun, make_cache
 from evalkit.scale.cluster import (
     ReplicaHandle,
     Session,
@@ -100,7 +100,7 @@ def run_replicas(
     if cfg.mode == "sync":
         raise ConfigError("--mode sync is the single-engine baseline; drop --replicas for it")
     check_run(cfg, engine_given=False)
-    factor = model_factor(cfg) if cfg.engine != "openai" else None
+    factor = model_factor(cfg) if reads_local_checkpoint(cfg.engine) else None
     benches = resolve_benchmarks(cfg, factor, check_media=False)
     missing = media_preflight(cfg, benches)  # before Ray, the run directory, any engine
     path = Path(cfg.resume) if cfg.resume else Path(cfg.runs_dir) / (cfg.run_id or new_run_id())
@@ -195,14 +195,15 @@ class _Run:
 @contextlib.contextmanager
 def shared_judge(cfg: RunConfig, ray: Any) -> Iterator[Any]:
     """The run's judge engine started once, as a Ray actor the replicas share (None when
-    no judge is configured); it runs on a GPU only when the judge is a local vLLM model on
-    a cluster that has GPUs."""
+    no judge is configured); it runs on a GPU only when its backend runs its model on one
+    (``EngineSpec.uses_gpu``: a local vLLM model) on a cluster that has GPUs."""
     if cfg.judge is None:
         yield None
         return
     from evalkit.scale.judge_service import start_judge_service
 
-    gpus = 1 if cfg.judge.engine == "vllm" and ray.cluster_resources().get("GPU") else 0
+    uses_gpu = engine_spec(cfg.judge.engine).uses_gpu
+    gpus = 1 if uses_gpu and ray.cluster_resources().get("GPU") else 0
     client, shutdown = start_judge_service(cfg, num_gpus=gpus)
     try:
         yield client

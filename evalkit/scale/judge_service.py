@@ -97,9 +97,10 @@ class JudgeClient:
 
 def engine_factory(jc: JudgeConfig) -> EngineFactory:
     """What builds the configured judge engine, as a replica's ``judge_for`` would."""
-    from evalkit.runner import _judge_engine_options, build_engine
+    from evalkit.engines import build
+    from evalkit.runner import _judge_engine_options
 
-    return functools.partial(build_engine, jc.engine, jc.model, _judge_engine_options(jc))
+    return functools.partial(build, jc.engine, jc.model, _judge_engine_options(jc))
 
 
 def start_judge_service(

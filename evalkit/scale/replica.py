@@ -16,6 +16,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, cast
 
+from evalkit.engines import engine_spec, reads_local_checkpoint
 from evalkit.engines.lifecycle import held_shm, shm_listing
 from evalkit.pipeline import Pipeline
 from evalkit.runconfig import RunConfig
@@ -97,7 +98,7 @@ class Replica:
 
         quiet_engine_logs()  # the driver's console shows progress, not engine start-up logs
         cfg = self.cfg
-        factor = model_factor(cfg) if cfg.engine != "openai" else None
+        factor = model_factor(cfg) if reads_local_checkpoint(cfg.engine) else None
         for bench in resolve_benchmarks(cfg, factor):
             self._benches[bench.name] = bench
             self._logs[bench.name] = FrameLog()
@@ -156,11 +157,12 @@ def shm_report(before: set[str]) -> tuple[str, list[str]]:
 
 
 def _inside_actor(cfg: RunConfig) -> RunConfig:
-    """``cfg`` for an engine built inside a replica actor. A tensor-parallel vLLM engine
-    runs its workers as processes of the actor, which already holds the group's GPUs;
-    vLLM's own Ray executor would ask the cluster for as many GPUs again."""
+    """``cfg`` for an engine built inside a replica actor. A tensor-parallel engine
+    (``EngineSpec.tensor_parallel``: vLLM) runs its workers as processes of the actor, which
+    already holds the group's GPUs; vLLM's own Ray executor would ask the cluster for as many
+    GPUs again."""
     tp = int(cfg.engine_options.get("tensor_parallel_size") or 1)
-    if cfg.engine != "vllm" or tp <= 1:
+    if not engine_spec(cfg.engine).tensor_parallel or tp <= 1:
         return cfg
     kwargs = {"distributed_executor_backend": "mp", **cfg.engine_options.get("engine_kwargs", {})}
     options = {**cfg.engine_options, "engine_kwargs": kwargs}

@@ -137,13 +137,14 @@ def open_run(
     fingerprint, the benchmarks' names in the run)."""
     from evalkit import runner
     from evalkit.bench.registry import get_benchmark
+    from evalkit.runconfig import RunConfig
 
     path = Path(path)
     known = [b for b in benches if _known(b)]
     adhoc = [path.parent / f"{b}.jsonl" for b in benches if b not in known]
     if len(adhoc) > 1:
         raise ValueError(f"one ad-hoc --data file per run, got {len(adhoc)}: {adhoc}")
-    cfg = runner.RunConfig.model_validate(
+    cfg = RunConfig.model_validate(
         {
             "model": model,
             "bench": [f"{b}:{variant}" if variant else b for b in known],

@@ -83,12 +83,12 @@ def distributed_plan(cfg: TrainerConfig) -> DistributedPlan:
     spec = rollout_spec(cfg) if colocated(cfg) else None
     args: dict[str, Any] = {}
     if spec is not None:
-        from evalkit.engines import ENGINE_CONFIGS
+        from evalkit.engines import engine_config
 
-        engine = ENGINE_CONFIGS.get(spec.engine).model_validate(
-            {"model": cfg.model, **spec.options}
+        engine = engine_config(
+            spec.engine, cfg.model, spec.options, where="rollout.engine_options for engine"
         )
-        args = engine.engine_args()
+        args = engine.engine_args()  # type: ignore[attr-defined]  # a colocated one's (vLLM's)
     return DistributedPlan(group, "nccl" if dist.gpus_per_worker > 0 else "gloo", spec, args)
 
 

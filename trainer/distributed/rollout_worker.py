@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from evalkit.engines import engine_spec
 from evalkit.errors import ConfigError
 
 from ..vllm_memory import cpu_options
@@ -43,8 +44,6 @@ if TYPE_CHECKING:
     from ..weight_sync import SyncStats
 
 log = logging.getLogger(__name__)
-COLOCATED_ENGINES = ("vllm",)
-"""Rollout engines that can live in a worker and take weights in memory."""
 
 
 @dataclass(frozen=True)
@@ -61,8 +60,9 @@ class RolloutSpec:
 
 
 def colocated(cfg: TrainerConfig) -> bool:
-    """Whether the run's rollouts happen in the workers (a vLLM engine, distributed)."""
-    return cfg.distributed.workers > 0 and cfg.rollout.engine in COLOCATED_ENGINES
+    """Whether the run's rollouts happen in the workers: distributed, with an engine that can
+    live in a worker and take weights in memory (``EngineSpec.weight_sync``: vLLM)."""
+    return cfg.distributed.workers > 0 and engine_spec(cfg.rollout.engine).weight_sync
 
 
 def rollout_spec(cfg: TrainerConfig) -> RolloutSpec:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from evalkit.scoring.rules._mc import gold_letter as gold_letter  # re-exported for the rules
 from evalkit.scoring.types import Score
 
 
