@@ -1,14 +1,17 @@
 """SIGTERM stops ``evalkit run`` at every phase (before the engine, during its start-up,
 mid-run, during its shutdown) within a bound, exits 143 with one summary line, keeps every
-durable record, and leaves no process of the run behind; a second signal forces the exit.
-Real vLLM CPU engine, tiny model, generated videos (heavy)."""
+durable record, and leaves no process of the run behind, nor any /dev/shm entry its
+processes held (vLLM's ``psm_*`` message queues, semaphores); a second signal forces the
+exit. Real vLLM CPU engine, tiny model, generated videos (heavy)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +21,8 @@ import pytest
 
 pytest.importorskip("vllm")
 
+from evalkit.engines._watchdog import shm_held
+from evalkit.engines.lifecycle import shm_listing
 from evalkit.models.tiny import build_tiny_model
 from evalkit.store import Store
 from tests._engine_env import engine_env, write_index_video_set
@@ -27,6 +32,7 @@ pytestmark = [pytest.mark.heavy, pytest.mark.timeout(600)]
 N = 12  # 3 videos x 4 rows
 EXIT_BOUND_S = 60.0  # the run used to go on for ~50 s (start-up) or sit ~6 min in poll()
 ROOT = Path(__file__).resolve().parent.parent
+SHM = Path("/dev/shm")
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +61,9 @@ class Run:
     def __init__(self, world: Path, run_id: str) -> None:
         env = {**os.environ, **engine_env(), "PYTHONPATH": str(ROOT)}
         self.dir = world / "runs" / run_id
+        self.shm_before = shm_listing()  # other sessions' entries: never the run's
+        self.shm: set[str] = set()
+        self._shm_at = 0.0
         self.proc = subprocess.Popen(
             _argv(world, run_id), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
             text=True,
@@ -76,19 +85,49 @@ class Run:
             pass
         return any("EngineCore" in n or "VLLM" in n for n in with_names)
 
+    def note_shm(self) -> None:
+        """Note the new /dev/shm entries the run's processes map or hold open now (the
+        engine's come and stay for its life: sampling a few times a second sees them)."""
+        procs = [self.ps]
+        with contextlib.suppress(psutil.Error):
+            procs += self.ps.children(recursive=True)
+        for pid in self.seen - {p.pid for p in procs}:  # orphans of an exited run
+            with contextlib.suppress(psutil.Error):
+                procs.append(psutil.Process(pid))
+        self.shm |= shm_held(procs) - self.shm_before
+        self._shm_at = time.monotonic()
+
     def wait_for(self, phase: Callable[[Run], bool], timeout_s: float = 400.0) -> None:
         deadline = time.monotonic() + timeout_s
         while not phase(self):
             assert self.proc.poll() is None, f"the run ended first: {self.proc.stderr.read()}"
             assert time.monotonic() < deadline, "the phase never came"
+            if time.monotonic() - self._shm_at > 0.5:
+                self.note_shm()
             time.sleep(0.05)
 
+    def shm_left(self) -> list[str]:
+        """The entries the run's processes held that are still in /dev/shm."""
+        return sorted(n for n in self.shm if (SHM / n).exists())
+
     def terminate(self) -> tuple[float, str]:
-        """SIGTERM; seconds until the process exited, and its stderr."""
+        """SIGTERM; seconds until the process exited, and its stderr. The engine may go
+        on starting after the signal: its shared memory is noted until the exit."""
+        self.note_shm()
+        err: list[str] = []
+        assert self.proc.stderr is not None
+        reader = threading.Thread(target=lambda: err.append(self.proc.stderr.read()))
+        reader.start()
         t = time.monotonic()
         self.proc.send_signal(signal.SIGTERM)
-        _, err = self.proc.communicate(timeout=EXIT_BOUND_S * 3)
-        return time.monotonic() - t, err
+        while self.proc.poll() is None and time.monotonic() - t < EXIT_BOUND_S * 3:
+            self.engine_started()  # notes the processes it starts meanwhile
+            self.note_shm()
+            time.sleep(0.1)
+        took = time.monotonic() - t
+        self.proc.wait(timeout=10)
+        reader.join(timeout=30)
+        return took, "".join(err)
 
     def survivors(self) -> list[int]:
         """Processes of the run still alive a few seconds after it exited."""
@@ -128,6 +167,7 @@ def test_sigterm_stops_the_run_promptly_at_every_phase(world: Path, phase: str) 
     # resource tracker (a child sharing stderr) printed a KeyError for a semaphore name
     assert "evalkit run: terminated (SIGTERM)" in err
     assert run.survivors() == []
+    assert run.shm_left() == [], f"held by the run: {sorted(run.shm)}"
     if (run.dir / "set.jsonl").exists():
         with Store(run.dir / "set.jsonl") as store:  # opens: every line a whole record
             assert len(store.done_ids()) >= kept
@@ -141,3 +181,4 @@ def test_a_second_sigterm_forces_the_exit(world: Path) -> None:
     took, _ = run.terminate()
     assert run.proc.returncode == 143 and took < EXIT_BOUND_S
     assert run.survivors() == []
+    assert run.shm_left() == [], f"held by the run: {sorted(run.shm)}"

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import signal
 import sys
 from typing import Any, NoReturn
 
-from evalkit.engines.lifecycle import Termination, stop_children
+from evalkit.engines.lifecycle import Termination, end_children
 from evalkit.errors import EvalkitError, disk_error
 
 # name -> (module, one-line help). A module provides ``add_arguments(parser)`` and
@@ -125,8 +124,7 @@ def _terminated(name: str, term: Termination) -> int:
     if term.signum is None:  # a KeyboardInterrupt without our handler (not the main thread)
         print(f"evalkit {name}: interrupted", file=sys.stderr)
         return 130
-    stop_children(signal.SIGTERM, wait_s=3.0)  # an engine still starting, a scoring child
-    stop_children(signal.SIGKILL)
+    end_children(grace_s=3.0)  # an engine still starting, a scoring child
     print(term.summary(name), file=sys.stderr)
     return term.exit_code
 

@@ -26,6 +26,7 @@ import psutil
 POLL_S = 0.5
 GRACE_S = 1.5
 SHM = "/dev/shm"
+_TRACKER = "from multiprocessing.resource_tracker import main;"
 
 
 def _stop_requested(stop: threading.Event) -> None:
@@ -56,9 +57,10 @@ def shm_held(procs: list[psutil.Process]) -> set[str]:
 
 
 def _is_tracker(p: psutil.Process) -> bool:
-    # multiprocessing's resource tracker cleans up after the owner by itself: let it
+    # multiprocessing's resource tracker cleans up after the owner by itself: let it. Its
+    # command line exactly (a script that merely imports resource_tracker is not it)
     try:
-        return any("resource_tracker" in part for part in p.cmdline())
+        return any(part.startswith(_TRACKER) for part in p.cmdline())
     except psutil.Error:
         return False
 

@@ -228,9 +228,11 @@ class Termination:
     the exception the handler raised, so the run went on as if nothing had happened. So
     the signal is also remembered (the command exits 128 + signal however it unwinds), and
     if this process is still here ``GRACE_S`` later its own child processes (engine core,
-    workers, scoring child) are stopped, which ends any wait on them; past ``FORCE_S``, or
-    at a second signal, it exits at once (records are fsync'd one by one; the engine
-    watchdog reaps what is left). Installed on the main thread only.
+    workers, scoring child) are stopped, which ends any wait on them, and the engine
+    segments they held are unlinked (:func:`end_children`); past ``FORCE_S``, or at a
+    second signal, it exits at once (records are fsync'd one by one; the engine watchdog
+    and multiprocessing's resource tracker release what is left). Installed on the main
+    thread only.
     """
 
     GRACE_S = 5.0
@@ -271,7 +273,7 @@ class Termination:
 
     def _handle(self, signum: int, frame: object) -> None:
         if self.signum is not None:  # a second signal: no more waiting
-            stop_children(signal.SIGKILL)
+            end_children(grace_s=0.0)
             os._exit(self.exit_code)
         self.signum, self.at = signum, time.monotonic()
         threading.Thread(target=self._fallback, name="evalkit-terminate", daemon=True).start()
@@ -279,29 +281,48 @@ class Termination:
 
     def _fallback(self) -> None:
         time.sleep(self.GRACE_S)
-        stop_children(signal.SIGTERM)  # ends a wait on them (vLLM's start-up, a hung close)
-        time.sleep(3.0)
-        stop_children(signal.SIGKILL)
-        time.sleep(max(0.0, self.FORCE_S - self.GRACE_S - 3.0))
+        t = time.monotonic()
+        end_children(grace_s=3.0)  # ends a wait on them (vLLM's start-up, a hung close)
+        time.sleep(max(0.0, self.FORCE_S - self.GRACE_S - (time.monotonic() - t)))
         print(f"evalkit: still running {self.FORCE_S:g} s after the signal; exiting now",
               file=sys.stderr, flush=True)  # fmt: skip
         os._exit(self.exit_code)
 
 
 def stop_children(sig: int, wait_s: float = 0.0) -> None:
-    """Send ``sig`` to every descendant of this process in its session (the engine
-    watchdog has a session of its own: it stays to clean up after them), and wait up to
-    ``wait_s`` for them to go."""
+    """Send ``sig`` to every descendant of this process in its session, and wait up to
+    ``wait_s`` for them to go. Two are spared: the engine watchdog (a session of its own:
+    it stays to clean up after them) and multiprocessing's resource tracker. The tracker
+    ignores SIGTERM; a SIGKILL only lost what it does when the last process sharing it
+    exits (unlink what they registered and never released: an engine core's ``psm_*``
+    segment, a process pool's semaphores), and made this process start a fresh tracker
+    at exit, which printed a ``KeyError`` for each semaphore it was told to forget."""
     try:
         import psutil
     except ImportError:
         return
+    from evalkit.engines._watchdog import _is_tracker
+
     own = os.getsid(0)
     sent = []
     for child in psutil.Process().children(recursive=True):
         with contextlib.suppress(psutil.Error, OSError):
-            if os.getsid(child.pid) == own:
+            if os.getsid(child.pid) == own and not _is_tracker(child):
                 child.send_signal(sig)
                 sent.append(child)
     if sent and wait_s > 0:
         psutil.wait_procs(sent, timeout=wait_s)
+
+
+def end_children(grace_s: float) -> list[str]:
+    """Stop this process's children for good (:func:`stop_children`: SIGTERM, up to
+    ``grace_s`` for them to go, then SIGKILL) and unlink the engine segments they held
+    (:func:`engine_shm`): a killed engine core never unlinks its message queues, and
+    ``VLLMEngine.close``, which would, has not run or never finishes on these paths (a
+    signal during start-up, a hung close, a second signal). Returns the names released."""
+    held = engine_shm()
+    if grace_s > 0:
+        stop_children(signal.SIGTERM, wait_s=grace_s)
+        held |= engine_shm()  # made meanwhile: an engine that was still starting
+    stop_children(signal.SIGKILL, wait_s=2.0)
+    return release_engine_shm(held)
