@@ -28,7 +28,7 @@ def check_run(cfg: Any, engine_given: bool = False) -> None:
         check_model(cfg.model, cfg.engine)
         check_engine_options(engine_for_mode(cfg.engine, cfg.mode), cfg)
     if cfg.data:
-        _file(cfg.data, "--data")
+        data_file(cfg.data)
     for value, flag in ((cfg.data_root, "--data-root"), (cfg.video_root, "--video-root")):
         if value:
             _dir(value, flag)
@@ -86,12 +86,35 @@ def check_engine_options(name: str, cfg: Any) -> None:
     engine_config(name, cfg.model, cfg.engine_options, where="--engine-opt for engine")
 
 
-def _file(path: str, flag: str) -> None:
+def data_file(path: str, as_bench: str = "--bench {}") -> Path:
+    """``--data`` as an annotation file that exists (``run``, ``score``, ``bench validate``).
+    A benchmark's name given there (VLMEvalKit's ``--data MVBench`` habit) is told how the
+    command takes a benchmark (``as_bench``, ``{}`` standing for the name given)."""
     p = Path(path).expanduser()
     if not p.exists():
-        raise ConfigError(f"{flag} {path}: no such file; check the path")
+        bench = _benchmark_named(path)
+        if bench is not None:
+            raise ConfigError(
+                f"--data {path}: no such file; {bench} is a benchmark: give it as "
+                f"{as_bench.format(path)} (--data takes an annotation file of your own)"
+            )
+        raise ConfigError(f"--data {path}: no such file; check the path")
     if p.is_dir():
-        raise ConfigError(f"{flag} {path}: is a folder; give the JSON/JSONL file")
+        raise ConfigError(f"--data {path}: is a folder; give the JSON/JSONL file")
+    return p
+
+
+def _benchmark_named(text: str) -> str | None:
+    # only a bare word can be meant as a name ("MVBench", "videomme", "Video-MME:w_subs")
+    if os.sep in text or "." in Path(text).name:
+        return None
+    from evalkit.bench.registry import get_benchmark
+    from evalkit.errors import EvalkitError
+
+    try:
+        return get_benchmark(text).name
+    except EvalkitError:
+        return None
 
 
 def _dir(path: str, flag: str) -> None:

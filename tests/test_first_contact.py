@@ -234,6 +234,30 @@ CASES = [
         makes_run_dir=True,
     ),
     Case(
+        "run --data NAME (VLMEvalKit's habit): a benchmark's name, not a file",
+        f"run {ENGINE} --data MVBench",
+        2,
+        ("--data MVBench: no such file; MVBench is a benchmark: give it as --bench MVBench",),
+    ),
+    Case(
+        "score --data NAME, by an lmms-eval alias",
+        "score --data videomme --predictions nulls.jsonl --runs-dir runs",
+        2,
+        ("Video-MME is a benchmark: give it as --bench videomme",),
+    ),
+    Case(
+        "bench validate --data NAME",
+        "bench validate --data MVBench",
+        2,
+        ("`evalkit bench validate MVBench --root DIR`",),
+    ),
+    Case(
+        "a missing --data path that is no benchmark's name: no hint",
+        f"run {ENGINE} --data nowhere/MVBench",
+        2,
+        ("--data nowhere/MVBench: no such file; check the path",),
+    ),
+    Case(
         "dead Ray address (loopback port nothing listens on)",
         f"{GOOD} --replicas 2 --ray-address 127.0.0.1:{{port}} --ray-connect-timeout 5",
         2,
@@ -264,7 +288,8 @@ def test_first_contact_ends_in_its_exit_status_and_one_line(
     monkeypatch.chdir(world)
     before = _run_dirs(world)
     argv = shlex.split(case.argv.format(port=_dead_port(), gcs=refusing_gcs))
-    rc = main([*argv, "--run-id", f"case{CASES.index(case)}"])
+    run_id = ["--run-id", f"case{CASES.index(case)}"] if argv[0] in ("run", "score") else []
+    rc = main([*argv, *run_id])
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if line.strip()]
     assert rc == case.rc, err

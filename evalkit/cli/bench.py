@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 from evalkit.bench.registry import registry
 from evalkit.bench.spec import BenchmarkSpec
-from evalkit.cli.checks import existing_dir, existing_file, non_negative_int
+from evalkit.cli.checks import existing_dir, non_negative_int
 from evalkit.errors import ConfigError
+from evalkit.preflight import data_file
 
 if TYPE_CHECKING:
     from evalkit.bench.files import Problems
@@ -246,7 +247,7 @@ def _validate(args: argparse.Namespace) -> int:
     if args.data:
         if args.name or args.root:
             raise ConfigError("give NAME --root DIR or --data FILE, not both")
-        existing_file(args.data, "--data")
+        data_file(args.data, as_bench="NAME: `evalkit bench validate {} --root DIR`")
         return _validate_data(args)
     if not (args.name and args.root):
         raise ConfigError("give NAME --root DIR, or --data FILE")

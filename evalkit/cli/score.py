@@ -225,6 +225,10 @@ def score_predictions(
 
     if bool(bench) == bool(data):
         raise ConfigError("give exactly one of --bench NAME or --data FILE")
+    if data:
+        from evalkit.preflight import data_file
+
+        data_file(data)
     if rule == "official+judge" and judge is None:
         raise ConfigError(JUDGE_RULE_NEEDS_A_JUDGE)
     files = [
