@@ -2,6 +2,7 @@
 
     python tests/_orphan_main.py vllm MODEL_DIR   # a real vLLM engine on the tiny model
     python tests/_orphan_main.py fake SHM_NAME    # a Reaper and a spawned child holding SHM
+    python tests/_orphan_main.py late SHM_NAME    # the child makes SHM just before the kill
 
 Prints one line ``READY`` once its engine processes run, then waits to be killed.
 """
@@ -32,6 +33,32 @@ def _fake(name: str) -> None:
     time.sleep(1.5)  # the watchdog polls every 0.5 s
 
 
+def _hold_when(name: str, go: object) -> None:
+    go.wait()  # type: ignore[attr-defined]
+    _hold(name)
+
+
+def _late(name: str) -> None:
+    """The engine core's case: a child the watchdog has long noted makes its segment, and
+    this process is killed at once (before the watchdog's next poll could see it)."""
+    import os
+    import signal
+
+    from evalkit.engines.lifecycle import Reaper
+
+    Reaper().start()
+    ctx = multiprocessing.get_context("spawn")
+    go = ctx.Event()
+    child = ctx.Process(target=_hold_when, args=(name, go))
+    child.start()
+    time.sleep(1.5)  # the watchdog polls every 0.5 s: the child is noted
+    print("READY", flush=True)
+    go.set()
+    while not _exists(name):
+        time.sleep(0.001)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
 def _exists(name: str) -> bool:
     import os
 
@@ -55,6 +82,6 @@ def _vllm(model: str) -> None:
 
 
 if __name__ == "__main__":
-    {"fake": _fake, "vllm": _vllm}[sys.argv[1]](sys.argv[2])
+    {"fake": _fake, "late": _late, "vllm": _vllm}[sys.argv[1]](sys.argv[2])
     print("READY", flush=True)
     time.sleep(600)

@@ -91,6 +91,26 @@ def test_a_spawned_engine_stand_in_dies_with_its_killed_parent() -> None:
     assert left == []
 
 
+def test_a_segment_made_just_before_the_kill_is_released_too() -> None:
+    # the watchdog polls every 0.5 s; the kill lands a millisecond after the segment exists
+    name = f"evalkit-orphan-test-{uuid.uuid4().hex[:8]}"
+    proc = _start("late", name, {}, timeout=60)
+    started = psutil.Process(proc.pid).children(recursive=True)
+    proc.wait(timeout=30)
+    try:
+        assert _survivors(started, SURVIVAL_S) == []
+        deadline = time.time() + SURVIVAL_S
+        while (SHM / name).exists() and time.time() < deadline:
+            time.sleep(0.1)
+        assert not (SHM / name).exists(), "a segment made after the watchdog's last poll stayed"
+    finally:
+        for p in started:
+            with contextlib.suppress(psutil.Error):
+                p.kill()
+        with contextlib.suppress(OSError):
+            (SHM / name).unlink()
+
+
 @pytest.mark.heavy
 def test_vllm_engine_processes_die_with_a_killed_main_process(
     tmp_path_factory: pytest.TempPathFactory,

@@ -84,6 +84,12 @@ def _watch(owner: psutil.Process, stop: threading.Event) -> tuple[list[psutil.Pr
         alive = [p for p in noted.values() if p.is_running()]
         shm |= shm_held([owner, *alive]) - shm_before
         stop.wait(POLL_S)
+    if not stop.is_set():
+        # the owner died: its engine processes outlive it a moment (until _reap), so look
+        # once more; a segment made since the last poll (an engine core still starting, a
+        # replica killed before it reported its segments) is theirs to release too
+        alive = [p for p in noted.values() if p.is_running()]
+        shm |= shm_held(alive) - shm_before
     return list(noted.values()), shm
 
 
