@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, Field, ValidationError
+from pydantic.fields import FieldInfo
 
 from evalkit.errors import ConfigError
 
@@ -46,7 +47,17 @@ def _scalar_type(annotation: Any) -> type | None:
         return _scalar_type(args[0]) if len(args) == 1 else None
     if origin is typing.Literal and all(isinstance(a, str) for a in typing.get_args(annotation)):
         return str
+    if origin is list and typing.get_args(annotation) == (str,):
+        return list
     return annotation if annotation in (int, float, str, bool) else None
+
+
+def section_model(annotation: Any) -> type[BaseModel] | None:
+    """The model of a nested section field (``FrameOverrides``, ``JudgeConfig | None``)."""
+    for arg in (annotation, *typing.get_args(annotation)):
+        if isinstance(arg, type) and issubclass(arg, BaseModel):
+            return arg
+    return None
 
 
 def finite_float(text: str) -> float:
@@ -61,6 +72,23 @@ def finite_float(text: str) -> float:
     return value
 
 
+def positive_int(text: str) -> int:
+    """An integer >= 1 (``--limit``, ``--max-tokens``, worker counts)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def comma_list(text: str) -> list[str] | None:
+    """``"a, b"`` -> ``["a", "b"]`` (None when nothing is named: the flag is then unset)."""
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    return items or None
+
+
 def _choices(annotation: Any) -> list[str] | None:
     """The allowed values of a (possibly optional) Literal field, for argparse."""
     for arg in (annotation, *typing.get_args(annotation)):
@@ -69,34 +97,110 @@ def _choices(annotation: Any) -> list[str] | None:
     return None
 
 
+def _at_least_one(info: FieldInfo) -> bool:
+    """Whether an int field's constraints refuse everything below 1 (``gt=0``, ``ge=1``)."""
+    for meta in info.metadata:
+        gt, ge = getattr(meta, "gt", None), getattr(meta, "ge", None)
+        if (gt is not None and gt >= 0) or (ge is not None and ge >= 1):
+            return True
+    return False
+
+
+def field_help(info: FieldInfo) -> str:
+    """A field's ``--help`` line: the first paragraph of its docstring, on one line."""
+    summary = (info.description or "").strip().split("\n\n")[0]
+    return " ".join(summary.split())
+
+
+def flag_type(info: FieldInfo) -> Any:
+    """What argparse parses a field's flag with: finite numbers only for a float, a
+    positive integer where the field refuses less, a comma-separated list for ``list[str]``
+    (None: the field has no flag)."""
+    typ = _scalar_type(info.annotation)
+    if typ is float:
+        return finite_float
+    if typ is int and _at_least_one(info):
+        return positive_int
+    if typ is list:
+        return comma_list
+    return typ
+
+
 def add_model_args(
-    parser: argparse.ArgumentParser, model: type[BaseModel], prefix: str = ""
+    parser: Any,
+    model: type[BaseModel],
+    prefix: str = "",
+    *,
+    fields: typing.Iterable[str] | None = None,
+    extra: typing.Mapping[str, dict[str, Any]] | None = None,
 ) -> None:
-    """Add one ``--flag`` per scalar field of ``model``, with help from its docstring."""
-    for name, info in model.model_fields.items():
-        typ = _scalar_type(info.annotation)
+    """Add one ``--flag`` per scalar field of ``model`` (``--PREFIX-NAME``, dest
+    ``PREFIX_NAME``, default None: unset), its type, choices and help (the docstring's
+    first paragraph, then the field's default unless None or said there) from the field.
+
+    ``fields``: only these fields, in this order (default: every one). ``extra``: more
+    ``add_argument`` keywords by field name (``aliases``: further option strings, listed
+    before the generated one). A field without a flag type (a dict, a nested model) is left
+    out: :func:`model_from_args` callers give those their own flags.
+    """
+    extra = extra or {}
+    for name in fields if fields is not None else model.model_fields:
+        info = model.model_fields[name]
+        typ = flag_type(info)
         if typ is None:
             continue
+        more = dict(extra.get(name, {}))
         flag = "--" + (prefix + name).replace("_", "-")
+        help_ = field_help(info)
+        value = None if info.is_required() else info.get_default(call_default_factory=True)
+        if value not in (None, [], {}) and "default" not in help_:
+            help_ += f" (default: {value})"
         # argparse %-formats help strings: a docstring's "2%" must not read as a format
-        help_ = f"{info.description or ''} (default: {info.default})".replace("%", "%%")
+        kwargs: dict[str, Any] = {
+            "dest": prefix + name,
+            "default": None,
+            "help": help_.replace("%", "%%"),
+        }
         if typ is bool:
-            parser.add_argument(
-                flag,
-                dest=prefix + name,
-                action=argparse.BooleanOptionalAction,
-                default=None,
-                help=help_,
-            )
+            kwargs["action"] = argparse.BooleanOptionalAction
         else:
-            parser.add_argument(
-                flag,
-                dest=prefix + name,
-                type=finite_float if typ is float else typ,
-                default=None,
-                choices=_choices(info.annotation),
-                help=help_,
-            )
+            kwargs.update(type=typ, choices=_choices(info.annotation))
+        kwargs.update(more)
+        aliases = kwargs.pop("aliases", [])
+        parser.add_argument(*aliases, flag, **kwargs)
+
+
+def values_from_args(
+    args: argparse.Namespace, model: type[BaseModel], prefix: str = ""
+) -> dict[str, Any]:
+    """The fields of ``model`` whose flags were given (nested sections as dicts of theirs,
+    flags ``--SECTION-NAME``; a section none of whose flags were given is left out)."""
+    out: dict[str, Any] = {}
+    for name, info in model.model_fields.items():
+        section = section_model(info.annotation)
+        if section is not None:
+            sub = values_from_args(args, section, f"{prefix}{name}_")
+            if sub:
+                out[name] = sub
+            continue
+        value = getattr(args, prefix + name, None)
+        if value is not None:
+            out[name] = value
+    return out
+
+
+def overlay(base: dict[str, Any], given: dict[str, Any], model: type[BaseModel]) -> dict[str, Any]:
+    """``given`` over ``base`` (``model``'s settings as dicts): nested sections merge field by
+    field, option dicts (``engine_options``) key by key, every other value is replaced."""
+    out = dict(base)
+    for key, value in given.items():
+        old = out.get(key)
+        info = model.model_fields.get(key)
+        section = section_model(info.annotation) if info is not None else None
+        if isinstance(value, dict) and isinstance(old, dict):
+            value = overlay(old, value, section) if section is not None else {**old, **value}
+        out[key] = value
+    return out
 
 
 def model_from_args(

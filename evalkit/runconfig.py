@@ -58,7 +58,8 @@ class JudgeConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     model: str
-    """Judge checkpoint directory, or the served model name for the openai engine."""
+    """The judge: a checkpoint directory, or the served model name for the openai engine
+    (without a judge, judged benchmarks are not scored)."""
     engine: str = "openai"
     """Backend the judge runs on: openai (a served model), vllm or hf."""
     engine_options: dict[str, Any] = Field(default_factory=dict)
@@ -66,15 +67,17 @@ class JudgeConfig(BaseModel):
     graded: bool = False
     """Ask for a graded verdict in [0, 1] instead of 0/1."""
     timeout_s: float = throughput_only(60.0, gt=0)
-    """Longest wait for one judge request, in seconds (the judge engine's client timeout
-    is set from it unless engine_options name one)."""
+    """Longest wait for one judge request, in seconds.
+
+    The judge engine's client timeout is set from it unless engine_options name one."""
     retries: int = throughput_only(1, ge=0)
     """Retries of a judge request that timed out or failed transiently."""
     concurrency: int = throughput_only(8, ge=1)
     """Judge requests in flight at once."""
     max_failures: int = throughput_only(5, ge=1)
-    """Consecutive failed judge requests after which the judge is marked down and the
-    remaining judged samples are recorded "not scored: judge unavailable"."""
+    """Consecutive failed judge requests after which the judge is marked down.
+
+    The remaining judged samples are then recorded "not scored: judge unavailable"."""
 
 
 JUDGE_RULE_NEEDS_A_JUDGE = (
@@ -91,7 +94,7 @@ class RunConfig(BaseModel):
     model: str
     """Checkpoint directory (or served model name for the openai engine)."""
     bench: list[str] = Field(default_factory=list)
-    """Benchmark names or aliases (NAME or NAME:VARIANT)."""
+    """Benchmark names or aliases (NAME or NAME:VARIANT), comma-separated as a flag."""
     data: str | None = None
     """A unified JSON/JSONL file run as an ad-hoc benchmark."""
     video_root: str | None = None
@@ -103,8 +106,9 @@ class RunConfig(BaseModel):
     engine_options: dict[str, Any] = Field(default_factory=dict)
     """Backend settings (see each engine's config model), e.g. max_num_batched_tokens."""
     variant: Literal["official", "plain", "thinking"] | None = None
-    """Prompt variant for every benchmark: its official prompt, a direct answer, or
-    reasoning then a marked answer (None: each benchmark's pinned variant)."""
+    """Prompt variant for every benchmark (default: each benchmark's pinned one): official
+    (its official prompt; the pinned evalkit one where it has none), plain (a direct answer)
+    or thinking (reasoning, then a marked answer)."""
     max_tokens: int | None = Field(default=None, gt=0)
     """Generation cap override (default: the benchmark's pinned value for the variant)."""
     frames: FrameOverrides = Field(default_factory=FrameOverrides)
@@ -133,7 +137,8 @@ class RunConfig(BaseModel):
     resume: str | None = None
     """An existing run directory to continue (skips sample ids already recorded)."""
     force: bool = False
-    """Allow resuming under a configuration that differs from the recorded one."""
+    """Allow resuming under changed result settings (recorded as an amendment; config.json
+    is kept as it was)."""
     retry_failed: bool = False
     """On resume, also rerun samples recorded as failed."""
     pipeline: PipelineConfig = Field(default_factory=PipelineConfig)
@@ -141,23 +146,27 @@ class RunConfig(BaseModel):
     judge: JudgeConfig | None = None
     """LLM judge for llm_judge samples; None leaves them unscored (never 0)."""
     rule: Literal["official", "official+judge", "evalkit"] | None = None
-    """Headline rule of every benchmark (None: each spec's ``scoring.rule``): its official
-    rule; the official rule with the authors' LLM judge for the replies it cannot decide
-    (``<rule>+judge``, where the benchmark's own code does that; needs ``judge``); or
-    evalkit's robust rule."""
+    """Headline rule of every benchmark (default: each spec's); official+judge asks the
+    authors' LLM judge for the replies the official rule cannot decide (needs a judge).
+
+    official: the benchmark's official rule; official+judge: that rule with the authors'
+    LLM judge (``<rule>+judge``, where the benchmark's own code does that); evalkit:
+    evalkit's robust rule. None keeps each spec's ``scoring.rule``."""
     replicas: int = Field(default=1, ge=1)
     """Engines run side by side as Ray actors, fed by one driver (1 = in process; only
     speed changes, never a result)."""
     ray_address: str | None = None
-    """An existing Ray cluster to run the replicas on (None: a local instance when
+    """An existing Ray cluster to run the replicas on (default: a local instance when
     replicas > 1, started and shut down by the run)."""
     cpus_per_replica: int = Field(default=1, ge=1)
     """CPUs reserved per replica where there is no GPU (its placement-group bundle)."""
     replica_restarts: int = Field(default=0, ge=0)
-    """Times Ray restarts a replica that crashed (its engine is rebuilt); its samples in
-    flight go to the other replicas either way."""
+    """Times Ray restarts a replica that crashed (its engine is rebuilt).
+
+    Its samples in flight go to the other replicas either way."""
     ray_connect_timeout_s: float = Field(default=30.0, gt=0)
-    """Longest wait for the Ray cluster at ``ray_address`` to answer, in seconds."""
+    """Longest wait for the Ray cluster at ray_address (--ray-address) to answer, in
+    seconds."""
     allow_missing: bool = False
     """Run the samples whose media exist and record the others as failed (default: a
     missing video or image stops the run before any engine starts)."""

@@ -13,14 +13,6 @@ from pydantic import BaseModel, ValidationError
 from evalkit.errors import ConfigError
 
 
-def positive_int(text: str) -> int:
-    """An integer >= 1 (``--limit``, ``--max-tokens``, worker counts)."""
-    value = _parse(text, int, "an integer")
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value
-
-
 def non_negative_int(text: str) -> int:
     """An integer >= 0."""
     value = _parse(text, int, "an integer")

@@ -11,12 +11,18 @@ from typing import Any
 
 import yaml
 
-from evalkit.cli.checks import positive_int, validate_model
-from evalkit.config import add_model_args, finite_float, load_yaml_model
+from evalkit.cli.checks import validate_model
+from evalkit.config import (
+    add_model_args,
+    finite_float,
+    load_yaml_model,
+    overlay,
+    values_from_args,
+)
 from evalkit.engines import engine_choices
 from evalkit.errors import ConfigError, EvalkitError
 from evalkit.pipeline import Pipeline, PipelineConfig
-from evalkit.runconfig import FrameOverrides, RunConfig
+from evalkit.runconfig import FrameOverrides, JudgeConfig, RunConfig
 
 # Engine knobs with their own flags (all others: --engine-opt KEY=VALUE).
 _ENGINE_FLAGS = {
@@ -52,26 +58,61 @@ FOREIGN_FLAGS = {
 }
 
 
+# RunConfig's fields under each heading of `evalkit run --help`, in order. Only the layout
+# is said here: each flag (name, type, choices, help) is generated from its field. A field
+# under no heading still gets its flag, among the general options (_rest).
+_GROUPS = {
+    "engine and prompt": ("engine", "variant", "rule", "max_tokens", "limit", "mode"),
+    "frames and cache": (
+        "require_cache",
+        "cache_root",
+        "cache_workers",
+        "cache_identity",
+        "cache_codec",
+        "cache_jpeg_quality",
+    ),
+    "run directory": ("runs_dir", "run_id", "resume", "force", "retry_failed"),
+    "replicas on Ray": (
+        "replicas",
+        "ray_address",
+        "cpus_per_replica",
+        "replica_restarts",
+        "ray_connect_timeout_s",
+    ),
+}
+_FIRST = ("bench", "model", "data", "video_root", "data_root", "allow_missing")
+
+
+def _extra() -> dict[str, dict[str, Any]]:
+    """What a field's annotation cannot say about its flag: the engines a plug-in may add,
+    and the name ``--ray-connect-timeout`` kept from before the field had its ``_s``."""
+    return {
+        "engine": {"choices": engine_choices()},
+        "ray_connect_timeout_s": {"aliases": ["--ray-connect-timeout"], "metavar": "SECONDS"},
+    }
+
+
+def _rest() -> list[str]:
+    """RunConfig's fields under no heading (their flags go among the general options)."""
+    placed = {name for names in _GROUPS.values() for name in names} | set(_FIRST)
+    return [name for name in RunConfig.model_fields if name not in placed]
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """Flags of ``evalkit run``; every one also has a key in ``--config`` YAML."""
+    """Flags of ``evalkit run``: one per RunConfig setting, generated from its field (the
+    ``--config`` YAML key of the same name), plus the glue below."""
+    extra = _extra()
+    # glue: the YAML file the flags override
     p.add_argument("--config", help="run YAML (RunConfig fields); flags override it")
-    p.add_argument("--bench", help="benchmarks, comma-separated (NAME or NAME:VARIANT)")
-    p.add_argument("--model", help="checkpoint directory (served model name for --engine openai)")
-    p.add_argument("--data", help="unified JSON/JSONL file run as an ad-hoc benchmark")
-    p.add_argument("--video-root", help="folder of the ad-hoc file's relative media paths")
-    p.add_argument("--data-root", help="folder with one sub-folder per benchmark (official layout)")
-    p.add_argument(
-        "--allow-missing",
-        action="store_true",
-        default=None,
-        help="run the samples whose videos/images exist and record the others as failed "
-        "(default: missing media stop the run before any engine starts)",
-    )
-    _engine_args(p.add_argument_group("engine and prompt"))
-    _cache_args(p.add_argument_group("frames and cache"))
-    _rundir_args(p.add_argument_group("run directory"))
-    _judge_args(p.add_argument_group("judge"))
-    _replica_args(p.add_argument_group("replicas on Ray"))
+    add_model_args(p, RunConfig, fields=_FIRST, extra=extra)
+    for title, names in _GROUPS.items():
+        group = p.add_argument_group(title)
+        add_model_args(group, RunConfig, fields=names, extra=extra)
+        if title == "engine and prompt":
+            _engine_options(group)
+    add_judge_arguments(p.add_argument_group("judge"))
+    add_model_args(p, RunConfig, fields=_rest(), extra=extra)
+    # glue: how the run is shown, not what it is (not in RunConfig, not recorded)
     p.add_argument("--no-progress", action="store_true", help="no live progress display")
     p.add_argument(
         "--verbose", action="store_true", help="let vLLM and transformers log at INFO level"
@@ -80,8 +121,30 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_model_args(p, PipelineConfig, prefix="pipeline_")
 
 
-def _engine_args(p: Any) -> None:
-    p.add_argument("--engine", choices=engine_choices(), help="inference backend")
+def add_judge_arguments(p: Any) -> None:
+    """The ``--judge-*`` flags (``evalkit run`` and ``evalkit score``): one per JudgeConfig
+    setting, and ``--judge-opt`` (glue: KEY=VALUE pairs into its engine_options dict)."""
+    add_model_args(p, JudgeConfig, prefix="judge_", extra=_extra())
+    p.add_argument(
+        "--judge-opt",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="judge engine setting (YAML value), repeatable",
+    )
+
+
+def judge_from_args(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The ``judge`` settings the --judge-* flags give (None: no such flag was given)."""
+    judge = values_from_args(args, JudgeConfig, prefix="judge_")
+    if args.judge_opt:
+        judge["engine_options"] = _key_values(args.judge_opt, "--judge-opt")
+    return judge or None
+
+
+def _engine_options(p: Any) -> None:
+    """Glue: the engine_options dict. Its keys belong to each engine's own config model, so
+    they come as --engine-opt KEY=VALUE, a few common ones with a flag of their own."""
     p.add_argument(
         "--engine-opt",
         action="append",
@@ -92,133 +155,6 @@ def _engine_args(p: Any) -> None:
     for name, typ in _ENGINE_FLAGS.items():
         kind: Any = typ
         p.add_argument("--" + name.replace("_", "-"), type=kind, help=f"engine option {name}")
-    p.add_argument(
-        "--variant",
-        choices=["official", "plain", "thinking"],
-        help="prompt variant for every benchmark (default: each benchmark's pinned one; "
-        "official falls back to the pinned evalkit variant where a benchmark has none)",
-    )
-    p.add_argument(
-        "--rule",
-        choices=["official", "official+judge", "evalkit"],
-        help="headline rule of every benchmark (default: each spec's); official+judge asks "
-        "the authors' LLM judge for the replies the official rule cannot decide",
-    )
-    p.add_argument("--max-tokens", type=positive_int, help="generation cap override")
-    p.add_argument("--limit", type=positive_int, help="first N samples of each benchmark")
-    p.add_argument("--mode", choices=["async", "sync"], help="sync = vanilla batches (baseline)")
-
-
-def _cache_args(p: Any) -> None:
-    p.add_argument(
-        "--require-cache",
-        action="store_true",
-        default=None,
-        help="fail samples whose frames are not cached",
-    )
-    p.add_argument("--cache-root", help="frame cache folder")
-    p.add_argument("--cache-workers", type=int, help="processes decoding cache misses")
-    p.add_argument(
-        "--cache-identity",
-        choices=["stat", "content"],
-        help="source identity in the cache key: path+size+mtime (stat, default) or a content hash",
-    )
-    p.add_argument(
-        "--cache-codec", choices=["raw", "jpeg"], help="cached frames: raw (default) or jpeg"
-    )
-    p.add_argument("--cache-jpeg-quality", type=int, help="JPEG quality of --cache-codec jpeg")
-
-
-def _rundir_args(p: Any) -> None:
-    p.add_argument("--runs-dir", help="where run directories go (default runs/)")
-    p.add_argument("--run-id", help="run directory name")
-    p.add_argument(
-        "--resume",
-        help="run directory to continue with its recorded settings (skips finished sample "
-        "ids); other flags given are overrides",
-    )
-    p.add_argument(
-        "--force",
-        action="store_true",
-        default=None,
-        help="resume under changed result settings (recorded as an amendment; config.json "
-        "is kept as it was)",
-    )
-    p.add_argument(
-        "--retry-failed", action="store_true", default=None, help="on resume, rerun failed samples"
-    )
-
-
-def _judge_args(p: Any) -> None:
-    p.add_argument("--judge-model", help="LLM judge for judged benchmarks (else: not scored)")
-    p.add_argument(
-        "--judge-engine",
-        choices=engine_choices(),
-        help="backend of the judge (default openai: a served model)",
-    )
-    p.add_argument(
-        "--judge-opt",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="judge engine setting (YAML value), repeatable",
-    )
-
-
-def _replica_args(p: Any) -> None:
-    p.add_argument(
-        "--replicas",
-        type=positive_int,
-        help="engines side by side as Ray actors, fed by one driver (default 1: in process)",
-    )
-    p.add_argument(
-        "--ray-address", help="run the replicas on this Ray cluster (default: a local instance)"
-    )
-    p.add_argument(
-        "--cpus-per-replica", type=positive_int, help="CPUs reserved per replica without GPU"
-    )
-    p.add_argument(
-        "--replica-restarts", type=int, help="times Ray restarts a crashed replica (default 0)"
-    )
-    p.add_argument(
-        "--ray-connect-timeout",
-        type=finite_float,
-        dest="ray_connect_timeout_s",
-        metavar="SECONDS",
-        help="longest wait for the cluster at --ray-address to answer (default 30)",
-    )
-
-
-# flags copied as they are onto the RunConfig field of the same name
-_PLAIN = (
-    "model",
-    "data",
-    "video_root",
-    "data_root",
-    "engine",
-    "variant",
-    "rule",
-    "max_tokens",
-    "limit",
-    "mode",
-    "require_cache",
-    "cache_root",
-    "cache_workers",
-    "cache_identity",
-    "cache_codec",
-    "cache_jpeg_quality",
-    "runs_dir",
-    "run_id",
-    "resume",
-    "force",
-    "retry_failed",
-    "replicas",
-    "ray_address",
-    "cpus_per_replica",
-    "replica_restarts",
-    "ray_connect_timeout_s",
-    "allow_missing",
-)
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
@@ -226,26 +162,16 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     data: dict[str, Any] = {}
     if args.config:
         data = load_yaml_model(args.config, RunConfig).model_dump(exclude_unset=True)
-    for key in _PLAIN:
-        value = getattr(args, key)
-        if value is not None:
-            data[key] = value
-    if args.bench:
-        data["bench"] = [b.strip() for b in args.bench.split(",") if b.strip()]
-    options = dict(data.get("engine_options", {}))
-    for name in _ENGINE_FLAGS:
-        if getattr(args, name) is not None:
-            options[name] = getattr(args, name)
+    given = values_from_args(args, RunConfig)
+    options = {name: getattr(args, name) for name in _ENGINE_FLAGS}
+    options = {name: value for name, value in options.items() if value is not None}
     options.update(_key_values(args.engine_opt, "--engine-opt"))
-    data["engine_options"] = options
-    if args.judge_model or args.judge_engine or args.judge_opt:
-        data["judge"] = _judge_from_args(args, dict(data.get("judge") or {}))
-    for prefix, group in (("frames_", FrameOverrides), ("pipeline_", PipelineConfig)):
-        sub = dict(data.get(prefix[:-1], {}))
-        for name in group.model_fields:
-            if getattr(args, prefix + name, None) is not None:
-                sub[name] = getattr(args, prefix + name)
-        data[prefix[:-1]] = sub
+    if options:
+        given["engine_options"] = options
+    judge = judge_from_args(args)
+    if judge is not None:
+        given["judge"] = judge
+    data = overlay(data, given, RunConfig)
     if data.get("resume"):  # the run's recorded settings, these flags as overrides
         from evalkit.resume import with_recorded
 
@@ -254,19 +180,6 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         raise ConfigError("--model is required (or `model:` in --config)")
     cfg: RunConfig = validate_model(RunConfig, data)
     return cfg
-
-
-def _judge_from_args(args: argparse.Namespace, judge: dict[str, Any]) -> dict[str, Any]:
-    """The ``judge`` section with the --judge-* flags over the YAML's."""
-    if args.judge_model:
-        judge["model"] = args.judge_model
-    if args.judge_engine:
-        judge["engine"] = args.judge_engine
-    judge["engine_options"] = {
-        **judge.get("engine_options", {}),
-        **_key_values(args.judge_opt, "--judge-opt"),
-    }
-    return judge
 
 
 def _key_values(items: list[str], flag: str) -> dict[str, Any]:

@@ -102,9 +102,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--force", action="store_true", help="rescore into a run made under other settings"
     )
-    from evalkit.cli.run import _judge_args
+    from evalkit.cli.run import add_judge_arguments
 
-    _judge_args(p.add_argument_group("judge (judged samples, --rule official+judge)"))
+    add_judge_arguments(p.add_argument_group("judge (judged samples, --rule official+judge)"))
 
 
 @dataclass
@@ -131,11 +131,13 @@ class ScoreResult:
 def run(args: argparse.Namespace) -> int:
     """Score the files, then say where the run is and how to report it."""
     judge = None
-    if args.judge_model or args.judge_engine or args.judge_opt:
-        from evalkit.cli.run import _judge_from_args
+    from evalkit.cli.run import judge_from_args
+
+    given = judge_from_args(args)
+    if given is not None:
         from evalkit.runconfig import JudgeConfig
 
-        judge = JudgeConfig.model_validate(_judge_from_args(args, {}))
+        judge = JudgeConfig.model_validate(given)
     results = score_predictions(
         args.predictions,
         bench=args.bench,

@@ -10,7 +10,7 @@ DEFAULT_OUT = "~/.cache/evalkit/synthvideo"  # benchmarks/synthvideo.yaml's loca
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Output folder, split, size, seed and frame geometry."""
-    from evalkit.cli.checks import positive_int
+    from evalkit.config import positive_int
 
     parser.add_argument(
         "--out", default=DEFAULT_OUT, help=f"output folder (default: {DEFAULT_OUT})"
