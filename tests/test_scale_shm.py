@@ -19,23 +19,11 @@ import pytest
 
 from evalkit.engines.lifecycle import release_unmapped_shm
 from evalkit.scale.driver import EchoReplica
+from tests._shm_holder import HOLDER
 
 SHM = Path("/dev/shm")
 NODE = "ab" * 28  # a Ray node id (hex of 28 bytes)
 pytestmark = pytest.mark.skipif(not SHM.is_dir(), reason="no /dev/shm on this system")
-
-# what vLLM's engine core does: a message-queue segment (psm_*) it holds until it dies;
-# a SIGKILL'd process never unlinks it, and it is off the resource tracker (as vLLM's
-# segments left behind are), so nothing else does either
-HOLDER = """
-import sys, time
-from multiprocessing import resource_tracker, shared_memory
-seg = shared_memory.SharedMemory(name=sys.argv[1], create=True, size=1 << 20)
-resource_tracker.unregister(seg._name, "shared_memory")
-print("ready", flush=True)
-while True:
-    time.sleep(1)
-"""
 
 
 def _segment_name() -> str:

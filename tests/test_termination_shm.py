@@ -21,23 +21,14 @@ from pathlib import Path
 
 import pytest
 
+from tests._shm_holder import HOLDER
+
 pytest.importorskip("psutil")
 
 SHM = Path("/dev/shm")
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(not SHM.is_dir(), reason="no /dev/shm on this system")
 
-# the engine core: a segment it holds until it dies, and nobody else releases (SIGTERM
-# kills it at once: Python's default action, no handler of its runs)
-HOLDER = """
-import sys, time
-from multiprocessing import resource_tracker, shared_memory
-seg = shared_memory.SharedMemory(name=sys.argv[1], create=True, size=1 << 16)
-resource_tracker.unregister(seg._name, "shared_memory")
-print("ready", flush=True)
-while True:
-    time.sleep(1)
-"""
 
 # the evalkit process: its main thread sits in a wait that swallows the signal's
 # exception (as pyzmq's poll does during vLLM's start-up), so only the fallback ends it
