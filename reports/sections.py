@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from evalkit.rundir import config_diff
+from evalkit.startup import StartupTimes
 
 from .reference import MATCH_RULE
 from .specs import live_note
@@ -372,6 +373,9 @@ def run_utilisation(run: RunReport) -> tuple[Section, dict[str, Utilisation | No
         "engine busy = share of wall time with at least one request in the engine; "
         "mean in flight = time-averaged requests in the engine"
     ]
+    started = StartupTimes.read(run.path)
+    if started is not None:  # waited before the first sample: not in wall s nor samples/s
+        notes.append(f"{started.describe()}, before the first sample (not in wall s)")
     return Section("Pipeline and engine utilisation", headers, rows, notes), per
 
 

@@ -384,6 +384,9 @@ def test_engine_start_up_time_is_recorded_and_shown(
     assert recorded["engines_s"] >= 0 and recorded["ray_s"] is None
     assert recorded["replicas"] == 1
     assert "start-up: engine " in capsys.readouterr().out
+    assert main(["report", "runs/startup"]) == 0  # and the report says it too
+    report = " ".join(capsys.readouterr().out.split())  # the table wraps long notes
+    assert f"start-up: engine {recorded['engines_s']:.1f} s (1 replica), before" in report
 
 
 class _RefusingCluster:
