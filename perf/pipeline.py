@@ -206,6 +206,7 @@ def cold_arm(args: Any, samples: list[Any], spec: Any, vconf: Any, work: Path) -
     from evalkit.cache import FrameCache, build_cache
     from evalkit.engines.lifecycle import close_engine
     from evalkit.runner import RunConfig, execute, make_engine, refs_of
+    from evalkit.startup import StartupTimes
 
     data = write_data_file(samples, work)
     options = vconf.model_dump(exclude={"model", "record_steps"}, exclude_defaults=True)
@@ -262,6 +263,7 @@ def cold_arm(args: Any, samples: list[Any], spec: Any, vconf: Any, work: Path) -
     if warm_stats.cache_misses:
         raise SystemExit(f"warm run: {warm_stats.cache_misses} cache misses")
     gen_s = warm_stats.finished - warm_stats.started
+    cold_start = StartupTimes.read(cold.path)
     log(f"cold: a warm run {warm_s:.1f} s, {gen_s:.1f} s of it in the pipeline")
     return {
         "cold_workers": args.cold_workers,
@@ -271,6 +273,11 @@ def cold_arm(args: Any, samples: list[Any], spec: Any, vconf: Any, work: Path) -
         "generation_s": gen_s,
         "warm_run_wall_s": warm_s,
         "cold_run_cache_hits": cold_stats.cache_hits,
+        # where the cold run's time went: its engine's start (decoding beside it) and
+        # its pipeline; a warm run pays the same fixed costs (run directory, engine close)
+        "cold_run_engine_start_s": cold_start.engines_s if cold_start else None,
+        "cold_run_pipeline_s": cold_stats.finished - cold_stats.started,
+        "cold_run_over_warm_run_ratio": cold_s / warm_s,
         "cold_run_over_max_start_decode_ratio": cold_s / (max(start_s, decode_s) + gen_s),
         "cold_run_over_sum_start_decode_ratio": cold_s / (start_s + decode_s + gen_s),
     }
