@@ -102,13 +102,13 @@ class CacheWarmup:
             self._slots.acquire()
             try:
                 # one stat and a hash: a video cached before the run costs no process
-                cached = self.cache.path_for(ref, spec).exists()
+                skip = self.cache.path_for(ref, spec).exists()
             except Exception:  # a missing or unreadable file: the pipeline reports it
-                cached = True
+                skip = True
             with self._lock:
                 if self._stopped:
                     return
-                if cached:
+                if skip:
                     self._slots.release()
                     continue
                 try:
