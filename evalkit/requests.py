@@ -21,6 +21,13 @@ if TYPE_CHECKING:
     from evalkit.cache import FrameCache
 
 
+def video_spec(frame_spec: FrameSpec, ref: VideoRef) -> FrameSpec:
+    """The FrameSpec a video is decoded under: the benchmark's, windowed as ``ref`` says."""
+    if ref.start is not None or ref.end is not None:
+        return frame_spec.window(ref.start, ref.end)
+    return frame_spec
+
+
 @dataclass
 class RequestBuilder:
     """Turns a Sample into a Request (callable; thread-safe)."""
@@ -90,9 +97,7 @@ class RequestBuilder:
         )
 
     def _video(self, sample: Sample, ref: VideoRef) -> tuple[Frames, bool]:
-        spec = self.frame_spec
-        if ref.start is not None or ref.end is not None:
-            spec = spec.window(ref.start, ref.end)
+        spec = video_spec(self.frame_spec, ref)
         frames = self.cache.lookup(ref, spec)
         if frames is not None:
             self._account(sample, spec, frames_plan(frames, spec))

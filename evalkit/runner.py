@@ -348,17 +348,13 @@ async def _aexecute_locked(
         return RunResult(path=path, stats=done, nothing_to_run=not any(unseen.values()))
     cache = make_cache(cfg)
     own_engine = engine is None
-    # on a daemon thread: the loop stays free to take SIGTERM during vLLM's start-up
-    if engine is None:
-        from evalkit.startup import StartupTimes
-
-        t0 = time.perf_counter()
-        engine = await in_daemon_thread(make_engine, cfg)
-        StartupTimes(engines_s=time.perf_counter() - t0).write(rundir)
     stats: dict[str, PipelineStats] = {}
-    try:
-        async with judge_for(cfg, judge_engine, rundir.judge_cache_path) as judge:
-            with miss_pool(cfg.cache_workers) as pool:
+    # the pool exists before the engine: the frame cache warms on it while the engine starts
+    with miss_pool(cfg.cache_workers) as pool:
+        if engine is None:
+            engine = await _start_engine(cfg, rundir, benches, cache, pool)
+        try:
+            async with judge_for(cfg, judge_engine, rundir.judge_cache_path) as judge:
                 for bench in benches:
                     frames_seen = FrameLog()
                     builder = make_builder(cfg, bench, cache, engine, pool, frames_seen)
@@ -381,12 +377,35 @@ async def _aexecute_locked(
                             )
                     # for the summary and the report
                     frames_seen.write(rundir.frames_path, bench.name)
-    finally:
-        if own_engine:
-            await close_engine(engine)
+        finally:
+            if own_engine:
+                await close_engine(engine)
     for name, k in unseen.items():  # recorded failed by the preflight (--allow-missing)
         stats[name].media_missing = k
     return RunResult(path=path, stats=stats)
+
+
+async def _start_engine(
+    cfg: RunConfig,
+    rundir: RunDir,
+    benches: list[BenchRun],
+    cache: Any,
+    pool: ProcessPoolExecutor,
+) -> Engine:
+    """The run's engine, started on a daemon thread (the loop stays free to take SIGTERM
+    during vLLM's start-up) while the pending samples' frames are decoded into the cache
+    on ``pool`` (``evalkit.warmup``; not in ``--mode sync``). Its start time is recorded."""
+    from evalkit.startup import StartupTimes
+    from evalkit.warmup import pending_videos, warming, warms_up
+
+    jobs = []
+    if warms_up(cfg):
+        jobs = pending_videos(rundir, benches, retry_failed=cfg.retry_failed)
+    t0 = time.perf_counter()
+    with warming(cache, jobs, pool, cfg.cache_workers):
+        engine = await in_daemon_thread(make_engine, cfg)
+    StartupTimes(engines_s=time.perf_counter() - t0).write(rundir)
+    return engine
 
 
 def refs_of(samples: list[Sample]) -> list[VideoRef]:

@@ -4,6 +4,11 @@
 (b) cache + sync batches
 (c) cache + the asynchronous pipeline (``AsyncLLM``, chunked prefill)
 (d) engine-only bound: the same requests, frames already in memory, all submitted at once
+(cold) a whole ``execute`` from an empty cache with a fresh engine, against the engine's
+    start measured alone and the cache build measured alone (the run's decode workers, no
+    engine): a run decodes while its engine starts (``evalkit.warmup``), so its wall should
+    be about max(engine start, decode) + generation, the last being a warm run's pipeline
+    time (``cold_run_over_max_start_decode_ratio``; ``--cold-only`` runs this arm alone)
 
 Every configuration uses the same tiny random Qwen2.5-VL model, samples, FrameSpec and
 greedy settings. Prefix caching and vLLM's multimodal processor cache are OFF so that no
@@ -176,6 +181,108 @@ def timeline(result: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
+def write_data_file(samples: list[Any], root: Path) -> Path:
+    """The samples as a unified-schema file (what ``evalkit run --data`` reads)."""
+    rows = [
+        {
+            "data_type": "video",
+            "data_source": "PerfPipeline",
+            "problem_type": "multiple choice",
+            "path": Path(s.media[0].path).name,
+            "problem": s.question,
+            "problem_id": s.id,
+            "options": [f"{'ABCD'[i]}. {o}" for i, o in enumerate(s.options)],
+            "solution": f"<answer>{s.target}</answer>",
+        }
+        for s in samples
+    ]
+    data = root / "cold_set.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return data
+
+
+def cold_arm(args: Any, samples: list[Any], spec: Any, vconf: Any, work: Path) -> dict[str, Any]:
+    """A cold run against its parts measured alone: engine start, decode-all, generation."""
+    from evalkit.cache import FrameCache, build_cache
+    from evalkit.engines.lifecycle import close_engine
+    from evalkit.runner import RunConfig, execute, make_engine, refs_of
+    from evalkit.startup import StartupTimes
+
+    data = write_data_file(samples, work)
+    options = vconf.model_dump(exclude={"model", "record_steps"}, exclude_defaults=True)
+
+    def run_config(cache: str, run_id: str) -> RunConfig:
+        return RunConfig.model_validate(
+            {
+                "model": vconf.model,
+                "data": str(data),
+                "video_root": str(Path(samples[0].media[0].path).parent),
+                "engine_options": options,
+                "max_tokens": args.max_tokens,
+                "frames": spec.model_dump(
+                    include={"fps", "max_frames", "min_pixels", "max_pixels"}
+                ),
+                "cache_root": str(work / cache),
+                "cache_workers": args.cold_workers,
+                "runs_dir": str(work / "runs"),
+                "run_id": run_id,
+                "pipeline": {"max_in_flight": 2 * args.batch, "lookahead": 2 * args.batch},
+            }
+        )
+
+    cfg = run_config("cold-cache", "cold")
+    t0 = time.perf_counter()
+    engine = make_engine(cfg)
+    start_s = time.perf_counter() - t0
+    asyncio.run(close_engine(engine))
+    log(f"cold: engine start alone {start_s:.1f} s")
+    t0 = time.perf_counter()
+    report = build_cache(
+        FrameCache(work / "decode-alone-cache"),
+        refs_of(samples),
+        spec,
+        workers=args.cold_workers,
+        progress=False,
+    )
+    decode_s = time.perf_counter() - t0
+    if report.failed:
+        raise SystemExit(f"cold: the cache build failed: {report.failed}")
+    log(f"cold: decode alone {decode_s:.1f} s ({args.cold_workers} workers)")
+    t0 = time.perf_counter()
+    cold = execute(cfg)
+    cold_s = time.perf_counter() - t0
+    log(f"cold: a cold run {cold_s:.1f} s")
+    t0 = time.perf_counter()
+    warm = execute(run_config("cold-cache", "warm"))
+    warm_s = time.perf_counter() - t0
+    ((name, cold_stats),) = cold.stats.items()
+    warm_stats = warm.stats[name]
+    for label, st in (("cold", cold_stats), ("warm", warm_stats)):
+        if st.completed != len(samples):
+            raise SystemExit(f"{label} run: {st.failed} of {len(samples)} samples failed")
+    if warm_stats.cache_misses:
+        raise SystemExit(f"warm run: {warm_stats.cache_misses} cache misses")
+    gen_s = warm_stats.finished - warm_stats.started
+    cold_start = StartupTimes.read(cold.path)
+    log(f"cold: a warm run {warm_s:.1f} s, {gen_s:.1f} s of it in the pipeline")
+    return {
+        "cold_workers": args.cold_workers,
+        "cold_run_wall_s": cold_s,
+        "engine_start_s": start_s,
+        "decode_s": decode_s,
+        "generation_s": gen_s,
+        "warm_run_wall_s": warm_s,
+        "cold_run_cache_hits": cold_stats.cache_hits,
+        # where the cold run's time went: its engine's start (decoding beside it) and
+        # its pipeline; a warm run pays the same fixed costs (run directory, engine close)
+        "cold_run_engine_start_s": cold_start.engines_s if cold_start else None,
+        "cold_run_pipeline_s": cold_stats.finished - cold_stats.started,
+        "cold_run_over_warm_run_ratio": cold_s / warm_s,
+        "cold_run_over_max_start_decode_ratio": cold_s / (max(start_s, decode_s) + gen_s),
+        "cold_run_over_sum_start_decode_ratio": cold_s / (start_s + decode_s + gen_s),
+    }
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--videos", type=int, default=6, help="distinct generated videos")
@@ -194,6 +301,11 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3, help="runs of (b), (c), (d); best counts")
     p.add_argument("--quick", action="store_true", help="3 videos of 20 s at 640x360")
     p.add_argument("--out", type=Path, default=PERF / "out")
+    p.add_argument(
+        "--cold-only", action="store_true", help="run only the cold-run arm (not (a)-(d))"
+    )
+    p.add_argument("--no-cold", action="store_true", help="skip the cold-run arm")
+    p.add_argument("--cold-workers", type=int, default=2, help="decode processes of the cold arm")
     args = p.parse_args()
     if args.quick:
         args.videos, args.seconds, args.size = 3, 20.0, "640x360"
@@ -251,6 +363,10 @@ def main() -> None:
         "rounds": args.rounds,
         "frames_per_video": spec.max_frames,
     }
+    if args.cold_only:
+        out.update(cold_arm(args, samples, spec, vconf, work))
+        print(json.dumps(out))
+        return
 
     # a warm-up pair (decoded inline, so the cache stays cold) so no mode pays first calls
     warm = [InlineDecode(spec, sampling)(s) for s in samples[:2]]
@@ -349,6 +465,8 @@ def main() -> None:
         }
     )
     (args.out / "pipeline_timeline.json").write_text(json.dumps(out["c_timeline"]))
+    if not args.no_cold:
+        out.update(cold_arm(args, samples, spec, vconf, work))
     print(json.dumps(out))
 
 
