@@ -6,7 +6,6 @@ Ctrl-C; vLLM and transformers log at WARNING unless ``--verbose``."""
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import signal
@@ -21,7 +20,7 @@ import pytest
 
 from evalkit.cli.main import main
 from evalkit.engines.lifecycle import Reaper
-from evalkit.synthvideo import generate
+from tests._synth_world import synth_world
 from tests.scripted_engine import ScriptedEngine
 
 
@@ -55,14 +54,7 @@ def test_vllm_engine_close_turns_a_shutdown_error_into_a_warning(
 
 @pytest.fixture
 def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    generate(tmp_path / "synth", 1, "test", 0, families=["yes_no"])
-    ckpt = tmp_path / "ckpt"
-    ckpt.mkdir()
-    (ckpt / "config.json").write_text(json.dumps({"model_type": "qwen2_5_vl"}))
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("VLLM_LOGGING_LEVEL", "WARNING")
-    monkeypatch.setenv("TRANSFORMERS_VERBOSITY", "warning")
-    return tmp_path
+    return synth_world(tmp_path, monkeypatch, 1)
 
 
 def test_a_run_whose_engine_fails_to_shut_down_still_reports_and_exits_0(

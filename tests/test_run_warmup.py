@@ -21,9 +21,9 @@ from evalkit.cache import FrameCache
 from evalkit.cli.main import main
 from evalkit.errors import VideoError
 from evalkit.sample import VideoRef
-from evalkit.synthvideo import generate
 from evalkit.video.types import FrameSpec
 from evalkit.warmup import CacheWarmup
+from tests._synth_world import synth_world
 from tests.scripted_engine import ScriptedEngine
 
 START_WAIT_S = 30.0  # how long the fake engine's start waits for the warm-up's first entry
@@ -42,14 +42,7 @@ def _entries(root: Path) -> list[Path]:
 
 @pytest.fixture
 def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    generate(tmp_path / "synth", 3, "test", 0, families=["yes_no"])
-    ckpt = tmp_path / "ckpt"
-    ckpt.mkdir()
-    (ckpt / "config.json").write_text(json.dumps({"model_type": "qwen2_5_vl"}))
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("VLLM_LOGGING_LEVEL", "WARNING")
-    monkeypatch.setenv("TRANSFORMERS_VERBOSITY", "warning")
-    return tmp_path
+    return synth_world(tmp_path, monkeypatch, 3)
 
 
 def _slow_start(monkeypatch: pytest.MonkeyPatch, cache: Path, wait_s: float) -> dict[str, Any]:
