@@ -317,7 +317,7 @@ def main() -> None:
     from evalkit.engines.base import SamplingParams
     from evalkit.engines.vllm_engine import VLLMBatchEngine, VLLMConfig, VLLMEngine
     from evalkit.models.tiny import build_tiny_model
-    from evalkit.requests import RequestBuilder
+    from evalkit.request_builder import RequestBuilder
     from evalkit.video.types import FrameSpec
 
     args.out.mkdir(parents=True, exist_ok=True)

@@ -15,7 +15,7 @@ import pytest
 from evalkit.bench.loader import load
 from evalkit.bench.registry import get_benchmark
 from evalkit.cache import FrameCache, cache_key, source_identity
-from evalkit.requests import RequestBuilder
+from evalkit.request_builder import RequestBuilder
 from evalkit.sample import Sample, VideoRef
 from evalkit.video import load_video
 from evalkit.video.synth import read_indices

@@ -13,7 +13,7 @@ from evalkit.engines.base import Completion
 from evalkit.errors import CacheError, VideoError
 from evalkit.pipeline import Pipeline, PipelineConfig
 from evalkit.prompts import PromptPlan
-from evalkit.requests import RequestBuilder
+from evalkit.request_builder import RequestBuilder
 from evalkit.sample import Sample, VideoRef
 from evalkit.scoring.types import Score
 from evalkit.store import Store
