@@ -100,7 +100,7 @@ def _data_set(work: Path, out: Path, quick: bool) -> tuple[Path, list[str]]:
 
 
 def _model(work: Path) -> str:
-    from evalkit.models.tiny import build_tiny_model
+    from evalkit.tiny_checkpoint import build_tiny_model
 
     return str(build_tiny_model(work / "model", "qwen2_5_vl", seed=0))
 
