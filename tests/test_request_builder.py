@@ -17,7 +17,7 @@ from evalkit.request_builder import RequestBuilder
 from evalkit.sample import Sample, VideoRef
 from evalkit.scoring.types import Score
 from evalkit.store import Store
-from evalkit.video.synth import read_index, write_index_video
+from evalkit.testing.index_video import read_index, write_index_video
 from evalkit.video.types import FrameSpec
 from tests.scripted_engine import ScriptedEngine
 
