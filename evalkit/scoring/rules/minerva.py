@@ -17,8 +17,8 @@ from typing import Any
 
 from evalkit.sample import Sample
 from evalkit.scoring.rules import rule
-from evalkit.scoring.rules._mc import gold_letter
-from evalkit.scoring.rules._mc_c import letter_verdict
+from evalkit.scoring.rules._options import gold_letter
+from evalkit.scoring.rules._reasoning import letter_verdict
 from evalkit.scoring.types import Score
 
 _EXPLICIT = re.compile(r"(?:answer|option)\s*(?:is|:)\s*([ABCDE])", re.IGNORECASE)

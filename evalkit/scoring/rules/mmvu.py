@@ -20,7 +20,7 @@ from typing import Any
 
 from evalkit.sample import Sample
 from evalkit.scoring.rules import rule
-from evalkit.scoring.rules._mc import gold_letter
+from evalkit.scoring.rules._options import gold_letter
 from evalkit.scoring.types import Score
 
 _FIRST_LETTER = re.compile(r"\b([A-E])\b", re.IGNORECASE)

@@ -14,8 +14,8 @@ from typing import Any
 
 from evalkit.sample import Sample
 from evalkit.scoring.rules import rule
-from evalkit.scoring.rules._mc import gold_letter
-from evalkit.scoring.rules._mc_c import last_tagged, letter_verdict
+from evalkit.scoring.rules._options import gold_letter
+from evalkit.scoring.rules._reasoning import last_tagged, letter_verdict
 from evalkit.scoring.types import Score
 
 _LETTERS = "ABCDEF"  # evaluate.py's chain stops at F (six options per question)

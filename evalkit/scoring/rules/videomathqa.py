@@ -16,8 +16,8 @@ from typing import Any
 
 from evalkit.sample import Sample
 from evalkit.scoring.rules import rule
-from evalkit.scoring.rules._mc import first_match, gold_letter
-from evalkit.scoring.rules._mc_c import letter_verdict
+from evalkit.scoring.rules._options import first_match, gold_letter
+from evalkit.scoring.rules._reasoning import letter_verdict
 from evalkit.scoring.types import Score
 
 _PHRASES = (

@@ -27,8 +27,8 @@ from typing import Any
 
 from evalkit.sample import Sample
 from evalkit.scoring.rules import rule
-from evalkit.scoring.rules._mc import gold_letter
-from evalkit.scoring.rules._mc_c import letter_verdict, not_counted
+from evalkit.scoring.rules._options import gold_letter
+from evalkit.scoring.rules._reasoning import letter_verdict, not_counted
 from evalkit.scoring.types import Score
 
 _SOURCE = "EvolvingLMMs-Lab/VideoMMMU lmms_eval/tasks/videommmu/utils.py"
