@@ -45,7 +45,7 @@ ENV = {
 def replicas_figures(out: Path, *, quick: bool) -> dict[str, Any]:
     """Every figure of part (a), or why there are none."""
     try:
-        from evalkit.scale.driver import measure_overhead
+        from evalkit.testing.echo_replica import measure_overhead
     except ImportError:
         return {"replicas_status": "evalkit.scale not available"}
     res: dict[str, Any] = {"replicas_status": "measured"}
