@@ -127,9 +127,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from evalkit.cache import FrameCache, build_cache
     from evalkit.engines.family import detect_family
-    from evalkit.models.tiny import build_tiny_model
     from evalkit.runner import refs_of, resolve_benchmarks
     from evalkit.synthvideo import generate
+    from evalkit.tiny_checkpoint import build_tiny_model
 
     t = step(f"1/{total} tiny random model (evalkit model tiny --family qwen2_5_vl)")
     model = build_tiny_model(work / "model", "qwen2_5_vl", seed=args.seed)

@@ -19,12 +19,12 @@ from typing import Any
 
 from evalkit.cache.key import fingerprint_settings
 from evalkit.config import throughput_only_fields
-from evalkit.decoding import describe as describe_sampling
-from evalkit.decoding import sampling_for
 from evalkit.engines import build, engine_for_mode, reads_local_checkpoint
 from evalkit.engines.base import Engine
 from evalkit.engines.lifecycle import close_engine, in_daemon_thread
 from evalkit.errors import ConfigError
+from evalkit.generation import describe as describe_sampling
+from evalkit.generation import sampling_for
 from evalkit.manifest import RunManifest, hash_json
 from evalkit.pipeline import Pipeline, PipelineStats
 from evalkit.prompts import PromptPlan

@@ -10,7 +10,7 @@ from typing import Any
 
 from evalkit.engines.base import Engine, SamplingParams
 from evalkit.prompts import PromptPlan
-from evalkit.requests import RequestBuilder
+from evalkit.request_builder import RequestBuilder
 from evalkit.runconfig import RunConfig
 from evalkit.sample import Sample
 from evalkit.video.budget import FrameLog

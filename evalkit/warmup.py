@@ -25,7 +25,7 @@ from concurrent.futures import Executor, Future
 
 from evalkit.cache import FrameCache
 from evalkit.cache.build import Outcome, build_one, cache_args
-from evalkit.requests import video_spec
+from evalkit.request_builder import video_spec
 from evalkit.runconfig import RunConfig
 from evalkit.rundir import RunDir
 from evalkit.runparts import BenchRun

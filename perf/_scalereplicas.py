@@ -45,7 +45,7 @@ ENV = {
 def replicas_figures(out: Path, *, quick: bool) -> dict[str, Any]:
     """Every figure of part (a), or why there are none."""
     try:
-        from evalkit.scale.driver import measure_overhead
+        from evalkit.testing.echo_replica import measure_overhead
     except ImportError:
         return {"replicas_status": "evalkit.scale not available"}
     res: dict[str, Any] = {"replicas_status": "measured"}
@@ -100,7 +100,7 @@ def _data_set(work: Path, out: Path, quick: bool) -> tuple[Path, list[str]]:
 
 
 def _model(work: Path) -> str:
-    from evalkit.models.tiny import build_tiny_model
+    from evalkit.tiny_checkpoint import build_tiny_model
 
     return str(build_tiny_model(work / "model", "qwen2_5_vl", seed=0))
 

@@ -1,6 +1,6 @@
 """The cold-start study: pure online vs mix-policy (gated, ungated) on SynthVideo, over seeds.
 
-Setup (CPU, a tiny RANDOMLY initialised Qwen2.5-VL from evalkit.models.tiny):
+Setup (CPU, a tiny RANDOMLY initialised Qwen2.5-VL from evalkit.tiny_checkpoint):
 
 - data: SynthVideo families moving_shape (multiple choice), yes_no (boolean) and
   flash_count (counting). A train split for training and a held-out TEST split for
@@ -142,7 +142,7 @@ def _recipe_class() -> Any:
 
 def run_arm(arm: str, seed: int, paths: dict[str, Path], args: argparse.Namespace) -> dict:
     """One training run; returns its per-step series and held-out evaluations."""
-    from evalkit.models.tiny import build_tiny_model
+    from evalkit.tiny_checkpoint import build_tiny_model
     from evalkit.trainer.config import load_config
 
     out = paths["out"] / f"seed{seed}" / arm

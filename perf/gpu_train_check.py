@@ -55,10 +55,10 @@ def log(msg: str) -> None:
 
 
 def build_model(out: Path, size: str) -> Path:
-    """A random Qwen2.5-VL checkpoint of ``size`` (evalkit.models.tiny, wider/deeper)."""
+    """A random Qwen2.5-VL checkpoint of ``size`` (evalkit.tiny_checkpoint, wider/deeper)."""
     import transformers as tf
 
-    from evalkit.models.tiny import TinySpec, build_config, build_processor, build_tokenizer
+    from evalkit.tiny_checkpoint import TinySpec, build_config, build_processor, build_tokenizer
 
     spec = TinySpec(family="qwen2_5_vl", **SIZES[size])
     tok = build_tokenizer()
@@ -109,7 +109,7 @@ def load_actor(model_dir: Path, device: str, dtype: torch.dtype, fsdp: bool) -> 
     (bf16 compute, fp32 reduce)."""
     import transformers as tf
 
-    from evalkit.models.rope import use_reference_rope
+    from evalkit.engines.reference_rope import use_reference_rope
 
     cls: Any = tf.Qwen2_5_VLForConditionalGeneration
     model = cls.from_pretrained(model_dir, dtype=torch.float32).to(device)
@@ -305,7 +305,7 @@ def run_dry(a: argparse.Namespace, work: Path) -> dict[str, Any]:
     import transformers as tf
     from transformers import AutoProcessor
 
-    from evalkit.models.rope import use_reference_rope
+    from evalkit.engines.reference_rope import use_reference_rope
     from evalkit.trainer.weight_sync import EngineWeightSync
 
     model_dir = build_model(work / "model", "tiny")

@@ -3,7 +3,7 @@
 Both arms score the same batch with the trainer's own code: ``compute_logprobs`` (old /
 reference log-probs, no gradient) and one update forward + backward
 (``logprobs_and_entropy`` with gradient), on the tiny random Qwen2.5-VL
-(``evalkit.models.tiny``). The batch mixes video, video + image, image and text prompts
+(``evalkit.tiny_checkpoint``). The batch mixes video, video + image, image and text prompts
 whose responses range from a few tokens to ``--max-response`` (rollouts are ragged: most
 rows carry padding up to the longest). The arms alternate repeat by repeat; figures are
 medians; ratios are padded / packed. Also printed: tokens the model runs over in each arm
@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--n", type=int, default=4, help="responses per prompt")
     args = ap.parse_args(argv)
     repeats, max_response = (2, 64) if args.quick else (args.repeats, args.max_response)
-    from evalkit.models.tiny import build_tiny_model
+    from evalkit.tiny_checkpoint import build_tiny_model
 
     torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
     with tempfile.TemporaryDirectory() as tmp:

@@ -316,8 +316,8 @@ def main() -> None:
     from evalkit.cache import FrameCache, build_cache
     from evalkit.engines.base import SamplingParams
     from evalkit.engines.vllm_engine import VLLMBatchEngine, VLLMConfig, VLLMEngine
-    from evalkit.models.tiny import build_tiny_model
-    from evalkit.requests import RequestBuilder
+    from evalkit.request_builder import RequestBuilder
+    from evalkit.tiny_checkpoint import build_tiny_model
     from evalkit.video.types import FrameSpec
 
     args.out.mkdir(parents=True, exist_ok=True)

@@ -6,8 +6,9 @@ Prints progress on stderr and ONE JSON object last on stdout.
     vLLM's CPU engine, the same ad-hoc data set and a cache built beforehand), throughput
     from the records' own stamps (first IO start to last finish, engine start-up
     excluded), the cores' utilisation over each run (psutil), and the Ray start-up and
-    driver overhead (``evalkit.scale.driver.measure_overhead``). Needs ``evalkit.scale``;
-    without it the JSON says ``"replicas_status": "evalkit.scale not available"``.
+    driver overhead (``evalkit.testing.echo_replica.measure_overhead``). Needs
+    ``evalkit.scale``; without it the JSON says ``"replicas_status": "evalkit.scale not
+    available"``.
 (b) A discrete-event simulation (perf/_scalesim.py) of 8 and 64 replicas on a
     benchmark-shaped workload (LVBench-like hour-long videos among many short clips),
     each question costing what the measured cost model (perf/_scalecost.py) says for its

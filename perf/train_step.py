@@ -25,7 +25,7 @@ a speed-up (see that module's docstring).
 Videos: SynthVideo clips (``evalkit.synthvideo``, 640x480, 30 fps source) played forwards
 and backwards to 1-3 minutes, H.264 (x264 veryfast, CRF 23, default GOP), written once
 into ``perf/out/train_step/`` and reused. The model is the tiny random Qwen2.5-VL
-(``evalkit.models.tiny``): the text and vision forward are small, so frame loading
+(``evalkit.tiny_checkpoint``): the text and vision forward are small, so frame loading
 weighs more here than beside a 7B model; compare the ratios with that in mind.
 
 Prints progress on stderr and ONE JSON object last on stdout.
@@ -101,10 +101,10 @@ def write_long_video(path: Path, frames: Any, seconds: float, fps: int) -> Path:
 
 def prepare(out: Path, setup: dict[str, Any]) -> tuple[Path, Path]:
     """The tiny model and a unified-schema data file of long SynthVideo clips."""
-    from evalkit.models.tiny import build_tiny_model
     from evalkit.synthvideo import to_unified
     from evalkit.synthvideo.generate import make_row
     from evalkit.synthvideo.scene import Canvas
+    from evalkit.tiny_checkpoint import build_tiny_model
 
     model = out / "tiny-qwen2_5_vl"
     if not (model / "config.json").is_file():
@@ -209,7 +209,7 @@ def describe(recipe: Any, setup: dict[str, Any], model: Path) -> dict[str, Any]:
         "fps": setup["fps"],
         "rollout_n": setup["n"],
         "max_response_tokens": setup["max_response_tokens"],
-        "model": "evalkit.models.tiny qwen2_5_vl (random weights)",
+        "model": "evalkit.tiny_checkpoint qwen2_5_vl (random weights)",
         "model_params": sum(p.numel() for p in recipe.actor.model.parameters()),
         "rollout_engine": recipe.cfg.rollout.engine,
         "decoder": metas[0].decoder,

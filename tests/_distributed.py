@@ -15,7 +15,7 @@ import pytest
 
 def tiny_model(factory: pytest.TempPathFactory, family: str = "qwen2_5_vl") -> Path:
     """A tiny random ``family`` model (seed 0) in a fresh temporary folder."""
-    from evalkit.models.tiny import build_tiny_model
+    from evalkit.tiny_checkpoint import build_tiny_model
 
     return build_tiny_model(factory.mktemp("tiny") / family, family, seed=0)
 

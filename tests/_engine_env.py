@@ -31,7 +31,7 @@ def write_index_video_set(
     ``per_video`` multiple-choice rows each, in ``root/set.jsonl``; returns ``root``."""
     import json
 
-    from evalkit.video.synth import write_index_video
+    from evalkit.testing.index_video import write_index_video
 
     (root / "videos").mkdir(exist_ok=True)
     rows = []

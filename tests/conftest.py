@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.video.synth import write_index_video
+from evalkit.testing.index_video import write_index_video
 from tests._sensitivity_rules import last_letter_registered
 
 
@@ -41,7 +41,7 @@ def media_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def index_video(media_dir: Path) -> Path:
-    """3 s, 30 fps, 160x120 H.264 mp4 whose frames encode their index (see evalkit.video.synth)."""
+    """3 s, 30 fps, 160x120 H.264 mp4 whose frames encode their index (testing.index_video)."""
     return write_index_video(media_dir / "index_90f_30fps.mp4", 90, fps=30.0, width=160, height=120)
 
 

@@ -16,7 +16,7 @@ from evalkit.runconfig import RunConfig
 from evalkit.rundir import RunDir
 from evalkit.runner import execute
 from evalkit.sample import VideoRef
-from evalkit.video.synth import read_indices
+from evalkit.testing.index_video import read_indices
 from tests.fixtures.bench import official_reasoning_streaming
 
 

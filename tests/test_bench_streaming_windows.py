@@ -15,10 +15,10 @@ import pytest
 from evalkit.bench.loader import load
 from evalkit.bench.registry import get_benchmark
 from evalkit.cache import FrameCache, cache_key, source_identity
-from evalkit.requests import RequestBuilder
+from evalkit.request_builder import RequestBuilder
 from evalkit.sample import Sample, VideoRef
+from evalkit.testing.index_video import read_indices
 from evalkit.video import load_video
-from evalkit.video.synth import read_indices
 from tests.fixtures.bench import official_reasoning_streaming
 
 FPS = official_reasoning_streaming.INDEX_FPS

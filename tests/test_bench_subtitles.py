@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.bench.subtitles import Line, for_frames, lines_between, load_subtitles
+from evalkit.bench.subtitles import Line, lines_between, load_subtitles
 from evalkit.errors import DataError
 
 
@@ -33,7 +33,7 @@ def test_longvideobench_json_in_both_forms(tmp_path: Path) -> None:
     assert [x.text for x in load_subtitles(path)] == ["a", "b"]
 
 
-def test_word_level_jsonl_and_interleaving_by_frame(tmp_path: Path) -> None:
+def test_word_level_jsonl_gives_one_line_per_word(tmp_path: Path) -> None:
     words = [("Hi", 0.1, 0.3), ("you", 0.4, 0.6), ("later", 2.5, 2.9)]
     path = tmp_path / "001.jsonl"
     path.write_text(
@@ -41,8 +41,7 @@ def test_word_level_jsonl_and_interleaving_by_frame(tmp_path: Path) -> None:
     )
     lines = load_subtitles(path)
     assert [x.text for x in lines_between(lines, 0.0, 1.0)] == ["Hi", "you"]
-    per_frame = for_frames(lines, [0.0, 1.0, 2.0], duration=3.0)
-    assert [[x.text for x in f] for f in per_frame] == [["Hi", "you"], [], ["later"]]
+    assert [x.text for x in lines_between(lines, 2.0, 3.0)] == ["later"]
 
 
 def test_an_unreadable_file_names_itself(tmp_path: Path) -> None:

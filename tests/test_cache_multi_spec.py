@@ -16,8 +16,8 @@ from evalkit.cache import frame_cache as frame_cache_module
 from evalkit.errors import VideoError
 from evalkit.sample import VideoRef
 from evalkit.testing.broken_videos import write_text_file, write_truncated
+from evalkit.testing.index_video import write_index_video
 from evalkit.video import decode as decode_module
-from evalkit.video.synth import write_index_video
 from evalkit.video.types import Frames, FrameSpec
 
 P28 = 28 * 28

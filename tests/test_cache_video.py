@@ -17,7 +17,7 @@ from evalkit.cache import FrameCache, build_cache
 from evalkit.cli.main import main
 from evalkit.sample import VideoRef
 from evalkit.testing.broken_videos import write_text_file, write_truncated, write_zero_bytes
-from evalkit.video.synth import read_indices, write_index_video
+from evalkit.testing.index_video import read_indices, write_index_video
 from evalkit.video.types import FrameSpec
 
 SPEC = FrameSpec(fps=2.0, max_frames=16, min_pixels=28 * 28 * 4, max_pixels=28 * 28 * 16)

@@ -116,7 +116,7 @@ def test_vllm_engine_processes_die_with_a_killed_main_process(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     pytest.importorskip("vllm")
-    from evalkit.models.tiny import build_tiny_model
+    from evalkit.tiny_checkpoint import build_tiny_model
     from tests._engine_env import engine_env
 
     env = engine_env()

@@ -12,7 +12,7 @@ pytest.importorskip("transformers")
 from evalkit.engines.base import Request, SamplingParams
 from evalkit.engines.hf_engine import HFConfig, HFEngine
 from evalkit.errors import EvalkitError
-from evalkit.models.tiny import build_tiny_model
+from evalkit.tiny_checkpoint import build_tiny_model
 from tests._engine_env import make_frames
 
 

@@ -23,7 +23,7 @@ pytest.importorskip("vllm")
 from evalkit.engines.base import Request, SamplingParams
 from evalkit.engines.hf_engine import HFConfig, HFEngine
 from evalkit.engines.openai_engine import OpenAIConfig, OpenAIEngine
-from evalkit.models.tiny import build_tiny_model
+from evalkit.tiny_checkpoint import build_tiny_model
 from tests._engine_env import engine_env, make_frames
 
 pytestmark = pytest.mark.heavy

@@ -105,7 +105,7 @@ def test_frames_not_multiple_of_factor_are_refused() -> None:
 def tiny_tokenizer() -> object:
     pytest.importorskip("transformers")
     pytest.importorskip("tokenizers")
-    from evalkit.models.tiny import build_tokenizer
+    from evalkit.tiny_checkpoint import build_tokenizer
 
     return build_tokenizer()
 

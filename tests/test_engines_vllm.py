@@ -24,7 +24,7 @@ from evalkit.engines.vllm_engine import (
     VLLMEngine,
 )
 from evalkit.errors import EvalkitError
-from evalkit.models.tiny import build_tiny_model
+from evalkit.tiny_checkpoint import build_tiny_model
 from tests._engine_env import apply_engine_env, make_frames
 
 pytestmark = pytest.mark.heavy

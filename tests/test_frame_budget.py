@@ -10,7 +10,7 @@ import pytest
 
 from evalkit.cache import FrameCache
 from evalkit.errors import PromptTooLong
-from evalkit.requests import RequestBuilder
+from evalkit.request_builder import RequestBuilder
 from evalkit.sample import Sample, VideoRef
 from evalkit.video import load_video
 from evalkit.video.budget import (

@@ -7,7 +7,7 @@ same prompt length and the same greedy tokens on a video and on an image request
 family's own use of the frames' timestamps shows: Qwen3-VL and Qwen3.5 write them into the
 prompt as text ("<t seconds>"), and vLLM writes the same ones as transformers (same prompt
 length and tokens for a clip 100 s long); Qwen2.5-VL reads the timing into its M-RoPE
-positions instead (same tokens for that clip too: evalkit.models.rope gives transformers
+positions instead (same tokens for that clip too: evalkit.engines.reference_rope gives transformers
 the reference positions vLLM uses), Qwen2-VL ignores it.
 """
 
@@ -27,7 +27,7 @@ from evalkit.engines.base import Request, SamplingParams
 from evalkit.engines.family import detect_family
 from evalkit.engines.hf_engine import HFConfig, HFEngine
 from evalkit.engines.vllm_engine import VLLMConfig, VLLMEngine
-from evalkit.models.tiny import FAMILIES, build_tiny_model
+from evalkit.tiny_checkpoint import FAMILIES, build_tiny_model
 from evalkit.video.types import Frames
 from tests._engine_env import apply_engine_env, make_frames
 
@@ -76,7 +76,7 @@ def _requests(family: str) -> list[Request]:
         Request(id="image", text="<image> What is this?", images=[image], sampling=sampling),
     ]
     # Qwen2.5-VL puts a long clip's timing into M-RoPE positions (temporal step 100 here,
-    # past the spatial extent: evalkit.models.rope), the Qwen3 families write it as text
+    # past the spatial extent: evalkit.engines.reference_rope), the Qwen3 families write it as text
     long = Request(
         id="long", text="<video> What happens?", videos=[_long_clip(video)], sampling=sampling
     )

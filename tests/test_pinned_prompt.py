@@ -244,7 +244,7 @@ def test_subtitles_reach_an_official_prompt_that_pins_them(tmp_path: Path) -> No
     from evalkit.bench.spec import BenchmarkSpec
     from evalkit.cache import FrameCache
     from evalkit.prompts import PromptPlan
-    from evalkit.requests import RequestBuilder
+    from evalkit.request_builder import RequestBuilder
     from tests.fixtures.bench import official
 
     with_subtitles = {

@@ -16,7 +16,7 @@ from evalkit.bench.spec import OfficialPrompt
 from evalkit.cache import FrameCache
 from evalkit.engines.base import Completion, Request
 from evalkit.prompts import PromptPlan
-from evalkit.requests import RequestBuilder
+from evalkit.request_builder import RequestBuilder
 from evalkit.runconfig import RunConfig
 from evalkit.rundir import RunDir
 from evalkit.runner import execute, make_scorer, resolve_benchmarks

@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("vllm")
 
-from evalkit.models.tiny import build_tiny_model
+from evalkit.tiny_checkpoint import build_tiny_model
 from tests._engine_env import engine_env, write_index_video_set
 
 pytestmark = pytest.mark.heavy

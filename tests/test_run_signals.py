@@ -23,8 +23,8 @@ pytest.importorskip("vllm")
 
 from evalkit.engines._watchdog import shm_held
 from evalkit.engines.lifecycle import shm_listing
-from evalkit.models.tiny import build_tiny_model
 from evalkit.store import Store
+from evalkit.tiny_checkpoint import build_tiny_model
 from tests._engine_env import engine_env, write_index_video_set
 
 pytestmark = [pytest.mark.heavy, pytest.mark.timeout(600)]

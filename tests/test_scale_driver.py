@@ -213,7 +213,7 @@ def test_a_batch_of_records_is_appended_at_once_and_a_repeat_refused(tmp_path: P
 def test_overhead_is_measured_on_a_local_ray_instance_of_its_own(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from evalkit.scale.driver import measure_overhead
+    from evalkit.testing.echo_replica import measure_overhead
 
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     out = measure_overhead(300, replicas=2, batch_size=8)
@@ -290,7 +290,7 @@ def test_ray_restarts_a_killed_replica_which_then_gets_work_again(
     import time
 
     from evalkit.scale.cluster import Placement, ray_session, start_replicas, stop_replicas
-    from evalkit.scale.driver import EchoReplica
+    from evalkit.testing.echo_replica import EchoReplica
 
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     killed: dict[str, int] = {}

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from evalkit.engines.lifecycle import release_unmapped_shm
-from evalkit.scale.driver import EchoReplica
+from evalkit.testing.echo_replica import EchoReplica
 from tests._shm_holder import HOLDER
 
 SHM = Path("/dev/shm")

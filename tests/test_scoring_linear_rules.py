@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from evalkit.scoring.extract import _FENCE, fences
-from evalkit.scoring.rules import _easyvideor1, _mc_c, charadessta, videommmu
+from evalkit.scoring.rules import _easyvideor1, _reasoning, charadessta, videommmu
 
 SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -123,15 +123,15 @@ def test_the_tag_scan_gives_the_official_findall() -> None:
         "".join(rnd.choice(TAG_PIECES) for _ in range(rnd.randint(0, 12))) for _ in range(4000)
     ]
     for text in texts:
-        assert _mc_c.last_tagged(text, "answer") == _last_tagged_original(text, "answer"), repr(
-            text
+        assert _reasoning.last_tagged(text, "answer") == _last_tagged_original(text, "answer"), (
+            repr(text)
         )
 
 
 @SETTINGS
 @given(st.lists(st.sampled_from(TAG_PIECES), max_size=16).map("".join))
 def test_the_tag_scan_gives_the_official_findall_on_generated_text(text: str) -> None:
-    assert _mc_c.last_tagged(text, "answer") == _last_tagged_original(text, "answer")
+    assert _reasoning.last_tagged(text, "answer") == _last_tagged_original(text, "answer")
 
 
 def test_a_search_bounded_by_the_last_closing_tag_gives_the_search() -> None:

@@ -120,6 +120,14 @@ def test_ascore_takes_the_rule_and_ascore_all_matches_score_all() -> None:
     assert (a.rule, a.score, a.compact_others()) == (s.rule, s.score, s.compact_others())
 
 
+def test_a_headline_scored_by_the_caller_is_kept_and_the_other_rules_are_added() -> None:
+    # ascore_all awaits the headline (the judge's part) and hands it to score_all
+    given = Score(0.5, "X", "scored by the caller")
+    v = score_all(_mc(), "B or C", rule=LAST_LETTER, headline=given)
+    assert (v.rule, v.score) == (LAST_LETTER, given)
+    assert v.compact_others() == score_all(_mc(), "B or C", rule=LAST_LETTER).compact_others()
+
+
 def test_ascore_all_awaits_the_judge_for_a_judged_sample_and_adds_no_rules() -> None:
     engine = FakeJudgeEngine(["VERDICT: 1"])
 

@@ -12,7 +12,7 @@ pytest.importorskip("transformers")
 
 from evalkit.cli.main import main as cli_main
 from evalkit.engines.family import detect_family
-from evalkit.models.tiny import SPECIAL_TOKENS, build_tiny_model
+from evalkit.tiny_checkpoint import SPECIAL_TOKENS, build_tiny_model
 
 
 def _digest(path: Path) -> str:

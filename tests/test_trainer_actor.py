@@ -20,7 +20,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 @pytest.fixture(scope="module")
 def actor(tmp_path_factory: pytest.TempPathFactory) -> ActorPolicy:
-    from evalkit.models.tiny import build_tiny_model
+    from evalkit.tiny_checkpoint import build_tiny_model
 
     path = build_tiny_model(tmp_path_factory.mktemp("tiny") / "m", "qwen2_5_vl", seed=0)
     return ActorPolicy.from_pretrained(path)
@@ -120,7 +120,7 @@ def test_encode_rejects_frames_off_the_patch_grid(actor: ActorPolicy, tmp_path: 
 
 
 def test_qwen3_vl_dummy_input_and_placeholders(tmp_path: Path) -> None:
-    from evalkit.models.tiny import build_tiny_model
+    from evalkit.tiny_checkpoint import build_tiny_model
 
     qwen3 = ActorPolicy.from_pretrained(build_tiny_model(tmp_path / "q3", "qwen3_vl", seed=0))
     req = _video_request()

@@ -60,8 +60,8 @@ def test_the_pickler_does_catch_frames() -> None:
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    from evalkit.models.tiny import build_tiny_model
     from evalkit.synthvideo import generate, write_unified
+    from evalkit.tiny_checkpoint import build_tiny_model
 
     root = tmp_path_factory.mktemp("cache_paths")
     model = build_tiny_model(root / "tiny", "qwen2_5_vl", seed=0)

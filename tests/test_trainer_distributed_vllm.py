@@ -49,8 +49,8 @@ def ray_local(scratch: Path) -> Iterator[Any]:
 @pytest.fixture(scope="module")
 def synth(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """The tiny model and a 2-row SynthVideo training file (video prompts)."""
-    from evalkit.models.tiny import build_tiny_model
     from evalkit.synthvideo import generate, write_unified
+    from evalkit.tiny_checkpoint import build_tiny_model
 
     root = tmp_path_factory.mktemp("colocate")
     model = build_tiny_model(root / "tiny", "qwen2_5_vl", seed=0)

@@ -21,8 +21,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 @pytest.fixture(scope="module")
 def setup_dir(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    from evalkit.models.tiny import build_tiny_model
     from evalkit.synthvideo import generate, read_rows, to_unified
+    from evalkit.tiny_checkpoint import build_tiny_model
 
     root = tmp_path_factory.mktemp("trainer_int")
     model = build_tiny_model(root / "tiny", "qwen2_5_vl", seed=0)

@@ -47,8 +47,8 @@ def test_evaluation_runs_in_background_and_logs_next_to_training(tmp_path: Path)
 
 
 def test_real_pipeline_scores_the_snapshot(tmp_path: Path) -> None:
-    from evalkit.models.tiny import build_tiny_model
     from evalkit.synthvideo import generate
+    from evalkit.tiny_checkpoint import build_tiny_model
     from evalkit.trainer.actor import ActorPolicy
 
     model = build_tiny_model(tmp_path / "tiny", "qwen2_5_vl", seed=0)

@@ -41,8 +41,8 @@ class _FakeRun:
 
 
 def _data(root: Path) -> tuple[Path, Path]:
-    from evalkit.models.tiny import build_tiny_model
     from evalkit.synthvideo import generate, read_rows, to_unified
+    from evalkit.tiny_checkpoint import build_tiny_model
 
     model = build_tiny_model(root / "tiny", "qwen2_5_vl", seed=0)
     ann = generate(root / "sv", 2, split="train", seed=0, families=["moving_shape", "yes_no"])

@@ -78,7 +78,7 @@ def test_synced_vllm_engine_matches_the_updated_actor(
 
     import safetensors.torch
 
-    from evalkit.models.tiny import build_tiny_model
+    from evalkit.tiny_checkpoint import build_tiny_model
     from evalkit.trainer.actor import ActorPolicy
     from evalkit.trainer.rollout import (
         EngineLoop,
@@ -127,8 +127,8 @@ def test_synced_vllm_engine_matches_the_updated_actor(
 def test_recipe_trains_on_video_with_vllm_rollouts(env: None, tmp_path: Path) -> None:
     import math
 
-    from evalkit.models.tiny import build_tiny_model
     from evalkit.synthvideo import generate, write_unified
+    from evalkit.tiny_checkpoint import build_tiny_model
     from evalkit.trainer.config import load_config
     from evalkit.trainer.recipe import GRPORecipe
 
@@ -169,7 +169,7 @@ def test_vllm_refuses_sleep_mode_on_cpu(env: None, tmp_path: Path) -> None:
     when ``current_platform.is_sleep_mode_available()`` is False (CUDA/ROCm/XPU only)."""
     from vllm import AsyncEngineArgs
 
-    from evalkit.models.tiny import build_tiny_model
+    from evalkit.tiny_checkpoint import build_tiny_model
     from evalkit.trainer.rollout import sleep_mode_available
 
     ok, why = sleep_mode_available()

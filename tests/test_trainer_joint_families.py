@@ -48,7 +48,7 @@ def _requests(actor: ActorPolicy) -> list[Request]:
 
 @pytest.fixture(scope="module", params=FAMILIES)
 def actor(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> ActorPolicy:
-    from evalkit.models.tiny import build_tiny_model
+    from evalkit.tiny_checkpoint import build_tiny_model
 
     path = build_tiny_model(tmp_path_factory.mktemp("tiny") / request.param, request.param, 0)
     return ActorPolicy.from_pretrained(path)

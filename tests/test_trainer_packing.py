@@ -78,7 +78,7 @@ def _requests(family: str) -> list[Request]:
 
 @pytest.fixture(scope="module", params=["qwen2_vl", "qwen2_5_vl", "qwen3_vl"])
 def actor(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> ActorPolicy:
-    from evalkit.models.tiny import build_tiny_model
+    from evalkit.tiny_checkpoint import build_tiny_model
 
     path = build_tiny_model(tmp_path_factory.mktemp("tiny") / request.param, request.param, 0)
     return ActorPolicy.from_pretrained(path)
@@ -281,8 +281,8 @@ def test_linear_attention_models_are_refused() -> None:
 
 @pytest.fixture(scope="module")
 def recipe_dir(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    from evalkit.models.tiny import build_tiny_model
     from evalkit.synthvideo import generate, write_unified
+    from evalkit.tiny_checkpoint import build_tiny_model
 
     root = tmp_path_factory.mktemp("packed_recipe")
     model = build_tiny_model(root / "tiny", "qwen2_5_vl", seed=0)

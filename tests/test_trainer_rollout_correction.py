@@ -251,7 +251,7 @@ def test_toy_step_with_a_perturbed_sampler_measures_and_corrects() -> None:
 def tiny(tmp_path_factory: pytest.TempPathFactory):
     import os
 
-    from evalkit.models.tiny import build_tiny_model
+    from evalkit.tiny_checkpoint import build_tiny_model
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     return build_tiny_model(tmp_path_factory.mktemp("tiny") / "m", "qwen2_5_vl", seed=0)

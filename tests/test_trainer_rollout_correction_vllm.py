@@ -25,7 +25,7 @@ def env() -> Iterator[None]:
 
 @pytest.mark.timeout(600)
 def test_vllm_rollout_logprobs_match_the_trainers_at_temperature(env: None, tmp_path: Path):
-    from evalkit.models.tiny import build_tiny_model
+    from evalkit.tiny_checkpoint import build_tiny_model
     from evalkit.trainer.actor import ActorPolicy
     from evalkit.trainer.algorithms.rollout_correction import mismatch_metrics
     from evalkit.trainer.batch import Group, collate, response_logprobs

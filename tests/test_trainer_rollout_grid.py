@@ -36,8 +36,8 @@ def _cached_request(root: Path, family: str) -> tuple[Any, Any, Path]:
     """A SynthVideo prompt whose frames come from the frame cache by path."""
     from evalkit.cache import FrameCache
     from evalkit.engines.base import SamplingParams
-    from evalkit.models.tiny import build_tiny_model
     from evalkit.synthvideo import generate, read_rows, to_unified
+    from evalkit.tiny_checkpoint import build_tiny_model
     from evalkit.trainer.actor import ActorPolicy
     from evalkit.trainer.config import DataConfig
     from evalkit.trainer.data import TrainData, load_items

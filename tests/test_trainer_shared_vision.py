@@ -43,7 +43,7 @@ def _video(family: str, seed: int, frames: int = 4) -> Frames:
 
 @pytest.fixture(scope="module", params=["qwen2_5_vl", "qwen3_vl"])
 def actor(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> ActorPolicy:
-    from evalkit.models.tiny import build_tiny_model
+    from evalkit.tiny_checkpoint import build_tiny_model
 
     path = build_tiny_model(tmp_path_factory.mktemp("tiny") / request.param, request.param, 0)
     return ActorPolicy.from_pretrained(path)

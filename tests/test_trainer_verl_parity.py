@@ -457,7 +457,7 @@ def test_recipe_uses_the_coefficient_then_steps_the_controller():
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory: pytest.TempPathFactory):
-    from evalkit.models.tiny import build_tiny_model
+    from evalkit.tiny_checkpoint import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny") / "m", "qwen2_5_vl", seed=0)
 

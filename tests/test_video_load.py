@@ -15,8 +15,8 @@ import pytest
 from evalkit.errors import VideoError
 from evalkit.sample import VideoRef
 from evalkit.testing.broken_videos import write_text_file, write_truncated, write_zero_bytes
+from evalkit.testing.index_video import read_indices, write_index_video
 from evalkit.video import FrameSpec, load_video, sample_indices, video_size
-from evalkit.video.synth import read_indices, write_index_video
 
 SMALL = FrameSpec(fps=2.0, min_pixels=64 * 64, max_pixels=112 * 112, factor=28)
 VFR_TIMES = [0.0, 0.02, 0.1, 0.3, 0.31, 0.32] + [0.5 + 0.07 * i for i in range(30)]

@@ -17,8 +17,8 @@ import pytest
 
 from evalkit.errors import VideoError
 from evalkit.sample import VideoRef
+from evalkit.testing.index_video import read_indices, write_index_video
 from evalkit.video import FrameSpec, load_video, load_videos, resize_frames
-from evalkit.video.synth import read_indices, write_index_video
 
 P28 = 28 * 28
 

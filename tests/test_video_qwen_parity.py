@@ -17,8 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from evalkit.testing.index_video import read_indices, write_index_video
 from evalkit.video import FrameSpec, ImageSpec, load_image, load_video, sample_indices, video_size
-from evalkit.video.synth import read_indices, write_index_video
 
 vp = pytest.importorskip("qwen_vl_utils.vision_process")
 torch = pytest.importorskip("torch")

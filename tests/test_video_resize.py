@@ -9,9 +9,9 @@ import pytest
 from PIL import Image
 
 from evalkit.errors import VideoError
+from evalkit.testing.index_video import index_frame, read_index
 from evalkit.video import FrameSpec, ImageSpec, load_image, resize_frames, smart_resize, video_size
 from evalkit.video.resize import video_max_pixels
-from evalkit.video.synth import index_frame, read_index
 
 
 def test_sizes_round_to_the_factor_within_bounds() -> None:

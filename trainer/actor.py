@@ -25,8 +25,8 @@ from torch import Tensor, nn
 
 from evalkit.engines.base import Request
 from evalkit.engines.family import ModelFamily, detect_family
+from evalkit.engines.reference_rope import use_reference_rope
 from evalkit.errors import EvalkitError
-from evalkit.models.rope import use_reference_rope
 
 from .batch import TrainBatch
 from .frames import PromptLoader, PromptRef

@@ -30,7 +30,7 @@ from evalkit.bench.unified import row_to_sample
 from evalkit.engines.base import SamplingParams
 from evalkit.errors import DataError
 from evalkit.prompts import PromptPlan
-from evalkit.requests import RequestBuilder
+from evalkit.request_builder import RequestBuilder
 from evalkit.sample import Sample, VideoRef
 from evalkit.video.types import FrameSpec, ImageSpec
 

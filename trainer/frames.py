@@ -29,7 +29,7 @@ from evalkit.video.types import Frames, FrameSpec, VideoMeta
 
 if TYPE_CHECKING:
     from evalkit.engines.base import Request
-    from evalkit.requests import RequestBuilder
+    from evalkit.request_builder import RequestBuilder
 
 
 @dataclass(frozen=True)

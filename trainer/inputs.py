@@ -88,7 +88,7 @@ def _model(cfg: TrainerConfig) -> None:
     family = cfg.inputs.tiny_model
     if family is None:
         raise ConfigError(f"model {cfg.model}: no such folder (from {Path.cwd()}); {how}")
-    from evalkit.models.tiny import build_tiny_model
+    from evalkit.tiny_checkpoint import build_tiny_model
 
     announce(f"model {model} not found: building it (evalkit model tiny --family {family})")
     build_tiny_model(model, family=family, seed=cfg.seed)

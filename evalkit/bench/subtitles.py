@@ -97,12 +97,6 @@ def lines_between(lines: list[Line], start: float, end: float) -> list[Line]:
     return [x for x in lines if x.end >= start and x.start < end]
 
 
-def for_frames(lines: list[Line], timestamps: list[float], duration: float) -> list[list[Line]]:
-    """For each sampled frame, the lines spoken until the next frame (interleaving)."""
-    bounds = [*timestamps[1:], duration]
-    return [lines_between(lines, t, b) for t, b in zip(timestamps, bounds, strict=True)]
-
-
 def at_frames(lines: list[Line], timestamps: Sequence[float]) -> list[Line]:
     """Video-MME's rule: each line on screen at a sampled frame's time, once, in time order.
 

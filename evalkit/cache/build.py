@@ -94,9 +94,6 @@ def cache_args(cache: FrameCache) -> dict[str, Any]:
     }
 
 
-_cache_args = cache_args  # the name evalkit.requests imported first
-
-
 def build_one(cache_args: dict[str, Any], ref_json: str, spec_json: str) -> Outcome:
     """Worker entry point (module level, so spawn can pickle it): ensure one entry."""
     return build_specs_one(cache_args, ref_json, [spec_json])[0]

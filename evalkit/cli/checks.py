@@ -46,16 +46,6 @@ def existing_dir(path: str, flag: str) -> Path:
     return p
 
 
-def existing_file(path: str, flag: str) -> Path:
-    """``path`` as a regular file that exists; ConfigError naming ``flag`` otherwise."""
-    p = Path(path).expanduser()
-    if not p.exists():
-        raise ConfigError(f"{flag} {path}: no such file; check the path")
-    if p.is_dir():
-        raise ConfigError(f"{flag} {path}: is a directory; give a file")
-    return p
-
-
 def output_dir(path: str, flag: str) -> Path:
     """``path`` as a directory to write into: absent (it will be made) or a directory."""
     p = Path(path).expanduser()

@@ -8,7 +8,7 @@ import time
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Subcommands: ``tiny``."""
-    from evalkit.models.tiny import FAMILIES  # no torch at import
+    from evalkit.tiny_checkpoint import FAMILIES  # no torch at import
 
     sub = parser.add_subparsers(dest="action", required=True)
     tiny = sub.add_parser("tiny", help="build a tiny random Qwen-VL checkpoint offline")
@@ -25,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Build the requested model."""
     from evalkit.cli.checks import output_dir
-    from evalkit.models.tiny import build_tiny_model
+    from evalkit.tiny_checkpoint import build_tiny_model
 
     output_dir(args.out, "OUT")
     t0 = time.time()

@@ -111,7 +111,7 @@ class HFEngine:
         import torch
         from transformers import AutoModelForImageTextToText, AutoProcessor
 
-        from evalkit.models.rope import use_reference_rope
+        from evalkit.engines.reference_rope import use_reference_rope
 
         self.config = config
         self.family = detect_family(config.model)

@@ -28,7 +28,7 @@ from evalkit.scoring.router import (
     task_types,
 )
 from evalkit.scoring.types import Score, ScorerFailure
-from evalkit.scoring.verdicts import Verdicts, headline_rule, score_all, with_other_rules
+from evalkit.scoring.verdicts import Verdicts, headline_rule, score_all
 
 
 def needs_judge(sample: Sample, scorer_name: str | None = None) -> bool:
@@ -79,10 +79,11 @@ async def ascore_all(
     rule: str | None = None,
     scorer_name: str | None = None,
 ) -> Verdicts:
-    """``score_all`` for async callers: the headline awaited through ``ascore``."""
-    headline = headline_rule(sample, rule, scorer_name)
-    main = await ascore(sample, prediction, ctx, scorer_name=scorer_name, rule=headline)
-    return with_other_rules(main, sample, prediction, headline, scorer_name)
+    """``score_all`` for async callers: only the headline verdict (the part that may ask the
+    judge) is awaited, through ``ascore``; ``score_all`` adds the other rules."""
+    under = headline_rule(sample, rule, scorer_name)
+    main = await ascore(sample, prediction, ctx, scorer_name=scorer_name, rule=under)
+    return score_all(sample, prediction, ctx, rule=rule, scorer_name=scorer_name, headline=main)
 
 
 __all__ = [

@@ -11,7 +11,9 @@ from evalkit.scoring.extract import final_span, format_level, letter, reply_body
 from evalkit.scoring.types import Score
 
 
-def _target_letter(target: Any, sample: Sample) -> str:
+def target_letter(target: Any, sample: Sample) -> str:
+    """The target's option letter: a letter as given, an option's text mapped to its letter
+    (evalkit's reader), else the text upper-cased."""
     t = str(target).strip()
     if len(t) == 1 and t.upper() in (sample.letters or string.ascii_uppercase):
         return t.upper()
@@ -30,7 +32,7 @@ def multiple_choice(prediction: str, target: Any, sample: Sample) -> Score:
     if got is None and not how and span.method == "answer_is":
         # "The answer is as follows:" then "**B. blue car**": the marker led nowhere
         got, how = letter(reply_body(prediction), sample.options, sample.letters)
-    gold = _target_letter(target, sample)
+    gold = target_letter(target, sample)
     meta = {"format": format_level(span, got is not None), "extraction": how, "target": gold}
     if got is None:
         why = "several option letters" if how == "ambiguous" else "no option letter found"

@@ -26,7 +26,6 @@ from evalkit.sample import Sample
 # official ""), never 0. Our prompt (prompts/judge_cot_steps.jinja) asks the same
 # questions in our words; kinds are named perception / reasoning / background.
 COT_TEMPLATE = "judge_cot_steps.jinja"
-COT_KINDS = ("perception", "reasoning", "background")
 COT_KEYS = (
     "cot_recall",
     "cot_precision",

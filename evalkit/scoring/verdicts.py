@@ -42,14 +42,20 @@ def score_all(
     *,
     rule: str | None = None,
     scorer_name: str | None = None,
+    headline: Score | None = None,
 ) -> Verdicts:
     """``prediction`` under the headline ``rule`` (None = evalkit) and every other rule.
 
-    Async callers use ``evalkit.scoring.ascore_all``: the same verdicts, the headline awaited.
+    ``headline``: the headline verdict when the caller scored it already (under
+    :func:`headline_rule`); ``evalkit.scoring.ascore_all`` awaits it from the judge and
+    hands it here, so the verdicts are put together in this one place.
     """
-    headline = headline_rule(sample, rule, scorer_name)
-    main = score(sample, prediction, ctx, scorer_name=scorer_name, rule=headline)
-    return with_other_rules(main, sample, prediction, headline, scorer_name)
+    under = headline_rule(sample, rule, scorer_name)
+    if headline is None:
+        headline = score(sample, prediction, ctx, scorer_name=scorer_name, rule=under)
+    if under is None:  # a judged task type: its judge is the verdict, no other rules
+        return Verdicts(headline, EVALKIT)
+    return Verdicts(headline, under, score_rules(sample, prediction, scorer_name, skip=under))
 
 
 def headline_rule(sample: Sample, rule: str | None, scorer_name: str | None = None) -> str | None:
@@ -58,20 +64,6 @@ def headline_rule(sample: Sample, rule: str | None, scorer_name: str | None = No
     if tasks.get(scorer_name or sample.task_type).judged:
         return None
     return rule or EVALKIT
-
-
-def with_other_rules(
-    main: Score,
-    sample: Sample,
-    prediction: Any,
-    headline: str | None,
-    scorer_name: str | None = None,
-) -> Verdicts:
-    """``main``, the verdict under ``headline`` (:func:`headline_rule`), with every other
-    rule's beside it (none for a judged task type)."""
-    if headline is None:
-        return Verdicts(main, EVALKIT)
-    return Verdicts(main, headline, score_rules(sample, prediction, scorer_name, skip=headline))
 
 
 def compact_verdict(s: Score) -> dict[str, Any]:

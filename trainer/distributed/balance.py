@@ -47,10 +47,3 @@ def even_out(parts: list[list[int]]) -> list[list[int | None]]:
     """Each part padded to the longest with ``None`` (a zero-weight filler row goes there)."""
     size = max(len(p) for p in parts)
     return [list(p) + [None] * (size - len(p)) for p in parts]
-
-
-def imbalance(weights: Sequence[int | float], parts: list[list[int]]) -> float:
-    """Heaviest part's weight over the mean part weight (1.0: perfectly balanced)."""
-    loads = [sum(float(weights[i]) for i in p) for p in parts]
-    mean = sum(loads) / len(loads)
-    return max(loads) / mean if mean else 1.0

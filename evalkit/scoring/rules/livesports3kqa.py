@@ -19,7 +19,7 @@ from typing import Any
 
 from evalkit.sample import Sample
 from evalkit.scoring.rules import rule
-from evalkit.scoring.rules._mc_b import meta, need_gold_letter
+from evalkit.scoring.rules._options import meta, need_exact_gold_letter
 from evalkit.scoring.types import Score
 
 SOURCE = (
@@ -31,7 +31,7 @@ SOURCE = (
 @rule("livesports3kqa", "multiple_choice", source=SOURCE)
 def livesports3kqa(prediction: str, target: Any, sample: Sample) -> Score:
     """Right when the continuation's first non-space character is the answer letter."""
-    gold = need_gold_letter(target, sample)
+    gold = need_exact_gold_letter(target, sample)
     first = prediction.lstrip()[:1]
     ok = first == gold
     return Score(

@@ -11,7 +11,7 @@ from typing import Any
 
 from evalkit.sample import Sample
 from evalkit.scoring.rules import rule
-from evalkit.scoring.rules._mc import verdict
+from evalkit.scoring.rules._options import verdict
 from evalkit.scoring.types import Score
 
 

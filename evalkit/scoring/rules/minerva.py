@@ -17,8 +17,8 @@ from typing import Any
 
 from evalkit.sample import Sample
 from evalkit.scoring.rules import rule
-from evalkit.scoring.rules._mc import gold_letter
-from evalkit.scoring.rules._mc_c import letter_verdict
+from evalkit.scoring.rules._options import lenient_gold_letter
+from evalkit.scoring.rules._reasoning import letter_verdict
 from evalkit.scoring.types import Score
 
 _EXPLICIT = re.compile(r"(?:answer|option)\s*(?:is|:)\s*([ABCDE])", re.IGNORECASE)
@@ -55,7 +55,7 @@ def minerva_letter(reply: str) -> tuple[str | None, str]:
 def lmms_eval_minerva(prediction: str, target: Any, sample: Sample) -> Score:
     """lmms-eval MINERVA: last explicit 'answer is X', else last capital A-E; none = 1/5."""
     got, how = minerva_letter(prediction)
-    gold = gold_letter(target, sample)
+    gold = lenient_gold_letter(target, sample)
     if got is None:
         meta = {"format": 0.0, "extraction": "random guess (expected value)", "target": gold}
         return Score(1 / _N_OPTIONS, None, "no letter: lmms-eval guesses at random", meta)

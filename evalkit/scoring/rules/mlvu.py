@@ -21,7 +21,7 @@ from typing import Any
 from evalkit.bench.answers import NO_OPTION
 from evalkit.sample import OPTION_LETTERS, Sample
 from evalkit.scoring.rules import rule
-from evalkit.scoring.rules._mc import verdict
+from evalkit.scoring.rules._options import verdict
 from evalkit.scoring.types import Score
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from evalkit.sample import Sample
 from evalkit.scoring.rules import rule
-from evalkit.scoring.rules._mc import gold_letter
+from evalkit.scoring.rules._options import lenient_gold_letter
 from evalkit.scoring.types import Score
 
 _FIRST_LETTER = re.compile(r"\b([A-E])\b", re.IGNORECASE)
@@ -54,7 +54,7 @@ def _passes(reply: str, gold: str, choice: str | None) -> str | None:
 )
 def lmms_eval_mmvu(prediction: str, target: Any, sample: Sample) -> Score:
     """lmms-eval MMVU: right if the answer letter stands alone or its option text/words appear."""
-    gold = gold_letter(target, sample)
+    gold = lenient_gold_letter(target, sample)
     choices = dict(zip(sample.letters, sample.options, strict=False))
     how = _passes(prediction, gold, choices.get(gold))
     shown = re.search(r"\b([A-E])\b", prediction)  # what lmms-eval logs as the answer

@@ -19,7 +19,7 @@ from typing import Any
 
 from evalkit.sample import Sample
 from evalkit.scoring.rules import rule
-from evalkit.scoring.rules._mc_b import meta, need_gold_letter
+from evalkit.scoring.rules._options import meta, need_exact_gold_letter
 from evalkit.scoring.types import Score
 
 SOURCE = "OpenGVLab/Ask-Anything video_chat2/mvbench.ipynb check_ans (with infer_mvbench, answer)"
@@ -38,7 +38,7 @@ def official_prediction(reply: str) -> str:
 @rule("mvbench", "multiple_choice", source=SOURCE, gameable=True)
 def mvbench(prediction: str, target: Any, sample: Sample) -> Score:
     """Right when the first token of ``(``+continuation and ``(x)`` contain one another."""
-    gold = need_gold_letter(target, sample)
+    gold = need_exact_gold_letter(target, sample)
     pred_option = official_prediction(prediction).lower().split(" ")[0]
     gt_option = f"({gold.lower()})"
     ok = pred_option.replace(".", "") in gt_option or gt_option in pred_option

@@ -18,7 +18,7 @@ from typing import Any
 
 from evalkit.sample import Sample
 from evalkit.scoring.rules import rule
-from evalkit.scoring.rules._mc_b import gold_letter, meta
+from evalkit.scoring.rules._options import exact_gold_letter, meta
 from evalkit.scoring.types import Score
 
 SOURCE = "MCG-NJU/StreamForest lmms_eval/tasks/odvbench/utils.py odvbench_process_results, mcq_acc"
@@ -57,7 +57,7 @@ def process(answer: str) -> str:
 @rule("odvbench", "multiple_choice", source=SOURCE)
 def odvbench(prediction: str, target: Any, sample: Sample) -> Score:
     """Right when ``process`` gives the same letter for the reply and the answer (mcq_acc)."""
-    gold = gold_letter(target, sample)
+    gold = exact_gold_letter(target, sample)
     answered = prediction != ""
     got = process(prediction)
     if gold is None:  # the answer text is none of the candidates: the official scores 0

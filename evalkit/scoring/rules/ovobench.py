@@ -17,7 +17,7 @@ from typing import Any
 
 from evalkit.sample import Sample
 from evalkit.scoring.rules import rule
-from evalkit.scoring.rules._mc_b import meta, need_gold_letter, yes_no_target
+from evalkit.scoring.rules._options import meta, need_exact_gold_letter, yes_no_target
 from evalkit.scoring.types import Score
 
 SOURCE = "JoeLeelyf/OVO-Bench utils/OVOBenchScore.py OVOBenchOfflineScore"
@@ -31,7 +31,7 @@ SOURCE = "JoeLeelyf/OVO-Bench utils/OVOBenchScore.py OVOBenchOfflineScore"
 )
 def ovobench_choice(prediction: str, target: Any, sample: Sample) -> Score:
     """Right when the answer letter occurs anywhere in the reply (case-sensitive)."""
-    gold = need_gold_letter(target, sample)
+    gold = need_exact_gold_letter(target, sample)
     ok = gold in prediction
     why = f"{gold!r} {'occurs' if ok else 'does not occur'} in the reply"
     return Score(1.0 if ok else 0.0, gold if ok else None, why, meta(gold, ok))

@@ -26,7 +26,7 @@ from typing import Any
 from evalkit.sample import Sample
 from evalkit.scoring.judge_fallback import JudgeFallback, judge_rule
 from evalkit.scoring.rules import rule
-from evalkit.scoring.rules._mc_b import meta, need_gold_letter, option_text, yes_no_target
+from evalkit.scoring.rules._options import meta, need_exact_gold_letter, option_text, yes_no_target
 from evalkit.scoring.types import Score
 
 REPO = "llyx97/TempCompass"
@@ -101,7 +101,7 @@ def tempcompass_choice(prediction: str, target: Any, sample: Sample) -> Score:
         got = caption_match(pred, lines, answer)
         gold: Any = answer
     else:
-        letter = need_gold_letter(target, sample)
+        letter = need_exact_gold_letter(target, sample)
         answer = str(sample.fields.get("answer_line") or f"{letter}. {option_text(sample, letter)}")
         got = _multi_choice(pred, answer)
         gold = letter

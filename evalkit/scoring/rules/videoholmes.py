@@ -14,8 +14,8 @@ from typing import Any
 
 from evalkit.sample import Sample
 from evalkit.scoring.rules import rule
-from evalkit.scoring.rules._mc import gold_letter
-from evalkit.scoring.rules._mc_c import last_tagged, letter_verdict
+from evalkit.scoring.rules._options import lenient_gold_letter
+from evalkit.scoring.rules._reasoning import last_tagged, letter_verdict
 from evalkit.scoring.types import Score
 
 _LETTERS = "ABCDEF"  # evaluate.py's chain stops at F (six options per question)
@@ -43,4 +43,4 @@ def holmes_letter(reply: str) -> tuple[str | None, str]:
 def videoholmes(prediction: str, target: Any, sample: Sample) -> Score:
     """Video-Holmes: first of A-F marked ("X ", "X:", "[X") else bare, in the last <answer>."""
     got, how = holmes_letter(prediction)
-    return letter_verdict(got, gold_letter(target, sample), how)
+    return letter_verdict(got, lenient_gold_letter(target, sample), how)

@@ -16,8 +16,8 @@ from typing import Any
 
 from evalkit.sample import Sample
 from evalkit.scoring.rules import rule
-from evalkit.scoring.rules._mc import first_match, gold_letter
-from evalkit.scoring.rules._mc_c import letter_verdict
+from evalkit.scoring.rules._options import first_match, lenient_gold_letter
+from evalkit.scoring.rules._reasoning import letter_verdict
 from evalkit.scoring.types import Score
 
 _PHRASES = (
@@ -44,4 +44,4 @@ def first_capital_letter(reply: str) -> str | None:
 def videomathqa(prediction: str, target: Any, sample: Sample) -> Score:
     """VideoMathQA: first capital A-E after deleting answer phrases, exact match."""
     got = first_capital_letter(prediction)
-    return letter_verdict(got, gold_letter(target, sample), "first capital A-E")
+    return letter_verdict(got, lenient_gold_letter(target, sample), "first capital A-E")

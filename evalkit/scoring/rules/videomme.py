@@ -12,7 +12,7 @@ from typing import Any
 
 from evalkit.sample import Sample
 from evalkit.scoring.rules import rule
-from evalkit.scoring.rules._mc import first_match, verdict
+from evalkit.scoring.rules._options import first_match, verdict
 from evalkit.scoring.types import Score
 
 # Deleted from the reply before the letter search, in this order. The official list lacks

@@ -7,7 +7,7 @@ from typing import Any
 
 from evalkit.sample import Sample
 from evalkit.scoring.rules import rule
-from evalkit.scoring.rules._mc import first_match, verdict
+from evalkit.scoring.rules._options import first_match, verdict
 from evalkit.scoring.types import Score
 
 PREFIXES = (

@@ -27,8 +27,8 @@ from typing import Any
 
 from evalkit.sample import Sample
 from evalkit.scoring.rules import rule
-from evalkit.scoring.rules._mc import gold_letter
-from evalkit.scoring.rules._mc_c import letter_verdict, not_counted
+from evalkit.scoring.rules._options import lenient_gold_letter
+from evalkit.scoring.rules._reasoning import letter_verdict, not_counted
 from evalkit.scoring.types import Score
 
 _SOURCE = "EvolvingLMMs-Lab/VideoMMMU lmms_eval/tasks/videommmu/utils.py"
@@ -153,7 +153,7 @@ def videommmu_choice(prediction: str, target: Any, sample: Sample) -> Score:
     if prediction in _DROPPED:
         return not_counted("empty reply: Video-MMMU's aggregate drops it ('API Error')")
     got, how = mmmu_choice(prediction, sample.letters, sample.options)
-    return letter_verdict(got, gold_letter(target, sample), how)
+    return letter_verdict(got, lenient_gold_letter(target, sample), how)
 
 
 @rule("videommmu", "math", source=f"{_SOURCE} parse_open_response / eval_open", gameable=True)

@@ -18,7 +18,7 @@ import numpy as np
 
 from evalkit.sample import Sample
 from evalkit.scoring.rules import rule
-from evalkit.scoring.rules._mc_b import meta, need_gold_letter
+from evalkit.scoring.rules._options import meta, need_exact_gold_letter
 from evalkit.scoring.types import Score
 
 SOURCE = "vision-x-nyu/thinking-in-space lmms_eval/tasks/vsibench/utils.py vsibench_process_results"
@@ -53,7 +53,7 @@ def mra(
 @rule("vsibench", "multiple_choice", source=f"{SOURCE} (fuzzy_matching, exact_match)")
 def vsibench_choice(prediction: str, target: Any, sample: Sample) -> Score:
     """Right when the first token, trailing dots cut, is the answer letter (any case)."""
-    gold = need_gold_letter(target, sample)
+    gold = need_exact_gold_letter(target, sample)
     token = first_token(prediction)
     ok = token.lower() == gold.lower()
     return Score(

@@ -13,11 +13,11 @@ from evalkit.engines.base import Completion
 from evalkit.errors import CacheError, VideoError
 from evalkit.pipeline import Pipeline, PipelineConfig
 from evalkit.prompts import PromptPlan
-from evalkit.requests import RequestBuilder
+from evalkit.request_builder import RequestBuilder
 from evalkit.sample import Sample, VideoRef
 from evalkit.scoring.types import Score
 from evalkit.store import Store
-from evalkit.video.synth import read_index, write_index_video
+from evalkit.testing.index_video import read_index, write_index_video
 from evalkit.video.types import FrameSpec
 from tests.scripted_engine import ScriptedEngine
 

@@ -1,4 +1,5 @@
-"""Shared pieces of the reasoning benchmarks' official rules (Video-Holmes, Video-MMMU, ...).
+"""Reasoning replies in the official rules (Video-Holmes, Video-MMMU, VideoMathQA, Minerva):
+the last ``<tag>...</tag>``, the letter verdict, a reply left out of the denominator.
 
 Not a rule module (the leading underscore keeps the registry from importing it as one).
 """

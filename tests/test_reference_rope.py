@@ -1,7 +1,8 @@
-"""evalkit.models.rope: the reference Qwen2-VL / Qwen2.5-VL M-RoPE positions, traced by hand
-from the reference ``get_rope_index`` (Qwen's release in transformers 4.x; vLLM 0.32's
-``get_mrope_input_positions`` follows it): text counts on from the previous part's largest
-position + 1; a video block's temporal index is ``floor(i * second_per_grid_t * tps)``."""
+"""evalkit.engines.reference_rope: the reference Qwen2-VL / Qwen2.5-VL M-RoPE positions,
+traced by hand from the reference ``get_rope_index`` (Qwen's release in transformers 4.x;
+vLLM 0.32's ``get_mrope_input_positions`` follows it): text counts on from the previous
+part's largest position + 1; a video block's temporal index is
+``floor(i * second_per_grid_t * tps)``."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 import pytest
 import torch
 
-from evalkit.models.rope import reference_rope_index, use_reference_rope
+from evalkit.engines.reference_rope import reference_rope_index, use_reference_rope
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -1,6 +1,7 @@
-"""The decoding a benchmark runs with: its pinned ``generation`` settings and the token
-budget of its prompt (plain ``max_tokens``; thinking ``max_tokens_thinking``, also for
-an official prompt that reasons first), unless the run caps tokens itself."""
+"""The generation settings a benchmark runs with (sampling, not video decoding): its
+pinned ``generation`` settings and the token budget of its prompt (plain ``max_tokens``;
+thinking ``max_tokens_thinking``, also for an official prompt that reasons first), unless
+the run caps tokens itself."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from evalkit.video.synth import MAX_INDEX, index_frame, read_index
+from evalkit.testing.index_video import MAX_INDEX, index_frame, read_index
 
 
 @pytest.mark.parametrize("index", [0, 1, 2, 255, 256, 4095, 123456, MAX_INDEX])

@@ -7,8 +7,9 @@ Cells are large and the reader looks only at the middle of each cell, so the ind
 survives lossy codecs, chroma subsampling and resizing down to ~56 px per side; a
 misread fails the markers or the CRC and raises instead of returning a wrong index.
 
-Used by the tests, the demo and synthetic benchmarks: whatever frames a loader returns,
-``read_index`` says exactly which source frames they were.
+A test fixture (the decoder, cache, resize and request-builder tests): whatever frames a
+loader returns, ``read_index`` says exactly which source frames they were. Not the SynthVideo
+benchmark (``evalkit.synthvideo``), whose clips show scenes to answer questions about.
 """
 
 from __future__ import annotations

@@ -1,1 +1,0 @@
-"""Model helpers: tiny local checkpoints for tests and the CPU demo."""
