@@ -1,6 +1,6 @@
 """The run manifest: one typed model for a run directory's ``config.json``.
 
-``evalkit run`` (``runner.open_run``), ``evalkit score`` and the test-run builder
+``evalkit run`` (``evalkit.run.open.open_run``), ``evalkit score`` and the test-run builder
 (``evalkit.testing.runs``) build a :class:`RunManifest` and hand it to
 ``RunDir.open``; reports read it back through ``RunDir.manifest``. It holds what can
 change a result (:class:`ResultConfig`, whose hash is the fingerprint stamped on every

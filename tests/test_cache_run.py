@@ -18,9 +18,10 @@ from evalkit.cache.entry import read_info
 from evalkit.cache.fileformat import open_mapped
 from evalkit.cli.main import main
 from evalkit.engines.base import Completion, Request, Timings
-from evalkit.runconfig import RunConfig
+from evalkit.run.config import RunConfig
+from evalkit.run.execute import execute
+from evalkit.run.plan import result_config
 from evalkit.rundir import RunDir
-from evalkit.runner import execute, result_config
 from tests.fixtures.bench import official
 from tests.test_cache_integrity import data_middle, flip
 

@@ -15,7 +15,7 @@ from evalkit.cli.main import main
 from evalkit.cli.run import add_arguments, config_from_args
 from evalkit.errors import ConfigError
 from evalkit.registry import RegistryError
-from evalkit.runner import bench_run, result_config
+from evalkit.run.plan import bench_run, result_config
 from evalkit.sample import VideoRef
 
 # lmms-eval task names (the `task:` of lmms_eval/tasks/*/*.yaml at EvolvingLMMs-Lab/lmms-eval

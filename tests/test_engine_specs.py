@@ -18,9 +18,9 @@ from evalkit.engines.base import BatchEngine, Completion, Engine, Request
 from evalkit.engines.openai_engine import OpenAIConfig
 from evalkit.engines.vllm_engine import VLLMConfig
 from evalkit.errors import ConfigError
-from evalkit.preflight import check_model
-from evalkit.runconfig import JudgeConfig, RunConfig
-from evalkit.runner import _result_engine_options, _result_judge
+from evalkit.run.config import JudgeConfig, RunConfig
+from evalkit.run.plan import _result_engine_options, _result_judge
+from evalkit.run.preflight import check_model
 
 
 class EchoConfig(BaseModel):

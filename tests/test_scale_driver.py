@@ -156,8 +156,8 @@ def test_replica_flags_reach_the_config_and_tp_the_engine() -> None:
 
 
 def test_replica_settings_leave_the_fingerprint_alone() -> None:
-    from evalkit.runconfig import RunConfig
-    from evalkit.runner import result_config
+    from evalkit.run.config import RunConfig
+    from evalkit.run.plan import result_config
 
     one = RunConfig(model="m")
     many = one.model_copy(update={"replicas": 8, "ray_address": "auto", "cpus_per_replica": 4})
@@ -166,8 +166,8 @@ def test_replica_settings_leave_the_fingerprint_alone() -> None:
 
 def test_a_replicated_run_is_refused_by_the_single_engine_path() -> None:
     from evalkit.errors import ConfigError
-    from evalkit.runconfig import RunConfig
-    from evalkit.runner import execute
+    from evalkit.run.config import RunConfig
+    from evalkit.run.execute import execute
 
     with pytest.raises(ConfigError, match="build their own engines"):
         execute(RunConfig(model="m", replicas=2), engine=object())  # type: ignore[arg-type]
@@ -176,7 +176,7 @@ def test_a_replicated_run_is_refused_by_the_single_engine_path() -> None:
 
 
 def test_a_tensor_parallel_vllm_replica_runs_its_workers_as_its_own_processes() -> None:
-    from evalkit.runconfig import RunConfig
+    from evalkit.run.config import RunConfig
     from evalkit.scale.replica import _inside_actor
 
     tp2 = RunConfig(model="m", engine_options={"tensor_parallel_size": 2})
@@ -342,7 +342,7 @@ def test_the_judge_runs_once_as_a_service_the_replicas_share(
     """With a judge configured, the driver starts ONE judge service (on a GPU only for a
     local vLLM judge on a cluster with GPUs), hands its client to the replicas and stops
     it at the end; without one, no service."""
-    from evalkit.runconfig import RunConfig
+    from evalkit.run.config import RunConfig
     from evalkit.scale import judge_service
     from evalkit.scale.driver import shared_judge
 
@@ -380,8 +380,8 @@ def test_a_replica_scores_with_the_judge_it_is_given(
     import asyncio
     import contextlib
 
-    from evalkit import runner
-    from evalkit.runconfig import RunConfig
+    from evalkit.run import components, plan
+    from evalkit.run.config import RunConfig
     from evalkit.scale.replica import Replica
 
     given: list[Any] = []
@@ -395,9 +395,9 @@ def test_a_replica_scores_with_the_judge_it_is_given(
         async def close(self) -> None:
             return None
 
-    monkeypatch.setattr(runner, "judge_for", judge_for)
-    monkeypatch.setattr(runner, "make_engine", lambda cfg: Engine())
-    monkeypatch.setattr(runner, "resolve_benchmarks", lambda cfg, factor: [])
+    monkeypatch.setattr(components, "judge_for", judge_for)
+    monkeypatch.setattr(components, "make_engine", lambda cfg: Engine())
+    monkeypatch.setattr(plan, "resolve_benchmarks", lambda cfg, factor: [])
     cfg = RunConfig(model="m", engine="openai").model_dump(mode="json")
     replica = Replica(cfg, str(tmp_path), "fp", "judge-client", "r0")
 

@@ -21,7 +21,7 @@ pytest.importorskip("vllm")
 pytest.importorskip("ray")
 
 from evalkit.models.tiny import build_tiny_model
-from evalkit.runconfig import RunConfig
+from evalkit.run.config import RunConfig
 from evalkit.scale.driver import Snapshot, run_replicas
 from tests._engine_env import engine_env, write_index_video_set
 

@@ -28,10 +28,12 @@ from evalkit.bench.media import MissingMedia
 from evalkit.engines import engine_spec, reads_local_checkpoint
 from evalkit.errors import ConfigError
 from evalkit.pipeline import PipelineStats
-from evalkit.runconfig import RunConfig
+from evalkit.run.components import make_cache
+from evalkit.run.config import RunConfig
+from evalkit.run.execute import RunResult
+from evalkit.run.open import open_run
+from evalkit.run.plan import BenchRun, model_factor, resolve_benchmarks
 from evalkit.rundir import RunDir, new_run_id
-from evalkit.runner import RunResult, model_factor, open_run, resolve_benchmarks
-from evalkit.runparts import BenchRun, make_cache
 from evalkit.scale.cluster import (
     ReplicaHandle,
     Session,
@@ -94,7 +96,7 @@ def run_replicas(
     """Run ``cfg`` on ``cfg.replicas`` Ray actors into one run directory (resumable);
     ``on_open(path)`` is called once the run directory exists (before Ray starts a local
     instance and before any engine: ``evalkit run`` sends their output to its log file)."""
-    from evalkit.preflight import check_run, media_preflight
+    from evalkit.run.preflight import check_run, media_preflight
 
     require_ray()
     if cfg.mode == "sync":
@@ -131,7 +133,7 @@ class _Run:
         self, on_progress: Progress | None, batch_size: int | None, depth: int
     ) -> RunResult:
         """Open the run directory, queue the samples without a record, drive the replicas."""
-        from evalkit.preflight import record_missing
+        from evalkit.run.preflight import record_missing
 
         cfg, path, rundir = self.cfg, self.path, RunDir(self.path)
         fingerprint = open_run(cfg, rundir, self.benches)

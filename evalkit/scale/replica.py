@@ -19,7 +19,7 @@ from typing import Any, cast
 from evalkit.engines import engine_spec, reads_local_checkpoint
 from evalkit.engines.lifecycle import held_shm, shm_listing
 from evalkit.pipeline import Pipeline
-from evalkit.runconfig import RunConfig
+from evalkit.run.config import RunConfig
 from evalkit.rundir import RunDir
 from evalkit.sample import Sample
 from evalkit.store import Store
@@ -87,14 +87,8 @@ class Replica:
     async def _setup(self) -> None:
         from evalkit.engines.lifecycle import close_engine
         from evalkit.engines.logs import quiet_engine_logs
-        from evalkit.runner import (
-            judge_for,
-            make_engine,
-            miss_pool,
-            model_factor,
-            resolve_benchmarks,
-        )
-        from evalkit.runparts import make_cache
+        from evalkit.run.components import judge_for, make_cache, make_engine, miss_pool
+        from evalkit.run.plan import model_factor, resolve_benchmarks
 
         quiet_engine_logs()  # the driver's console shows progress, not engine start-up logs
         cfg = self.cfg
@@ -125,8 +119,7 @@ class Replica:
         return out
 
     def _pipeline(self, bench_name: str, sink: RecordSink) -> Pipeline:
-        from evalkit.runner import make_scorer
-        from evalkit.runparts import make_builder
+        from evalkit.run.components import make_builder, make_scorer
 
         bench, p, cfg = self._benches[bench_name], self._parts, self.cfg
         judge = p["judge"]  # make_scorer gives it this benchmark's judge prompt

@@ -25,7 +25,7 @@ _RESUME_ONLY = {"resume", "force", "retry_failed"}
 
 def recorded_settings(path: str | Path) -> dict[str, Any]:
     """The RunConfig fields the run at ``path`` was last opened with."""
-    from evalkit.runconfig import RunConfig
+    from evalkit.run.config import RunConfig
 
     rundir = RunDir(path)
     if not rundir.config_path.is_file():
