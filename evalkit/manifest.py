@@ -148,13 +148,14 @@ class RunManifest(BaseModel):
     @classmethod
     def build(
         cls,
-        result_config: dict[str, Any],
+        result_config: ResultConfig | dict[str, Any],
         extra: dict[str, Any],
         specs: dict[str, BenchmarkSpec],
         data_benchmarks: dict[str, dict[str, Any]] | None = None,
         benchmark_samples: dict[str, int] | None = None,
     ) -> RunManifest:
-        """The manifest of a run being opened now (fingerprint, versions, time filled in)."""
+        """The manifest of a run being opened now (fingerprint, versions, time filled in);
+        ``result_config`` as built (a ResultConfig) or as read back (its JSON document)."""
         rc = ResultConfig.model_validate(result_config)
         return cls(
             schema_version=SCHEMA_VERSION,

@@ -204,8 +204,8 @@ def write_data_file(samples: list[Any], root: Path) -> Path:
 def cold_arm(args: Any, samples: list[Any], spec: Any, vconf: Any, work: Path) -> dict[str, Any]:
     """A cold run against its parts measured alone: engine start, decode-all, generation."""
     from evalkit.cache import FrameCache, build_cache
+    from evalkit.engines import build
     from evalkit.engines.lifecycle import close_engine
-    from evalkit.run.components import make_engine
     from evalkit.run.config import RunConfig
     from evalkit.run.execute import execute
     from evalkit.run.plan import refs_of
@@ -235,7 +235,7 @@ def cold_arm(args: Any, samples: list[Any], spec: Any, vconf: Any, work: Path) -
 
     cfg = run_config("cold-cache", "cold")
     t0 = time.perf_counter()
-    engine = make_engine(cfg)
+    engine = build(cfg.engine, cfg.model, cfg.engine_options)  # as the run builds it
     start_s = time.perf_counter() - t0
     asyncio.run(close_engine(engine))
     log(f"cold: engine start alone {start_s:.1f} s")

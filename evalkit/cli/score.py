@@ -441,9 +441,10 @@ def _manifest(cfg: Any, benches: list[Any], files: list[Path], rule: str | None)
     rc = result_config(cfg, benches)
     for bench in benches:
         # what the other harness used is unknown here: recorded as such, never as pinned values
-        rc["benchmarks"][bench.name].update(frames=None, max_tokens=None)
+        unknown = {"frames": None, "max_tokens": None}
+        rc.benchmarks[bench.name] = rc.benchmarks[bench.name].model_copy(update=unknown)
     given = [{"file": f.name, "sha256": _sha256(f)} for f in files]
-    rc["predictions"] = given[0] if len(given) == 1 else {"files": given}
+    rc.predictions = given[0] if len(given) == 1 else {"files": given}
     extra = cfg.model_dump(mode="json")
     extra.update(command="score", predictions=[str(f) for f in files])
     data = {b.name: b.data_info for b in benches if b.data_info}

@@ -1,6 +1,6 @@
-"""The parts every process of a run builds alike from a benchmark as run: the engine,
-the frame cache, the miss pool, the judge, a benchmark's request builder and scorer (the
-in-process runner and each replica of a replicated run)."""
+"""The parts every process of a run builds alike from its plan: the engine, the frame
+cache, the miss pool, the judge, a benchmark's request builder and scorer (the in-process
+runner and each replica of a replicated run)."""
 
 from __future__ import annotations
 
@@ -9,22 +9,27 @@ import contextlib
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from evalkit.engines import build, engine_for_mode
+from evalkit.engines import build
 from evalkit.engines.base import Engine
 from evalkit.engines.lifecycle import close_engine
 from evalkit.prompts import PromptPlan
 from evalkit.requests import RequestBuilder
 from evalkit.run.config import JudgeConfig, RunConfig
-from evalkit.run.plan import BenchRun
+from evalkit.run.plan import BenchRun, RunPlan
 from evalkit.scoring.context import ScoringContext
 from evalkit.scoring.run_scorer import RunScorer
 from evalkit.video.budget import FrameLog
 
+if TYPE_CHECKING:
+    from evalkit.bench.spec import BenchmarkSpec
+    from evalkit.cache import FrameCache
+    from evalkit.scoring import LLMJudge
 
-def make_cache(cfg: RunConfig) -> Any:
-    """The run's frame cache (``FrameCache``) under the configured identity and codec."""
+
+def make_cache(cfg: RunConfig) -> FrameCache:
+    """The run's frame cache under the configured identity and codec."""
     from evalkit.cache import FrameCache
 
     return FrameCache(
@@ -38,7 +43,7 @@ def make_cache(cfg: RunConfig) -> Any:
 def make_builder(
     cfg: RunConfig,
     bench: BenchRun,
-    cache: Any,
+    cache: FrameCache,
     engine: Engine,
     pool: ProcessPoolExecutor | None,
     frame_log: FrameLog,
@@ -57,20 +62,23 @@ def make_builder(
     )
 
 
-def _judge_template(spec: Any) -> str:
+def _judge_template(spec: BenchmarkSpec | None) -> str:
     judge = getattr(spec, "judge", None)
     name = judge.prompt if judge is not None else "judge"
     return name if name.endswith(".jinja") else f"{name}.jinja"
 
 
-def make_engine(cfg: RunConfig) -> Engine:
-    """Build the configured backend (heavy imports happen here, not at import time)."""
-    # the vanilla baseline runs vLLM the way other harnesses do: LLM.generate on batches
-    return build(engine_for_mode(cfg.engine, cfg.mode), cfg.model, cfg.engine_options)
+def make_engine(plan: RunPlan) -> Engine:
+    """Build the plan's backend (heavy imports happen here, not at import time); under
+    ``--mode sync`` the plan names the batch variant (vLLM's LLM.generate on batches, the
+    way other harnesses run it)."""
+    return build(plan.engine, plan.config.model, plan.engine_options)
 
 
 @contextlib.asynccontextmanager
-async def judge_for(cfg: RunConfig, engine: Engine | None, cache_dir: Path) -> AsyncIterator[Any]:
+async def judge_for(
+    cfg: RunConfig, engine: Engine | None, cache_dir: Path
+) -> AsyncIterator[LLMJudge | None]:
     """The run's LLM judge (or None), released afterwards; each benchmark's scorer gets it
     with that benchmark's judge prompt (``make_scorer``), nothing process-wide is set."""
     from evalkit.scoring import LLMJudge
@@ -108,8 +116,8 @@ def judge_engine_options(jc: JudgeConfig) -> dict[str, Any]:
 
 
 def make_scorer(
-    spec: Any = None,
-    judge: Any = None,
+    spec: BenchmarkSpec | None = None,
+    judge: LLMJudge | None = None,
     prompt: PromptPlan | None = None,
     rule: str | None = None,
 ) -> RunScorer:

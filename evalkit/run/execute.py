@@ -14,9 +14,8 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from evalkit.engines import reads_local_checkpoint
 from evalkit.engines.base import Engine
 from evalkit.engines.lifecycle import close_engine, in_daemon_thread
 from evalkit.errors import ConfigError
@@ -30,10 +29,13 @@ from evalkit.run.components import (
     miss_pool,
 )
 from evalkit.run.config import RunConfig
-from evalkit.run.open import open_run
-from evalkit.run.plan import BenchRun, model_factor, resolve_benchmarks
-from evalkit.rundir import RunDir, new_run_id
+from evalkit.run.open import OpenRun, open_run, run_path
+from evalkit.run.plan import RunPlan, plan_run
+from evalkit.rundir import RunDir
 from evalkit.video.budget import FrameLog
+
+if TYPE_CHECKING:
+    from evalkit.cache import FrameCache
 
 
 @dataclass
@@ -73,70 +75,61 @@ async def aexecute(
     on_open: Callable[[Path], None] | None = None,
 ) -> RunResult:
     """:func:`execute` inside a running event loop (one loop for the engine's whole life)."""
-    from evalkit.run.preflight import check_run
+    from evalkit.run.preflight import check_run, media_preflight
 
     check_run(cfg, engine_given=engine is not None)  # before any run directory exists
-    path = Path(cfg.resume) if cfg.resume else Path(cfg.runs_dir) / (cfg.run_id or new_run_id())
-    with RunDir(path).lock():  # before anything else: one writer per run directory
-        return await _aexecute_locked(cfg, path, engine, on_start, judge_engine, on_open)
+    plan = plan_run(cfg)
+    missing = media_preflight(cfg, plan.benches)  # before the run directory and the engine
+    with open_run(plan, run_path(cfg), missing=missing, on_open=on_open) as run:
+        return await _execute_open(run, engine, on_start, judge_engine)
 
 
-async def _aexecute_locked(
-    cfg: RunConfig,
-    path: Path,
+async def _execute_open(
+    run: OpenRun,
     engine: Engine | None,
     on_start: Callable[[str, Pipeline], None] | None,
     judge_engine: Engine | None,
-    on_open: Callable[[Path], None] | None = None,
 ) -> RunResult:
-    from evalkit.run.preflight import media_preflight, record_missing
     from evalkit.run.resume import pending
 
-    factor = model_factor(cfg) if reads_local_checkpoint(cfg.engine) else None
-    benches = resolve_benchmarks(cfg, factor, check_media=False)
-    missing = media_preflight(cfg, benches)  # before the run directory and the engine
-    rundir = RunDir(path)
-    fingerprint = open_run(cfg, rundir, benches)
-    if on_open is not None:
-        on_open(path)
-    unseen = record_missing(rundir, benches, missing, fingerprint)
+    plan, rundir, cfg = run.plan, run.dir, run.plan.config
+    unseen = run.media_missing
     # the stores are checked (a damaged one is reported) before any engine starts
     failed_done = cfg.mode == "sync" or not cfg.retry_failed
-    if not any(pending(rundir, benches, include_failed=failed_done).values()):
-        n = {b.name: len(b.samples) for b in benches}
+    if not any(pending(rundir, plan.benches, include_failed=failed_done).values()):
+        n = {b.name: len(b.samples) for b in plan.benches}
         done = {name: PipelineStats(total=k, skipped=k) for name, k in n.items()}
         for name, k in unseen.items():
             done[name].media_missing = k
-        return RunResult(path=path, stats=done, nothing_to_run=not any(unseen.values()))
+        return RunResult(path=run.path, stats=done, nothing_to_run=not any(unseen.values()))
     cache = make_cache(cfg)
     own_engine = engine is None
     stats: dict[str, PipelineStats] = {}
     # the pool exists before the engine: the frame cache warms on it while the engine starts
     with miss_pool(cfg.cache_workers) as pool:
         if engine is None:
-            engine = await _start_engine(cfg, rundir, benches, cache, pool)
+            engine = await _start_engine(plan, rundir, cache, pool)
         try:
             async with judge_for(cfg, judge_engine, rundir.judge_cache_path) as judge:
-                for bench in benches:
+                for bench in plan.benches:
                     frames_seen = FrameLog()
                     builder = make_builder(cfg, bench, cache, engine, pool, frames_seen)
-                    with rundir.store(bench.name) as store:
-                        pipe = Pipeline(
-                            engine,
-                            builder,
-                            make_scorer(bench.spec, judge, bench.prompt, cfg.rule),
-                            store,
-                            cfg.pipeline,
-                            fingerprint,
+                    pipe = Pipeline(
+                        engine,
+                        builder,
+                        make_scorer(bench.spec, judge, bench.prompt, cfg.rule),
+                        run.store(bench.name),
+                        cfg.pipeline,
+                        run.fingerprint,
+                    )
+                    if on_start:
+                        on_start(bench.name, pipe)
+                    if cfg.mode == "sync":
+                        stats[bench.name] = await pipe.run_sync(bench.samples)
+                    else:
+                        stats[bench.name] = await pipe.run(
+                            bench.samples, retry_failed=cfg.retry_failed
                         )
-                        if on_start:
-                            on_start(bench.name, pipe)
-                        if cfg.mode == "sync":
-                            stats[bench.name] = await pipe.run_sync(bench.samples)
-                        else:
-                            stats[bench.name] = await pipe.run(
-                                bench.samples, retry_failed=cfg.retry_failed
-                            )
                     # for the summary and the report
                     frames_seen.write(rundir.frames_path, bench.name)
         finally:
@@ -144,15 +137,11 @@ async def _aexecute_locked(
                 await close_engine(engine)
     for name, k in unseen.items():  # recorded failed by the preflight (--allow-missing)
         stats[name].media_missing = k
-    return RunResult(path=path, stats=stats)
+    return RunResult(path=run.path, stats=stats)
 
 
 async def _start_engine(
-    cfg: RunConfig,
-    rundir: RunDir,
-    benches: list[BenchRun],
-    cache: Any,
-    pool: ProcessPoolExecutor,
+    plan: RunPlan, rundir: RunDir, cache: FrameCache, pool: ProcessPoolExecutor
 ) -> Engine:
     """The run's engine, started on a daemon thread (the loop stays free to take SIGTERM
     during vLLM's start-up) while the pending samples' frames are decoded into the cache
@@ -160,11 +149,12 @@ async def _start_engine(
     from evalkit.run.warmup import pending_videos, warming, warms_up
     from evalkit.startup import StartupTimes
 
+    cfg = plan.config
     jobs = []
     if warms_up(cfg):
-        jobs = pending_videos(rundir, benches, retry_failed=cfg.retry_failed)
+        jobs = pending_videos(rundir, plan.benches, retry_failed=cfg.retry_failed)
     t0 = time.perf_counter()
     with warming(cache, jobs, pool, cfg.cache_workers):
-        engine = await in_daemon_thread(make_engine, cfg)
+        engine = await in_daemon_thread(make_engine, plan)
     StartupTimes(engines_s=time.perf_counter() - t0).write(rundir)
     return engine

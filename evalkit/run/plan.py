@@ -1,25 +1,31 @@
-"""What a run runs, resolved from its RunConfig: each benchmark as run (``BenchRun``: spec,
-samples, frame spec, sampling, prompt plan) and the result configuration whose hash is
-the run's fingerprint (its ``RunManifest``)."""
+"""What a run runs, resolved once from its RunConfig (:func:`plan_run` -> :class:`RunPlan`):
+each benchmark as run (``BenchRun``: spec, samples, frame spec, sampling, prompt plan), the
+engine it is built on, and the result configuration whose hash is the run's fingerprint
+(its ``RunManifest``). The in-process runner, the Ray driver and every replica run the
+same plan; nothing below it resolves a benchmark or reads a config again."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalkit.cache.key import fingerprint_settings
 from evalkit.config import throughput_only_fields
 from evalkit.decoding import describe as describe_sampling
 from evalkit.decoding import sampling_for
+from evalkit.engines import engine_for_mode, reads_local_checkpoint
 from evalkit.engines.base import SamplingParams
-from evalkit.errors import ConfigError
-from evalkit.manifest import RunManifest, hash_json
+from evalkit.errors import ConfigError, Problem
+from evalkit.manifest import BenchmarkSettings, ResultConfig, RunManifest, hash_json
 from evalkit.prompts import PromptPlan
 from evalkit.run.config import JudgeConfig, RunConfig
 from evalkit.rundir import hash_path
 from evalkit.sample import Sample, VideoRef
 from evalkit.video.types import FrameSpec
+
+if TYPE_CHECKING:
+    from evalkit.bench.spec import BenchmarkSpec
 
 
 @dataclass
@@ -27,13 +33,14 @@ class BenchRun:
     """One benchmark of a run: its name, frame spec, sampling and samples."""
 
     name: str
-    spec: Any  # BenchmarkSpec (an ad-hoc --data file gets a generated one)
+    spec: BenchmarkSpec
+    """Its spec as run (an ad-hoc ``--data`` file gets a generated one)."""
     frame_spec: FrameSpec
     sampling: SamplingParams
     samples: list[Sample]
     prompt: PromptPlan = field(default_factory=PromptPlan)
-    problems: list[Any] = field(default_factory=list)
-    """Rows that did not load (or loaded repaired): evalkit.errors.Problem."""
+    problems: list[Problem] = field(default_factory=list)
+    """Rows that did not load (or loaded repaired)."""
     data_info: dict[str, Any] | None = None
     """For a benchmark made from a ``--data`` file: how its rows were matched/aggregated."""
     available: int | None = None
@@ -41,6 +48,69 @@ class BenchRun:
     slice, which ``evalkit repro`` says)."""
     media_root: str | None = None
     """The folder its media paths were resolved under (named when media are missing)."""
+
+
+@dataclass
+class RunPlan:
+    """A run resolved once from its :class:`RunConfig`: what every process of the run
+    needs, and nothing it would have to look up again. It pickles (the Ray driver sends
+    it to the replicas as is)."""
+
+    config: RunConfig
+    """The settings it was planned from (the manifest's ``extra`` is their dump)."""
+    benches: list[BenchRun]
+    """Each benchmark as run, in the order given."""
+    engine: str
+    """The backend built for it (``--mode sync``: the batch variant, see ``engine_for_mode``)."""
+    engine_options: dict[str, Any]
+    """The backend's settings, as given."""
+    manifest: RunManifest
+    """What the run directory records (``config.json``): the result config and fingerprint."""
+    id: str = ""
+    """Which plan of a process this is (records and batches name it); the fingerprint
+    unless the caller names it (several plans may then share one engine)."""
+
+    def __post_init__(self) -> None:
+        if not self.id:
+            self.id = self.fingerprint
+
+    @property
+    def fingerprint(self) -> str:
+        """The hash stamped on every record of the plan (``ResultConfig.fingerprint``)."""
+        return self.manifest.fingerprint
+
+    def bench(self, name: str) -> BenchRun:
+        """The benchmark ``name`` of the plan (KeyError naming it and the plan's ones)."""
+        for b in self.benches:
+            if b.name == name:
+                return b
+        raise KeyError(f"{name}: not a benchmark of run plan {self.id} ({self.names()})")
+
+    def names(self) -> list[str]:
+        """The benchmarks' names in the run."""
+        return [b.name for b in self.benches]
+
+
+def plan_run(cfg: RunConfig, *, check_media: bool = False) -> RunPlan:
+    """Resolve ``cfg`` once: the benchmarks (specs, samples, invalid rows, media roots),
+    each one's frame spec (the model's resize factor applied), sampling and prompt plan,
+    the engine, and the manifest with the fingerprint. Rows whose media are missing are
+    kept (``check_media=False``): the run's preflight names them all at once, or records
+    them failed under ``--allow-missing``."""
+    factor = model_factor(cfg) if reads_local_checkpoint(cfg.engine) else None
+    return plan_of(cfg, resolve_benchmarks(cfg, factor, check_media=check_media))
+
+
+def plan_of(cfg: RunConfig, benches: list[BenchRun]) -> RunPlan:
+    """The plan of ``cfg`` running ``benches`` (resolved by :func:`plan_run`, or made by
+    hand by a caller that brings its own samples: ``evalkit.testing.runs``)."""
+    return RunPlan(
+        config=cfg,
+        benches=benches,
+        engine=engine_for_mode(cfg.engine, cfg.mode),
+        engine_options=dict(cfg.engine_options),
+        manifest=run_manifest(cfg, benches),
+    )
 
 
 def resolve_benchmarks(
@@ -84,10 +154,10 @@ def data_bench_runs(cfg: RunConfig, factor: int | None) -> list[BenchRun]:
 
 def bench_run(
     cfg: RunConfig,
-    spec: Any,
+    spec: BenchmarkSpec,
     samples: list[Sample],
     factor: int | None,
-    problems: list[Any] | None = None,
+    problems: list[Problem] | None = None,
 ) -> BenchRun:
     """One benchmark as ``cfg`` runs it: frames, prompt plan, sampling, samples."""
     prompt = PromptPlan.for_spec(spec, cfg.variant)
@@ -104,7 +174,9 @@ def bench_run(
     )
 
 
-def bench_root(cfg: RunConfig, spec: Any) -> Path:
+def bench_root(cfg: RunConfig, spec: BenchmarkSpec) -> Path:
+    """The folder holding ``spec``'s local copy (under ``--data-root`` or the spec's own
+    ``data.local_path``); ConfigError naming every folder tried."""
     candidates = []
     if cfg.data_root:
         candidates += [Path(cfg.data_root) / spec.name, Path(cfg.data_root) / spec.key]
@@ -140,27 +212,32 @@ def model_factor(cfg: RunConfig) -> int | None:
     return detect_family(cfg.model).factor
 
 
-def result_config(cfg: RunConfig, benches: list[BenchRun]) -> dict[str, Any]:
-    """The part of the configuration that can change a result (the run's fingerprint)."""
-    return {
-        "model": cfg.model,
-        "model_hash": hash_path(cfg.model),
-        "engine": cfg.engine,
-        "engine_options": _result_engine_options(cfg.engine, cfg.engine_options),
-        "variant": cfg.variant,
-        "judge": _result_judge(cfg.judge),
-        **({"rule": cfg.rule} if cfg.rule else {}),  # unset: the specs' rules (as before)
-        **fingerprint_settings(cfg.cache_identity, cfg.cache_codec, cfg.cache_jpeg_quality),
-        "benchmarks": {
-            b.name: {
-                "spec_hash": hash_json(b.spec.model_dump(mode="json")),
-                "frames": b.frame_spec.model_dump(mode="json"),
+def result_config(cfg: RunConfig, benches: list[BenchRun]) -> ResultConfig:
+    """The part of the configuration that can change a result (the run's fingerprint).
+    Only the keys set here are hashed (``ResultConfig.dump``): ``rule`` and
+    ``frame_cache`` are left unset at their defaults, as runs made before them hashed."""
+    optional: dict[str, Any] = {"rule": cfg.rule} if cfg.rule else {}
+    optional.update(
+        fingerprint_settings(cfg.cache_identity, cfg.cache_codec, cfg.cache_jpeg_quality)
+    )
+    return ResultConfig(
+        model=cfg.model,
+        model_hash=hash_path(cfg.model),
+        engine=cfg.engine,
+        engine_options=_result_engine_options(cfg.engine, cfg.engine_options),
+        variant=cfg.variant,
+        judge=_result_judge(cfg.judge),
+        benchmarks={
+            b.name: BenchmarkSettings(
+                spec_hash=hash_json(b.spec.model_dump(mode="json")),
+                frames=b.frame_spec.model_dump(mode="json"),
                 **b.prompt.describe(b.spec.task_types),
                 **describe_sampling(b.sampling),
-            }
+            )
             for b in benches
         },
-    }
+        **optional,
+    )
 
 
 def _result_engine_options(engine: str, options: dict[str, Any]) -> dict[str, Any]:

@@ -138,7 +138,7 @@ def open_run(
     from evalkit.bench.registry import get_benchmark
     from evalkit.run.config import RunConfig
     from evalkit.run.open import open_run
-    from evalkit.run.plan import bench_run
+    from evalkit.run.plan import bench_run, plan_of
 
     path = Path(path)
     known = [b for b in benches if _known(b)]
@@ -165,9 +165,8 @@ def open_run(
             runs.append(bench_run(cfg, spec, given, None))
         else:
             runs.append(_adhoc(cfg, path, name, given))
-    run = RunDir(path)
-    fp = open_run(cfg, run, runs)
-    return run, fp, [b.name for b in runs]
+    with open_run(plan_of(cfg, runs), path) as opened:
+        return opened.dir, opened.fingerprint, [b.name for b in runs]
 
 
 def _known(name: str) -> bool:
