@@ -1,8 +1,8 @@
 """The driver of a replicated run: one work queue, one run directory, N replica actors.
 
-The driver opens the run directory exactly as an in-process run does (same config,
-fingerprint, stores, resume by sample id), queues the samples without a record, and
-leases small batches (longest expected cost first, see :mod:`evalkit.scale.queue`) to
+The driver plans the run and opens its directory exactly as an in-process run does
+(``plan_run``, ``open_run``: same fingerprint, stores, resume by sample id), sends the
+plan to the replicas once, queues the samples without a record, and leases small batches (longest expected cost first, see :mod:`evalkit.scale.queue`) to
 replica actors as they finish, keeping ``depth`` batches in flight per replica. Records
 come back as the batch's result; the queue accepts each sample once and the driver
 appends it to the benchmark's store (fsync'd). A replica whose call fails with
@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalkit.engines import engine_spec
 from evalkit.errors import ConfigError
@@ -44,6 +44,9 @@ from evalkit.scale.cluster import (
 from evalkit.scale.cost import CostModel
 from evalkit.scale.queue import Key, Lease, WorkItem, WorkQueue
 from evalkit.store import Store
+
+if TYPE_CHECKING:
+    from evalkit.scale.judge_service import JudgeClient
 
 log = logging.getLogger(__name__)
 
@@ -185,7 +188,7 @@ class _Run:
 
 
 @contextlib.contextmanager
-def shared_judge(cfg: RunConfig, ray: Any) -> Iterator[Any]:
+def shared_judge(cfg: RunConfig, ray: Any) -> Iterator[JudgeClient | None]:
     """The run's judge engine started once, as a Ray actor the replicas share (None when
     no judge is configured); it runs on a GPU only when its backend runs its model on one
     (``EngineSpec.uses_gpu``: a local vLLM model) on a cluster that has GPUs."""

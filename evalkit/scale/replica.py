@@ -31,6 +31,7 @@ from evalkit.video.budget import FrameLog
 
 if TYPE_CHECKING:
     from evalkit.cache import FrameCache
+    from evalkit.scale.judge_service import JudgeClient
     from evalkit.scoring import LLMJudge
 
 
@@ -74,7 +75,7 @@ class Replica:
     specs and fingerprints are the plan's, as the driver resolved them.
     """
 
-    def __init__(self, plan: RunPlan, run_path: str, judge: Engine | None, name: str) -> None:
+    def __init__(self, plan: RunPlan, run_path: str, judge: JudgeClient | None, name: str) -> None:
         self.judge_engine = judge
         """The shared judge service's client (None: no judge, or one built here)."""
         self.name = name
