@@ -2,8 +2,9 @@
 
 The driver plans the run and opens its directory exactly as an in-process run does
 (``plan_run``, ``open_run``: same fingerprint, stores, resume by sample id), sends the
-plan to the replicas once, queues the samples without a record, and leases small batches (longest expected cost first, see :mod:`evalkit.scale.queue`) to
-replica actors as they finish, keeping ``depth`` batches in flight per replica. Records
+plan to the replicas once, queues the samples without a record, and leases small
+batches (longest expected cost first, see :mod:`evalkit.scale.queue`) to replica actors
+as they finish, keeping ``depth`` batches in flight per replica. Records
 come back as the batch's result; the queue accepts each sample once and the driver
 appends it to the benchmark's store (fsync'd). A replica whose call fails with
 ``RayActorError`` (crash, OOM kill, node lost) is presumed dead: its leases end, its
