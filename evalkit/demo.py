@@ -68,7 +68,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
 
 
 def _run_config(args: argparse.Namespace, model: Path, work: Path, run_id: str | None) -> Any:
-    from evalkit.runconfig import RunConfig
+    from evalkit.run.config import RunConfig
 
     return RunConfig(
         model=str(model),
@@ -94,8 +94,8 @@ def _run_config(args: argparse.Namespace, model: Path, work: Path, run_id: str |
 
 def _evaluate(cfg: Any, title: str) -> Path:
     """``evalkit run`` on ``cfg``; prints the per-benchmark stats, returns the run dir."""
+    from evalkit.run.execute import execute
     from evalkit.rundir import RunDir
-    from evalkit.runner import execute
     from evalkit.startup import StartupTimes
     from evalkit.terminal import Terminal
 
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from evalkit.cache import FrameCache, build_cache
     from evalkit.engines.family import detect_family
-    from evalkit.runner import refs_of, resolve_benchmarks
+    from evalkit.run.plan import refs_of, resolve_benchmarks
     from evalkit.synthvideo import generate
     from evalkit.tiny_checkpoint import build_tiny_model
 

@@ -1,6 +1,6 @@
 """The run manifest: one typed model for a run directory's ``config.json``.
 
-``evalkit run`` (``runner.open_run``), ``evalkit score`` and the test-run builder
+``evalkit run`` (``evalkit.run.open.open_run``), ``evalkit score`` and the test-run builder
 (``evalkit.testing.runs``) build a :class:`RunManifest` and hand it to
 ``RunDir.open``; reports read it back through ``RunDir.manifest``. It holds what can
 change a result (:class:`ResultConfig`, whose hash is the fingerprint stamped on every
@@ -148,13 +148,14 @@ class RunManifest(BaseModel):
     @classmethod
     def build(
         cls,
-        result_config: dict[str, Any],
+        result_config: ResultConfig | dict[str, Any],
         extra: dict[str, Any],
         specs: dict[str, BenchmarkSpec],
         data_benchmarks: dict[str, dict[str, Any]] | None = None,
         benchmark_samples: dict[str, int] | None = None,
     ) -> RunManifest:
-        """The manifest of a run being opened now (fingerprint, versions, time filled in)."""
+        """The manifest of a run being opened now (fingerprint, versions, time filled in);
+        ``result_config`` as built (a ResultConfig) or as read back (its JSON document)."""
         rc = ResultConfig.model_validate(result_config)
         return cls(
             schema_version=SCHEMA_VERSION,

@@ -27,7 +27,7 @@ from typing import Any
 
 from evalkit.engines.base import Completion, Request, Timings
 from evalkit.pipeline import Pipeline, PipelineConfig
-from evalkit.runner import make_scorer
+from evalkit.run.components import make_scorer
 from evalkit.sample import Sample
 from evalkit.scoring import LLMJudge
 from evalkit.scoring.judge_guard import JudgeGuard

@@ -6,7 +6,7 @@
 (d) engine-only bound: the same requests, frames already in memory, all submitted at once
 (cold) a whole ``execute`` from an empty cache with a fresh engine, against the engine's
     start measured alone and the cache build measured alone (the run's decode workers, no
-    engine): a run decodes while its engine starts (``evalkit.warmup``), so its wall should
+    engine): a run decodes while its engine starts (``evalkit.run.warmup``), so its wall should
     be about max(engine start, decode) + generation, the last being a warm run's pipeline
     time (``cold_run_over_max_start_decode_ratio``; ``--cold-only`` runs this arm alone)
 
@@ -204,8 +204,11 @@ def write_data_file(samples: list[Any], root: Path) -> Path:
 def cold_arm(args: Any, samples: list[Any], spec: Any, vconf: Any, work: Path) -> dict[str, Any]:
     """A cold run against its parts measured alone: engine start, decode-all, generation."""
     from evalkit.cache import FrameCache, build_cache
+    from evalkit.engines import build
     from evalkit.engines.lifecycle import close_engine
-    from evalkit.runner import RunConfig, execute, make_engine, refs_of
+    from evalkit.run.config import RunConfig
+    from evalkit.run.execute import execute
+    from evalkit.run.plan import refs_of
     from evalkit.startup import StartupTimes
 
     data = write_data_file(samples, work)
@@ -232,7 +235,7 @@ def cold_arm(args: Any, samples: list[Any], spec: Any, vconf: Any, work: Path) -
 
     cfg = run_config("cold-cache", "cold")
     t0 = time.perf_counter()
-    engine = make_engine(cfg)
+    engine = build(cfg.engine, cfg.model, cfg.engine_options)  # as the run builds it
     start_s = time.perf_counter() - t0
     asyncio.run(close_engine(engine))
     log(f"cold: engine start alone {start_s:.1f} s")

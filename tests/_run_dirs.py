@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.engines.base import Completion, Request, Timings
-from evalkit.runconfig import RunConfig
+from evalkit.run.config import RunConfig
 from evalkit.rundir import RunDir
 from tests.fixtures.bench.media import tiny_video
 

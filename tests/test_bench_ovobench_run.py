@@ -12,9 +12,9 @@ from evalkit.bench.loader import load
 from evalkit.bench.registry import get_benchmark
 from evalkit.engines.base import Completion, Request, Timings
 from evalkit.reports.load import scored_from_records
-from evalkit.runconfig import RunConfig
+from evalkit.run.config import RunConfig
+from evalkit.run.execute import execute
 from evalkit.rundir import RunDir
-from evalkit.runner import execute
 from evalkit.sample import VideoRef
 from evalkit.testing.index_video import read_indices
 from tests.fixtures.bench import official_reasoning_streaming

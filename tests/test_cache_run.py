@@ -18,9 +18,10 @@ from evalkit.cache.entry import read_info
 from evalkit.cache.fileformat import open_mapped
 from evalkit.cli.main import main
 from evalkit.engines.base import Completion, Request, Timings
-from evalkit.runconfig import RunConfig
+from evalkit.run.config import RunConfig
+from evalkit.run.execute import execute
+from evalkit.run.plan import result_config
 from evalkit.rundir import RunDir
-from evalkit.runner import execute, result_config
 from tests.fixtures.bench import official
 from tests.test_cache_integrity import data_middle, flip
 
@@ -145,8 +146,11 @@ def test_the_jpeg_codec_reaches_the_cache_and_the_fingerprint(data: Path) -> Non
 
 def test_default_cache_settings_leave_earlier_fingerprints_alone() -> None:
     cfg = RunConfig(model="m")
-    assert "frame_cache" not in result_config(cfg, [])
-    assert "frame_cache" in result_config(cfg.model_copy(update={"cache_identity": "content"}), [])
+    assert "frame_cache" not in result_config(cfg, []).dump()
+    assert (
+        "frame_cache"
+        in result_config(cfg.model_copy(update={"cache_identity": "content"}), []).dump()
+    )
 
 
 def test_run_flags_set_the_cache_identity_and_codec() -> None:

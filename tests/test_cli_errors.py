@@ -203,7 +203,7 @@ def test_no_parser_accepts_an_abbreviated_flag() -> None:
 def test_limit_zero_in_a_library_config_is_refused_too() -> None:
     from pydantic import ValidationError
 
-    from evalkit.runconfig import RunConfig
+    from evalkit.run.config import RunConfig
 
     with pytest.raises(ValidationError):
         RunConfig(model="m", limit=0)

@@ -14,7 +14,7 @@ from evalkit.cli.run import add_arguments, config_from_args
 from evalkit.config import field_help, finite_float, flag_type, section_model
 from evalkit.errors import ConfigError
 from evalkit.pipeline import PipelineConfig
-from evalkit.runconfig import FrameOverrides, JudgeConfig, RunConfig
+from evalkit.run.config import FrameOverrides, JudgeConfig, RunConfig
 
 
 def parse(*argv: str) -> argparse.Namespace:

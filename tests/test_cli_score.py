@@ -182,10 +182,10 @@ def test_bench_and_data_together_or_neither_is_an_error(
 def test_a_scorer_that_raises_is_recorded_as_scorer_failed_not_0(
     tmp_path: Path, data_root: Path, capsys: pytest.CaptureFixture[str], monkeypatch: Any
 ) -> None:
-    import evalkit.runner
+    import evalkit.run.components
     from evalkit.scoring import Score, Verdicts
 
-    real = evalkit.runner.make_scorer
+    real = evalkit.run.components.make_scorer
 
     def with_a_bug(*args: Any, **kwargs: Any) -> Any:
         inner = real(*args, **kwargs)
@@ -204,7 +204,7 @@ def test_a_scorer_that_raises_is_recorded_as_scorer_failed_not_0(
 
         return WithABug()
 
-    monkeypatch.setattr(evalkit.runner, "make_scorer", with_a_bug)
+    monkeypatch.setattr(evalkit.run.components, "make_scorer", with_a_bug)
     assert _score(tmp_path, data_root, _write(tmp_path / "p.jsonl", PREDICTIONS)) == 0
     assert "scorer failed on 1 sample(s) ('001-2')" in capsys.readouterr().out
     run = tmp_path / "runs" / "ext"

@@ -15,7 +15,7 @@ from evalkit.cli.main import main
 from evalkit.cli.run import add_arguments, config_from_args
 from evalkit.errors import ConfigError
 from evalkit.registry import RegistryError
-from evalkit.runner import bench_run, result_config
+from evalkit.run.plan import bench_run, result_config
 from evalkit.sample import VideoRef
 
 # lmms-eval task names (the `task:` of lmms_eval/tasks/*/*.yaml at EvolvingLMMs-Lab/lmms-eval
@@ -115,7 +115,7 @@ def test_frames_nframes_is_in_the_fingerprint_and_the_cache_key() -> None:
     for argv in ((), ("--frames-nframes", "8"), ("--frames-nframes", "16")):
         cfg = config_from_args(parse("--model", "ckpt", *argv))
         runs[argv] = bench_run(cfg, spec, [], None)
-    fingerprints = {str(result_config(cfg, [b])) for b in runs.values()}
+    fingerprints = {result_config(cfg, [b]).fingerprint() for b in runs.values()}
     source, ref = SourceIdentity("/v.mp4", 1, 1), VideoRef(path="/v.mp4")
     keys = {cache_key(source, ref, b.frame_spec) for b in runs.values()}
     assert len(fingerprints) == 3 and len(keys) == 3

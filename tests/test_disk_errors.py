@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import evalkit.runner as runner
+import evalkit.run.execute as runner
 from evalkit.cli.main import main
 from evalkit.engines.base import Completion, Request, Timings
 from evalkit.store import Store

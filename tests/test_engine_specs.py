@@ -18,9 +18,9 @@ from evalkit.engines.base import BatchEngine, Completion, Engine, Request
 from evalkit.engines.openai_engine import OpenAIConfig
 from evalkit.engines.vllm_engine import VLLMConfig
 from evalkit.errors import ConfigError
-from evalkit.preflight import check_model
-from evalkit.runconfig import JudgeConfig, RunConfig
-from evalkit.runner import _result_engine_options, _result_judge
+from evalkit.run.config import JudgeConfig, RunConfig
+from evalkit.run.plan import _result_engine_options, _result_judge
+from evalkit.run.preflight import check_model
 
 
 class EchoConfig(BaseModel):
@@ -114,12 +114,14 @@ def sharded() -> Iterator[EngineSpec]:
 def test_a_tensor_parallel_plugin_runs_its_workers_inside_the_replica(
     sharded: EngineSpec, echo: EngineSpec
 ) -> None:
+    from evalkit.run.plan import plan_of
     from evalkit.scale.replica import _inside_actor
 
     tp2 = {"tensor_parallel_size": 2}
-    inside = _inside_actor(RunConfig(model="m", engine="test_sharded", engine_options=tp2))
+    sharded_plan = plan_of(RunConfig(model="m", engine="test_sharded", engine_options=tp2), [])
+    inside = _inside_actor(sharded_plan)
     assert inside.engine_options["engine_kwargs"] == {"distributed_executor_backend": "mp"}
-    plain = RunConfig(model="m", engine="test_echo", engine_options=tp2)  # defaults: no
+    plain = plan_of(RunConfig(model="m", engine="test_echo", engine_options=tp2), [])  # no
     assert _inside_actor(plain) is plain
 
 

@@ -126,8 +126,8 @@ def test_a_run_records_a_prompt_too_long_as_a_failed_sample_with_the_reason(
 ) -> None:
     import json
 
-    from evalkit.runconfig import RunConfig
-    from evalkit.runner import execute
+    from evalkit.run.config import RunConfig
+    from evalkit.run.execute import execute
 
     data = tmp_path / "data.json"
     row = {

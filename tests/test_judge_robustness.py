@@ -19,8 +19,8 @@ from evalkit.engines.base import Completion, Request, Timings
 from evalkit.pipeline import Pipeline, PipelineConfig
 from evalkit.reports import load_run
 from evalkit.reports.sections import summary
-from evalkit.runconfig import JudgeConfig
-from evalkit.runner import _judge_engine_options, make_scorer
+from evalkit.run.components import judge_engine_options, make_scorer
+from evalkit.run.config import JudgeConfig
 from evalkit.sample import Sample
 from evalkit.scoring import LLMJudge, ScoringContext, ascore
 from evalkit.scoring.judge_guard import JUDGE_UNAVAILABLE, JudgeGuard, JudgeUnavailable
@@ -208,12 +208,12 @@ def test_a_timed_out_attempt_is_retried_once_then_the_sample_is_not_scored() -> 
 
 def test_the_judge_engine_client_timeout_and_retries_come_from_the_judge_config() -> None:
     jc = JudgeConfig(model="m", engine="openai", timeout_s=7)
-    assert _judge_engine_options(jc) == {"timeout_s": 7, "max_retries": 0}
-    engine = build("openai", "m", _judge_engine_options(jc))
+    assert judge_engine_options(jc) == {"timeout_s": 7, "max_retries": 0}
+    engine = build("openai", "m", judge_engine_options(jc))
     assert engine._client.timeout.read == 7 and engine.config.max_retries == 0  # type: ignore[attr-defined]
     asyncio.run(engine.close())
     mine = JudgeConfig(model="m", engine="openai", engine_options={"timeout_s": 30})
-    assert _judge_engine_options(mine)["timeout_s"] == 30  # an explicit engine option wins
+    assert judge_engine_options(mine)["timeout_s"] == 30  # an explicit engine option wins
     assert JudgeConfig(model="m").timeout_s == 60  # seconds, not the client's 600
 
 

@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from evalkit.engines.base import Completion, Request
-from evalkit.runconfig import RunConfig
-from evalkit.runner import execute
+from evalkit.run.config import RunConfig
+from evalkit.run.execute import execute
 from tests.scripted_engine import ScriptedEngine
 
 ROWS = [
@@ -213,7 +213,7 @@ def test_evalkit_run_from_the_command_line_uses_each_pinned_variant(
     toy(root, "Thinks", prompt={"variant": "thinking"})
     toy(root, "Official", prompt={"variant": "official", "official": {"*": OFFICIAL}})
     engine = Recorder()
-    monkeypatch.setattr("evalkit.runner.make_engine", lambda cfg: engine)
+    monkeypatch.setattr("evalkit.run.execute.make_engine", lambda cfg: engine)
     p = argparse.ArgumentParser()
     add_arguments(p)
     # a served model's name (openai engine): `run` checks a checkpoint folder exists

@@ -17,9 +17,11 @@ from evalkit.cache import FrameCache
 from evalkit.engines.base import Completion, Request
 from evalkit.prompts import PromptPlan
 from evalkit.request_builder import RequestBuilder
-from evalkit.runconfig import RunConfig
+from evalkit.run.components import make_scorer
+from evalkit.run.config import RunConfig
+from evalkit.run.execute import execute
+from evalkit.run.plan import resolve_benchmarks
 from evalkit.rundir import RunDir
-from evalkit.runner import execute, make_scorer, resolve_benchmarks
 from evalkit.sample import Sample
 from evalkit.scoring import router, score
 from evalkit.scoring.prefill import PREFIX_FIELD, assistant_turn, with_prefix

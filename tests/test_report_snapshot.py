@@ -25,8 +25,8 @@ from rich.console import Console
 
 from evalkit.engines.base import Completion, Request, Timings
 from evalkit.reports import build_report, write_report
-from evalkit.runconfig import RunConfig
-from evalkit.runner import execute
+from evalkit.run.config import RunConfig
+from evalkit.run.execute import execute
 from evalkit.scoring import rules
 from tests.fixtures.bench import official, official_reasoning_streaming
 

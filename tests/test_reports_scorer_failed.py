@@ -28,7 +28,7 @@ from rich.console import Console
 from evalkit.engines.base import Request
 from evalkit.pipeline import Pipeline, PipelineConfig
 from evalkit.reports import build_report, load_run, write_report
-from evalkit.runner import make_scorer
+from evalkit.run.components import make_scorer
 from evalkit.sample import Sample
 from evalkit.scoring import Score, score
 from evalkit.testing.runs import open_run

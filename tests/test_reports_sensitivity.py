@@ -32,7 +32,7 @@ from evalkit.bench.spec import ScoringSpec
 from evalkit.engines.base import Request
 from evalkit.pipeline import Pipeline, PipelineConfig
 from evalkit.reports import build_report, load_run, write_report
-from evalkit.runner import make_scorer
+from evalkit.run.components import make_scorer
 from evalkit.sample import Sample
 from evalkit.testing.runs import Rec, open_run, write_run
 from tests._browser import chromium

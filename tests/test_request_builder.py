@@ -106,7 +106,7 @@ def test_require_cache_reports_a_miss_naming_the_sample_and_video(
 
 
 def test_misses_can_be_decoded_in_worker_processes(videos: dict[str, Path], tmp_path: Path) -> None:
-    from evalkit.runner import miss_pool
+    from evalkit.run.components import miss_pool
 
     with miss_pool(1) as pool:
         builder = RequestBuilder(cache=FrameCache(tmp_path), frame_spec=SPEC, miss_pool=pool)

@@ -11,9 +11,9 @@ import pytest
 
 from evalkit.engines.base import Completion, Request, Timings
 from evalkit.reports.load import load_run
-from evalkit.runconfig import RunConfig
+from evalkit.run.config import RunConfig
+from evalkit.run.execute import execute
 from evalkit.rundir import RunDir
-from evalkit.runner import execute
 from tests.fixtures.bench.media import tiny_video
 
 

@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.engines.base import Completion, Request, Timings
-from evalkit.runconfig import JudgeConfig, RunConfig
+from evalkit.run.config import JudgeConfig, RunConfig
+from evalkit.run.execute import execute
 from evalkit.rundir import RunDir
-from evalkit.runner import execute
 from tests.fixtures.bench import official_reasoning_streaming
 from tests.test_bench_judged import VCR_REPLIES, ExactJudge
 

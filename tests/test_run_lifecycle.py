@@ -66,7 +66,7 @@ def test_a_run_whose_engine_fails_to_shut_down_still_reports_and_exits_0(
     def make_engine(cfg: Any) -> ScriptedEngine:
         return _EngineWithBrokenShutdown(prefill_s=0, decode_s=0)
 
-    monkeypatch.setattr("evalkit.runner.make_engine", make_engine)
+    monkeypatch.setattr("evalkit.run.execute.make_engine", make_engine)
     argv = "run --model ckpt --bench SynthVideo --data-root synth --no-progress"
     with caplog.at_level(logging.WARNING):
         rc = main([*argv.split(), "--cache-root", "cache", "--cache-workers", "1"])
@@ -82,7 +82,7 @@ def test_a_run_whose_engine_fails_to_shut_down_still_reports_and_exits_0(
 
 def _fake_run(monkeypatch: pytest.MonkeyPatch, *flags: str) -> int:
     monkeypatch.setattr(
-        "evalkit.runner.make_engine", lambda cfg: ScriptedEngine(prefill_s=0, decode_s=0)
+        "evalkit.run.execute.make_engine", lambda cfg: ScriptedEngine(prefill_s=0, decode_s=0)
     )
     argv = "run --model ckpt --bench SynthVideo --data-root synth --no-progress --cache-root c"
     return main([*argv.split(), "--cache-workers", "1", *flags])
@@ -101,7 +101,7 @@ def test_a_run_quiets_vllm_and_transformers_before_the_engine_starts(
         )
         return ScriptedEngine(prefill_s=0, decode_s=0)
 
-    monkeypatch.setattr("evalkit.runner.make_engine", make_engine)
+    monkeypatch.setattr("evalkit.run.execute.make_engine", make_engine)
     argv = "run --model ckpt --bench SynthVideo --data-root synth --no-progress --cache-root c"
     assert main([*argv.split(), "--cache-workers", "1"]) == 0
     assert seen == {"VLLM_LOGGING_LEVEL": "WARNING", "TRANSFORMERS_VERBOSITY": "warning"}
@@ -140,7 +140,7 @@ def test_vllm_info_lines_are_gone_and_warnings_stay(tmp_path: Path) -> None:
 
 _SIGTERM_MAIN = """
 import asyncio, pathlib, sys
-import evalkit.runner
+import evalkit.run.execute
 from evalkit.cli.main import main
 
 class Hangs:
@@ -150,7 +150,7 @@ class Hangs:
     async def close(self):
         pathlib.Path("closed").touch()
 
-evalkit.runner.make_engine = lambda cfg: Hangs()
+evalkit.run.execute.make_engine = lambda cfg: Hangs()
 sys.exit(main(sys.argv[1:]))
 """
 

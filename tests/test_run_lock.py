@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from evalkit.errors import ConfigError
+from evalkit.run.execute import execute
 from evalkit.runlock import LOCK_NAME, RunLock, RunLockedError
-from evalkit.runner import execute
 from tests._run_dirs import Counting, cut_store, expected_ids, ids, run_config, write_set
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -116,7 +116,7 @@ RESUMER = textwrap.dedent(
     import asyncio, sys
     from pathlib import Path
     sys.path.insert(0, {root!r})
-    import evalkit.runner as runner
+    import evalkit.run.execute as runner
     from evalkit.cli.main import main
     from tests.scripted_engine import ScriptedEngine
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from evalkit.cli.main import main
-from evalkit.runner import execute
+from evalkit.run.execute import execute
 from tests._run_dirs import Counting, run_config, write_set
 
 

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-import evalkit.runner as runner
+import evalkit.run.execute as runner
 from evalkit.cli.main import main
 from evalkit.cli.run import add_arguments, config_from_args
 from evalkit.errors import ConfigError, DataError
 from evalkit.reports.load import load_run
+from evalkit.run.execute import execute
 from evalkit.rundir import RunDir
-from evalkit.runner import execute
 from tests._run_dirs import (
     BENCH,
     Counting,

@@ -1,5 +1,5 @@
 """A run decodes its pending samples' videos into the frame cache while its engine starts
-(evalkit.warmup), stops feeding the decoders once the engine is up, never lets a failing
+(evalkit.run.warmup), stops feeding the decoders once the engine is up, never lets a failing
 video fail the run, and leaves ``--mode sync`` (the vanilla baseline) alone.
 
 The engine here is a fake whose start waits until the cache holds an entry (or a timeout):
@@ -20,9 +20,9 @@ import pytest
 from evalkit.cache import FrameCache
 from evalkit.cli.main import main
 from evalkit.errors import VideoError
+from evalkit.run.warmup import CacheWarmup
 from evalkit.sample import VideoRef
 from evalkit.video.types import FrameSpec
-from evalkit.warmup import CacheWarmup
 from tests._synth_world import synth_world
 from tests.scripted_engine import ScriptedEngine
 
@@ -54,7 +54,7 @@ def _slow_start(monkeypatch: pytest.MonkeyPatch, cache: Path, wait_s: float) -> 
         seen["entries"] = _wait_for(lambda: _entries(cache), wait_s) or []
         return ScriptedEngine(prefill_s=0, decode_s=0)
 
-    monkeypatch.setattr("evalkit.runner.make_engine", make_engine)
+    monkeypatch.setattr("evalkit.run.execute.make_engine", make_engine)
     return seen
 
 
@@ -72,7 +72,8 @@ def _records(world: Path) -> dict[str, dict[str, Any]]:
 def test_the_first_pending_samples_are_cached_while_the_engine_starts(
     world: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from evalkit.runner import RunConfig, execute
+    from evalkit.run.config import RunConfig
+    from evalkit.run.execute import execute
 
     seen = _slow_start(monkeypatch, world / "cache", START_WAIT_S)
     cfg = RunConfig(
@@ -91,7 +92,7 @@ def test_a_corrupt_video_fails_only_its_sample_with_the_usual_error(
     bad = videos[0]
     bad.write_bytes(b"not a video at all" * 100)
     # the control: the same run without any warm-up says what a run always said
-    monkeypatch.setattr("evalkit.warmup.warms_up", lambda cfg: False)
+    monkeypatch.setattr("evalkit.run.warmup.warms_up", lambda cfg: False)
     _slow_start(monkeypatch, world / "control-cache", 0.0)
     assert _run("control-cache", "--run-id", "control") == 0
     control = _records_of(world / "runs" / "control")

@@ -66,7 +66,7 @@ class FakeReplica:
         self.pid = Method(lambda: Ref(4242))  # answered at once: restarted already
         self.shm = Method(lambda: Ref(("node", [])))  # its engine holds no shared memory
 
-    def _batch(self, keys: list[Key]) -> Ref:
+    def _batch(self, keys: list[Key], plan: str | None = None) -> Ref:
         self.calls += 1
         if self.calls in self.die_on:
             return Ref(error=ActorDiedError())
@@ -156,8 +156,8 @@ def test_replica_flags_reach_the_config_and_tp_the_engine() -> None:
 
 
 def test_replica_settings_leave_the_fingerprint_alone() -> None:
-    from evalkit.runconfig import RunConfig
-    from evalkit.runner import result_config
+    from evalkit.run.config import RunConfig
+    from evalkit.run.plan import result_config
 
     one = RunConfig(model="m")
     many = one.model_copy(update={"replicas": 8, "ray_address": "auto", "cpus_per_replica": 4})
@@ -166,8 +166,8 @@ def test_replica_settings_leave_the_fingerprint_alone() -> None:
 
 def test_a_replicated_run_is_refused_by_the_single_engine_path() -> None:
     from evalkit.errors import ConfigError
-    from evalkit.runconfig import RunConfig
-    from evalkit.runner import execute
+    from evalkit.run.config import RunConfig
+    from evalkit.run.execute import execute
 
     with pytest.raises(ConfigError, match="build their own engines"):
         execute(RunConfig(model="m", replicas=2), engine=object())  # type: ignore[arg-type]
@@ -176,15 +176,16 @@ def test_a_replicated_run_is_refused_by_the_single_engine_path() -> None:
 
 
 def test_a_tensor_parallel_vllm_replica_runs_its_workers_as_its_own_processes() -> None:
-    from evalkit.runconfig import RunConfig
+    from evalkit.run.config import RunConfig
+    from evalkit.run.plan import plan_of
     from evalkit.scale.replica import _inside_actor
 
-    tp2 = RunConfig(model="m", engine_options={"tensor_parallel_size": 2})
+    tp2 = plan_of(RunConfig(model="m", engine_options={"tensor_parallel_size": 2}), [])
     assert _inside_actor(tp2).engine_options["engine_kwargs"] == {
         "distributed_executor_backend": "mp"
     }
     assert "engine_kwargs" not in tp2.engine_options  # the run's settings stay as given
-    assert _inside_actor(RunConfig(model="m")).engine_options == {}
+    assert _inside_actor(plan_of(RunConfig(model="m"), [])).engine_options == {}
 
 
 def test_the_replica_sink_stamps_records_and_reports_nothing_done() -> None:
@@ -342,7 +343,7 @@ def test_the_judge_runs_once_as_a_service_the_replicas_share(
     """With a judge configured, the driver starts ONE judge service (on a GPU only for a
     local vLLM judge on a cluster with GPUs), hands its client to the replicas and stops
     it at the end; without one, no service."""
-    from evalkit.runconfig import RunConfig
+    from evalkit.run.config import RunConfig
     from evalkit.scale import judge_service
     from evalkit.scale.driver import shared_judge
 
@@ -380,8 +381,9 @@ def test_a_replica_scores_with_the_judge_it_is_given(
     import asyncio
     import contextlib
 
-    from evalkit import runner
-    from evalkit.runconfig import RunConfig
+    from evalkit.run import components
+    from evalkit.run.config import RunConfig
+    from evalkit.run.plan import plan_of
     from evalkit.scale.replica import Replica
 
     given: list[Any] = []
@@ -395,11 +397,10 @@ def test_a_replica_scores_with_the_judge_it_is_given(
         async def close(self) -> None:
             return None
 
-    monkeypatch.setattr(runner, "judge_for", judge_for)
-    monkeypatch.setattr(runner, "make_engine", lambda cfg: Engine())
-    monkeypatch.setattr(runner, "resolve_benchmarks", lambda cfg, factor: [])
-    cfg = RunConfig(model="m", engine="openai").model_dump(mode="json")
-    replica = Replica(cfg, str(tmp_path), "fp", "judge-client", "r0")
+    monkeypatch.setattr(components, "judge_for", judge_for)
+    monkeypatch.setattr(components, "make_engine", lambda plan: Engine())
+    judged = plan_of(RunConfig(model="m", engine="openai"), [])
+    replica = Replica(judged, str(tmp_path), "judge-client", "r0")
 
     async def setup_and_close() -> None:
         await replica.setup()
@@ -420,7 +421,7 @@ class RestartingReplica(FakeReplica):
         self.calls_while_restarting = 0
         self.pid = Method(self._pid)
 
-    def _batch(self, keys: list[Key]) -> Ref:
+    def _batch(self, keys: list[Key], plan: str | None = None) -> Ref:
         self.calls += 1
         if self.restarting:
             self.calls_while_restarting += 1

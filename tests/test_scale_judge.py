@@ -15,7 +15,7 @@ import pytest
 
 from evalkit.engines.base import Completion, Engine, Request
 from evalkit.errors import ConfigError
-from evalkit.runconfig import JudgeConfig, RunConfig
+from evalkit.run.config import JudgeConfig, RunConfig
 from evalkit.scale.judge_service import JudgeClient, start_judge_service
 from evalkit.scoring.judge_guard import JudgeGuard
 from tests.scripted_engine import ScriptedEngine

@@ -20,7 +20,7 @@ import pytest
 pytest.importorskip("vllm")
 pytest.importorskip("ray")
 
-from evalkit.runconfig import RunConfig
+from evalkit.run.config import RunConfig
 from evalkit.scale.driver import Snapshot, run_replicas
 from evalkit.tiny_checkpoint import build_tiny_model
 from tests._engine_env import engine_env, write_index_video_set

@@ -8,7 +8,7 @@ import pytest
 
 from evalkit.bench.registry import get_benchmark
 from evalkit.engines.base import Completion
-from evalkit.runner import make_scorer
+from evalkit.run.components import make_scorer
 from evalkit.sample import Sample
 from evalkit.scoring import LLMJudge, ScoringContext, score
 from evalkit.scoring.judge import LLMJudge as JudgeClass

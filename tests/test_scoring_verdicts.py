@@ -11,7 +11,7 @@ from evalkit.bench.registry import get_benchmark
 from evalkit.bench.spec import ScoringSpec
 from evalkit.engines.base import Completion
 from evalkit.records import failed_record, ok_record
-from evalkit.runner import make_scorer
+from evalkit.run.components import make_scorer
 from evalkit.sample import Sample
 from evalkit.scoring import LLMJudge, ScoringContext, ascore, ascore_all, score_all
 from evalkit.scoring.types import Score

@@ -19,7 +19,7 @@ from evalkit.engines.base import Completion, Request, Timings
 from evalkit.errors import ConfigError
 from evalkit.reports import load_run
 from evalkit.reports.load import read_records
-from evalkit.runconfig import JudgeConfig
+from evalkit.run.config import JudgeConfig
 from evalkit.scoring import score
 from evalkit.scoring.rules.tempcompass import JUDGE_SYSTEM, judge_rating
 from tests.fixtures.bench import official
@@ -264,8 +264,8 @@ class ReplyEngine:
 def test_run_with_the_judge_rule_judges_only_the_undecided_reply_in_the_pipeline(
     tmp_path: Path, root: Path
 ) -> None:
-    from evalkit.runconfig import RunConfig
-    from evalkit.runner import execute
+    from evalkit.run.config import RunConfig
+    from evalkit.run.execute import execute
 
     cfg = RunConfig(
         model="reply-engine",

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from evalkit.reports import load_run
+from evalkit.run.execute import execute
 from evalkit.rundir import RunDir
-from evalkit.runner import execute
 from evalkit.testing.runs import Rec, write_run
 from tests._run_dirs import BENCH, Counting, expected_ids, run_config, write_set
 

@@ -14,7 +14,7 @@ from evalkit.bench.aggregations import AggregateResult, Scored, aggregate
 from evalkit.bench.loader import load
 from evalkit.bench.registry import get_benchmark
 from evalkit.engines.base import Completion, Request, Timings
-from evalkit.runconfig import JudgeConfig
+from evalkit.run.config import JudgeConfig
 from evalkit.sample import Sample
 from evalkit.scoring import LLMJudge, Score, ScoringContext, score
 from evalkit.scoring.context import NO_CONTEXT

@@ -2,7 +2,7 @@
 
 At a due step the hook writes the current weights as a HF checkpoint into a temporary
 directory (a snapshot: training goes on changing the live module) and starts
-:func:`evalkit.runner.execute` on it in a BACKGROUND THREAD. Training continues meanwhile; the
+:func:`evalkit.run.execute.execute` on it in a BACKGROUND THREAD. Training continues meanwhile; the
 scores are appended to ``metrics.jsonl`` (``eval/<benchmark>``, pooled mean of the sample
 scores, plus ``eval/step``) when the run ends. At most one evaluation is in flight: when the
 next one falls due while the previous still runs, that due step is skipped and logged, so
@@ -82,9 +82,9 @@ class EvalHook:
 
     def evaluate(self, step: int, snapshot: Path) -> dict[str, float]:
         """Run the evalkit pipeline on ``snapshot``; pooled mean score per benchmark."""
-        from evalkit.runconfig import RunConfig
+        from evalkit.run.config import RunConfig
+        from evalkit.run.execute import execute
         from evalkit.rundir import RunDir
-        from evalkit.runner import execute
 
         s = self.cfg.schedule
         run = RunConfig(

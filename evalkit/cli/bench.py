@@ -14,7 +14,7 @@ from evalkit.bench.registry import registry
 from evalkit.bench.spec import BenchmarkSpec
 from evalkit.cli.checks import existing_dir, non_negative_int
 from evalkit.errors import ConfigError
-from evalkit.preflight import data_file
+from evalkit.run.preflight import data_file
 
 if TYPE_CHECKING:
     from evalkit.bench.files import Problems
@@ -349,11 +349,11 @@ def _missing_json(m: Any) -> dict[str, Any]:
 def bench_root(spec: BenchmarkSpec, root: str, flag: str = "--data-root") -> Path:
     """The release folder ``root`` names: the benchmark's folder itself, or the folder
     above it (``<root>/<name>``), found as ``evalkit run --data-root`` finds it."""
-    from evalkit.runconfig import RunConfig
-    from evalkit.runner import _bench_root
+    from evalkit.run.config import RunConfig
+    from evalkit.run.plan import bench_root
 
     existing_dir(root, flag)
-    return _bench_root(RunConfig(model="-", bench=[spec.name], data_root=root), spec)
+    return bench_root(RunConfig(model="-", bench=[spec.name], data_root=root), spec)
 
 
 def _ids(args: argparse.Namespace) -> int:

@@ -133,8 +133,8 @@ def _plan(args: argparse.Namespace) -> tuple[FrameSpec, list[Any]]:
     if not args.bench:
         return model_from_args(args, FrameSpec), videos
     from evalkit.bench.registry import get_benchmark
-    from evalkit.runconfig import RunConfig
-    from evalkit.runner import model_factor, refs_of, resolve_benchmarks
+    from evalkit.run.config import RunConfig
+    from evalkit.run.plan import model_factor, refs_of, resolve_benchmarks
 
     base, _, variant = args.bench.partition(":")
     cfg = RunConfig(model=args.model or "", bench=[args.bench], data_root=args.data_root)

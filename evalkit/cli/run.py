@@ -22,7 +22,7 @@ from evalkit.config import (
 from evalkit.engines import engine_choices
 from evalkit.errors import ConfigError, EvalkitError
 from evalkit.pipeline import Pipeline, PipelineConfig
-from evalkit.runconfig import FrameOverrides, JudgeConfig, RunConfig
+from evalkit.run.config import FrameOverrides, JudgeConfig, RunConfig
 
 # Engine knobs with their own flags (all others: --engine-opt KEY=VALUE).
 _ENGINE_FLAGS = {
@@ -173,7 +173,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         given["judge"] = judge
     data = overlay(data, given, RunConfig)
     if data.get("resume"):  # the run's recorded settings, these flags as overrides
-        from evalkit.resume import with_recorded
+        from evalkit.run.resume import with_recorded
 
         data = with_recorded(data)
     if "model" not in data:
@@ -250,7 +250,7 @@ class Progress:
 def run(args: argparse.Namespace) -> int:
     """Run, then print the official score of each benchmark (exit 1: every sample failed)."""
     from evalkit.engines.logs import quiet_engine_logs
-    from evalkit.resume import overrides
+    from evalkit.run.resume import overrides
     from evalkit.terminal import Terminal
 
     cfg = config_from_args(args)
@@ -292,7 +292,7 @@ def _execute(cfg: RunConfig, args: argparse.Namespace, terminal: Any) -> Any:
             return run_replicas(cfg, shown.update, on_open=on_open)
         finally:
             shown.stop()
-    from evalkit.runner import execute
+    from evalkit.run.execute import execute
 
     progress = Progress(enabled=not args.no_progress, terminal=terminal)
     try:

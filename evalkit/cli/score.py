@@ -54,7 +54,7 @@ from evalkit.sample import Sample
 
 if TYPE_CHECKING:
     from evalkit.bench.files import Loaded
-    from evalkit.runconfig import JudgeConfig
+    from evalkit.run.config import JudgeConfig
 
 ENGINE = "external"
 _SHOW = 5  # ids listed in an error
@@ -135,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
 
     given = judge_from_args(args)
     if given is not None:
-        from evalkit.runconfig import JudgeConfig
+        from evalkit.run.config import JudgeConfig
 
         judge = JudgeConfig.model_validate(given)
     results = score_predictions(
@@ -222,13 +222,13 @@ def score_predictions(
 ) -> list[ScoreResult]:
     """Score predictions files for one or more benchmarks (variants) into one run
     directory, one results store per benchmark variant (see the module)."""
-    from evalkit.runconfig import JUDGE_RULE_NEEDS_A_JUDGE, RunConfig
+    from evalkit.run.config import JUDGE_RULE_NEEDS_A_JUDGE, RunConfig
     from evalkit.rundir import RunDir, new_run_id
 
     if bool(bench) == bool(data):
         raise ConfigError("give exactly one of --bench NAME or --data FILE")
     if data:
-        from evalkit.preflight import data_file
+        from evalkit.run.preflight import data_file
 
         data_file(data)
     if rule == "official+judge" and judge is None:
@@ -328,7 +328,7 @@ async def _score_benches(
     judge_engine: Any,
 ) -> list[ScoreResult]:
     """Each benchmark's records, its judged samples awaited on this loop's judge."""
-    from evalkit.runner import judge_for, make_scorer
+    from evalkit.run.components import judge_for, make_scorer
 
     out = []
     async with judge_for(cfg, judge_engine, rundir.judge_cache_path) as judge:
@@ -412,11 +412,10 @@ def _benchmark(cfg: Any, name: str | None = None) -> tuple[Any, Loaded]:
     from evalkit.bench.loader import load
     from evalkit.bench.registry import get_benchmark
     from evalkit.engines.base import SamplingParams
-    from evalkit.runner import _bench_root
-    from evalkit.runparts import BenchRun
+    from evalkit.run.plan import BenchRun, bench_root
 
     spec = get_benchmark(name or cfg.bench[0])  # NAME:VARIANT; unknown: RegistryError
-    samples = load(spec, _bench_root(cfg, spec), check_media=False)
+    samples = load(spec, bench_root(cfg, spec), check_media=False)
     # each variant its own store: a second format is never appended into the first's file
     stored = f"{spec.name}:{spec.variant}" if spec.variant else spec.name
     return BenchRun(stored, spec, spec.frames, SamplingParams(), samples), samples
@@ -428,7 +427,7 @@ def _data_benchmarks(cfg: Any) -> list[tuple[Any, Loaded]]:
     ``evalkit run --data`` does, under that benchmark's spec and official rule; the rest
     pooled. Their ids are evalkit's (no natural fields to match by)."""
     from evalkit.bench.files import Loaded
-    from evalkit.runner import data_bench_runs
+    from evalkit.run.plan import data_bench_runs
 
     return [(run, Loaded()) for run in data_bench_runs(cfg, None)]
 
@@ -437,14 +436,15 @@ def _manifest(cfg: Any, benches: list[Any], files: list[Path], rule: str | None)
     """The run's manifest (``RunManifest``), as ``evalkit run`` writes it, with the
     predictions files in place of the generation settings."""
     from evalkit.manifest import RunManifest
-    from evalkit.runner import result_config
+    from evalkit.run.plan import result_config
 
     rc = result_config(cfg, benches)
     for bench in benches:
         # what the other harness used is unknown here: recorded as such, never as pinned values
-        rc["benchmarks"][bench.name].update(frames=None, max_tokens=None)
+        unknown = {"frames": None, "max_tokens": None}
+        rc.benchmarks[bench.name] = rc.benchmarks[bench.name].model_copy(update=unknown)
     given = [{"file": f.name, "sha256": _sha256(f)} for f in files]
-    rc["predictions"] = given[0] if len(given) == 1 else {"files": given}
+    rc.predictions = given[0] if len(given) == 1 else {"files": given}
     extra = cfg.model_dump(mode="json")
     extra.update(command="score", predictions=[str(f) for f in files])
     data = {b.name: b.data_info for b in benches if b.data_info}

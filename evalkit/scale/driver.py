@@ -1,9 +1,10 @@
 """The driver of a replicated run: one work queue, one run directory, N replica actors.
 
-The driver opens the run directory exactly as an in-process run does (same config,
-fingerprint, stores, resume by sample id), queues the samples without a record, and
-leases small batches (longest expected cost first, see :mod:`evalkit.scale.queue`) to
-replica actors as they finish, keeping ``depth`` batches in flight per replica. Records
+The driver plans the run and opens its directory exactly as an in-process run does
+(``plan_run``, ``open_run``: same fingerprint, stores, resume by sample id), sends the
+plan to the replicas once, queues the samples without a record, and leases small
+batches (longest expected cost first, see :mod:`evalkit.scale.queue`) to replica actors
+as they finish, keeping ``depth`` batches in flight per replica. Records
 come back as the batch's result; the queue accepts each sample once and the driver
 appends it to the benchmark's store (fsync'd). A replica whose call fails with
 ``RayActorError`` (crash, OOM kill, node lost) is presumed dead: its leases end, its
@@ -22,16 +23,16 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from evalkit.bench.media import MissingMedia
-from evalkit.engines import engine_spec, reads_local_checkpoint
+from evalkit.engines import engine_spec
 from evalkit.errors import ConfigError
-from evalkit.pipeline import PipelineStats
-from evalkit.runconfig import RunConfig
-from evalkit.rundir import RunDir, new_run_id
-from evalkit.runner import RunResult, model_factor, open_run, resolve_benchmarks
-from evalkit.runparts import BenchRun, make_cache
+from evalkit.pipeline import PipelineConfig, PipelineStats
+from evalkit.run.components import make_cache
+from evalkit.run.config import RunConfig
+from evalkit.run.execute import RunResult
+from evalkit.run.open import OpenRun, open_run, run_path
+from evalkit.run.plan import RunPlan, plan_run
 from evalkit.scale.cluster import (
     ReplicaHandle,
     Session,
@@ -44,6 +45,9 @@ from evalkit.scale.cluster import (
 from evalkit.scale.cost import CostModel
 from evalkit.scale.queue import Key, Lease, WorkItem, WorkQueue
 from evalkit.store import Store
+
+if TYPE_CHECKING:
+    from evalkit.scale.judge_service import JudgeClient
 
 log = logging.getLogger(__name__)
 
@@ -94,62 +98,51 @@ def run_replicas(
     """Run ``cfg`` on ``cfg.replicas`` Ray actors into one run directory (resumable);
     ``on_open(path)`` is called once the run directory exists (before Ray starts a local
     instance and before any engine: ``evalkit run`` sends their output to its log file)."""
-    from evalkit.preflight import check_run, media_preflight
+    from evalkit.run.preflight import check_run, media_preflight
 
     require_ray()
     if cfg.mode == "sync":
         raise ConfigError("--mode sync is the single-engine baseline; drop --replicas for it")
     check_run(cfg, engine_given=False)
-    factor = model_factor(cfg) if reads_local_checkpoint(cfg.engine) else None
-    benches = resolve_benchmarks(cfg, factor, check_media=False)
-    missing = media_preflight(cfg, benches)  # before Ray, the run directory, any engine
-    path = Path(cfg.resume) if cfg.resume else Path(cfg.runs_dir) / (cfg.run_id or new_run_id())
+    plan = plan_run(cfg)
+    missing = media_preflight(cfg, plan.benches)  # before Ray, the run directory, any engine
     with contextlib.ExitStack() as stack:
         session = None
         if cfg.ray_address:  # the cluster answers before anything is written (else: no run dir)
             timeout = cfg.ray_connect_timeout_s
             session = stack.enter_context(ray_session(cfg.ray_address, connect_timeout_s=timeout))
-        with RunDir(path).lock():
-            run = _Run(cfg, path, benches, missing, session, on_open)
-            return run.execute(on_progress, batch_size, depth)
+        run = stack.enter_context(open_run(plan, run_path(cfg), missing=missing, on_open=on_open))
+        return _Run(run, session).execute(on_progress, batch_size, depth)
 
 
 @dataclass
 class _Run:
-    """A replicated run once the cluster answered: what it runs and where."""
+    """A replicated run once the cluster answered and its directory is open."""
 
-    cfg: RunConfig
-    path: Path
-    benches: list[BenchRun]
-    missing: dict[str, MissingMedia]
+    run: OpenRun
     session: Session | None
     """The connection to the cluster at ``ray_address`` (None: a local instance, started
-    once the run directory is open and there is work to do)."""
-    on_open: Callable[[Path], None] | None = None
+    once there is work to do)."""
 
     def execute(
         self, on_progress: Progress | None, batch_size: int | None, depth: int
     ) -> RunResult:
-        """Open the run directory, queue the samples without a record, drive the replicas."""
-        from evalkit.preflight import record_missing
-
-        cfg, path, rundir = self.cfg, self.path, RunDir(self.path)
-        fingerprint = open_run(cfg, rundir, self.benches)
-        if self.on_open is not None:
-            self.on_open(path)
-        unseen = record_missing(rundir, self.benches, self.missing, fingerprint)
+        """Queue the samples without a record, drive the replicas."""
+        plan, path = self.run.plan, self.run.path
+        stores = {b.name: self.run.store(b.name) for b in plan.benches}
+        items, stats = work_items(plan, stores)
+        for name, k in self.run.media_missing.items():
+            stats[name].media_missing = k
+        if not items:
+            unseen = self.run.media_missing
+            return RunResult(path=path, stats=stats, nothing_to_run=not any(unseen.values()))
+        size = batch_size or default_batch(
+            len(items), plan.config.replicas, depth, plan.config.pipeline
+        )
         with contextlib.ExitStack() as stack:
-            stores = {b.name: stack.enter_context(rundir.store(b.name)) for b in self.benches}
-            items, stats = work_items(cfg, self.benches, stores)
-            for name, k in unseen.items():
-                stats[name].media_missing = k
-            if not items:
-                return RunResult(path=path, stats=stats, nothing_to_run=not any(unseen.values()))
-            size = batch_size or default_batch(len(items), cfg.replicas, depth, cfg.pipeline)
-            args = (cfg.model_dump(mode="json"), str(path), fingerprint)
             if self.session is None:
                 self.session = stack.enter_context(ray_session())
-            self._drive(stack, WorkQueue(items, size), stores, stats, args, on_progress, depth)
+            self._drive(stack, WorkQueue(items, size), stores, stats, on_progress, depth)
         return RunResult(path=path, stats=stats)
 
     def _drive(
@@ -158,7 +151,6 @@ class _Run:
         queue: WorkQueue,
         stores: dict[str, Store],
         stats: dict[str, PipelineStats],
-        args: tuple[Any, ...],
         on_progress: Progress | None,
         depth: int,
     ) -> None:
@@ -166,34 +158,38 @@ class _Run:
         from evalkit.startup import StartupTimes
 
         assert self.session is not None
-        cfg, ray = self.cfg, self.session.ray
-        tp = int(cfg.engine_options.get("tensor_parallel_size") or 1)
-        placement = placement_for(ray, cfg.engine, tp, cfg.cpus_per_replica)
+        plan, ray = self.run.plan, self.session.ray
+        cfg = plan.config
+        tp = int(plan.engine_options.get("tensor_parallel_size") or 1)
+        placement = placement_for(ray, plan.engine, tp, cfg.cpus_per_replica)
         judge = stack.enter_context(shared_judge(cfg, ray))
+        # the plan crosses to the replicas once (the object store), never re-resolved there
+        args = (ray.put(plan), str(self.run.path), judge)
         t0 = time.perf_counter()
         handles = start_replicas(
-            ray, Replica, (*args, judge), cfg.replicas, placement, depth + 2, cfg.replica_restarts
+            ray, Replica, args, cfg.replicas, placement, depth + 2, cfg.replica_restarts
         )
         StartupTimes(
             ray_s=self.session.started_s,
             engines_s=time.perf_counter() - t0,
             replicas=cfg.replicas,
             ray_address=cfg.ray_address,
-        ).write(RunDir(self.path))
+        ).write(self.run.dir)
         graceful = False
         try:
             driver = Driver(ray, queue, handles, stores, stats, on_progress, depth)
+            driver.plan = plan.id
             driver.max_restarts = cfg.replica_restarts
             driver.run()
             graceful = True
-            counts = ray.get([h.actor.frame_counts.remote() for h in handles if h.alive])
-            merge_frame_counts(self.path, counts)
+            counts = ray.get([h.actor.frame_counts.remote(plan.id) for h in handles if h.alive])
+            merge_frame_counts(self.run.path, counts)
         finally:
             stop_replicas(ray, handles, graceful=graceful)
 
 
 @contextlib.contextmanager
-def shared_judge(cfg: RunConfig, ray: Any) -> Iterator[Any]:
+def shared_judge(cfg: RunConfig, ray: Any) -> Iterator[JudgeClient | None]:
     """The run's judge engine started once, as a Ray actor the replicas share (None when
     no judge is configured); it runs on a GPU only when its backend runs its model on one
     (``EngineSpec.uses_gpu``: a local vLLM model) on a cluster that has GPUs."""
@@ -211,7 +207,7 @@ def shared_judge(cfg: RunConfig, ray: Any) -> Iterator[Any]:
         shutdown()
 
 
-def default_batch(n_items: int, replicas: int, depth: int, pipeline: Any) -> int:
+def default_batch(n_items: int, replicas: int, depth: int, pipeline: PipelineConfig) -> int:
     """Samples per lease: ``depth`` leases fill a replica's pipeline (``max_in_flight``),
     but a small run still gets ~8 leases per replica, so none is left with the tail."""
     fill = max(1, pipeline.max_in_flight // depth)
@@ -219,14 +215,15 @@ def default_batch(n_items: int, replicas: int, depth: int, pipeline: Any) -> int
 
 
 def work_items(
-    cfg: RunConfig, benches: list[BenchRun], stores: dict[str, Store]
+    plan: RunPlan, stores: dict[str, Store]
 ) -> tuple[list[WorkItem], dict[str, PipelineStats]]:
     """The samples without a record (failed ones too with ``retry_failed``), costed;
     and each benchmark's counters with the resumed ones counted as skipped."""
+    cfg = plan.config
     costs = CostModel(make_cache(cfg))
     items: list[WorkItem] = []
     stats: dict[str, PipelineStats] = {}
-    for b in benches:
+    for b in plan.benches:
         done = stores[b.name].done_ids(include_failed=not cfg.retry_failed)
         todo = [s for s in b.samples if s.id not in done]
         stats[b.name] = PipelineStats(total=len(b.samples), skipped=len(b.samples) - len(todo))
@@ -267,6 +264,8 @@ class Driver:
         self.started = time.time()
         self.max_restarts = 0
         """Crashes after which a replica still gets work (Ray restarts its actor)."""
+        self.plan: str | None = None
+        """The run plan the batches belong to (``RunPlan.id``; None: the replica's only one)."""
         self.restart_timeout_s = RESTART_TIMEOUT_S
         self.probes: dict[Any, tuple[str, float]] = {}  # pid() call -> (replica, deadline)
         """Replicas Ray is restarting get no lease until their ``pid()`` answers: a lease
@@ -319,7 +318,7 @@ class Driver:
                 lease = self.queue.lease(name)
                 if lease is None:
                     return
-                ref = handle.actor.run_batch.remote(lease.keys)
+                ref = handle.actor.run_batch.remote(lease.keys, self.plan)
                 self.in_flight[ref] = (name, lease)
                 busy[name] = busy.get(name, 0) + 1
                 self.state[name].leased += len(lease.items)

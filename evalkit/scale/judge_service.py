@@ -27,7 +27,7 @@ from typing import Any
 
 from evalkit.engines.base import Completion, Engine, Request
 from evalkit.errors import ConfigError, TransientError
-from evalkit.runconfig import JudgeConfig, RunConfig
+from evalkit.run.config import JudgeConfig, RunConfig
 from evalkit.scale.cluster import require_ray
 
 EngineFactory = Callable[[], Engine]
@@ -98,9 +98,9 @@ class JudgeClient:
 def engine_factory(jc: JudgeConfig) -> EngineFactory:
     """What builds the configured judge engine, as a replica's ``judge_for`` would."""
     from evalkit.engines import build
-    from evalkit.runner import _judge_engine_options
+    from evalkit.run.components import judge_engine_options
 
-    return functools.partial(build, jc.engine, jc.model, _judge_engine_options(jc))
+    return functools.partial(build, jc.engine, jc.model, judge_engine_options(jc))
 
 
 def start_judge_service(

@@ -4,7 +4,8 @@ The driver makes it a Ray actor (``ray.remote(Replica)``, async, several batches
 on one engine). It writes no files of the run: the pipeline's records (built by the
 pipeline's own writers, :mod:`evalkit.records`) are collected by :class:`RecordSink`,
 stamped with the replica's name and returned to the driver, which decides what is kept.
-Everything is built by the runner's own functions, as an in-process run builds it.
+It runs the driver's :class:`~evalkit.run.plan.RunPlan` (sent once, never re-resolved)
+with the parts every process of a run builds alike (``evalkit.run.components``).
 """
 
 from __future__ import annotations
@@ -13,17 +14,25 @@ import asyncio
 import contextlib
 import os
 from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
-from evalkit.engines import engine_spec, reads_local_checkpoint
+from evalkit.engines import engine_spec
+from evalkit.engines.base import Engine
 from evalkit.engines.lifecycle import held_shm, shm_listing
 from evalkit.pipeline import Pipeline
-from evalkit.runconfig import RunConfig
+from evalkit.run.plan import RunPlan
 from evalkit.rundir import RunDir
 from evalkit.sample import Sample
 from evalkit.store import Store
 from evalkit.video.budget import FrameLog
+
+if TYPE_CHECKING:
+    from evalkit.cache import FrameCache
+    from evalkit.scale.judge_service import JudgeClient
+    from evalkit.scoring import LLMJudge
 
 
 class RecordSink:
@@ -46,25 +55,44 @@ class RecordSink:
         return set()
 
 
-class Replica:
-    """A Ray actor's state: ``setup`` once, then ``run_batch`` calls, then ``close``."""
+@dataclass
+class _Held:
+    """One run plan a replica runs: the plan, its run directory (its judge cache), and
+    what its IO threads loaded per benchmark."""
 
-    def __init__(
-        self, cfg: dict[str, Any], run_path: str, fingerprint: str, judge: Any, name: str
-    ) -> None:
-        self.cfg = RunConfig.model_validate(cfg)
+    plan: RunPlan
+    run_path: Path
+    logs: dict[str, FrameLog] = field(default_factory=dict)
+    samples: dict[tuple[str, str], Sample] = field(default_factory=dict)
+    """(benchmark, sample id) -> the plan's sample (batches name samples by key)."""
+
+
+class Replica:
+    """A Ray actor's state: ``setup`` once, then ``run_batch`` calls, then ``close``.
+
+    It holds run plans by id (``RunPlan.id``; one per run today: a settings sweep could
+    hand the same engine several) and resolves nothing: the benchmarks, samples, frame
+    specs and fingerprints are the plan's, as the driver resolved them.
+    """
+
+    def __init__(self, plan: RunPlan, run_path: str, judge: JudgeClient | None, name: str) -> None:
         self.judge_engine = judge
         """The shared judge service's client (None: no judge, or one built here)."""
         self.name = name
-        self.run_path = Path(run_path)
-        self.fingerprint = fingerprint
+        self._plans: dict[str, _Held] = {}
+        self._first = plan.id
+        self.add_plan(plan, run_path)
         self._stack = contextlib.AsyncExitStack()
-        self._benches: dict[str, Any] = {}
-        self._samples: dict[tuple[str, str], Sample] = {}
-        self._logs: dict[str, FrameLog] = {}
-        self._parts: dict[str, Any] = {}
+        self._parts: _Parts | None = None
         self._setting_up = asyncio.Lock()
         self._shm_before = shm_listing()
+
+    def add_plan(self, plan: RunPlan, run_path: str) -> None:
+        """Hold ``plan`` (its batches name it by ``plan.id``), run into ``run_path``."""
+        held = _Held(plan, Path(run_path))
+        held.logs = {b.name: FrameLog() for b in plan.benches}
+        held.samples = {(b.name, s.id): s for b in plan.benches for s in b.samples}
+        self._plans[plan.id] = held
 
     def pid(self) -> int:
         """The actor's process id (tests kill it by this)."""
@@ -77,73 +105,77 @@ class Replica:
         return shm_report(self._shm_before)
 
     async def setup(self) -> str:
-        """Load the benchmarks and start the engine, judge and decoding pool (once; a
-        restarted actor does it again on its first batch)."""
+        """Start the engine, judge and decoding pool (once; a restarted actor does it again
+        on its first batch)."""
         async with self._setting_up:
-            if not self._parts:
-                await self._setup()
+            if self._parts is None:
+                self._parts = await self._setup()
         return self.name
 
-    async def _setup(self) -> None:
+    async def _setup(self) -> _Parts:
         from evalkit.engines.lifecycle import close_engine
         from evalkit.engines.logs import quiet_engine_logs
-        from evalkit.runner import (
-            judge_for,
-            make_engine,
-            miss_pool,
-            model_factor,
-            resolve_benchmarks,
-        )
-        from evalkit.runparts import make_cache
+        from evalkit.run.components import judge_for, make_cache, make_engine, miss_pool
 
         quiet_engine_logs()  # the driver's console shows progress, not engine start-up logs
-        cfg = self.cfg
-        factor = model_factor(cfg) if reads_local_checkpoint(cfg.engine) else None
-        for bench in resolve_benchmarks(cfg, factor):
-            self._benches[bench.name] = bench
-            self._logs[bench.name] = FrameLog()
-            for s in bench.samples:
-                self._samples[(bench.name, s.id)] = s
-        engine = make_engine(_inside_actor(cfg))
+        held = self._plans[self._first]  # the engine, judge and cache of the first plan
+        cfg = held.plan.config
+        engine = make_engine(_inside_actor(held.plan))
         self._stack.push_async_callback(close_engine, engine)
-        judge_dir = RunDir(self.run_path).judge_cache_path
+        judge_dir = RunDir(held.run_path).judge_cache_path
         judge = await self._stack.enter_async_context(judge_for(cfg, self.judge_engine, judge_dir))
         pool = self._stack.enter_context(miss_pool(cfg.cache_workers))
-        self._parts = {"engine": engine, "judge": judge, "pool": pool, "cache": make_cache(cfg)}
+        return _Parts(engine, judge, pool, make_cache(cfg))
 
-    async def run_batch(self, keys: list[tuple[str, str]]) -> list[tuple[str, dict[str, Any]]]:
-        """Run the leased samples through the pipeline; (benchmark, record) of each."""
+    async def run_batch(
+        self, keys: list[tuple[str, str]], plan: str | None = None
+    ) -> list[tuple[str, dict[str, Any]]]:
+        """Run the leased samples of ``plan`` (None: the first plan held) through the
+        pipeline; (benchmark, record) of each."""
         await self.setup()
+        held = self._plans[plan or self._first]
         by_bench: dict[str, list[Sample]] = {}
         for bench, sid in keys:
-            by_bench.setdefault(bench, []).append(self._samples[(bench, sid)])
+            by_bench.setdefault(bench, []).append(held.samples[(bench, sid)])
         out: list[tuple[str, dict[str, Any]]] = []
         for bench, samples in by_bench.items():
             sink = RecordSink(self.name)
-            await self._pipeline(bench, sink).run(samples)
+            await self._pipeline(held, bench, sink).run(samples)
             out += [(bench, rec) for rec in sink.records]
         return out
 
-    def _pipeline(self, bench_name: str, sink: RecordSink) -> Pipeline:
-        from evalkit.runner import make_scorer
-        from evalkit.runparts import make_builder
+    def _pipeline(self, held: _Held, bench_name: str, sink: RecordSink) -> Pipeline:
+        from evalkit.run.components import make_builder, make_scorer
 
-        bench, p, cfg = self._benches[bench_name], self._parts, self.cfg
-        judge = p["judge"]  # make_scorer gives it this benchmark's judge prompt
-        builder = make_builder(
-            cfg, bench, p["cache"], p["engine"], p["pool"], self._logs[bench_name]
-        )
-        scorer = make_scorer(bench.spec, judge, bench.prompt, cfg.rule)
+        assert self._parts is not None
+        p, cfg, bench = self._parts, held.plan.config, held.plan.bench(bench_name)
+        builder = make_builder(cfg, bench, p.cache, p.engine, p.pool, held.logs[bench_name])
+        # make_scorer gives the judge this benchmark's judge prompt
+        scorer = make_scorer(bench.spec, p.judge, bench.prompt, cfg.rule)
         store = cast(Store, sink)  # the pipeline only appends and asks for done ids
-        return Pipeline(p["engine"], builder, scorer, store, cfg.pipeline, self.fingerprint)
+        return Pipeline(p.engine, builder, scorer, store, cfg.pipeline, held.plan.fingerprint)
 
-    def frame_counts(self) -> dict[str, list[tuple[tuple[int, int, int, str], int]]]:
-        """What the replica's IO threads loaded, per benchmark (for ``frames.json``)."""
-        return {name: list(log.counts().items()) for name, log in self._logs.items()}
+    def frame_counts(
+        self, plan: str | None = None
+    ) -> dict[str, list[tuple[tuple[int, int, int, str], int]]]:
+        """What the replica's IO threads loaded for ``plan``, per benchmark (for
+        ``frames.json``)."""
+        logs = self._plans[plan or self._first].logs
+        return {name: list(log.counts().items()) for name, log in logs.items()}
 
     async def close(self) -> None:
         """Stop the engine, the judge and the decoding pool."""
         await self._stack.aclose()
+
+
+@dataclass
+class _Parts:
+    """What a replica starts once and every plan it holds shares."""
+
+    engine: Engine
+    judge: LLMJudge | None
+    pool: ProcessPoolExecutor
+    cache: FrameCache
 
 
 def shm_report(before: set[str]) -> tuple[str, list[str]]:
@@ -156,17 +188,17 @@ def shm_report(before: set[str]) -> tuple[str, list[str]]:
     return ray.get_runtime_context().get_node_id(), sorted(held_shm(before))
 
 
-def _inside_actor(cfg: RunConfig) -> RunConfig:
-    """``cfg`` for an engine built inside a replica actor. A tensor-parallel engine
+def _inside_actor(plan: RunPlan) -> RunPlan:
+    """``plan`` for an engine built inside a replica actor. A tensor-parallel engine
     (``EngineSpec.tensor_parallel``: vLLM) runs its workers as processes of the actor, which
     already holds the group's GPUs; vLLM's own Ray executor would ask the cluster for as many
     GPUs again."""
-    tp = int(cfg.engine_options.get("tensor_parallel_size") or 1)
-    if not engine_spec(cfg.engine).tensor_parallel or tp <= 1:
-        return cfg
-    kwargs = {"distributed_executor_backend": "mp", **cfg.engine_options.get("engine_kwargs", {})}
-    options = {**cfg.engine_options, "engine_kwargs": kwargs}
-    return cfg.model_copy(update={"engine_options": options})
+    tp = int(plan.engine_options.get("tensor_parallel_size") or 1)
+    if not engine_spec(plan.engine).tensor_parallel or tp <= 1:
+        return plan
+    given = plan.engine_options.get("engine_kwargs", {})
+    kwargs = {"distributed_executor_backend": "mp", **given}
+    return replace(plan, engine_options={**plan.engine_options, "engine_kwargs": kwargs})
 
 
 def merge_frame_counts(

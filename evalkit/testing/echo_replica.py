@@ -50,8 +50,10 @@ class EchoReplica:
         await self.setup()
         return shm_report(self._shm_before)
 
-    async def run_batch(self, keys: list[Key]) -> list[tuple[str, dict[str, Any]]]:
-        """One ``ok`` record per key, stamped with this replica."""
+    async def run_batch(
+        self, keys: list[Key], plan: str | None = None
+    ) -> list[tuple[str, dict[str, Any]]]:
+        """One ``ok`` record per key, stamped with this replica (of any ``plan``)."""
         if self.delay_s:
             import asyncio
 

@@ -133,11 +133,12 @@ def open_run(
     max_tokens: int | None = None,
     samples: dict[str, list[Sample]] | None = None,
 ) -> tuple[RunDir, str, list[str]]:
-    """Open the run as ``evalkit run`` would (``runner.open_run``); returns (run,
+    """Open the run as ``evalkit run`` would (``evalkit.run.open.open_run``); returns (run,
     fingerprint, the benchmarks' names in the run)."""
-    from evalkit import runner
     from evalkit.bench.registry import get_benchmark
-    from evalkit.runconfig import RunConfig
+    from evalkit.run.config import RunConfig
+    from evalkit.run.open import open_run
+    from evalkit.run.plan import bench_run, plan_of
 
     path = Path(path)
     known = [b for b in benches if _known(b)]
@@ -161,12 +162,11 @@ def open_run(
         given = (samples or {}).get(name, [])
         if name in known:
             spec = get_benchmark(name).with_variant(variant)
-            runs.append(runner.bench_run(cfg, spec, given, None))
+            runs.append(bench_run(cfg, spec, given, None))
         else:
             runs.append(_adhoc(cfg, path, name, given))
-    run = RunDir(path)
-    fp = runner.open_run(cfg, run, runs)
-    return run, fp, [b.name for b in runs]
+    with open_run(plan_of(cfg, runs), path) as opened:
+        return opened.dir, opened.fingerprint, [b.name for b in runs]
 
 
 def _known(name: str) -> bool:
@@ -182,12 +182,12 @@ def _known(name: str) -> bool:
 
 def _adhoc(cfg: Any, path: Path, name: str, samples: list[Sample]) -> Any:
     """An ad-hoc ``--data`` benchmark of rows of no known source (``data_benches``)."""
-    from evalkit import runner
     from evalkit.bench.unified import unified_spec
     from evalkit.bench.unified_known import UNKNOWN_ROWS_NOTE, DataBench
+    from evalkit.run.plan import bench_run
 
     file = path.parent / f"{name}.jsonl"  # never read: the records carry what a report needs
     db = DataBench(name, unified_spec(file), samples, note=UNKNOWN_ROWS_NOTE)
-    run = runner.bench_run(cfg, db.spec, db.samples, None)
+    run = bench_run(cfg, db.spec, db.samples, None)
     run.name, run.data_info = db.name, db.info(file)
     return run

@@ -11,15 +11,20 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from evalkit.bench.media import MissingMedia, describe_missing, missing_media
 from evalkit.engines import engine_for_mode, reads_local_checkpoint
 from evalkit.errors import ConfigError
 
+if TYPE_CHECKING:
+    from evalkit.run.config import RunConfig
+    from evalkit.run.plan import BenchRun
+    from evalkit.rundir import RunDir
 
-def check_run(cfg: Any, engine_given: bool = False) -> None:
-    """ConfigError naming the first bad setting of ``cfg`` (a RunConfig) and what to do.
+
+def check_run(cfg: RunConfig, engine_given: bool = False) -> None:
+    """ConfigError naming the first bad setting of ``cfg`` and what to do.
 
     ``engine_given``: the caller brings its own engine, so the model and engine settings
     are the caller's business (tests, the trainer's scripted engines).
@@ -78,7 +83,7 @@ def _in_hub_cache(repo_id: str) -> bool:
     return isinstance(found, str)
 
 
-def check_engine_options(name: str, cfg: Any) -> None:
+def check_engine_options(name: str, cfg: RunConfig) -> None:
     """The engine exists and its options validate (typed config), before it is built."""
     from evalkit.engines import engine_config
 
@@ -140,8 +145,8 @@ _WHAT_TO_DO = (
 )
 
 
-def media_preflight(cfg: Any, benches: list[Any]) -> dict[str, MissingMedia]:
-    """Resolve every sample's media of ``benches`` (BenchRun) before any engine starts:
+def media_preflight(cfg: RunConfig, benches: list[BenchRun]) -> dict[str, MissingMedia]:
+    """Resolve every sample's media of ``benches`` before any engine starts:
     ConfigError when some are missing (unless ``cfg.allow_missing``); the missing ones
     per benchmark otherwise."""
     found = {b.name: missing_media(b.name, b.samples, b.media_root or ".") for b in benches}
@@ -150,7 +155,7 @@ def media_preflight(cfg: Any, benches: list[Any]) -> dict[str, MissingMedia]:
 
 
 def record_missing(
-    rundir: Any, benches: list[Any], found: dict[str, MissingMedia], fingerprint: str
+    rundir: RunDir, benches: list[BenchRun], found: dict[str, MissingMedia], fingerprint: str
 ) -> dict[str, int]:
     """``--allow-missing``: record each sample whose media are missing as failed (stage
     ``media``, once: a resumed run keeps its record) and leave it out of the samples the

@@ -11,10 +11,14 @@ run with nothing left to do says so.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalkit.errors import ConfigError
+from evalkit.run.config import RunConfig
 from evalkit.rundir import RunDir, config_diff
+
+if TYPE_CHECKING:
+    from evalkit.run.plan import BenchRun
 
 # Keys of the recorded ``extra`` that are not RunConfig settings (the specs as run, which
 # schema-1 manifests kept there; RunDir lifts them out, this stays for hand-made copies).
@@ -25,8 +29,6 @@ _RESUME_ONLY = {"resume", "force", "retry_failed"}
 
 def recorded_settings(path: str | Path) -> dict[str, Any]:
     """The RunConfig fields the run at ``path`` was last opened with."""
-    from evalkit.runconfig import RunConfig
-
     rundir = RunDir(path)
     if not rundir.config_path.is_file():
         raise ConfigError(
@@ -61,17 +63,17 @@ def with_recorded(given: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def overrides(cfg: Any) -> list[str]:
+def overrides(cfg: RunConfig) -> list[str]:
     """What ``cfg`` (a resuming RunConfig) changes of the recorded settings."""
     if not cfg.resume or not RunDir(cfg.resume).config_path.is_file():
         return []
     recorded = recorded_settings(cfg.resume)
     now = cfg.model_dump(mode="json", exclude=_RESUME_ONLY)
-    before = type(cfg).model_validate(recorded).model_dump(mode="json", exclude=_RESUME_ONLY)
+    before = RunConfig.model_validate(recorded).model_dump(mode="json", exclude=_RESUME_ONLY)
     return config_diff(before, now)
 
 
-def pending(rundir: RunDir, benches: list[Any], *, include_failed: bool) -> dict[str, int]:
+def pending(rundir: RunDir, benches: list[BenchRun], *, include_failed: bool) -> dict[str, int]:
     """Samples per benchmark still to run; opening each store reports a damaged one now.
 
     ``include_failed``: failed samples count as done (no ``--retry-failed``).

@@ -26,9 +26,9 @@ from concurrent.futures import Executor, Future
 from evalkit.cache import FrameCache
 from evalkit.cache.build import Outcome, build_one, cache_args
 from evalkit.request_builder import video_spec
-from evalkit.runconfig import RunConfig
+from evalkit.run.config import RunConfig
+from evalkit.run.plan import BenchRun
 from evalkit.rundir import RunDir
-from evalkit.runparts import BenchRun
 from evalkit.sample import VideoRef
 from evalkit.video.types import FrameSpec
 

@@ -1,0 +1,142 @@
+"""The parts every process of a run builds alike from its plan: the engine, the frame
+cache, the miss pool, the judge, a benchmark's request builder and scorer (the in-process
+runner and each replica of a replicated run)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from evalkit.engines import build
+from evalkit.engines.base import Engine
+from evalkit.engines.lifecycle import close_engine
+from evalkit.prompts import PromptPlan
+from evalkit.request_builder import RequestBuilder
+from evalkit.run.config import JudgeConfig, RunConfig
+from evalkit.run.plan import BenchRun, RunPlan
+from evalkit.scoring.context import ScoringContext
+from evalkit.scoring.run_scorer import RunScorer
+from evalkit.video.budget import FrameLog
+
+if TYPE_CHECKING:
+    from evalkit.bench.spec import BenchmarkSpec
+    from evalkit.cache import FrameCache
+    from evalkit.scoring import LLMJudge
+
+
+def make_cache(cfg: RunConfig) -> FrameCache:
+    """The run's frame cache under the configured identity and codec."""
+    from evalkit.cache import FrameCache
+
+    return FrameCache(
+        cfg.cache_root,
+        identity=cfg.cache_identity,
+        codec=cfg.cache_codec,
+        jpeg_quality=cfg.cache_jpeg_quality,
+    )
+
+
+def make_builder(
+    cfg: RunConfig,
+    bench: BenchRun,
+    cache: FrameCache,
+    engine: Engine,
+    pool: ProcessPoolExecutor | None,
+    frame_log: FrameLog,
+) -> RequestBuilder:
+    """The request builder of one benchmark (frames from ``cache``, misses on ``pool``)."""
+    return RequestBuilder(
+        cache=cache,
+        frame_spec=bench.frame_spec,
+        image_spec=bench.spec.images,
+        prompt=bench.prompt,
+        sampling=bench.sampling,
+        require_cache=cfg.require_cache,
+        miss_pool=pool,
+        max_prompt_tokens=getattr(engine, "max_model_len", None),
+        frame_log=frame_log,
+    )
+
+
+def _judge_template(spec: BenchmarkSpec | None) -> str:
+    judge = getattr(spec, "judge", None)
+    name = judge.prompt if judge is not None else "judge"
+    return name if name.endswith(".jinja") else f"{name}.jinja"
+
+
+def make_engine(plan: RunPlan) -> Engine:
+    """Build the plan's backend (heavy imports happen here, not at import time); under
+    ``--mode sync`` the plan names the batch variant (vLLM's LLM.generate on batches, the
+    way other harnesses run it)."""
+    return build(plan.engine, plan.config.model, plan.engine_options)
+
+
+@contextlib.asynccontextmanager
+async def judge_for(
+    cfg: RunConfig, engine: Engine | None, cache_dir: Path
+) -> AsyncIterator[LLMJudge | None]:
+    """The run's LLM judge (or None), released afterwards; each benchmark's scorer gets it
+    with that benchmark's judge prompt (``make_scorer``), nothing process-wide is set."""
+    from evalkit.scoring import LLMJudge
+    from evalkit.scoring.judge_guard import JudgeGuard
+
+    if cfg.judge is None:
+        yield None
+        return
+    jc = cfg.judge
+    own = engine is None
+    engine = engine or build(jc.engine, jc.model, judge_engine_options(jc))
+    judge = LLMJudge(
+        engine=engine,
+        model=jc.model,
+        cache_dir=cache_dir,
+        graded=jc.graded,
+        loop=asyncio.get_running_loop(),  # judged samples are awaited on this loop
+        guard=JudgeGuard(jc.timeout_s, jc.retries, jc.concurrency, jc.max_failures),
+    )
+    try:
+        yield judge
+    finally:
+        if own:
+            await close_engine(engine)
+
+
+def judge_engine_options(jc: JudgeConfig) -> dict[str, Any]:
+    """The judge engine's options with its client timeout set from the judge's, and its
+    own retries off (the judge retries), where its config has such fields."""
+    from evalkit.engines import ENGINE_CONFIGS
+
+    fields = ENGINE_CONFIGS.get(jc.engine).model_fields
+    client = {"timeout_s": jc.timeout_s, "max_retries": 0}
+    return {**{k: v for k, v in client.items() if k in fields}, **jc.engine_options}
+
+
+def make_scorer(
+    spec: BenchmarkSpec | None = None,
+    judge: LLMJudge | None = None,
+    prompt: PromptPlan | None = None,
+    rule: str | None = None,
+) -> RunScorer:
+    """The pipeline's scorer for a benchmark (``RunScorer``), judging with ``judge`` asking
+    the benchmark's judge prompt; where ``prompt`` pre-filled the assistant's turn, samples
+    are scored with that prefix. ``rule`` overrides the spec's headline choice
+    (``BenchmarkSpec.headline_rule``: ``official+judge``, ``evalkit``)."""
+    # each benchmark may prescribe its judge prompt: a judge of its own, the run's unchanged
+    own = judge.with_template(_judge_template(spec)) if judge is not None else None
+    return RunScorer(spec, ScoringContext(own), prompt, rule)
+
+
+@contextlib.contextmanager
+def miss_pool(workers: int) -> Iterator[ProcessPoolExecutor]:
+    """Worker processes that decode cache misses during a run."""
+    from evalkit.cache.build import decoding_pool
+
+    pool = decoding_pool(workers)
+    try:
+        yield pool
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)

@@ -1,0 +1,160 @@
+"""``evalkit run`` as a library call: benchmarks -> samples -> pipeline -> run directory.
+
+The run is an orchestration of the pieces, nothing more: the benchmark registry gives
+specs and samples, the frame cache gives frames, the engine generates, the scorers
+score, the store keeps every finished sample. Settings that change results are frozen
+in the run directory, so a resumed run cannot silently mix configurations.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from evalkit.engines.base import Engine
+from evalkit.engines.lifecycle import close_engine, in_daemon_thread
+from evalkit.errors import ConfigError
+from evalkit.pipeline import Pipeline, PipelineStats
+from evalkit.run.components import (
+    judge_for,
+    make_builder,
+    make_cache,
+    make_engine,
+    make_scorer,
+    miss_pool,
+)
+from evalkit.run.config import RunConfig
+from evalkit.run.open import OpenRun, open_run, run_path
+from evalkit.run.plan import RunPlan, plan_run
+from evalkit.rundir import RunDir
+from evalkit.video.budget import FrameLog
+
+if TYPE_CHECKING:
+    from evalkit.cache import FrameCache
+
+
+@dataclass
+class RunResult:
+    """Where the run lives and what happened per benchmark."""
+
+    path: Path
+    stats: dict[str, PipelineStats]
+    nothing_to_run: bool = False
+    """Every sample was already recorded: no engine was started."""
+
+
+def execute(
+    cfg: RunConfig,
+    engine: Engine | None = None,
+    on_start: Callable[[str, Pipeline], None] | None = None,
+    judge_engine: Engine | None = None,
+    on_open: Callable[[Path], None] | None = None,
+) -> RunResult:
+    """Run every benchmark of ``cfg`` through one engine into one run directory (a run on
+    replicas, ``cfg.on_ray``, goes through ``evalkit.scale.driver.run_replicas``: the
+    scale layer builds on this one, not the other way round). ``on_open(path)`` is called
+    once the run directory exists, before any engine starts."""
+    if cfg.on_ray:
+        raise ConfigError(
+            "replicas build their own engines and are driven by "
+            "evalkit.scale.driver.run_replicas(cfg) (`evalkit run --replicas N`), not execute()"
+        )
+    return asyncio.run(aexecute(cfg, engine, on_start, judge_engine, on_open))
+
+
+async def aexecute(
+    cfg: RunConfig,
+    engine: Engine | None = None,
+    on_start: Callable[[str, Pipeline], None] | None = None,
+    judge_engine: Engine | None = None,
+    on_open: Callable[[Path], None] | None = None,
+) -> RunResult:
+    """:func:`execute` inside a running event loop (one loop for the engine's whole life)."""
+    from evalkit.run.preflight import check_run, media_preflight
+
+    check_run(cfg, engine_given=engine is not None)  # before any run directory exists
+    plan = plan_run(cfg)
+    missing = media_preflight(cfg, plan.benches)  # before the run directory and the engine
+    with open_run(plan, run_path(cfg), missing=missing, on_open=on_open) as run:
+        return await _execute_open(run, engine, on_start, judge_engine)
+
+
+async def _execute_open(
+    run: OpenRun,
+    engine: Engine | None,
+    on_start: Callable[[str, Pipeline], None] | None,
+    judge_engine: Engine | None,
+) -> RunResult:
+    from evalkit.run.resume import pending
+
+    plan, rundir, cfg = run.plan, run.dir, run.plan.config
+    unseen = run.media_missing
+    # the stores are checked (a damaged one is reported) before any engine starts
+    failed_done = cfg.mode == "sync" or not cfg.retry_failed
+    if not any(pending(rundir, plan.benches, include_failed=failed_done).values()):
+        n = {b.name: len(b.samples) for b in plan.benches}
+        done = {name: PipelineStats(total=k, skipped=k) for name, k in n.items()}
+        for name, k in unseen.items():
+            done[name].media_missing = k
+        return RunResult(path=run.path, stats=done, nothing_to_run=not any(unseen.values()))
+    cache = make_cache(cfg)
+    own_engine = engine is None
+    stats: dict[str, PipelineStats] = {}
+    # the pool exists before the engine: the frame cache warms on it while the engine starts
+    with miss_pool(cfg.cache_workers) as pool:
+        if engine is None:
+            engine = await _start_engine(plan, rundir, cache, pool)
+        try:
+            async with judge_for(cfg, judge_engine, rundir.judge_cache_path) as judge:
+                for bench in plan.benches:
+                    frames_seen = FrameLog()
+                    builder = make_builder(cfg, bench, cache, engine, pool, frames_seen)
+                    pipe = Pipeline(
+                        engine,
+                        builder,
+                        make_scorer(bench.spec, judge, bench.prompt, cfg.rule),
+                        run.store(bench.name),
+                        cfg.pipeline,
+                        run.fingerprint,
+                    )
+                    if on_start:
+                        on_start(bench.name, pipe)
+                    if cfg.mode == "sync":
+                        stats[bench.name] = await pipe.run_sync(bench.samples)
+                    else:
+                        stats[bench.name] = await pipe.run(
+                            bench.samples, retry_failed=cfg.retry_failed
+                        )
+                    # for the summary and the report
+                    frames_seen.write(rundir.frames_path, bench.name)
+        finally:
+            if own_engine:
+                await close_engine(engine)
+    for name, k in unseen.items():  # recorded failed by the preflight (--allow-missing)
+        stats[name].media_missing = k
+    return RunResult(path=run.path, stats=stats)
+
+
+async def _start_engine(
+    plan: RunPlan, rundir: RunDir, cache: FrameCache, pool: ProcessPoolExecutor
+) -> Engine:
+    """The run's engine, started on a daemon thread (the loop stays free to take SIGTERM
+    during vLLM's start-up) while the pending samples' frames are decoded into the cache
+    on ``pool`` (``evalkit.run.warmup``; not in ``--mode sync``). Its start time is recorded."""
+    from evalkit.run.warmup import pending_videos, warming, warms_up
+    from evalkit.startup import StartupTimes
+
+    cfg = plan.config
+    jobs = []
+    if warms_up(cfg):
+        jobs = pending_videos(rundir, plan.benches, retry_failed=cfg.retry_failed)
+    t0 = time.perf_counter()
+    with warming(cache, jobs, pool, cfg.cache_workers):
+        engine = await in_daemon_thread(make_engine, plan)
+    StartupTimes(engines_s=time.perf_counter() - t0).write(rundir)
+    return engine

@@ -1,0 +1,102 @@
+"""The run plan: a run resolved once (``plan_run``), the same fingerprint as runs made before
+it, sent to replicas as is (it pickles) and run there without resolving anything again."""
+
+from __future__ import annotations
+
+import asyncio
+import pickle
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evalkit.run import components
+from evalkit.run.config import RunConfig
+from evalkit.run.plan import plan_run
+from tests._run_dirs import BENCH, Counting, run_config, write_set
+
+# Computed by the code before the plan existed (evalkit.runner.run_manifest over
+# resolve_benchmarks) for the configurations below: a run directory made then must resume
+# under the plan without --force, so these values never change.
+PINNED = {
+    "defaults": "327ff48fdc55ca5f",
+    "every result setting": "255120bd9cf36fac",
+}
+SETTINGS: dict[str, dict[str, Any]] = {
+    "defaults": {},
+    "every result setting": {
+        "frames": {"fps": 1.0, "max_pixels": 200704},
+        "max_tokens": 7,
+        "variant": "plain",
+        "cache_codec": "jpeg",
+        "engine_options": {"max_retries": 3, "timeout_s": 5, "base_url": "http://x"},
+        "judge": {"model": "judge-m", "timeout_s": 9},
+        "rule": "official+judge",
+    },
+}
+
+
+def _config(root: Path, **kw: Any) -> RunConfig:
+    # relative paths: the ad-hoc spec records its file's path, so the hash is the same anywhere
+    cfg = run_config(root, **kw)
+    return cfg.model_copy(update={"data": f"{BENCH}.jsonl", "cache_root": "cache"})
+
+
+@pytest.mark.parametrize("name", sorted(PINNED))
+def test_the_fingerprint_is_the_one_runs_made_before_the_plan_recorded(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_set(tmp_path, 3)
+    monkeypatch.chdir(tmp_path)
+    plan = plan_run(_config(tmp_path, **SETTINGS[name]))
+    assert plan.fingerprint == PINNED[name]
+    assert plan.manifest.result_config.fingerprint() == PINNED[name]
+
+
+def test_a_plan_pickles_whole(tmp_path: Path) -> None:
+    """The driver sends the plan to the replicas through Ray's object store."""
+    write_set(tmp_path, 3)
+    plan = plan_run(run_config(tmp_path, max_tokens=5))
+    back = pickle.loads(pickle.dumps(plan))
+    assert back.id == plan.id == plan.fingerprint
+    assert back.manifest.dump() == plan.manifest.dump()
+    (bench,) = back.benches
+    assert bench.name == BENCH and bench.sampling.max_tokens == 5
+    assert [s.id for s in bench.samples] == [s.id for s in plan.bench(BENCH).samples]
+    assert bench.frame_spec == plan.benches[0].frame_spec
+
+
+def test_a_replica_runs_its_plan_without_resolving_any_benchmark(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A replica gets the driver's plan: it never loads a benchmark nor reads a config,
+    and its records carry the plan's fingerprint."""
+    from evalkit.bench import unified_known
+    from evalkit.run import plan as plan_module
+    from evalkit.scale.replica import Replica
+
+    write_set(tmp_path, 4)
+    plan = plan_run(run_config(tmp_path))
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a replica resolved the benchmarks again")
+
+    monkeypatch.setattr(plan_module, "resolve_benchmarks", refuse)
+    monkeypatch.setattr(unified_known, "data_benches", refuse)
+    monkeypatch.setattr(components, "make_engine", lambda plan: Counting())
+    sent = pickle.loads(pickle.dumps(plan))  # as Ray hands it over
+    replica = Replica(sent, str(tmp_path / "runs" / "r"), None, "r0")
+    ids = [s.id for s in plan.bench(BENCH).samples][:3]
+
+    async def one_batch() -> list[tuple[str, dict[str, Any]]]:
+        try:
+            return await replica.run_batch([(BENCH, i) for i in ids], plan.id)
+        finally:
+            await replica.close()
+
+    out = asyncio.run(one_batch())
+    assert sorted(rec["id"] for _, rec in out) == sorted(ids)
+    assert {b for b, _ in out} == {BENCH}
+    assert {rec["fingerprint"] for _, rec in out} == {plan.fingerprint}
+    assert {rec["replica"] for _, rec in out} == {"r0"}
+    assert not (tmp_path / "runs" / "r").exists()  # a replica writes no file of the run
