@@ -28,6 +28,7 @@ from evalkit.bench.media import MissingMedia
 from evalkit.engines import engine_spec, reads_local_checkpoint
 from evalkit.errors import ConfigError
 from evalkit.pipeline import PipelineStats
+from evalkit.records import SampleRecord, ScoreRecord
 from evalkit.runconfig import RunConfig
 from evalkit.rundir import RunDir, new_run_id
 from evalkit.runner import RunResult, model_factor, open_run, resolve_benchmarks
@@ -336,7 +337,7 @@ class Driver:
                 self._lost(name)
             return
         state.leased = max(0, state.leased - len(lease.items))
-        kept: dict[str, list[dict[str, Any]]] = {}
+        kept: dict[str, list[SampleRecord]] = {}
         for bench, record in results:
             if self._accept(state, lease, bench, record):
                 kept.setdefault(bench, []).append(record)
@@ -344,19 +345,17 @@ class Driver:
             self.stores[bench].append_many(recs)
         self.queue.release(lease.id)  # samples the batch did not return: queued again
 
-    def _accept(
-        self, state: ReplicaState, lease: Lease, bench: str, record: dict[str, Any]
-    ) -> bool:
+    def _accept(self, state: ReplicaState, lease: Lease, bench: str, record: SampleRecord) -> bool:
         """Whether the queue accepts ``record`` (counted); a refused one is discarded."""
-        key: Key = (bench, str(record["id"]))
+        key: Key = (bench, record.id)
         if not self.queue.complete(lease.id, key):
             state.discarded += 1
             return False
         st = self.stats[bench]
-        if record.get("status") == "ok":
+        if record.status == "ok":
             st.completed += 1
             state.done += 1
-            output = (record.get("tokens") or {}).get("output") or 0
+            output = (record.tokens.output if record.tokens else None) or 0
             st.output_tokens += output
             state.output_tokens += output
         else:
@@ -483,6 +482,19 @@ class Driver:
         )
 
 
+def _echo_record(bench: str, sid: str, replica: str) -> SampleRecord:
+    """The least ``ok`` record the store takes (EchoReplica's answer)."""
+    return SampleRecord(
+        id=sid,
+        status="ok",
+        score=ScoreRecord(value=1.0),
+        benchmark=bench,
+        task_type="echo",
+        fingerprint="",
+        replica=replica,
+    )
+
+
 class EchoReplica:
     """A replica that answers each batch with a minimal record per sample, after
     ``delay_s``: with none, what is left of a batch's time is the driver's (lease,
@@ -513,13 +525,13 @@ class EchoReplica:
         await self.setup()
         return shm_report(self._shm_before)
 
-    async def run_batch(self, keys: list[Key]) -> list[tuple[str, dict[str, Any]]]:
+    async def run_batch(self, keys: list[Key]) -> list[tuple[str, SampleRecord]]:
         """One ``ok`` record per key, stamped with this replica."""
         if self.delay_s:
             import asyncio
 
             await asyncio.sleep(self.delay_s)
-        return [(b, {"id": sid, "status": "ok", "replica": self.name}) for b, sid in keys]
+        return [(b, _echo_record(b, sid, self.name)) for b, sid in keys]
 
     async def close(self) -> None:
         """Nothing to stop."""

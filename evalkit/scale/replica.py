@@ -19,6 +19,7 @@ from typing import Any, cast
 from evalkit.engines import engine_spec, reads_local_checkpoint
 from evalkit.engines.lifecycle import held_shm, shm_listing
 from evalkit.pipeline import Pipeline
+from evalkit.records import SampleRecord
 from evalkit.runconfig import RunConfig
 from evalkit.rundir import RunDir
 from evalkit.sample import Sample
@@ -35,11 +36,11 @@ class RecordSink:
 
     def __init__(self, replica: str) -> None:
         self.replica = replica
-        self.records: list[dict[str, Any]] = []
+        self.records: list[SampleRecord] = []
 
-    def append(self, record: dict[str, Any]) -> None:
+    def append(self, record: SampleRecord) -> None:
         """Keep one finished record, stamped with this replica."""
-        self.records.append({**record, "replica": self.replica})
+        self.records.append(record.stamped(self.replica))
 
     def done_ids(self, *, include_failed: bool = True) -> set[str]:
         """No sample is done from the pipeline's point of view (see the class)."""
@@ -111,13 +112,13 @@ class Replica:
         pool = self._stack.enter_context(miss_pool(cfg.cache_workers))
         self._parts = {"engine": engine, "judge": judge, "pool": pool, "cache": make_cache(cfg)}
 
-    async def run_batch(self, keys: list[tuple[str, str]]) -> list[tuple[str, dict[str, Any]]]:
+    async def run_batch(self, keys: list[tuple[str, str]]) -> list[tuple[str, SampleRecord]]:
         """Run the leased samples through the pipeline; (benchmark, record) of each."""
         await self.setup()
         by_bench: dict[str, list[Sample]] = {}
         for bench, sid in keys:
             by_bench.setdefault(bench, []).append(self._samples[(bench, sid)])
-        out: list[tuple[str, dict[str, Any]]] = []
+        out: list[tuple[str, SampleRecord]] = []
         for bench, samples in by_bench.items():
             sink = RecordSink(self.name)
             await self._pipeline(bench, sink).run(samples)

@@ -44,13 +44,11 @@ class Rec:
     """The prompt text the model was asked (kept in the record as a run keeps it)."""
 
 
-def record(rec: Rec, benchmark: str, fingerprint: str = "") -> dict[str, Any]:
+def record(rec: Rec, benchmark: str, fingerprint: str = "") -> SampleRecord:
     """The store record the pipeline would write for ``rec`` (by the pipeline's writer)."""
     out = _written(rec, benchmark, fingerprint)
-    if rec.replica is None:
-        return out
-    # a replica tags the writer's record with its name, as evalkit.scale's replicas do
-    return SampleRecord.model_validate({**out, "replica": rec.replica}).dump()
+    # a replica stamps the writer's record with its name, as evalkit.scale's replicas do
+    return out if rec.replica is None else out.stamped(rec.replica)
 
 
 def sample_of(rec: Rec, benchmark: str) -> Sample:
@@ -65,7 +63,7 @@ def sample_of(rec: Rec, benchmark: str) -> Sample:
     )
 
 
-def _written(rec: Rec, benchmark: str, fingerprint: str) -> dict[str, Any]:
+def _written(rec: Rec, benchmark: str, fingerprint: str) -> SampleRecord:
     sample = sample_of(rec, benchmark)
     timings = rec.timings or {}
     if rec.failed_stage:
