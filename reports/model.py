@@ -6,9 +6,9 @@ renderers (which therefore do not depend on how a run directory is read).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from evalkit.bench.aggregations import AggregateResult, Scored
 from evalkit.bench.spec import BenchmarkSpec
@@ -16,9 +16,6 @@ from evalkit.manifest import ResultConfig, RunManifest
 from evalkit.records import SampleRecord
 
 from .sensitivity import Sensitivity
-
-if TYPE_CHECKING:
-    from .reference import ReferenceCheck
 
 FailedPolicy = Literal["zero", "exclude"]
 
@@ -51,6 +48,41 @@ class Counts:
     def partial(self) -> bool:
         """The run holds fewer samples than the benchmark has (``--limit``, unfinished)."""
         return self.available is not None and self.total < self.available
+
+
+@dataclass
+class ReferenceCheck:
+    """Our number against one published number."""
+
+    benchmark: str
+    model: str
+    metric: str
+    reference: float
+    value: float | None
+    delta: float | None
+    tolerance: float
+    variant: str | None
+    settings_text: str
+    source: str
+    settings_diff: list[str] = field(default_factory=list)
+
+    @property
+    def within(self) -> bool | None:
+        """|delta| <= tolerance (None when we have no number)."""
+        return None if self.delta is None else abs(self.delta) <= self.tolerance + 1e-9
+
+    @property
+    def verdict(self) -> str:
+        """match / miss / no score."""
+        if self.within is None:
+            return "no score"
+        return "match" if self.within else "miss"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able form."""
+        d = asdict(self)
+        d.update(within=self.within, verdict=self.verdict)
+        return d
 
 
 @dataclass
@@ -111,4 +143,4 @@ class RunReport:
         return self.result_config.model
 
 
-__all__ = ["BenchmarkReport", "Counts", "FailedPolicy", "RunReport"]
+__all__ = ["BenchmarkReport", "Counts", "FailedPolicy", "ReferenceCheck", "RunReport"]
