@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from evalkit.errors import ConfigError, DataError
-from evalkit.predictions import Matched, Matcher, detect
+from evalkit.predictions import Matched, Matcher, PredictionRow, detect
 from evalkit.sample import Sample
 
 if TYPE_CHECKING:
@@ -515,7 +515,7 @@ def _check_matched(
     )
 
 
-def _label(row: Any) -> str:
+def _label(row: PredictionRow) -> str:
     """A row as an error shows it: its id, else its key fields, shortened."""
     if row.keys.get("id") is not None:
         return repr(str(row.keys["id"]))

@@ -15,7 +15,7 @@ from typing import Any
 from evalkit import tasks
 from evalkit.sample import Sample
 from evalkit.scoring.context import NO_CONTEXT, ScoringContext
-from evalkit.scoring.router import score, score_rules
+from evalkit.scoring.router import Prediction, score, score_rules
 from evalkit.scoring.rules import EVALKIT
 from evalkit.scoring.types import Score
 
@@ -37,7 +37,7 @@ class Verdicts:
 
 def score_all(
     sample: Sample,
-    prediction: Any,
+    prediction: Prediction,
     ctx: ScoringContext = NO_CONTEXT,
     *,
     rule: str | None = None,
@@ -63,7 +63,7 @@ def headline_rule(sample: Sample, rule: str | None, scorer_name: str | None = No
 def with_other_rules(
     main: Score,
     sample: Sample,
-    prediction: Any,
+    prediction: Prediction,
     headline: str | None,
     scorer_name: str | None = None,
 ) -> Verdicts:

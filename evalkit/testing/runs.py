@@ -11,13 +11,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalkit.records import SampleRecord, failed_record, ok_record
 from evalkit.rundir import RunDir
 from evalkit.sample import Sample
 from evalkit.scoring.types import Score
 from evalkit.scoring.verdicts import Verdicts
+
+if TYPE_CHECKING:
+    from evalkit.runconfig import RunConfig
+    from evalkit.runparts import BenchRun
 
 
 @dataclass
@@ -178,7 +182,7 @@ def _known(name: str) -> bool:
     return True
 
 
-def _adhoc(cfg: Any, path: Path, name: str, samples: list[Sample]) -> Any:
+def _adhoc(cfg: RunConfig, path: Path, name: str, samples: list[Sample]) -> BenchRun:
     """An ad-hoc ``--data`` benchmark of rows of no known source (``data_benches``)."""
     from evalkit import runner
     from evalkit.bench.unified import unified_spec
