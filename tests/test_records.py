@@ -161,3 +161,17 @@ def test_a_record_of_a_configuration_the_run_never_recorded_is_left_out_and_flag
     b = load_run(run, bootstrap=0).benchmarks["Video-MME"]
     assert b.overall == 50.0 and b.counts.total == 4 and b.counts.foreign == 1
     assert any("'0123456789abcdef' (1)" in n and "neither config.json" in n for n in b.notes)
+
+
+def test_a_records_line_is_the_one_the_store_always_wrote() -> None:
+    """The line format is the on-disk contract (old runs load, the report snapshot holds):
+    declaration order, unset fields left out, non-ASCII kept, the replica stamp last."""
+    sample = SAMPLE.model_copy(update={"id": "é1", "fields": {"domain": "Ünïcode"}})
+    rec = failed_record(sample, "engine", "EngineError: x", fingerprint="fp", timings={"a": 1.5})
+    assert rec.stamped("r1").line() == (
+        '{"id": "é1", "status": "failed", "stage": "engine", "error": "EngineError: x", '
+        '"prediction": null, "score": null, "benchmark": "Video-MME", '
+        '"task_type": "multiple_choice", "target": "B", "fields": {"domain": "Ünïcode"}, '
+        '"timings": {"a": 1.5}, "fingerprint": "fp", "replica": "r1"}\n'
+    )
+    assert check_line(rec.line(), "b.jsonl", 1) == rec

@@ -120,3 +120,25 @@ def test_a_read_only_store_is_a_one_line_disk_error(tiny_disk: Path) -> None:
     subprocess.run(["mount", "-o", "remount,ro", str(tiny_disk)], check=True)
     with pytest.raises(DiskError, match=f"read-only file system while writing {path}"):
         Store(path)
+
+
+def test_the_store_holds_typed_records_read_back_from_their_lines(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    with Store(path) as store:
+        store.append(ok("a"))
+        store.append(failed("b"))
+    with Store(path) as again:
+        got = again.records()
+    assert all(isinstance(r, SampleRecord) for r in got)
+    assert [(r.id, r.status) for r in got] == [("a", "ok"), ("b", "failed")]
+    assert [r.line() for r in got] == path.read_text().splitlines(keepends=True)
+
+
+def test_a_line_that_is_not_a_valid_record_is_named_with_its_field_on_open(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "r.jsonl"
+    bad = {**ok("b").dump(), "score": {"value": 7.0}}  # JSON with an id, but no record
+    path.write_text(ok("a").line() + json.dumps(bad) + "\n")
+    with pytest.raises(DataError, match=r"r\.jsonl:2: not a valid result record \(field 'score"):
+        Store(path)
