@@ -16,7 +16,10 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from evalkit.run.config import RunConfig
 
 BANNER = (
     "NOTE: the demo model is a tiny, RANDOMLY INITIALISED Qwen2.5-VL (~1 M parameters).\n"
@@ -67,7 +70,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def _run_config(args: argparse.Namespace, model: Path, work: Path, run_id: str | None) -> Any:
+def _run_config(args: argparse.Namespace, model: Path, work: Path, run_id: str | None) -> RunConfig:
     from evalkit.run.config import RunConfig
 
     return RunConfig(
@@ -92,7 +95,7 @@ def _run_config(args: argparse.Namespace, model: Path, work: Path, run_id: str |
     )
 
 
-def _evaluate(cfg: Any, title: str) -> Path:
+def _evaluate(cfg: RunConfig, title: str) -> Path:
     """``evalkit run`` on ``cfg``; prints the per-benchmark stats, returns the run dir."""
     from evalkit.run.execute import execute
     from evalkit.rundir import RunDir

@@ -101,17 +101,17 @@ def _per_sample(run_dir: Path, bench: str) -> dict[str, dict[str, Any]]:
     out = {}
     from evalkit.rundir import RunDir
 
-    for line in RunDir(run_dir).store_path(bench).read_text().splitlines():
-        rec = json.loads(line)
-        score = rec.get("score") or {}
-        if rec.get("status") != "ok" or score.get("value") is None:
-            continue
-        out[rec["id"]] = {
-            "family": rec.get("fields", {}).get("family", "?"),
-            "score": float(score["value"]),
-            "format": float((score.get("metadata") or {}).get("format", 0.0)),
-            "answer": score.get("answer"),
-        }
+    with RunDir(run_dir).store(bench) as store:
+        for rec in store.records():
+            score = rec.score
+            if score is None or score.value is None:
+                continue
+            out[rec.id] = {
+                "family": rec.fields.get("family", "?"),
+                "score": score.value,
+                "format": float(score.metadata.get("format", 0.0)),
+                "answer": score.answer,
+            }
     return out
 
 

@@ -10,20 +10,24 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from evalkit.records import SampleRecord
+    from evalkit.rundir import RunDir
 
 _PATHS = re.compile(r"[^\s(),]*/[^\s(),]*")
 
 
-def reason_of(record: dict[str, Any]) -> str:
+def reason_of(record: SampleRecord) -> str:
     """A failure's reason with its paths blanked, so that one cause over many files
     counts as one reason (``media not found: ... (searched ...)``)."""
-    error = str(record.get("error") or "no error recorded")
+    error = record.error or "no error recorded"
     first = error.strip().splitlines()[0] if error.strip() else error
-    return f"{_PATHS.sub('...', first)[:160]} (stage {record.get('stage')})"
+    return f"{_PATHS.sub('...', first)[:160]} (stage {record.stage})"
 
 
-def all_failed(rundir: Any, benchmarks: Iterable[str]) -> str | None:
+def all_failed(rundir: RunDir, benchmarks: Iterable[str]) -> str | None:
     """None unless the run's ``benchmarks`` hold records and every one of them failed;
     then one line: how many, and the most common reason with its count."""
     reasons: Counter[str] = Counter()
@@ -35,7 +39,7 @@ def all_failed(rundir: Any, benchmarks: Iterable[str]) -> str | None:
         with rundir.store(name) as store:
             for record in store.records():
                 total += 1
-                if record.get("status") == "ok":
+                if record.status == "ok":
                     return None
                 reasons[reason_of(record)] += 1
                 example = example or str(rundir.store_path(name))

@@ -396,6 +396,6 @@ class _Once:
         if fn is not None:
             fn()
 
-    def on_done(self, _: Any) -> None:
+    def on_done(self, _: object) -> None:
         """The same, as a task's done callback."""
         self()

@@ -1,10 +1,12 @@
 """The run record: one typed model for a sample's line in a results store.
 
 The writers below (:func:`ok_record` / :func:`failed_record`, used by the pipeline and
-``evalkit score``) build a :class:`SampleRecord` and dump it; the report validates every
-line it reads against the same model (:func:`check_line`), so the contract lives in one
-place. A line that does not fit is named (file, line, field) and left out, never turned
-into a crash or a score outside [0, 1].
+``evalkit score``) build a :class:`SampleRecord`; the store turns it into its line
+(:meth:`SampleRecord.line`, the one place a record becomes a line) and every reader, the
+store's own resume and the report alike, turns a line back into one (:func:`check_line`,
+the one place a line becomes a record), so the contract lives in one place and readers
+take the model, never its string keys. A line that does not fit is named (file, line,
+field) and left out, never turned into a crash or a score outside [0, 1].
 """
 
 from __future__ import annotations
@@ -148,6 +150,15 @@ class SampleRecord(BaseModel):
         """The line as written: only the fields the writer set, in declaration order."""
         return self.model_dump(exclude_unset=True)
 
+    def line(self) -> str:
+        """The record's line in a results store (JSON + newline, fields as :meth:`dump`)."""
+        return json.dumps(self.dump(), ensure_ascii=False, default=_jsonable) + "\n"
+
+    def stamped(self, replica: str) -> SampleRecord:
+        """This record stamped with the replica that produced it (validated, so a bad name
+        fails here, in the replica, not in the driver's store)."""
+        return SampleRecord.model_validate({**self.dump(), "replica": replica})
+
 
 def check_line(raw: bytes | str, file: str, line: int) -> SampleRecord | Problem:
     """One store line as a record, or what is wrong with it (file, line, field)."""
@@ -168,6 +179,15 @@ def check_line(raw: bytes | str, file: str, line: int) -> SampleRecord | Problem
         return Problem(file, row, where or None, f"{err['msg']}{got}{more}")
 
 
+def _jsonable(obj: Any) -> Any:
+    """Fallback encoder: numpy scalars/arrays and other odd values a scorer may return."""
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    if hasattr(obj, "to_dict"):
+        return obj.to_dict()
+    return str(obj)
+
+
 def _short(value: Any, limit: int = 60) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -186,7 +206,7 @@ def ok_record(
     prompt_hash: str | None = None,
     tokens: dict[str, int] | None = None,
     prompt: dict[str, str] | None = None,
-) -> dict[str, Any]:
+) -> SampleRecord:
     """The record of a scored sample (``evalkit run`` and ``evalkit score`` both write it).
 
     With ``Verdicts`` it names the headline ``rule`` and holds the compact verdict of every
@@ -219,7 +239,7 @@ def ok_record(
     )
     if len(texts) > 1:
         record["predictions"] = texts
-    return SampleRecord.model_validate(record).dump()
+    return SampleRecord.model_validate(record)
 
 
 def failed_record(
@@ -232,7 +252,7 @@ def failed_record(
     prediction: str | None = None,
     traceback: str | None = None,
     prompt: dict[str, str] | None = None,
-) -> dict[str, Any]:
+) -> SampleRecord:
     """The record of a sample that failed at ``stage`` (io, engine, score, predictions);
     ``traceback`` where the failure is a bug to fix (a scorer that raised); ``prompt``
     where it was rendered before the failure (engine, score)."""
@@ -250,7 +270,7 @@ def failed_record(
     }
     if traceback is not None:
         record["traceback"] = traceback
-    return SampleRecord.model_validate(record).dump()
+    return SampleRecord.model_validate(record)
 
 
 def scorer_failure(result: Score | Verdicts) -> ScorerFailure | None:

@@ -10,9 +10,12 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from evalkit.atomic import write_text_atomic
+
+if TYPE_CHECKING:
+    from evalkit.rundir import RunDir
 
 
 @dataclass
@@ -27,7 +30,7 @@ class StartupTimes:
     replicas: int = 1
     ray_address: str | None = None
 
-    def write(self, rundir: Any) -> None:
+    def write(self, rundir: RunDir) -> None:
         """Into the run directory (``RunDir.startup_path``); a resumed run overwrites it."""
         write_text_atomic(rundir.startup_path, json.dumps(asdict(self), indent=2) + "\n")
 

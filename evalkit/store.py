@@ -6,21 +6,22 @@ that fails part-way (disk full, read-only) is cut back to the last whole record 
 and raises :class:`~evalkit.errors.DiskError`: the torn record is never counted, and the
 file stays one a resume can open. Records
 are keyed by sample id, never by position: resuming skips ids already present, whatever
-order they finished in.
+order they finished in. The store holds typed records (:class:`~evalkit.records.SampleRecord`):
+it writes each as :meth:`~evalkit.records.SampleRecord.line` and reads each line back with
+:func:`~evalkit.records.check_line`, the one place either way.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import json
 import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-from evalkit.errors import DataError, DiskError, disk_error
+from evalkit.errors import DataError, DiskError, Problem, disk_error
+from evalkit.records import SampleRecord, check_line
 
 
 class Store:
@@ -30,7 +31,7 @@ class Store:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._records: dict[str, dict[str, Any]] = {}
+        self._records: dict[str, SampleRecord] = {}
         try:
             self._repair_and_load()
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -52,29 +53,27 @@ class Store:
         for lineno, line in enumerate(data[:good_end].splitlines(), 1):
             if not line.strip():
                 continue
-            try:
-                rec = json.loads(line)
-                sid = str(rec["id"])
-            except (ValueError, KeyError, TypeError) as exc:
+            rec = check_line(line, str(self.path), lineno)
+            if isinstance(rec, Problem):
+                field = f"field {rec.field!r}: " if rec.field else ""
                 raise DataError(
-                    f"{self.path}:{lineno}: not a valid result record ({exc}); "
+                    f"{self.path}:{lineno}: not a valid result record ({field}{rec.message}); "
                     "the file was edited by hand or written by another tool; fix or delete "
                     "that line (its sample is then rerun) and resume"
-                ) from None
-            self._records[sid] = rec  # a later record (a retry) supersedes an earlier one
+                )
+            self._records[rec.id] = rec  # a later record (a retry) supersedes an earlier one
 
-    def append(self, record: dict[str, Any]) -> None:
+    def append(self, record: SampleRecord) -> None:
         """Write one record durably (one line, fsync'd) before returning."""
-        sid = str(record["id"])
-        line = (json.dumps(record, ensure_ascii=False, default=_jsonable) + "\n").encode()
+        line = record.line().encode()
         with self._lock:
-            prev = self._records.get(sid)
-            if prev is not None and prev.get("status") == "ok":
-                raise DataError(f"{self.path}: sample {sid!r} already has a finished record")
+            prev = self._records.get(record.id)
+            if prev is not None and prev.status == "ok":
+                raise DataError(f"{self.path}: sample {record.id!r} already has a finished record")
             self._write(line)
-            self._records[sid] = record
+            self._records[record.id] = record
 
-    def append_many(self, records: list[dict[str, Any]]) -> None:
+    def append_many(self, records: list[SampleRecord]) -> None:
         """Write several records durably with one fsync (a replica's batch: a crash before
         it returns loses them all, and resume reruns them, never a part twice)."""
         if not records:
@@ -83,15 +82,15 @@ class Store:
         with self._lock:
             batch: set[str] = set()
             for record in records:
-                sid = str(record["id"])
+                sid = record.id
                 prev = self._records.get(sid)
-                if sid in batch or (prev is not None and prev.get("status") == "ok"):
+                if sid in batch or (prev is not None and prev.status == "ok"):
                     raise DataError(f"{self.path}: sample {sid!r} already has a finished record")
                 batch.add(sid)
-                lines.append(json.dumps(record, ensure_ascii=False, default=_jsonable) + "\n")
+                lines.append(record.line())
             self._write("".join(lines).encode())
             for record in records:
-                self._records[str(record["id"])] = record
+                self._records[record.id] = record
 
     def _write(self, data: bytes) -> None:
         """Append ``data`` (whole lines) and fsync, every byte or none: a short or failed
@@ -126,17 +125,15 @@ class Store:
         """Ids that need no rerun: finished ones, and failed ones unless retrying failures."""
         with self._lock:
             return {
-                sid
-                for sid, rec in self._records.items()
-                if include_failed or rec.get("status") == "ok"
+                sid for sid, rec in self._records.items() if include_failed or rec.status == "ok"
             }
 
-    def records(self) -> list[dict[str, Any]]:
+    def records(self) -> list[SampleRecord]:
         """The latest record of every sample, in the order they were first written."""
         with self._lock:
             return list(self._records.values())
 
-    def __iter__(self) -> Iterator[dict[str, Any]]:
+    def __iter__(self) -> Iterator[SampleRecord]:
         return iter(self.records())
 
     def __len__(self) -> int:
@@ -153,12 +150,3 @@ class Store:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _jsonable(obj: Any) -> Any:
-    """Fallback encoder: numpy scalars/arrays and other odd values a scorer may return."""
-    if hasattr(obj, "tolist"):
-        return obj.tolist()
-    if hasattr(obj, "to_dict"):
-        return obj.to_dict()
-    return str(obj)

@@ -22,9 +22,12 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from _scalecost import _generator, log
+
+if TYPE_CHECKING:
+    from evalkit.records import SampleRecord
 
 PIXELS = [str(28 * 28 * 4), str(224 * 168)]  # min, max: small frames for the tiny model
 FRAMES = ["--fps", "2", "--max-frames", "16", "--min-pixels", PIXELS[0], "--max-pixels", PIXELS[1]]
@@ -134,29 +137,25 @@ def _run(work: Path, data: Path, model: str, n: int) -> dict[str, Any]:
     log(f"evalkit run with {n} replica(s)")
     with CpuSampler() as cpu:
         wall = _evalkit(argv, cpu)
+    from evalkit.reports.load import read_records
     from evalkit.rundir import RunDir
 
     run = RunDir(work / "runs" / run_id)
-    records = [
-        json.loads(line)
-        for bench in run.benchmarks()
-        for line in run.store_path(bench).read_text().splitlines()
-        if line.strip()
-    ]
-    stamps = [r.get("timings") or {} for r in records]
+    records = [r for bench in run.benchmarks() for r in read_records(run.store_path(bench))]
+    stamps = [r.timings for r in records]
     starts = [t["io_start"] for t in stamps if t.get("io_start") is not None]
     ends = [t["finished"] for t in stamps if t.get("finished") is not None]
     span = max(ends) - min(starts) if starts and ends else None
     p = f"replicas_{n}"
     return _overlap(p, records) | {
         f"{p}_records": len(records),
-        f"{p}_unique_ids": len({r["id"] for r in records}),
-        f"{p}_ok": sum(r.get("status") == "ok" for r in records),
-        f"{p}_first_error": next((r["error"] for r in records if r.get("error")), None),
+        f"{p}_unique_ids": len({r.id for r in records}),
+        f"{p}_ok": sum(r.status == "ok" for r in records),
+        f"{p}_first_error": next((r.error for r in records if r.error), None),
         f"{p}_process_wall_s": round(wall, 2),
         f"{p}_records_span_s": round(span, 3) if span else None,
         f"{p}_samples_per_s": round(len(records) / span, 4) if span else None,
-        f"{p}_records_per_replica": dict(Counter(str(r.get("replica")) for r in records)),
+        f"{p}_records_per_replica": dict(Counter(str(r.replica) for r in records)),
         # the whole machine (shared with other jobs) and this run's own process tree
         f"cpu_percent_{p}_machine_mean": cpu.mean(),
         f"cpu_percent_{p}_machine_per_core": cpu.per_core(),
@@ -165,12 +164,12 @@ def _run(work: Path, data: Path, model: str, n: int) -> dict[str, Any]:
     }
 
 
-def _overlap(p: str, records: list[dict[str, Any]]) -> dict[str, Any]:
+def _overlap(p: str, records: list[SampleRecord]) -> dict[str, Any]:
     """How long every replica was producing at once (first to last finish of each)."""
     ends: dict[str, list[float]] = {}
     for r in records:
-        if (t := (r.get("timings") or {}).get("finished")) is not None:
-            ends.setdefault(str(r.get("replica")), []).append(t)
+        if (t := r.timings.get("finished")) is not None:
+            ends.setdefault(str(r.replica), []).append(t)
     if len(ends) < 2:
         return {f"{p}_all_replicas_producing_s": None}
     window = min(max(v) for v in ends.values()) - max(min(v) for v in ends.values())

@@ -95,8 +95,11 @@ def run(folder: Path, judge: Judge | None, guard: JudgeGuard, n: int) -> dict[st
     end = asyncio.run(main())
     with Store(folder / "b.jsonl") as store:
         records = store.records()
-    last = max(r["timings"]["scored"] for r in records if r["id"].startswith("u"))
-    down = sum(r["score"]["metadata"].get("judge_status") == "unavailable" for r in records)
+    last = max(r.timings["scored"] or 0.0 for r in records if r.id.startswith("u"))
+    down = sum(
+        r.score is not None and r.score.metadata.get("judge_status") == "unavailable"
+        for r in records
+    )
     return {"s": end - start, "last_unjudged_s": last - start, "unavailable": down}
 
 

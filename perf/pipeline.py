@@ -34,7 +34,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from evalkit.records import SampleRecord
 
 PERF = Path(__file__).resolve().parent
 
@@ -51,9 +54,9 @@ def _video_generator() -> Any:
     return module.generate
 
 
-def busy_fraction(records: list[dict[str, Any]], wall_s: float) -> float:
+def busy_fraction(records: list[SampleRecord], wall_s: float) -> float:
     """Fraction of the wall time with at least one request inside the engine."""
-    spans = sorted((r["timings"]["submitted"], r["timings"]["finished"]) for r in records)
+    spans = sorted((r.timings["submitted"], r.timings["finished"]) for r in records)
     busy, end = 0.0, float("-inf")
     for a, b in spans:
         if b <= end:
@@ -63,11 +66,11 @@ def busy_fraction(records: list[dict[str, Any]], wall_s: float) -> float:
     return busy / wall_s if wall_s > 0 else 0.0
 
 
-def decode_occupancy_sync(records: list[dict[str, Any]], ids: list[str], batch: int) -> float:
+def decode_occupancy_sync(records: list[SampleRecord], ids: list[str], batch: int) -> float:
     """Mean share of the engine's ``batch`` sequence slots that decode, over the decode
     steps of sync batches: a batch runs as many steps as its longest answer, and a slot
     whose answer ended idles until the batch does (prefill steps not counted)."""
-    out = {r["id"]: r["tokens"]["output"] for r in records}
+    out = {r.id: (r.tokens.output if r.tokens else None) or 0 for r in records}
     used = steps = 0
     for i in range(0, len(ids), batch):
         lengths = [out[x] for x in ids[i : i + batch]]
@@ -158,9 +161,9 @@ async def run_mode(
         stats = await (pipe.run_sync(samples) if sync else pipe.run(samples))
         wall = time.time() - t0
         records = store.records()
-    failed = [r for r in records if r["status"] != "ok"]
+    failed = [r for r in records if r.status != "ok"]
     if failed:
-        raise SystemExit(f"{name}: {len(failed)} samples failed, e.g. {failed[0]['error']}")
+        raise SystemExit(f"{name}: {len(failed)} samples failed, e.g. {failed[0].error}")
     log(f"{name}: {len(records)} samples in {wall:.1f} s")
     return {"wall_s": wall, "records": records, "stats": stats, "t0": t0}
 
@@ -176,7 +179,7 @@ def timeline(result: dict[str, Any]) -> list[dict[str, Any]]:
     t0 = result["t0"]
     keys = ("io_start", "io_end", "submitted", "first_token", "finished", "scored")
     return [
-        {"id": r["id"], **{k: round(r["timings"][k] - t0, 4) for k in keys if r["timings"].get(k)}}
+        {"id": r.id, **{k: round(t - t0, 4) for k in keys if (t := r.timings.get(k))}}
         for r in result["records"]
     ]
 

@@ -13,8 +13,8 @@ if __name__ != "evalkit.reports":
     raise ImportError(f"import evalkit.reports, not {__name__} (reports/ installs under evalkit)")
 
 from .load import load_run
-from .model import BenchmarkReport, Counts, RunReport
-from .reference import ReferenceCheck, Verdict, verdicts
+from .model import BenchmarkReport, Counts, ReferenceCheck, RunReport
+from .reference import Verdict, verdicts
 from .report import FORMATS, Report, build_report, write_report
 from .uncertainty import Comparison, compare
 

@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from evalkit.bench.aggregations import Scored
 from evalkit.bench.aggregations.base import groups_of
+
+if TYPE_CHECKING:
+    from evalkit.bench.spec import BenchmarkSpec
 
 Form = Callable[[np.ndarray], np.ndarray]
 """counts (B, C) -> overall number per replicate (B,), NaN where undefined."""
@@ -34,7 +37,7 @@ def cluster_key(s: Scored, group_field: str | None) -> str:
 
 
 def linear_form(
-    spec: Any,
+    spec: BenchmarkSpec | None,
     scored: Sequence[Scored],
     group_field: str | None,
     keys: Sequence[str],
@@ -48,7 +51,7 @@ def linear_form(
     if name == "mean":
         form = _mean_form(scored, rows, len(keys))
     elif name == "macro_mean":
-        params = spec.aggregation.params
+        params = spec.aggregation.params if spec is not None else {}
         form = _macro_form(scored, rows, len(keys), params["field"], params.get("groups"))
     elif group_field:
         form = _unit_form(scored, rows, len(keys), official)
@@ -76,7 +79,9 @@ def _mean_form(scored: Sequence[Scored], rows: list[int], n: int) -> Form:
     return lambda c: _ratio(c @ total, c @ count)
 
 
-def _macro_form(scored: Sequence[Scored], rows: list[int], n: int, field: str, groups: Any) -> Form:
+def _macro_form(
+    scored: Sequence[Scored], rows: list[int], n: int, field: str, groups: Sequence[str] | None
+) -> Form:
     names = sorted({g for s in scored if s.value is not None for g in groups_of(s.sample, field)})
     col = {g: j for j, g in enumerate(names)}
     total, count = np.zeros((n, len(names))), np.zeros((n, len(names)))

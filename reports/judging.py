@@ -8,20 +8,19 @@ was not made (``evalkit.scoring.judge_guard``). Either way the sample is not sco
 
 from __future__ import annotations
 
-from typing import Any
+from evalkit.records import SampleRecord
 
 
-def judge_status(record: dict[str, Any]) -> str | None:
+def judge_status(record: SampleRecord) -> str | None:
     """``unavailable``, ``failed`` or None (judged, or never sent to a judge)."""
-    score = record.get("score")
-    meta = score.get("metadata") if isinstance(score, dict) else None
-    if not isinstance(meta, dict):
+    if record.score is None:
         return None
+    meta = record.score.metadata
     found = {meta.get("judge_status"), meta.get("cot_judge_status")}
     return next((s for s in ("unavailable", "failed") if s in found), None)
 
 
-def judge_notes(records: list[dict[str, Any]]) -> list[str]:
+def judge_notes(records: list[SampleRecord]) -> list[str]:
     """One note when the judge was down or failed calls (none when it answered them all)."""
     statuses = [judge_status(r) for r in records]
     down, failed = statuses.count("unavailable"), statuses.count("failed")

@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.bench.aggregations import AGGREGATIONS, AggregateResult, Scored, aggregate
+from evalkit.bench.spec import BenchmarkSpec
 from evalkit.errors import DataError
-from evalkit.manifest import RunManifest
+from evalkit.manifest import BenchmarkSettings, RunManifest
+from evalkit.records import SampleRecord, ScoreRecord
 from evalkit.rundir import RunDir, store_stem
 from evalkit.sample import Sample
 
@@ -38,7 +40,6 @@ def load_run(
     rundir = RunDir(path)
     if not rundir.config_path.is_file():
         raise DataError(f"{rundir.path}: not a run directory (no config.json)")
-    config = rundir.config()
     manifest = rundir.manifest()
     configurations = rundir.configurations()
     by_file = {store_stem(name): name for name in manifest.result_config.benchmarks}
@@ -52,7 +53,7 @@ def load_run(
     if not out:
         raise DataError(f"{rundir.path}: the run has no results yet (no <benchmark>.jsonl)")
     live = [name for name, b in out.items() if b.live_spec]
-    return RunReport(rundir.path, rundir.path.name, config, out, failed, live_specs=live)
+    return RunReport(rundir.path, rundir.path.name, manifest, out, failed, live_specs=live)
 
 
 def load_benchmark(
@@ -84,7 +85,7 @@ def load_benchmark(
     if counts.partial:
         notes.append(partial_note(counts))
 
-    def official_of(recs: list[dict[str, Any]]) -> float | None:  # the same path, other verdicts
+    def official_of(recs: list[SampleRecord]) -> float | None:  # the same path, other verdicts
         return aggregate_scored(spec, scored_from_records(recs, failed=failed)[0], path).overall
 
     breakdown_fields = list(result.breakdowns) or (["task_type"] if spec is None else [])
@@ -126,7 +127,7 @@ def _as_run(name: str, manifest: RunManifest) -> tuple[SpecAsRun, bool, str]:
     return as_run, True, as_run.spec.aggregation.name
 
 
-def _count_notes(counts: Any, failed: FailedPolicy) -> list[str]:
+def _count_notes(counts: Counts, failed: FailedPolicy) -> list[str]:
     """What the failed, scorer-failed and unscored samples do to the aggregate."""
     notes = []
     others = counts.failed - len(counts.scorer_failed)
@@ -149,7 +150,9 @@ def partial_note(counts: Counts) -> str:
     )
 
 
-def aggregate_scored(spec: Any, scored: list[Scored], path: Path) -> AggregateResult:
+def aggregate_scored(
+    spec: BenchmarkSpec | None, scored: list[Scored], path: Path
+) -> AggregateResult:
     """The official aggregate by ``spec`` (None: an ad-hoc file's pooled mean by task type)."""
     if spec is None:
         return _adhoc(scored)
@@ -186,7 +189,7 @@ def problem_notes(problems: list[dict[str, Any]], counts: Counts) -> list[str]:
     return notes
 
 
-def read_records(path: Path) -> list[dict[str, Any]]:
+def read_records(path: Path) -> list[SampleRecord]:
     """The latest valid record per sample id, read-only (a run may still be writing the file).
 
     Unlike opening a ``Store``, this never truncates a torn last line: it only skips it.
@@ -196,39 +199,38 @@ def read_records(path: Path) -> list[dict[str, Any]]:
 
 
 def scored_from_records(
-    records: list[dict[str, Any]], *, failed: FailedPolicy = "zero"
+    records: list[SampleRecord], *, failed: FailedPolicy = "zero"
 ) -> tuple[list[Scored], Counts]:
     """Samples rebuilt from store records, with their values, and the outcome counts."""
     out: list[Scored] = []
     counts = Counts(total=len(records))
     for rec in records:
         sample = Sample(
-            id=str(rec["id"]),
-            task_type=str(rec.get("task_type") or "unknown"),
+            id=rec.id,
+            task_type=rec.task_type or "unknown",
             question="",
-            target=rec.get("target"),
-            benchmark=str(rec.get("benchmark") or ""),
-            fields=dict(rec.get("fields") or {}),
+            target=rec.target,
+            benchmark=rec.benchmark,
+            fields=dict(rec.fields),
         )
-        score = rec.get("score") or {}
-        if rec.get("status") == "failed":
+        score = rec.score or ScoreRecord()
+        if rec.status == "failed":
             counts.failed += 1
-            stage = str(rec.get("stage") or "unknown")
+            stage = rec.stage or "unknown"
             counts.failed_by_stage[stage] = counts.failed_by_stage.get(stage, 0) + 1
             if stage == "score":
-                counts.scorer_failed[sample.id] = str(rec.get("error") or "")
+                counts.scorer_failed[sample.id] = rec.error or ""
                 continue
             if failed == "exclude":
                 continue
             value: float | None = 0.0
         else:
-            raw = score.get("value")
-            value = None if raw is None else float(raw)
+            value = None if score.value is None else float(score.value)
             if value is None:
                 counts.unscored += 1
             else:
                 counts.scored += 1
-        out.append(_scored(sample, value, score.get("metadata") or {}))
+        out.append(_scored(sample, value, score.metadata))
     return out, counts
 
 
@@ -266,14 +268,15 @@ def _group_sizes(scored: list[Scored], name: str) -> dict[str, int]:
 
 
 def _settings(manifest: RunManifest, name: str) -> dict[str, Any]:
-    rc = manifest.result_config.dump()
-    entry = (rc.get("benchmarks") or {}).get(name) or {}
+    rc = manifest.result_config
+    entry = rc.benchmarks.get(name) or BenchmarkSettings()
+    # the variant a benchmark ran in (runs before per-benchmark variants: the run's)
+    own = "variant" in entry.model_fields_set
     return {
-        "model": rc.get("model"),
-        "engine": rc.get("engine"),
-        # the variant a benchmark ran in (runs before per-benchmark variants: the run's)
-        "prompt_variant": entry.get("variant", rc.get("variant")),
-        "max_tokens": entry.get("max_tokens"),
-        "frames": entry.get("frames") or {},
-        "engine_options": rc.get("engine_options") or {},
+        "model": rc.model,
+        "engine": rc.engine,
+        "prompt_variant": entry.variant if own else rc.variant,
+        "max_tokens": entry.max_tokens,
+        "frames": entry.frames or {},
+        "engine_options": rc.engine_options or {},
     }

@@ -6,11 +6,14 @@ renderers (which therefore do not depend on how a run directory is read).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from evalkit.bench.aggregations import AggregateResult, Scored
+from evalkit.bench.spec import BenchmarkSpec
+from evalkit.manifest import ResultConfig, RunManifest
+from evalkit.records import SampleRecord
 
 from .sensitivity import Sensitivity
 
@@ -48,19 +51,55 @@ class Counts:
 
 
 @dataclass
+class ReferenceCheck:
+    """Our number against one published number."""
+
+    benchmark: str
+    model: str
+    metric: str
+    reference: float
+    value: float | None
+    delta: float | None
+    tolerance: float
+    variant: str | None
+    settings_text: str
+    source: str
+    settings_diff: list[str] = field(default_factory=list)
+
+    @property
+    def within(self) -> bool | None:
+        """|delta| <= tolerance (None when we have no number)."""
+        return None if self.delta is None else abs(self.delta) <= self.tolerance + 1e-9
+
+    @property
+    def verdict(self) -> str:
+        """match / miss / no score."""
+        if self.within is None:
+            return "no score"
+        return "match" if self.within else "miss"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able form."""
+        d = asdict(self)
+        d.update(within=self.within, verdict=self.verdict)
+        return d
+
+
+@dataclass
 class BenchmarkReport:
     """One benchmark of one run: the official number, its breakdowns and its context."""
 
     name: str
     path: Path
-    records: list[dict[str, Any]]
+    records: list[SampleRecord]
     scored: list[Scored]
     """What went into the aggregate (failed samples as 0 or left out, per the policy)."""
     result: AggregateResult
     counts: Counts
     aggregation: str
     official: bool
-    spec: Any = None  # BenchmarkSpec (with its variant applied), None for ad-hoc data
+    spec: BenchmarkSpec | None = None
+    """The spec with its variant applied; None for ad-hoc data."""
     variant: str | None = None
     settings: dict[str, Any] = field(default_factory=dict)
     group_sizes: dict[str, dict[str, int]] = field(default_factory=dict)
@@ -68,7 +107,7 @@ class BenchmarkReport:
     stderr: float | None = None
     stderr_method: str = ""
     notes: list[str] = field(default_factory=list)
-    references: list[Any] = field(default_factory=list)  # reports.reference.ReferenceCheck
+    references: list[ReferenceCheck] = field(default_factory=list)
     sensitivity: Sensitivity | None = None
     """The official number under each extraction rule (None: records predate rules)."""
     live_spec: bool = False
@@ -86,21 +125,22 @@ class RunReport:
 
     path: Path
     run_id: str
-    config: dict[str, Any]
+    manifest: RunManifest
+    """config.json with its amendments (``RunDir.manifest``)."""
     benchmarks: dict[str, BenchmarkReport]
     failed_policy: FailedPolicy = "zero"
     live_specs: list[str] = field(default_factory=list)
     """Benchmarks aggregated by the live registry's spec (none recorded), named in the report."""
 
     @property
-    def result_config(self) -> dict[str, Any]:
+    def result_config(self) -> ResultConfig:
         """The settings that change results (the run's fingerprint covers them)."""
-        return dict(self.config.get("result_config") or {})
+        return self.manifest.result_config
 
     @property
     def model(self) -> str:
         """The model the run evaluated, as given to ``evalkit run``."""
-        return str(self.result_config.get("model", ""))
+        return self.result_config.model
 
 
-__all__ = ["BenchmarkReport", "Counts", "FailedPolicy", "RunReport"]
+__all__ = ["BenchmarkReport", "Counts", "FailedPolicy", "ReferenceCheck", "RunReport"]

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.errors import Problem
-from evalkit.records import check_line
+from evalkit.records import SampleRecord, check_line
 from evalkit.rundir import config_diff
 
 _SHOW = 3
@@ -23,13 +23,13 @@ _SHOW = 3
 NEWLINE = b"\n"
 
 
-def check_records(path: Path) -> tuple[list[dict[str, Any]], list[Problem]]:
+def check_records(path: Path) -> tuple[list[SampleRecord], list[Problem]]:
     """The latest valid record per sample id, and every line that is not a valid record.
 
     Read-only: a torn last line (a run may still be writing) is skipped, not cut off.
     """
     data = path.read_bytes()
-    latest: dict[str, dict[str, Any]] = {}
+    latest: dict[str, SampleRecord] = {}
     problems: list[Problem] = []
     for lineno, line in enumerate(data[: data.rfind(b"\n") + 1].splitlines(), 1):
         if not line.strip():
@@ -38,7 +38,7 @@ def check_records(path: Path) -> tuple[list[dict[str, Any]], list[Problem]]:
         if isinstance(rec, Problem):
             problems.append(rec)
         else:
-            latest[rec.id] = rec.dump()  # a later record (a retry) supersedes an earlier one
+            latest[rec.id] = rec  # a later record (a retry) supersedes an earlier one
     tail = data[data.rfind(b"\n") + 1 :]
     if tail.strip():  # named, not silently dropped: a run writing now, or one killed mid-write
         problems.append(
@@ -56,15 +56,15 @@ def check_records(path: Path) -> tuple[list[dict[str, Any]], list[Problem]]:
 
 
 def split_foreign(
-    records: list[dict[str, Any]], configurations: list[dict[str, Any]]
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    records: list[SampleRecord], configurations: list[dict[str, Any]]
+) -> tuple[list[SampleRecord], list[SampleRecord]]:
     """(records made under a recorded configuration, the others)."""
     known = {c.get("fingerprint") for c in configurations}
-    mine = [r for r in records if r["fingerprint"] in known]
-    return mine, [r for r in records if r["fingerprint"] not in known]
+    mine = [r for r in records if r.fingerprint in known]
+    return mine, [r for r in records if r.fingerprint not in known]
 
 
-def rejected_notes(problems: list[Problem], foreign: list[dict[str, Any]]) -> list[str]:
+def rejected_notes(problems: list[Problem], foreign: list[SampleRecord]) -> list[str]:
     """Notes naming the malformed lines and the records of an unknown configuration."""
     notes = []
     if problems:
@@ -72,8 +72,8 @@ def rejected_notes(problems: list[Problem], foreign: list[dict[str, Any]]) -> li
         more = f" and {len(problems) - _SHOW} more" if len(problems) > _SHOW else ""
         notes.append(f"{len(problems)} malformed record(s) left out of every number: {shown}{more}")
     if foreign:
-        fps = Counter(r["fingerprint"] for r in foreign)
-        ids = ", ".join(repr(r["id"]) for r in foreign[:_SHOW])
+        fps = Counter(r.fingerprint for r in foreign)
+        ids = ", ".join(repr(r.id) for r in foreign[:_SHOW])
         notes.append(
             f"{len(foreign)} record(s) left out: made under fingerprint(s) "
             f"{', '.join(f'{fp!r} ({n})' for fp, n in fps.items())} that neither config.json "
@@ -83,13 +83,13 @@ def rejected_notes(problems: list[Problem], foreign: list[dict[str, Any]]) -> li
 
 
 def provenance_note(
-    name: str, records: list[dict[str, Any]], configurations: list[dict[str, Any]]
+    name: str, records: list[SampleRecord], configurations: list[dict[str, Any]]
 ) -> list[str]:
     """How many records each configuration made, with what it changed of ``name``'s
     settings (only when the run was ever reopened under another fingerprint)."""
     if len({c.get("fingerprint") for c in configurations}) < 2:
         return []
-    counts = Counter(r["fingerprint"] for r in records)
+    counts = Counter(r.fingerprint for r in records)
     base = _bench_view(configurations[0], name)
     parts, seen = [], set()
     for c in reversed(configurations):  # a fingerprint seen again is labelled by its latest

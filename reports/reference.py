@@ -16,13 +16,20 @@ cap), which are the settings the references were produced with; the reference's 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalkit.bench.aggregations import AggregateResult
 from evalkit.prompts import PromptPlan
 from evalkit.registry import normalize_name
+
+from .model import ReferenceCheck
+
+if TYPE_CHECKING:
+    from evalkit.bench.spec import BenchmarkSpec, ReferenceScore
+
+    from .model import BenchmarkReport, RunReport
 
 MATCH_RULE = (
     "reference model == run model name (normalised: lower case, letters+digits; name = last "
@@ -39,41 +46,6 @@ _FRAME_KEYS = (
     "total_pixels",
     "temporal_patch",
 )
-
-
-@dataclass
-class ReferenceCheck:
-    """Our number against one published number."""
-
-    benchmark: str
-    model: str
-    metric: str
-    reference: float
-    value: float | None
-    delta: float | None
-    tolerance: float
-    variant: str | None
-    settings_text: str
-    source: str
-    settings_diff: list[str] = field(default_factory=list)
-
-    @property
-    def within(self) -> bool | None:
-        """|delta| <= tolerance (None when we have no number)."""
-        return None if self.delta is None else abs(self.delta) <= self.tolerance + 1e-9
-
-    @property
-    def verdict(self) -> str:
-        """match / miss / no score."""
-        if self.within is None:
-            return "no score"
-        return "match" if self.within else "miss"
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-able form."""
-        d = asdict(self)
-        d.update(within=self.within, verdict=self.verdict)
-        return d
 
 
 def model_names(model: str, override: str | None = None) -> list[str]:
@@ -93,7 +65,9 @@ def model_names(model: str, override: str | None = None) -> list[str]:
     return list(dict.fromkeys(n for n in names if n))
 
 
-def matching_references(spec: Any, variant: str | None, names: list[str]) -> list[Any]:
+def matching_references(
+    spec: BenchmarkSpec, variant: str | None, names: list[str]
+) -> list[ReferenceScore]:
     """The spec's reference entries for this model and spec variant."""
     keys = {normalize_name(n) for n in names}
     return [
@@ -113,7 +87,7 @@ def metric_value(result: AggregateResult, metric: str) -> float | None:
     return result.metrics.get(metric)
 
 
-def settings_diff(spec: Any, settings: dict[str, Any]) -> list[str]:
+def settings_diff(spec: BenchmarkSpec, settings: dict[str, Any]) -> list[str]:
     """The run's settings that differ from the spec's pinned (reference) settings."""
     out = []
     frames = settings.get("frames") or {}
@@ -134,7 +108,9 @@ def settings_diff(spec: Any, settings: dict[str, Any]) -> list[str]:
     return out
 
 
-def check_references(bench: Any, names: list[str], tolerance: float) -> list[ReferenceCheck]:
+def check_references(
+    bench: BenchmarkReport, names: list[str], tolerance: float
+) -> list[ReferenceCheck]:
     """Every applicable reference of a benchmark report, with delta and settings diff."""
     if bench.spec is None:
         return []
@@ -195,7 +171,7 @@ class Verdict:
         }
 
 
-def verdicts(run: Any, tolerance: float, model_name: str | None = None) -> list[Verdict]:
+def verdicts(run: RunReport, tolerance: float, model_name: str | None = None) -> list[Verdict]:
     """Check every benchmark of a loaded run against its matching references."""
     names = model_names(run.model, model_name)
     out = []
@@ -209,7 +185,7 @@ def verdicts(run: Any, tolerance: float, model_name: str | None = None) -> list[
     return out
 
 
-def _verdict(bench: Any, checks: list[ReferenceCheck], names: list[str]) -> Verdict:
+def _verdict(bench: BenchmarkReport, checks: list[ReferenceCheck], names: list[str]) -> Verdict:
     if not checks:
         return Verdict(bench.name, "no reference", [], _why_none(bench, names), bench.stderr)
     bad = [c for c in checks if c.verdict != "match"]
@@ -243,7 +219,7 @@ def _fmt_check(c: ReferenceCheck) -> str:
     return f"{c.metric} {c.value:.2f} vs reference {c.reference:g}: delta {c.delta:+.2f}"
 
 
-def _why_none(bench: Any, names: list[str]) -> str:
+def _why_none(bench: BenchmarkReport, names: list[str]) -> str:
     if bench.spec is None:
         return f"{bench.name}: no spec, so no reference scores ({bench.aggregation})"
     keys = {normalize_name(n) for n in names}

@@ -155,10 +155,10 @@ def run_dict(run: RunReport, util: dict[str, Utilisation | None]) -> dict[str, A
         "path": str(run.path),
         "model": run.model,
         "failed_policy": run.failed_policy,
-        "fingerprint": run.config.get("fingerprint"),
-        "created": run.config.get("created"),
-        "versions": run.config.get("versions"),
-        "result_config": run.result_config,
+        "fingerprint": run.manifest.fingerprint,
+        "created": run.manifest.created,
+        "versions": run.manifest.versions,
+        "result_config": run.result_config.dump(),
         "benchmarks": benches,
     }
 

@@ -64,14 +64,14 @@ def _natural(name: str) -> list[Any]:
 def lanes(run: RunReport) -> list[Lane]:
     """One lane per replica, in natural name order; [] when no record names a replica."""
     records = [r for b in run.benchmarks.values() for r in b.records]
-    if not any(r.get("replica") is not None for r in records):
+    if not any(r.replica is not None for r in records):
         return []
     out: dict[str, Lane] = {}
     for rec in records:
-        name = str(rec.get("replica") or NO_REPLICA)
+        name = rec.replica or NO_REPLICA
         lane = out.setdefault(name, Lane(name, 0, 0))
         lane.samples += 1
-        lane.failed += rec.get("status") == "failed"
+        lane.failed += rec.status == "failed"
     timed = [s for b in run.benchmarks.values() for s in spans(b.records, b.name)]
     if timed:
         _place(out, timed)

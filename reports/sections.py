@@ -18,6 +18,8 @@ from .specs import live_note
 from .timeline import Utilisation, spans, utilisation
 
 if TYPE_CHECKING:
+    from evalkit.records import RuleVerdict
+
     from .model import BenchmarkReport, RunReport
     from .sensitivity import Example
     from .uncertainty import Comparison
@@ -246,12 +248,16 @@ def example_prompts(name: str, examples: list[Example]) -> list[Section]:
     return [Section(title, ["sample", "prompt (excerpt)"], rows, [note], level=4)]
 
 
+def _raised(verdict: RuleVerdict | None) -> bool:
+    return verdict is not None and verdict.error is not None
+
+
 def rule_failed_note(b: BenchmarkReport, rule: str, shown: int = 10) -> str:
     """The samples on which another extraction rule raised (its ids), for the rule's owner."""
     ids = [
-        str(r["id"])
+        r.id
         for r in b.records
-        if r.get("status") == "ok" and "error" in ((r.get("rules") or {}).get(rule) or {})
+        if r.status == "ok" and r.rules is not None and _raised(r.rules.get(rule))
     ]
     more = f" and {len(ids) - shown} more" if len(ids) > shown else ""
     return (
@@ -309,15 +315,15 @@ def frame_notes(run: RunReport) -> list[str]:
 
 def settings(run: RunReport) -> Section:
     """The settings that change results, from config.json."""
-    rc = run.result_config
+    rc, manifest = run.result_config, run.manifest
     rows = [
-        ["model", str(rc.get("model"))],
-        ["model hash", str(rc.get("model_hash", "-"))],
-        ["engine", f"{rc.get('engine')} {rc.get('engine_options') or ''}".strip()],
-        ["prompt variant", str(rc.get("variant") or "each benchmark's pinned one")],
-        ["fingerprint", str(run.config.get("fingerprint"))],
-        ["created", str(run.config.get("created"))],
-        ["versions", ", ".join(f"{k} {v}" for k, v in (run.config.get("versions") or {}).items())],
+        ["model", rc.model],
+        ["model hash", rc.model_hash],
+        ["engine", f"{rc.engine} {rc.engine_options or ''}".strip()],
+        ["prompt variant", rc.variant or "each benchmark's pinned one"],
+        ["fingerprint", manifest.fingerprint],
+        ["created", str(manifest.created)],
+        ["versions", ", ".join(f"{k} {v}" for k, v in manifest.versions.items())],
     ]
     for b in run.benchmarks.values():
         f = b.settings.get("frames") or {}
@@ -416,6 +422,6 @@ def comparison(a: RunReport, b: RunReport, comps: list[Comparison]) -> Section:
             f"not compared (in one run only): A {', '.join(only_a) or '-'}; "
             f"B {', '.join(only_b) or '-'}"
         )
-    diff = config_diff(a.result_config, b.result_config)
+    diff = config_diff(a.result_config.dump(), b.result_config.dump())
     notes.append("settings that differ: " + ("; ".join(diff) if diff else "none"))
     return Section(f"Comparison: {b.run_id} vs {a.run_id}", headers, rows, notes, level=2)

@@ -13,7 +13,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-AggregateRecords = Callable[[list[dict[str, Any]]], float | None]
+from evalkit.records import RuleVerdict, SampleRecord, ScoreRecord
+
+AggregateRecords = Callable[[list[SampleRecord]], float | None]
 """Records -> the official aggregate (percent), as the report computes the headline."""
 
 MAX_EXAMPLES = 6
@@ -73,14 +75,14 @@ class Sensitivity:
 
 
 def sensitivity(
-    records: list[dict[str, Any]], overall: float | None, aggregate: AggregateRecords
+    records: list[SampleRecord], overall: float | None, aggregate: AggregateRecords
 ) -> Sensitivity | None:
     """The table for one benchmark; None when its records predate extraction rules."""
-    ok = [r for r in records if r.get("status") == "ok" and r.get("rule")]
+    ok = [r for r in records if r.status == "ok" and r.rule]
     if not ok:
         return None
     headline_rules = _headline_rules(ok)
-    names = sorted({name for r in ok for name in (r.get("rules") or {})})
+    names = sorted({name for r in ok for name in (r.rules or {})})
     head = RuleRow(" / ".join(sorted(set(headline_rules.values()))), True, "", overall)
     head.source = _sources(head.rule.split(" / "), headline_rules)
     head.compared = len(ok)
@@ -94,44 +96,44 @@ def sensitivity(
     return Sensitivity(headline_rules, rows, _examples(ok, names))
 
 
-def _headline_rules(ok: list[dict[str, Any]]) -> dict[str, str]:
+def _headline_rules(ok: list[SampleRecord]) -> dict[str, str]:
     out: dict[str, str] = {}
     for r in ok:
-        out.setdefault(str(r.get("task_type")), str(r["rule"]))
+        out.setdefault(r.task_type, str(r.rule))
     return dict(sorted(out.items()))
 
 
-def _under(record: dict[str, Any], name: str) -> dict[str, Any]:
+def _under(record: SampleRecord, name: str) -> SampleRecord:
     """``record`` with its score as rule ``name`` gave it (unchanged if the rule is absent)."""
-    verdict = (record.get("rules") or {}).get(name)
-    if record.get("status") != "ok" or verdict is None:
+    verdict = (record.rules or {}).get(name)
+    if record.status != "ok" or verdict is None:
         return record
-    score = {
-        "value": verdict.get("value"),
-        "answer": verdict.get("answer"),
-        "explanation": verdict.get("error", ""),
-        "metadata": verdict.get("metadata") or {},
-    }
-    return {**record, "score": score}
+    score = ScoreRecord(
+        value=verdict.value,
+        answer=verdict.answer,
+        explanation=verdict.error or "",
+        metadata=dict(verdict.metadata),
+    )
+    return record.model_copy(update={"score": score})
 
 
-def _differs(a: Any, b: Any) -> bool:
+def _differs(a: float | None, b: float | None) -> bool:
     if a is None or b is None:
         return (a is None) != (b is None)
     return abs(float(a) - float(b)) > _EPS
 
 
-def _compare(ok: list[dict[str, Any]], name: str) -> RuleRow:
+def _compare(ok: list[SampleRecord], name: str) -> RuleRow:
     row = RuleRow(name, False, "", None)
     for r in ok:
-        verdict = (r.get("rules") or {}).get(name)
+        verdict = (r.rules or {}).get(name)
         if verdict is None:
             continue
         row.compared += 1
-        if "error" in verdict:  # the rule raised: an error to fix, not an extraction flip
+        if verdict.error is not None:  # the rule raised: an error to fix, not a flip
             row.errors += 1
             continue
-        a, b = (r.get("score") or {}).get("value"), verdict.get("value")
+        a, b = _value(r), verdict.value
         if _differs(a, b):
             row.changed += 1
             if a is not None and b is not None:
@@ -155,44 +157,45 @@ def _sources(names: list[str], headline_rules: dict[str, str]) -> str:
     return "; ".join(dict.fromkeys(found))
 
 
-def _examples(ok: list[dict[str, Any]], names: list[str]) -> list[Example]:
+def _value(r: SampleRecord) -> float | None:
+    return None if r.score is None else r.score.value
+
+
+def _examples(ok: list[SampleRecord], names: list[str]) -> list[Example]:
     """Up to ``MAX_EXAMPLES`` differing replies, taking each rule's flips in turn."""
     flips = {
         name: [
             r
-            for r in sorted(ok, key=lambda r: str(r["id"]))
-            if name in (r.get("rules") or {})
-            and _differs((r.get("score") or {}).get("value"), r["rules"][name].get("value"))
+            for r in sorted(ok, key=lambda r: r.id)
+            if r.rules is not None and name in r.rules and _differs(_value(r), r.rules[name].value)
         ]
         for name in names
     }
-    chosen: dict[str, dict[str, Any]] = {}
+    chosen: dict[str, SampleRecord] = {}
     for depth in range(MAX_EXAMPLES):
         for name in names:
             if len(chosen) < MAX_EXAMPLES and depth < len(flips[name]):
                 rec = flips[name][depth]
-                chosen.setdefault(str(rec["id"]), rec)
+                chosen.setdefault(rec.id, rec)
     return [_example(r, names) for r in chosen.values()]
 
 
-def _example(r: dict[str, Any], names: list[str]) -> Example:
-    verdicts = {"headline": verdict_text(r.get("score") or {})}
+def _example(r: SampleRecord, names: list[str]) -> Example:
+    verdicts = {"headline": verdict_text(r.score or ScoreRecord())}
     for name in names:
-        v = (r.get("rules") or {}).get(name)
+        v = (r.rules or {}).get(name)
         verdicts[name] = "-" if v is None else verdict_text(v)
-    asked = (r.get("prompt") or {}).get("text")
-    shown = None if asked is None else excerpt(str(asked), keep=_PROMPT_EXCERPT)
-    return Example(str(r["id"]), excerpt(str(r.get("prediction") or "")), verdicts, shown)
+    asked = r.prompt.text if r.prompt is not None else None
+    shown = None if asked is None else excerpt(asked, keep=_PROMPT_EXCERPT)
+    return Example(r.id, excerpt(r.prediction or ""), verdicts, shown)
 
 
-def verdict_text(v: dict[str, Any]) -> str:
+def verdict_text(v: ScoreRecord | RuleVerdict) -> str:
     """``1 (C)``: the value and the extracted answer, for people."""
-    if v.get("error"):
+    if isinstance(v, RuleVerdict) and v.error:
         return "error"
-    value = v.get("value")
-    shown = "unscored" if value is None else f"{float(value):g}"
-    answer = v.get("answer")
-    return f"{shown} ({'no answer' if answer is None else answer})"
+    shown = "unscored" if v.value is None else f"{float(v.value):g}"
+    return f"{shown} ({'no answer' if v.answer is None else v.answer})"
 
 
 def excerpt(text: str, keep: int = _EXCERPT) -> str:

@@ -11,7 +11,6 @@ the live registry's spec.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from evalkit.bench.spec import BenchmarkSpec
 from evalkit.manifest import RunManifest, hash_json
@@ -92,7 +91,7 @@ def live_spec(
     return base.with_variant(variant), variant, notes
 
 
-def _variant_from_bench_list(base: Any, bench_list: list[str]) -> str | None:
+def _variant_from_bench_list(base: BenchmarkSpec, bench_list: list[str]) -> str | None:
     from evalkit.bench.registry import registry
     from evalkit.registry import RegistryError
 

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from evalkit.records import SampleRecord
 
 
 @dataclass
@@ -62,31 +65,31 @@ class Utilisation:
         return asdict(self)
 
 
-def spans(records: list[dict[str, Any]], benchmark: str) -> list[Span]:
+def spans(records: list[SampleRecord], benchmark: str) -> list[Span]:
     """Spans of a benchmark's records that have at least a start stamp."""
     out = []
     for rec in records:
-        t = rec.get("timings") or {}
+        t = rec.timings
         if t.get("io_start") is None:
             continue
         out.append(
             Span(
                 benchmark=benchmark,
-                id=str(rec["id"]),
-                status=str(rec.get("status", "ok")),
+                id=rec.id,
+                status=rec.status,
                 io_start=_f(t.get("io_start")),
                 io_end=_f(t.get("io_end")),
                 submitted=_f(t.get("submitted")),
                 first_token=_f(t.get("first_token")),
                 finished=_f(t.get("finished")),
-                output_tokens=int((rec.get("tokens") or {}).get("output") or 0),
-                replica=rec.get("replica"),
+                output_tokens=(rec.tokens.output if rec.tokens else None) or 0,
+                replica=rec.replica,
             )
         )
     return out
 
 
-def _f(v: Any) -> float | None:
+def _f(v: float | None) -> float | None:
     return None if v is None else float(v)
 
 

@@ -54,33 +54,20 @@ def test_an_unknown_aggregation_suggests_close_names() -> None:
 
 
 def test_records_from_the_results_store_aggregate_without_the_dataset() -> None:
+    from evalkit.records import failed_record, ok_record
     from evalkit.reports.load import scored_from_records
+    from evalkit.scoring.types import Score
 
+    def sample(i: str, target: str, task: str) -> Sample:
+        return Sample(
+            id=i, task_type="multiple_choice", question="q", target=target, fields={"task": task}
+        )
+
+    written = {"fingerprint": "f", "timings": {}}
     records = [
-        {
-            "id": "a",
-            "status": "ok",
-            "task_type": "multiple_choice",
-            "target": "A",
-            "fields": {"task": "x"},
-            "score": {"value": 1.0, "metadata": {"format": 1}},
-        },
-        {
-            "id": "b",
-            "status": "ok",
-            "task_type": "multiple_choice",
-            "target": "B",
-            "fields": {"task": "y"},
-            "score": {"value": 0.0, "metadata": {}},
-        },
-        {
-            "id": "c",
-            "status": "failed",
-            "task_type": "multiple_choice",
-            "target": "C",
-            "fields": {"task": "y"},
-            "score": None,
-        },
+        ok_record(sample("a", "A", "x"), Score(1.0, metadata={"format": 1}), ["A"], **written),
+        ok_record(sample("b", "B", "y"), Score(0.0), ["C"], **written),
+        failed_record(sample("c", "C", "y"), "engine", "EngineError: x", **written),
     ]
     scored, counts = scored_from_records(records, failed="exclude")
     assert scored[0].metadata == {"format": 1} and counts.failed == 1

@@ -93,7 +93,7 @@ def test_a_bit_flipped_entry_is_rebuilt_in_a_run_and_the_record_is_ok(
         flip(path, data_middle(path))  # mtime put back: only the bytes tell
     with caplog.at_level(logging.WARNING, logger="evalkit.cache"):
         second, records = run(data, "two")
-    assert [r["status"] for r in records] == ["ok"] * 6
+    assert [r.status for r in records] == ["ok"] * 6
     for sid, frames in first.frames.items():
         assert np.array_equal(second.frames[sid], frames), sid
     warned = " ".join(r.getMessage() for r in caplog.records)
@@ -119,7 +119,7 @@ def test_an_entry_built_with_identity_content_is_found_by_a_content_run(data: Pa
     args += ["--root", str(data / "cache"), "--identity", "content", "--workers", "0"]
     assert main([*args, "--no-progress"]) == 0
     _, records = run(data, "one", cache_identity="content", require_cache=True)
-    assert [r["status"] for r in records] == ["ok"] * 6
+    assert [r.status for r in records] == ["ok"] * 6
 
 
 def test_cache_ls_bench_shows_hit_for_what_a_run_cached(data: Path, capsys) -> None:

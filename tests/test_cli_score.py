@@ -76,15 +76,15 @@ def test_records_are_the_pipelines_with_the_headline_rule_and_the_others(
     tmp_path: Path, data_root: Path
 ) -> None:
     assert _score(tmp_path, data_root, _write(tmp_path / "p.jsonl", PREDICTIONS)) == 0
-    recs = {r["id"]: r for r in read_records(tmp_path / "runs" / "ext" / "Video-MME.jsonl")}
+    recs = {r.id: r for r in read_records(tmp_path / "runs" / "ext" / "Video-MME.jsonl")}
     headline = get_benchmark("Video-MME").headline_rule("multiple_choice")
     ok = recs["001-1"]
-    assert ok["status"] == "ok" and ok["rule"] == headline and ok["score"]["value"] == 1.0
-    assert ok["rules"][LAST_LETTER] == {"value": 1.0, "answer": "A"}
-    assert ok["fields"]["duration"] == "short" and ok["tokens"] is None
-    assert recs["002-2"]["status"] == "failed" and recs["002-2"]["stage"] == "predictions"
-    assert "no prediction" in recs["002-2"]["error"]
-    assert "prediction is null" in recs["003-2"]["error"]
+    assert ok.status == "ok" and ok.rule == headline and ok.score and ok.score.value == 1.0
+    assert ok.dump()["rules"][LAST_LETTER] == {"value": 1.0, "answer": "A"}
+    assert ok.fields["duration"] == "short" and ok.tokens is None
+    assert recs["002-2"].status == "failed" and recs["002-2"].stage == "predictions"
+    assert "no prediction" in recs["002-2"].error
+    assert "prediction is null" in recs["003-2"].error
 
 
 def test_report_and_repro_read_the_scored_run(
@@ -208,13 +208,13 @@ def test_a_scorer_that_raises_is_recorded_as_scorer_failed_not_0(
     assert _score(tmp_path, data_root, _write(tmp_path / "p.jsonl", PREDICTIONS)) == 0
     assert "scorer failed on 1 sample(s) ('001-2')" in capsys.readouterr().out
     run = tmp_path / "runs" / "ext"
-    rec = {r["id"]: r for r in read_records(run / "Video-MME.jsonl")}["001-2"]
-    assert (rec["status"], rec["stage"], rec["error"]) == (
+    rec = {r.id: r for r in read_records(run / "Video-MME.jsonl")}["001-2"]
+    assert (rec.status, rec.stage, rec.error) == (
         "failed",
         "score",
         "RuntimeError: rule bug",
     )
-    assert rec["prediction"] == "C" and "RuntimeError: rule bug" in rec["traceback"]
+    assert rec.prediction == "C" and "RuntimeError: rule bug" in rec.traceback
     b = load_run(run, bootstrap=10).benchmarks["Video-MME"]
     assert b.counts.scorer_failed == {"001-2": "RuntimeError: rule bug"}
     assert b.overall == pytest.approx(60.0)  # 3 right of 5: 001-2 left out, not a 0

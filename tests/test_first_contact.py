@@ -314,7 +314,7 @@ def test_score_data_reads_the_file_as_run_data_does(
     assert main([*shlex.split(GOOD), "--engine-opt", "reply=B", "--run-id", "as-run"]) == 0
     ran = world / "runs" / "as-run"
     replies = [
-        {"id": r["id"], "prediction": r["prediction"]}
+        {"id": r.id, "prediction": r.prediction}
         for path in ran.glob("*.jsonl")
         for r in read_records(path)
     ]
@@ -343,10 +343,8 @@ def test_score_data_reads_the_file_as_run_data_does(
     assert a.benchmarks["Video-MME (mine.json)"].official
     assert not a.benchmarks["mine"].official
     for path in ran.glob("*.jsonl"):
-        verdicts = {r["id"]: (r["rule"], r["score"], r["rules"]) for r in read_records(path)}
-        again = {
-            r["id"]: (r["rule"], r["score"], r["rules"]) for r in read_records(scored / path.name)
-        }
+        verdicts = {r.id: (r.rule, r.score, r.rules) for r in read_records(path)}
+        again = {r.id: (r.rule, r.score, r.rules) for r in read_records(scored / path.name)}
         assert verdicts == again, path.name
 
 
@@ -425,7 +423,7 @@ def test_allow_missing_runs_the_rest_and_records_the_missing_as_failed(
     out = capsys.readouterr().out
     assert "1 done, 1 failed (1 with missing media)" in out
     records = [r for p in (world / "runs" / "half").glob("*.jsonl") for r in read_records(p)]
-    assert sorted((r["status"], r.get("stage")) for r in records) == [
+    assert sorted((r.status, r.stage) for r in records) == [
         ("failed", "media"),
         ("failed", "media"),
         ("ok", None),

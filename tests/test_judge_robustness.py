@@ -124,7 +124,7 @@ def prepare(sample: Sample) -> Request:
 
 
 def status(record: dict) -> str | None:
-    return record["score"]["metadata"].get("judge_status")
+    return record.score.metadata.get("judge_status")
 
 
 # -- the circuit breaker --------------------------------------------------------------------
@@ -139,12 +139,12 @@ def test_a_silent_judge_is_marked_down_and_the_rest_are_recorded_unavailable_at_
     )
     # only the calls started before the breaker tripped ever reached the judge
     assert engine.calls <= 3 + 2 - 1
-    assert all(r["status"] == "ok" and r["score"]["value"] is None for r in records)
+    assert all(r.status == "ok" and r.score.value is None for r in records)
     failed = [r for r in records if status(r) == "failed"]
     down = [r for r in records if status(r) == "unavailable"]
     assert len(failed) == engine.calls and len(down) == 20 - engine.calls
-    assert all(r["score"]["explanation"].startswith(JUDGE_UNAVAILABLE) for r in down)
-    assert "TimeoutError" in failed[0]["score"]["explanation"]
+    assert all(r.score.explanation.startswith(JUDGE_UNAVAILABLE) for r in down)
+    assert "TimeoutError" in failed[0].score.explanation
     # about two timeouts in all (3 failures, 2 at a time), not one per sample (20 x 0.25 s)
     assert elapsed < 20 * TIMEOUT
 
@@ -223,7 +223,7 @@ def test_the_judge_engine_client_timeout_and_retries_come_from_the_judge_config(
 def test_judged_samples_are_judged_concurrently_up_to_the_bound(tmp_path: Path) -> None:
     engine = SleepyJudge(delay_s=0.4)
     records, _ = run_pipeline(tmp_path, engine, judged(12), guard(concurrency=4, timeout_s=30))
-    assert [r["score"]["value"] for r in records] == [1.0] * 12
+    assert [r.score.value for r in records] == [1.0] * 12
     # 12 judgements, 4 at a time: about 3 delays, not 12
     assert engine.max_active == 4
 
@@ -235,10 +235,10 @@ def test_unjudged_samples_are_recorded_before_the_judged_ones_time_out(tmp_path:
     cfg = PipelineConfig(io_workers=1, max_in_flight=1, lookahead=1)
     policy = guard(timeout_s=3.0, max_failures=100)  # seconds of room for the others
     records, _ = run_pipeline(tmp_path, engine, samples, policy, cfg)
-    order = [r["id"][0] for r in records]
+    order = [r.id[0] for r in records]
     assert sorted(order) == ["j"] * 4 + ["u"] * 6
     assert order == ["u"] * 6 + ["j"] * 4, f"stored in this order: {order}"
-    assert all(r["score"]["value"] == 1.0 for r in records if r["id"][0] == "u")
+    assert all(r.score.value == 1.0 for r in records if r.id[0] == "u")
 
 
 # -- a dead judge in a run: recorded and reported ------------------------------------------
@@ -249,10 +249,10 @@ def test_a_run_with_a_dead_judge_reports_it_and_counts_the_unjudged(tmp_path: Pa
         model="dead", engine="openai", timeout_s=TIMEOUT, retries=0, concurrency=1, max_failures=2
     )
     records = run_vcrbench(tmp_path, jc, "dead", judge_engine=SleepyJudge(delay_s=None))
-    by = {r["id"]: r for r in records}
+    by = {r.id: r for r in records}
     # the choice questions keep their scores; the judged ones are not scored, never 0
-    assert [by[i]["score"]["value"] for i in "123"] == [1.0, 0.0, 1.0]
-    assert by["4"]["score"]["value"] is None and by["5"]["score"]["value"] is None
+    assert [by[i].score.value for i in "123"] == [1.0, 0.0, 1.0]
+    assert by["4"].score.value is None and by["5"].score.value is None
     notes = summary(load_run(tmp_path / "runs" / "dead", bootstrap=0)).notes
     down = [n for n in notes if "judge was down" in n]
     assert down == [
@@ -273,5 +273,5 @@ def test_the_sync_baseline_awaits_the_judge_too(tmp_path: Path) -> None:
 
     asyncio.run(main())
     with Store(tmp_path / "b.jsonl") as store:
-        assert [r["score"]["value"] for r in store.records()] == [1.0] * 6
+        assert [r.score.value for r in store.records()] == [1.0] * 6
     assert engine.max_active == 4  # the batch's judged samples at once

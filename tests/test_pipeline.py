@@ -21,6 +21,7 @@ from evalkit.pipeline import Pipeline, PipelineConfig
 from evalkit.sample import Sample
 from evalkit.scoring.types import Score
 from evalkit.store import Store
+from evalkit.testing.runs import Rec, record
 from tests.scripted_engine import ScriptedEngine
 
 
@@ -131,10 +132,10 @@ def test_an_undecodable_video_fails_only_its_sample(tmp_path: Path) -> None:
     io = ScriptedIO(0.0, fail={"s003"})
     with Store(tmp_path / "b.jsonl") as store:
         stats = run(Pipeline(ScriptedEngine(), io, letter_score, store), make_samples(8))
-        recs = {r["id"]: r for r in store.records()}
+        recs = {r.id: r for r in store.records()}
     assert stats.failed == 1 and stats.completed == 7
-    assert recs["s003"]["status"] == "failed" and recs["s003"]["stage"] == "io"
-    assert "s003.mp4" in recs["s003"]["error"] and "truncated" in recs["s003"]["error"]
+    assert recs["s003"].status == "failed" and recs["s003"].stage == "io"
+    assert "s003.mp4" in recs["s003"].error and "truncated" in recs["s003"].error
 
 
 def test_transient_engine_errors_are_retried_and_others_fail_the_sample(tmp_path: Path) -> None:
@@ -142,10 +143,10 @@ def test_transient_engine_errors_are_retried_and_others_fail_the_sample(tmp_path
     cfg = PipelineConfig(max_retries=2, retry_backoff_s=0.001)
     with Store(tmp_path / "b.jsonl") as store:
         run(Pipeline(engine, ScriptedIO(0.0), letter_score, store, cfg), make_samples(4))
-        recs = {r["id"]: r for r in store.records()}
-    assert recs["s001"]["status"] == "ok"
-    assert recs["s002"]["status"] == "failed" and recs["s002"]["stage"] == "engine"
-    assert "scripted failure" in recs["s002"]["error"]
+        recs = {r.id: r for r in store.records()}
+    assert recs["s001"].status == "ok"
+    assert recs["s002"].status == "failed" and recs["s002"].stage == "engine"
+    assert "scripted failure" in recs["s002"].error
 
 
 def test_resume_skips_ids_already_recorded_in_any_order(tmp_path: Path) -> None:
@@ -153,7 +154,7 @@ def test_resume_skips_ids_already_recorded_in_any_order(tmp_path: Path) -> None:
     path = tmp_path / "b.jsonl"
     with Store(path) as store:  # an earlier run finished these, out of order
         for sid in ("s007", "s002", "s009"):
-            store.append({"id": sid, "status": "ok", "prediction": "A"})
+            store.append(record(Rec(sid), "b"))
     engine = ScriptedEngine()
     with Store(path) as store:
         stats = run(Pipeline(engine, ScriptedIO(0.0), letter_score, store), samples)

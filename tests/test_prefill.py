@@ -171,11 +171,9 @@ def test_a_run_prefills_every_request_and_records_the_continuation(tmp_path: Pat
     assert {r.assistant_prefix for r in engine.requests} == {"Best Option: ("}
     with RunDir(result.path).store("MLVU") as store:
         records = store.records()
-    assert {r["prediction"] for r in records} == {"B) the answer"}
+    assert {r.prediction for r in records} == {"B) the answer"}
     # every fixture question's answer is its option B
-    assert {(r["rule"], r["score"]["answer"], r["score"]["value"]) for r in records} == {
-        ("mlvu", "B", 1.0)
-    }
+    assert {(r.rule, r.score.answer, r.score.value) for r in records} == {("mlvu", "B", 1.0)}
 
 
 def test_the_prompt_hash_covers_the_prefix_and_is_unchanged_without_one() -> None:

@@ -36,7 +36,7 @@ def test_an_ok_record_has_exactly_the_fields_and_order_the_writer_always_wrote()
         prompt_hash="ab",
         tokens={"prompt": 10, "output": 2},
     )
-    assert list(rec.items()) == [
+    assert list(rec.dump().items()) == [
         ("id", "7"),
         ("status", "ok"),
         ("prediction", "B"),
@@ -57,7 +57,7 @@ def test_an_ok_record_has_exactly_the_fields_and_order_the_writer_always_wrote()
 
 def test_a_failed_record_has_exactly_the_fields_the_writer_always_wrote() -> None:
     rec = failed_record(SAMPLE, "engine", "RuntimeError: x", fingerprint="fp", timings={})
-    assert list(rec) == [
+    assert list(rec.dump()) == [
         "id",
         "status",
         "stage",
@@ -71,8 +71,8 @@ def test_a_failed_record_has_exactly_the_fields_the_writer_always_wrote() -> Non
         "timings",
         "fingerprint",
     ]
-    assert (rec["score"], rec["prediction"]) == (None, None)
-    assert SampleRecord.model_validate(rec).dump() == rec
+    assert (rec.score, rec.prediction) == (None, None)
+    assert SampleRecord.model_validate(rec.dump()).dump() == rec.dump()
 
 
 @pytest.mark.parametrize(
@@ -88,14 +88,14 @@ def test_a_failed_record_has_exactly_the_fields_the_writer_always_wrote() -> Non
 )
 def test_a_malformed_line_is_named_by_its_field(change: dict[str, object], field: str) -> None:
     line = json.dumps(
-        {**ok_record(SAMPLE, Score(1.0), ["B"], fingerprint="f", timings={}), **change}
+        {**ok_record(SAMPLE, Score(1.0), ["B"], fingerprint="f", timings={}).dump(), **change}
     )
     problem = check_line(line, "Video-MME.jsonl", 3)
     assert isinstance(problem, Problem) and (problem.row, problem.field) == ("line 3", field)
 
 
 def test_a_line_without_an_id_or_not_json_is_named() -> None:
-    rec = ok_record(SAMPLE, Score(1.0), ["B"], fingerprint="f", timings={})
+    rec = ok_record(SAMPLE, Score(1.0), ["B"], fingerprint="f", timings={}).dump()
     rec.pop("id")
     assert str(check_line(json.dumps(rec), "b.jsonl", 2)).startswith("b.jsonl, line 2, field 'id':")
     assert "not JSON" in str(check_line("{oops", "b.jsonl", 5))
@@ -111,7 +111,7 @@ GOOD = [
 def _line(rec_id: str, **change: object) -> str:
     sample = SAMPLE.model_copy(update={"id": rec_id})
     return json.dumps(
-        {**ok_record(sample, Score(1.0), ["B"], fingerprint="?", timings={}), **change}
+        {**ok_record(sample, Score(1.0), ["B"], fingerprint="?", timings={}).dump(), **change}
     )
 
 
@@ -161,3 +161,17 @@ def test_a_record_of_a_configuration_the_run_never_recorded_is_left_out_and_flag
     b = load_run(run, bootstrap=0).benchmarks["Video-MME"]
     assert b.overall == 50.0 and b.counts.total == 4 and b.counts.foreign == 1
     assert any("'0123456789abcdef' (1)" in n and "neither config.json" in n for n in b.notes)
+
+
+def test_a_records_line_is_the_one_the_store_always_wrote() -> None:
+    """The line format is the on-disk contract (old runs load, the report snapshot holds):
+    declaration order, unset fields left out, non-ASCII kept, the replica stamp last."""
+    sample = SAMPLE.model_copy(update={"id": "é1", "fields": {"domain": "Ünïcode"}})
+    rec = failed_record(sample, "engine", "EngineError: x", fingerprint="fp", timings={"a": 1.5})
+    assert rec.stamped("r1").line() == (
+        '{"id": "é1", "status": "failed", "stage": "engine", "error": "EngineError: x", '
+        '"prediction": null, "score": null, "benchmark": "Video-MME", '
+        '"task_type": "multiple_choice", "target": "B", "fields": {"domain": "Ünïcode"}, '
+        '"timings": {"a": 1.5}, "fingerprint": "fp", "replica": "r1"}\n'
+    )
+    assert check_line(rec.line(), "b.jsonl", 1) == rec

@@ -75,9 +75,9 @@ def test_an_undecodable_video_fails_only_its_sample_with_the_file_named(
         asyncio.run(
             Pipeline(ScriptedEngine(), builder, score, store, PipelineConfig()).run(samples)
         )
-        recs = {r["id"]: r for r in store.records()}
-    assert recs["ok1"]["status"] == recs["ok2"]["status"] == "ok"
-    assert recs["broken"]["status"] == "failed" and "bad.mp4" in recs["broken"]["error"]
+        recs = {r.id: r for r in store.records()}
+    assert recs["ok1"].status == recs["ok2"].status == "ok"
+    assert recs["broken"].status == "failed" and "bad.mp4" in recs["broken"].error
 
 
 def test_a_damaged_cache_entry_is_rebuilt_not_served(

@@ -48,16 +48,16 @@ def run(
 
 def test_without_a_judge_judged_samples_are_recorded_unscored(tmp_path: Path) -> None:
     records = run(tmp_path, None, "nojudge")
-    judged = [r for r in records if r["task_type"] == "llm_judge"]
-    assert judged and all(r["status"] == "ok" and r["score"]["value"] is None for r in judged)
+    judged = [r for r in records if r.task_type == "llm_judge"]
+    assert judged and all(r.status == "ok" and r.score.value is None for r in judged)
 
 
 def test_with_a_judge_every_sample_is_graded_and_the_judge_is_in_the_fingerprint(
     tmp_path: Path,
 ) -> None:
     records = run(tmp_path, JudgeConfig(model="exact-judge", engine="openai"), "judged")
-    judged = [r for r in records if r["task_type"] == "llm_judge"]
-    assert judged and all(r["score"]["value"] in (0.0, 1.0) for r in judged)
-    assert all(r["score"]["metadata"]["judge_model"] == "exact-judge" for r in judged)
+    judged = [r for r in records if r.task_type == "llm_judge"]
+    assert judged and all(r.score.value in (0.0, 1.0) for r in judged)
+    assert all(r.score.metadata["judge_model"] == "exact-judge" for r in judged)
     config = json.loads((tmp_path / "runs" / "judged" / "config.json").read_text())
     assert config["result_config"]["judge"]["model"] == "exact-judge"

@@ -18,6 +18,7 @@ from evalkit.scale.cluster import ReplicaHandle
 from evalkit.scale.driver import Driver, Snapshot
 from evalkit.scale.queue import Key, WorkItem, WorkQueue
 from evalkit.store import Store
+from evalkit.testing.runs import Rec, record
 
 
 class Ref:
@@ -70,7 +71,7 @@ class FakeReplica:
         self.calls += 1
         if self.calls in self.die_on:
             return Ref(error=ActorDiedError())
-        return Ref([(b, {"id": sid, "status": "ok", "replica": self.name}) for b, sid in keys])
+        return Ref([(b, record(Rec(sid, replica=self.name), b)) for b, sid in keys])
 
 
 def drive(
@@ -192,21 +193,34 @@ def test_the_replica_sink_stamps_records_and_reports_nothing_done() -> None:
     from evalkit.scale.replica import RecordSink
 
     sink = RecordSink("r3")
-    sink.append({"id": "a", "status": "ok"})
-    assert sink.records == [{"id": "a", "status": "ok", "replica": "r3"}]
+    written = record(Rec("a"), "b")
+    sink.append(written)
+    (stamped,) = sink.records
+    assert stamped.replica == "r3" and written.replica is None  # the writer's record untouched
+    assert stamped.line() == written.line()[:-2] + ', "replica": "r3"}\n'  # last on the line
     assert sink.done_ids() == set()
+
+
+def test_the_replica_stamp_is_validated_in_the_replica() -> None:
+    from pydantic import ValidationError
+
+    from evalkit.scale.replica import RecordSink
+
+    sink = RecordSink(3)  # type: ignore[arg-type]  # what an unchecked stamp let through
+    with pytest.raises(ValidationError, match="replica"):
+        sink.append(record(Rec("a"), "b"))
 
 
 def test_a_batch_of_records_is_appended_at_once_and_a_repeat_refused(tmp_path: Path) -> None:
     from evalkit.errors import DataError
 
     with Store(tmp_path / "b.jsonl") as store:
-        store.append_many([{"id": "a", "status": "ok"}, {"id": "b", "status": "failed"}])
+        store.append_many([record(Rec("a"), "b"), record(Rec("b", failed_stage="engine"), "b")])
         with pytest.raises(DataError, match="already has a finished record"):
-            store.append_many([{"id": "c", "status": "ok"}, {"id": "a", "status": "ok"}])
-        store.append_many([{"id": "b", "status": "ok"}])  # a retried failure supersedes
+            store.append_many([record(Rec("c"), "b"), record(Rec("a"), "b")])
+        store.append_many([record(Rec("b"), "b")])  # a retried failure supersedes
     with Store(tmp_path / "b.jsonl") as again:
-        assert {r["id"]: r["status"] for r in again.records()} == {"a": "ok", "b": "ok"}
+        assert {r.id: r.status for r in again.records()} == {"a": "ok", "b": "ok"}
 
 
 @pytest.mark.heavy
@@ -429,7 +443,7 @@ class RestartingReplica(FakeReplica):
         if self.calls == 1:
             self.restarting = True
             return Ref(error=ActorDiedError())
-        return Ref([(b, {"id": sid, "status": "ok", "replica": self.name}) for b, sid in keys])
+        return Ref([(b, record(Rec(sid, replica=self.name), b)) for b, sid in keys])
 
     def _pid(self) -> Ref:
         self.pid_calls += 1

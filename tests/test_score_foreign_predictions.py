@@ -57,7 +57,7 @@ def _score(tmp_path: Path, bench: str, root: Path, preds: Path, run_id: str) -> 
 
 def _verdicts(tmp_path: Path, run_id: str, bench: str) -> dict[str, Any]:
     recs = read_records(tmp_path / "runs" / run_id / f"{bench}.jsonl")
-    return {r["id"]: (r["status"], (r.get("score") or {}).get("value")) for r in recs}
+    return {r.id: (r.status, r.score.value if r.score else None) for r in recs}
 
 
 def _overall(tmp_path: Path, run_id: str, bench: str) -> float:

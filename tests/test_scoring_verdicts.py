@@ -98,18 +98,18 @@ def test_make_scorer_uses_the_specs_headline_rule_per_task_type() -> None:
 def test_the_record_names_the_headline_rule_and_holds_the_other_verdicts() -> None:
     v = score_all(_mc(), "B or C", rule=LAST_LETTER)
     rec = ok_record(_mc(), v, ["B or C"], fingerprint="fp", timings={"scored": 1.0})
-    assert rec["status"] == "ok" and rec["prediction"] == "B or C"
-    assert rec["score"]["value"] == 1.0 and rec["rule"] == LAST_LETTER
-    assert rec["rules"]["evalkit"] == {"value": 0.0, "answer": None}
-    assert (rec["prompt_hash"], rec["tokens"]) == (None, None)  # unknown, not invented
-    assert rec["fields"] == {"duration": "short"} and rec["fingerprint"] == "fp"
+    assert rec.status == "ok" and rec.prediction == "B or C"
+    assert rec.score is not None and rec.score.value == 1.0 and rec.rule == LAST_LETTER
+    assert rec.dump()["rules"]["evalkit"] == {"value": 0.0, "answer": None}
+    assert (rec.prompt_hash, rec.tokens) == (None, None)  # unknown, not invented
+    assert rec.fields == {"duration": "short"} and rec.fingerprint == "fp"
     plain = ok_record(_mc(), Score(1.0, "C"), ["C"], fingerprint="", timings={})
-    assert "rule" not in plain and "rules" not in plain  # a bare scorer names no rule
+    assert "rule" not in plain.dump() and "rules" not in plain.dump()  # a bare scorer names no rule
 
 
 def test_a_failed_record_has_no_score() -> None:
     rec = failed_record(_mc(), "predictions", "no prediction", fingerprint="", timings={})
-    assert (rec["status"], rec["stage"], rec["score"]) == ("failed", "predictions", None)
+    assert (rec.status, rec.stage, rec.score) == ("failed", "predictions", None)
 
 
 def test_ascore_takes_the_rule_and_ascore_all_matches_score_all() -> None:

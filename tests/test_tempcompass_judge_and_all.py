@@ -17,6 +17,7 @@ from evalkit.cli.main import main
 from evalkit.cli.score import score_predictions
 from evalkit.engines.base import Completion, Request, Timings
 from evalkit.errors import ConfigError
+from evalkit.records import SampleRecord
 from evalkit.reports import load_run
 from evalkit.reports.load import read_records
 from evalkit.run.config import JudgeConfig
@@ -84,7 +85,7 @@ def _score(tmp_path: Path, root: Path, bench: str, files: list[Path], **kw: Any)
     )
 
 
-def _records(tmp_path: Path, store: str) -> list[dict[str, Any]]:
+def _records(tmp_path: Path, store: str) -> list[SampleRecord]:
     return read_records(tmp_path / "runs" / "r" / f"{store}.jsonl")
 
 
@@ -127,7 +128,7 @@ def test_judge_rule_records_who_decided_each_sample(tmp_path: Path, root: Path) 
         judge_engine=ScriptedJudge(),
     )
     got = [
-        (r["rule"], r["score"]["value"], r["score"]["metadata"]["decided_by"])
+        (r.rule, r.score.value, r.score.metadata["decided_by"])
         for r in _records(tmp_path, "TempCompass")
     ]
     assert got == [
@@ -281,8 +282,7 @@ def test_run_with_the_judge_rule_judges_only_the_undecided_reply_in_the_pipeline
     judge = ScriptedJudge()
     execute(cfg, engine=ReplyEngine(), judge_engine=judge)
     got = [
-        (r["score"]["value"], r["score"]["metadata"]["decided_by"])
-        for r in _records(tmp_path, "TempCompass")
+        (r.score.value, r.score.metadata["decided_by"]) for r in _records(tmp_path, "TempCompass")
     ]
     assert (sorted(got, key=str), len(judge.asked)) == (
         [(0.0, "rule"), (1.0, "judge"), (1.0, "rule")],

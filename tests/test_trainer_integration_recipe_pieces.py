@@ -199,5 +199,5 @@ def test_export_reloads_identically_and_evalkit_run_evaluates_it(
     statuses = []
     for bench in rundir.benchmarks():  # SynthVideo's rows, and the ad-hoc long text row
         with rundir.store(bench) as store:
-            statuses += [r["status"] for r in store.records()]
+            statuses += [r.status for r in store.records()]
     assert statuses and set(statuses) == {"ok"}

@@ -105,9 +105,9 @@ class EvalHook:
         for bench in rundir.benchmarks():
             with rundir.store(bench) as store:
                 values = [
-                    float(r["score"]["value"])
+                    r.score.value
                     for r in store.records()
-                    if r.get("status") == "ok" and r["score"].get("value") is not None
+                    if r.score is not None and r.score.value is not None
                 ]
             scores[f"eval/{bench}"] = sum(values) / len(values) if values else float("nan")
             scores[f"eval/{bench}/n"] = float(len(values))

@@ -163,7 +163,7 @@ def open_mapped(path: Path) -> MappedFile:
     return MappedFile(path, metadata, tensors, 8 + n, buf, st)
 
 
-def _tensor_info(name: str, spec: Any) -> TensorInfo:
+def _tensor_info(name: str, spec: dict[str, Any]) -> TensorInfo:
     try:
         dtype = _DTYPES[spec["dtype"]]
         shape = tuple(int(x) for x in spec["shape"])

@@ -7,7 +7,7 @@ import itertools
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -15,6 +15,9 @@ from evalkit.cli.checks import non_negative_int, output_dir
 from evalkit.config import add_model_args, model_from_args
 from evalkit.errors import ConfigError
 from evalkit.video.types import FrameSpec
+
+if TYPE_CHECKING:
+    from evalkit.cache import FrameCache
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -167,7 +170,7 @@ def _videos(args: argparse.Namespace, required: bool) -> list[str]:
     return videos
 
 
-def _cache(args: argparse.Namespace, with_codec: bool = False) -> Any:
+def _cache(args: argparse.Namespace, with_codec: bool = False) -> FrameCache:
     from evalkit.cache import FrameCache
 
     if args.root:  # a mistyped --root must not read as "an empty, healthy cache"
@@ -244,7 +247,7 @@ def _reasons(exc: ValidationError) -> str:
 
 
 def _build_on_ray(
-    args: argparse.Namespace, cache: Any, specs: list[FrameSpec], videos: list[Any]
+    args: argparse.Namespace, cache: FrameCache, specs: list[FrameSpec], videos: list[Any]
 ) -> Any:
     from evalkit.cache.key import as_ref
     from evalkit.scale.cache_build import build_on_ray, read_node_map
@@ -329,7 +332,7 @@ def _label(video: Any) -> str:
     return label(video) if isinstance(video, VideoRef) else str(video)
 
 
-def _cached(cache: Any, video: Any, spec: FrameSpec) -> bool:
+def _cached(cache: FrameCache, video: Any, spec: FrameSpec) -> bool:
     from evalkit.errors import VideoError
 
     try:

@@ -12,7 +12,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+if TYPE_CHECKING:
+    from evalkit.reports.model import RunReport
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -97,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _verdict_line(
-    run_: Any, results: list[Any], checked: list[Any], failing: list[Any], name: str | None
+    run_: RunReport, results: list[Any], checked: list[Any], failing: list[Any], name: str | None
 ) -> str:
     """The last line: OK with what was checked, what failed, or that nothing was."""
     if failing:
@@ -118,7 +124,7 @@ def _verdict_line(
     return f"repro: OK ({', '.join(said)})"
 
 
-def _verdict_table(run_: Any, results: list[Any]) -> Any:
+def _verdict_table(run_: RunReport, results: list[Any]) -> Table:
     """One row per (benchmark, reference metric); a benchmark without references gets one."""
     from rich.table import Table
 

@@ -7,7 +7,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -23,6 +23,9 @@ from evalkit.engines import engine_choices
 from evalkit.errors import ConfigError, EvalkitError
 from evalkit.pipeline import Pipeline, PipelineConfig
 from evalkit.run.config import FrameOverrides, JudgeConfig, RunConfig
+
+if TYPE_CHECKING:
+    from evalkit.run.execute import RunResult
 
 # Engine knobs with their own flags (all others: --engine-opt KEY=VALUE).
 _ENGINE_FLAGS = {
@@ -271,7 +274,7 @@ def run(args: argparse.Namespace) -> int:
     return _finish(cfg, result, terminal.log_path)
 
 
-def _execute(cfg: RunConfig, args: argparse.Namespace, terminal: Any) -> Any:
+def _execute(cfg: RunConfig, args: argparse.Namespace, terminal: Any) -> RunResult:
     """The run, in process or on Ray replicas, with its progress display; unless
     ``--verbose``, the engines' output goes to the run's log file once the run exists."""
     from evalkit.rundir import RunDir
@@ -301,7 +304,7 @@ def _execute(cfg: RunConfig, args: argparse.Namespace, terminal: Any) -> Any:
         progress.stop()
 
 
-def _finish(cfg: RunConfig, result: Any, log_path: Path | None) -> int:
+def _finish(cfg: RunConfig, result: RunResult, log_path: Path | None) -> int:
     """The per-benchmark counts, start-up times, the summary table, where things are."""
     from evalkit.outcome import all_failed
     from evalkit.rundir import RunDir

@@ -49,12 +49,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from evalkit.errors import ConfigError, DataError
-from evalkit.predictions import Matched, Matcher, detect
+from evalkit.predictions import Matched, Matcher, PredictionRow, detect
 from evalkit.sample import Sample
 
 if TYPE_CHECKING:
     from evalkit.bench.files import Loaded
-    from evalkit.run.config import JudgeConfig
+    from evalkit.engines.base import Completion, Engine
+    from evalkit.manifest import RunManifest
+    from evalkit.run.config import JudgeConfig, RunConfig
+    from evalkit.run.plan import BenchRun
+    from evalkit.rundir import RunDir
+    from evalkit.scoring.run_scorer import RunScorer
+    from evalkit.scoring.verdicts import Verdicts
+    from evalkit.store import Store
 
 ENGINE = "external"
 _SHOW = 5  # ids listed in an error
@@ -218,7 +225,7 @@ def score_predictions(
     force: bool = False,
     rule: Literal["official", "official+judge", "evalkit"] | None = None,
     judge: JudgeConfig | None = None,
-    judge_engine: Any = None,
+    judge_engine: Engine | None = None,
 ) -> list[ScoreResult]:
     """Score predictions files for one or more benchmarks (variants) into one run
     directory, one results store per benchmark variant (see the module)."""
@@ -284,7 +291,7 @@ def bench_names(bench: str) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def _check_rule(rule: str | None, cfg: Any, benches: list[Any]) -> None:
+def _check_rule(rule: str | None, cfg: RunConfig, benches: list[BenchRun]) -> None:
     """``official+judge`` needs a judge and a benchmark whose official code asks one."""
     if rule != "official+judge":
         return
@@ -319,13 +326,13 @@ def _read(files: list[Path], matchers: dict[str, Matcher]) -> tuple[dict[str, Ma
 
 
 async def _score_benches(
-    cfg: Any,
-    rundir: Any,
+    cfg: RunConfig,
+    rundir: RunDir,
     fingerprint: str,
-    benches: list[Any],
+    benches: list[BenchRun],
     matched: dict[str, Matched],
     rule: str | None,
-    judge_engine: Any,
+    judge_engine: Engine | None,
 ) -> list[ScoreResult]:
     """Each benchmark's records, its judged samples awaited on this loop's judge."""
     from evalkit.run.components import judge_for, make_scorer
@@ -341,7 +348,11 @@ async def _score_benches(
 
 
 async def _score_into(
-    rundir: Any, fingerprint: str, bench_run: Any, texts: dict[str, str | None], scorer: Any
+    rundir: RunDir,
+    fingerprint: str,
+    bench_run: BenchRun,
+    texts: dict[str, str | None],
+    scorer: RunScorer,
 ) -> ScoreResult:
     """Append one record per sample not yet scored in ``rundir`` (the store's writer)."""
     from evalkit.records import failed_record
@@ -370,7 +381,7 @@ async def _score_into(
     return out
 
 
-async def _verdicts(scorer: Any, sample: Sample, text: str) -> Any:
+async def _verdicts(scorer: RunScorer, sample: Sample, text: str) -> Verdicts:
     completion = _completion(sample, text)
     return (
         await scorer.ascore(sample, completion)
@@ -380,7 +391,7 @@ async def _verdicts(scorer: Any, sample: Sample, text: str) -> Any:
 
 
 def _append(
-    store: Any, out: ScoreResult, sample: Sample, verdicts: Any, text: str, fp: str
+    store: Store, out: ScoreResult, sample: Sample, verdicts: Verdicts, text: str, fp: str
 ) -> None:
     """The sample's record: scored, or failed at stage score when its scorer raised."""
     from evalkit.records import failed_record, ok_record, scorer_failure
@@ -406,7 +417,7 @@ def _append(
     out.unscored += verdicts.score.value is None
 
 
-def _benchmark(cfg: Any, name: str | None = None) -> tuple[Any, Loaded]:
+def _benchmark(cfg: RunConfig, name: str | None = None) -> tuple[BenchRun, Loaded]:
     """The benchmark's spec and samples, from its annotations only (no video is opened),
     and what the loader found (the row fields of each id, the rows set aside)."""
     from evalkit.bench.loader import load
@@ -421,7 +432,7 @@ def _benchmark(cfg: Any, name: str | None = None) -> tuple[Any, Loaded]:
     return BenchRun(stored, spec, spec.frames, SamplingParams(), samples), samples
 
 
-def _data_benchmarks(cfg: Any) -> list[tuple[Any, Loaded]]:
+def _data_benchmarks(cfg: RunConfig) -> list[tuple[BenchRun, Loaded]]:
     """A ``--data`` file's benchmarks, read by the runner's own reading of it
     (``data_bench_runs``): rows naming a known benchmark are scored and aggregated as
     ``evalkit run --data`` does, under that benchmark's spec and official rule; the rest
@@ -432,7 +443,9 @@ def _data_benchmarks(cfg: Any) -> list[tuple[Any, Loaded]]:
     return [(run, Loaded()) for run in data_bench_runs(cfg, None)]
 
 
-def _manifest(cfg: Any, benches: list[Any], files: list[Path], rule: str | None) -> Any:
+def _manifest(
+    cfg: RunConfig, benches: list[BenchRun], files: list[Path], rule: str | None
+) -> RunManifest:
     """The run's manifest (``RunManifest``), as ``evalkit run`` writes it, with the
     predictions files in place of the generation settings."""
     from evalkit.manifest import RunManifest
@@ -452,7 +465,7 @@ def _manifest(cfg: Any, benches: list[Any], files: list[Path], rule: str | None)
     return RunManifest.build(rc, extra, specs=specs, data_benchmarks=data)
 
 
-def _completion(sample: Sample, text: str) -> Any:
+def _completion(sample: Sample, text: str) -> Completion:
     from evalkit.engines.base import Completion
 
     return Completion(request_id=sample.id, texts=[text])
@@ -502,7 +515,7 @@ def _check_matched(
     )
 
 
-def _label(row: Any) -> str:
+def _label(row: PredictionRow) -> str:
     """A row as an error shows it: its id, else its key fields, shortened."""
     if row.keys.get("id") is not None:
         return repr(str(row.keys["id"]))

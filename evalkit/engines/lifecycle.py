@@ -24,9 +24,12 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from evalkit.errors import Terminated
+
+if TYPE_CHECKING:
+    from evalkit.engines.base import Engine
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -34,7 +37,7 @@ _SCRIPT = Path(__file__).with_name("_watchdog.py")
 SHM = "/dev/shm"
 
 
-async def close_engine(engine: Any) -> None:
+async def close_engine(engine: Engine) -> None:
     """Close ``engine``; a failure of its shutdown is a warning, not the run's failure:
     every record was fsync'd by the store before the engine is closed."""
     try:

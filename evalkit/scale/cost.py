@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from evalkit.sample import Sample, VideoRef
 from evalkit.scale.queue import WorkItem
 from evalkit.video.types import FrameSpec
+
+if TYPE_CHECKING:
+    from evalkit.cache import FrameCache
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +44,7 @@ def video_cost(duration_s: float, spec: FrameSpec) -> float:
 class CostModel:
     """Durations per video, looked up once each: cache entry, else header, else default."""
 
-    def __init__(self, cache: Any = None) -> None:
+    def __init__(self, cache: FrameCache | None = None) -> None:
         self.cache = cache
         self._durations: dict[str, float] = {}
 

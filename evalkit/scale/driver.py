@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from evalkit.engines import engine_spec
 from evalkit.errors import ConfigError
 from evalkit.pipeline import PipelineConfig, PipelineStats
+from evalkit.records import SampleRecord
 from evalkit.run.components import make_cache
 from evalkit.run.config import RunConfig
 from evalkit.run.execute import RunResult
@@ -335,7 +336,7 @@ class Driver:
                 self._lost(name)
             return
         state.leased = max(0, state.leased - len(lease.items))
-        kept: dict[str, list[dict[str, Any]]] = {}
+        kept: dict[str, list[SampleRecord]] = {}
         for bench, record in results:
             if self._accept(state, lease, bench, record):
                 kept.setdefault(bench, []).append(record)
@@ -343,19 +344,17 @@ class Driver:
             self.stores[bench].append_many(recs)
         self.queue.release(lease.id)  # samples the batch did not return: queued again
 
-    def _accept(
-        self, state: ReplicaState, lease: Lease, bench: str, record: dict[str, Any]
-    ) -> bool:
+    def _accept(self, state: ReplicaState, lease: Lease, bench: str, record: SampleRecord) -> bool:
         """Whether the queue accepts ``record`` (counted); a refused one is discarded."""
-        key: Key = (bench, str(record["id"]))
+        key: Key = (bench, record.id)
         if not self.queue.complete(lease.id, key):
             state.discarded += 1
             return False
         st = self.stats[bench]
-        if record.get("status") == "ok":
+        if record.status == "ok":
             st.completed += 1
             state.done += 1
-            output = (record.get("tokens") or {}).get("output") or 0
+            output = (record.tokens.output if record.tokens else None) or 0
             st.output_tokens += output
             state.output_tokens += output
         else:

@@ -17,12 +17,13 @@ from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 from evalkit.engines import engine_spec
 from evalkit.engines.base import Engine
 from evalkit.engines.lifecycle import held_shm, shm_listing
 from evalkit.pipeline import Pipeline
+from evalkit.records import SampleRecord
 from evalkit.run.plan import RunPlan
 from evalkit.rundir import RunDir
 from evalkit.sample import Sample
@@ -44,11 +45,11 @@ class RecordSink:
 
     def __init__(self, replica: str) -> None:
         self.replica = replica
-        self.records: list[dict[str, Any]] = []
+        self.records: list[SampleRecord] = []
 
-    def append(self, record: dict[str, Any]) -> None:
+    def append(self, record: SampleRecord) -> None:
         """Keep one finished record, stamped with this replica."""
-        self.records.append({**record, "replica": self.replica})
+        self.records.append(record.stamped(self.replica))
 
     def done_ids(self, *, include_failed: bool = True) -> set[str]:
         """No sample is done from the pipeline's point of view (see the class)."""
@@ -129,7 +130,7 @@ class Replica:
 
     async def run_batch(
         self, keys: list[tuple[str, str]], plan: str | None = None
-    ) -> list[tuple[str, dict[str, Any]]]:
+    ) -> list[tuple[str, SampleRecord]]:
         """Run the leased samples of ``plan`` (None: the first plan held) through the
         pipeline; (benchmark, record) of each."""
         await self.setup()
@@ -137,7 +138,7 @@ class Replica:
         by_bench: dict[str, list[Sample]] = {}
         for bench, sid in keys:
             by_bench.setdefault(bench, []).append(held.samples[(bench, sid)])
-        out: list[tuple[str, dict[str, Any]]] = []
+        out: list[tuple[str, SampleRecord]] = []
         for bench, samples in by_bench.items():
             sink = RecordSink(self.name)
             await self._pipeline(held, bench, sink).run(samples)

@@ -10,8 +10,6 @@ imported only when their scorer first runs; each task type names its scorer in
 :mod:`evalkit.tasks`.
 """
 
-from typing import Any
-
 from evalkit import tasks
 from evalkit.sample import Sample
 from evalkit.scoring.context import NO_CONTEXT, ScoringContext
@@ -20,6 +18,7 @@ from evalkit.scoring.judge_fallback import ascore_with_judge, fallback_of
 from evalkit.scoring.reward import format_score, reward
 from evalkit.scoring.router import (
     SCORERS,
+    Prediction,
     ScorerFn,
     _text,
     canonical_task_type,
@@ -40,7 +39,7 @@ def needs_judge(sample: Sample, scorer_name: str | None = None) -> bool:
 
 async def ascore(
     sample: Sample,
-    prediction: Any,
+    prediction: Prediction,
     ctx: ScoringContext = NO_CONTEXT,
     *,
     scorer_name: str | None = None,
@@ -73,7 +72,7 @@ async def ascore(
 
 async def ascore_all(
     sample: Sample,
-    prediction: Any,
+    prediction: Prediction,
     ctx: ScoringContext = NO_CONTEXT,
     *,
     rule: str | None = None,

@@ -17,9 +17,16 @@ import gc
 import os
 import signal
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalkit.scoring.types import Score, ScorerFailure
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
+
+    from evalkit.engines.base import Completion
+    from evalkit.sample import Sample
+    from evalkit.scoring.verdicts import Verdicts
 
 ScoreFn = Callable[[Any, Any], Any]
 
@@ -69,7 +76,7 @@ class BoundedScorer:
         child.close()
         self._child, self._conn = proc, parent
 
-    def __call__(self, sample: Any, completion: Any) -> Any:
+    def __call__(self, sample: Sample, completion: Completion) -> Score | Verdicts:
         """The verdicts, a failed Score naming the budget, or what the scorer raised (as a
         failed Score)."""
         self.start()
@@ -101,7 +108,7 @@ class BoundedScorer:
         self._kill()
 
 
-def _serve(conn: Any, score: ScoreFn) -> None:
+def _serve(conn: Connection, score: ScoreFn) -> None:
     """The child: score what comes down the pipe until it closes, then leave at once."""
     gc.freeze()  # the parent's objects are never collected here: no finaliser of theirs runs
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from evalkit.sample import Sample
-from evalkit.scoring.router import score
+from evalkit.scoring.router import Prediction, score
 
 log = logging.getLogger(__name__)
 
 
-def format_score(sample: Sample, prediction: Any) -> float:
+def format_score(sample: Sample, prediction: Prediction) -> float:
     """1 / 0.5 / 0: the answer is marked and parses for its type / parses unmarked / neither.
 
     Each scorer records this as ``metadata["format"]`` while extracting its answer, so the
@@ -21,7 +20,7 @@ def format_score(sample: Sample, prediction: Any) -> float:
 
 
 def reward(
-    sample: Sample, prediction: Any, w_acc: float = 0.9, w_fmt: float = 0.1
+    sample: Sample, prediction: Prediction, w_acc: float = 0.9, w_fmt: float = 0.1
 ) -> dict[str, float | None]:
     """Per-key reward for the trainer: ``accuracy``, ``format``, ``overall`` and
     ``scorer_failed`` (1.0 when the scorer raised, else 0.0).

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterator
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 from evalkit import tasks
 from evalkit.sample import Sample
@@ -19,6 +19,12 @@ from evalkit.scoring.extras import EXTRAS
 from evalkit.scoring.prefill import assistant_turn
 from evalkit.scoring.rules import get_rule, rules_for
 from evalkit.scoring.types import Score
+
+if TYPE_CHECKING:
+    from evalkit.engines.base import Completion
+
+Prediction: TypeAlias = "str | Completion | None"
+"""What a scorer reads: a reply's text, or the engine's Completion (its first text)."""
 
 ScorerFn = Callable[[str, Any, Sample], Score]
 
@@ -58,7 +64,7 @@ task_types = tasks.names
 
 def score(
     sample: Sample,
-    prediction: Any,
+    prediction: Prediction,
     ctx: ScoringContext = NO_CONTEXT,
     *,
     scorer_name: str | None = None,
@@ -105,7 +111,7 @@ def score(
     return result
 
 
-def _text(prediction: Any) -> str:
+def _text(prediction: Prediction) -> str:
     if isinstance(prediction, str):
         return prediction
     text = getattr(prediction, "text", None)  # evalkit.engines.base.Completion
@@ -115,7 +121,7 @@ def _text(prediction: Any) -> str:
 
 
 def score_rules(
-    sample: Sample, prediction: Any, scorer_name: str | None = None, skip: str | None = None
+    sample: Sample, prediction: Prediction, scorer_name: str | None = None, skip: str | None = None
 ) -> dict[str, Score]:
     """``prediction`` scored under every registered rule of the sample's task type
     (``skip``: a rule already scored, e.g. the headline). Extra metrics are not run."""

@@ -8,7 +8,7 @@ samples behind it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from evalkit import tasks
 from evalkit.engines.base import Completion
@@ -17,6 +17,10 @@ from evalkit.scoring.context import NO_CONTEXT, ScoringContext
 from evalkit.scoring.prefill import with_prefix
 from evalkit.scoring.verdicts import Verdicts, score_all
 
+if TYPE_CHECKING:
+    from evalkit.bench.spec import BenchmarkSpec
+    from evalkit.prompts import PromptPlan
+
 
 class RunScorer:
     """Each sample under its benchmark's headline rule (``spec``; None = evalkit's rule)
@@ -24,9 +28,9 @@ class RunScorer:
 
     def __init__(
         self,
-        spec: Any = None,
+        spec: BenchmarkSpec | None = None,
         ctx: ScoringContext = NO_CONTEXT,
-        prompt: Any = None,
+        prompt: PromptPlan | None = None,
         rule: str | None = None,
     ) -> None:
         self.spec = spec

@@ -15,7 +15,7 @@ from typing import Any
 from evalkit import tasks
 from evalkit.sample import Sample
 from evalkit.scoring.context import NO_CONTEXT, ScoringContext
-from evalkit.scoring.router import score, score_rules
+from evalkit.scoring.router import Prediction, score, score_rules
 from evalkit.scoring.rules import EVALKIT
 from evalkit.scoring.types import Score
 
@@ -37,7 +37,7 @@ class Verdicts:
 
 def score_all(
     sample: Sample,
-    prediction: Any,
+    prediction: Prediction,
     ctx: ScoringContext = NO_CONTEXT,
     *,
     rule: str | None = None,

@@ -14,10 +14,24 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.pipeline import PipelineStats
+from evalkit.records import SampleRecord, ScoreRecord
 from evalkit.scale.cluster import ray_session, start_replicas, stop_replicas
 from evalkit.scale.driver import DEPTH, Driver
 from evalkit.scale.queue import Key, WorkItem, WorkQueue
 from evalkit.store import Store
+
+
+def _echo_record(bench: str, sid: str, replica: str) -> SampleRecord:
+    """The least ``ok`` record the store takes (EchoReplica's answer)."""
+    return SampleRecord(
+        id=sid,
+        status="ok",
+        score=ScoreRecord(value=1.0),
+        benchmark=bench,
+        task_type="echo",
+        fingerprint="",
+        replica=replica,
+    )
 
 
 class EchoReplica:
@@ -52,13 +66,13 @@ class EchoReplica:
 
     async def run_batch(
         self, keys: list[Key], plan: str | None = None
-    ) -> list[tuple[str, dict[str, Any]]]:
+    ) -> list[tuple[str, SampleRecord]]:
         """One ``ok`` record per key, stamped with this replica (of any ``plan``)."""
         if self.delay_s:
             import asyncio
 
             await asyncio.sleep(self.delay_s)
-        return [(b, {"id": sid, "status": "ok", "replica": self.name}) for b, sid in keys]
+        return [(b, _echo_record(b, sid, self.name)) for b, sid in keys]
 
     async def close(self) -> None:
         """Nothing to stop."""

@@ -11,13 +11,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalkit.records import SampleRecord, failed_record, ok_record
 from evalkit.rundir import RunDir
 from evalkit.sample import Sample
 from evalkit.scoring.types import Score
 from evalkit.scoring.verdicts import Verdicts
+
+if TYPE_CHECKING:
+    from evalkit.run.config import RunConfig
+    from evalkit.run.plan import BenchRun
 
 
 @dataclass
@@ -44,13 +48,11 @@ class Rec:
     """The prompt text the model was asked (kept in the record as a run keeps it)."""
 
 
-def record(rec: Rec, benchmark: str, fingerprint: str = "") -> dict[str, Any]:
+def record(rec: Rec, benchmark: str, fingerprint: str = "") -> SampleRecord:
     """The store record the pipeline would write for ``rec`` (by the pipeline's writer)."""
     out = _written(rec, benchmark, fingerprint)
-    if rec.replica is None:
-        return out
-    # a replica tags the writer's record with its name, as evalkit.scale's replicas do
-    return SampleRecord.model_validate({**out, "replica": rec.replica}).dump()
+    # a replica stamps the writer's record with its name, as evalkit.scale's replicas do
+    return out if rec.replica is None else out.stamped(rec.replica)
 
 
 def sample_of(rec: Rec, benchmark: str) -> Sample:
@@ -65,7 +67,7 @@ def sample_of(rec: Rec, benchmark: str) -> Sample:
     )
 
 
-def _written(rec: Rec, benchmark: str, fingerprint: str) -> dict[str, Any]:
+def _written(rec: Rec, benchmark: str, fingerprint: str) -> SampleRecord:
     sample = sample_of(rec, benchmark)
     timings = rec.timings or {}
     if rec.failed_stage:
@@ -180,7 +182,7 @@ def _known(name: str) -> bool:
     return True
 
 
-def _adhoc(cfg: Any, path: Path, name: str, samples: list[Sample]) -> Any:
+def _adhoc(cfg: RunConfig, path: Path, name: str, samples: list[Sample]) -> BenchRun:
     """An ad-hoc ``--data`` benchmark of rows of no known source (``data_benches``)."""
     from evalkit.bench.unified import unified_spec
     from evalkit.bench.unified_known import UNKNOWN_ROWS_NOTE, DataBench

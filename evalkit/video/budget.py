@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -187,7 +188,7 @@ def read_frames(path: Path) -> dict[str, Any]:
 def describe(entry: dict[str, Any]) -> str:
     """One line: frame count and size as run, and which budget capped the size."""
 
-    def spread(counts: dict[str, int], sort_key: Any) -> str:
+    def spread(counts: dict[str, int], sort_key: Callable[[str], Any]) -> str:
         keys = sorted(counts, key=sort_key)
         if len(keys) == 1:
             return keys[0]

@@ -13,10 +13,13 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from evalkit.registry import Registry
 from evalkit.sample import Sample
+
+if TYPE_CHECKING:
+    from evalkit.bench.spec import BenchmarkSpec
 
 
 @dataclass(frozen=True)
@@ -117,7 +120,7 @@ def scored_units(scored: Sequence[Scored]) -> list[tuple[Sample, float]]:
     return [(s.sample, s.value) for s in scored if s.value is not None]
 
 
-def aggregate(spec: Any, scored: Sequence[Scored]) -> AggregateResult:
+def aggregate(spec: BenchmarkSpec, scored: Sequence[Scored]) -> AggregateResult:
     """Apply ``spec.aggregation`` (a registered name, or an adapter ``"module:function"``)."""
     agg = spec.aggregation
     if ":" in agg.name and agg.name not in AGGREGATIONS:

@@ -9,7 +9,7 @@ are all present.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalkit.bench.aggregations.base import (
     AggregateResult,
@@ -19,11 +19,16 @@ from evalkit.bench.aggregations.base import (
     scored_units,
 )
 
+if TYPE_CHECKING:
+    from evalkit.bench.spec import BenchmarkSpec
+
 BASE = "base"
 """The name :func:`across_variants` and the spec use for the spec without a variant."""
 
 
-def across_variants(spec: Any, by_variant: Mapping[str, Sequence[Scored]]) -> AggregateResult:
+def across_variants(
+    spec: BenchmarkSpec, by_variant: Mapping[str, Sequence[Scored]]
+) -> AggregateResult:
     """The spec's cross-variant headline from each variant's scored samples.
 
     ``by_variant`` maps a variant name (``"base"`` for the spec itself) to its samples.
