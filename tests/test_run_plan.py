@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from evalkit.records import SampleRecord
 from evalkit.run import components
 from evalkit.run.config import RunConfig
 from evalkit.run.plan import plan_run
@@ -88,15 +89,15 @@ def test_a_replica_runs_its_plan_without_resolving_any_benchmark(
     replica = Replica(sent, str(tmp_path / "runs" / "r"), None, "r0")
     ids = [s.id for s in plan.bench(BENCH).samples][:3]
 
-    async def one_batch() -> list[tuple[str, dict[str, Any]]]:
+    async def one_batch() -> list[tuple[str, SampleRecord]]:
         try:
             return await replica.run_batch([(BENCH, i) for i in ids], plan.id)
         finally:
             await replica.close()
 
     out = asyncio.run(one_batch())
-    assert sorted(rec["id"] for _, rec in out) == sorted(ids)
+    assert sorted(rec.id for _, rec in out) == sorted(ids)
     assert {b for b, _ in out} == {BENCH}
-    assert {rec["fingerprint"] for _, rec in out} == {plan.fingerprint}
-    assert {rec["replica"] for _, rec in out} == {"r0"}
+    assert {rec.fingerprint for _, rec in out} == {plan.fingerprint}
+    assert {rec.replica for _, rec in out} == {"r0"}
     assert not (tmp_path / "runs" / "r").exists()  # a replica writes no file of the run

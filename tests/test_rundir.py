@@ -11,6 +11,7 @@ from evalkit.bench.registry import get_benchmark
 from evalkit.errors import ConfigError
 from evalkit.manifest import RunManifest
 from evalkit.rundir import RunDir
+from evalkit.testing.runs import Rec, record
 
 
 def manifest(
@@ -97,5 +98,5 @@ def test_each_benchmark_gets_its_own_store(tmp_path: Path) -> None:
     run = RunDir(tmp_path / "r1")
     run.open(manifest(), force=False)
     with run.store("Video-MME") as s:
-        s.append({"id": "1", "status": "ok"})
+        s.append(record(Rec("1"), "Video-MME"))
     assert run.benchmarks() == ["Video-MME"]

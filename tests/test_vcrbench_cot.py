@@ -167,7 +167,7 @@ def test_parse_rejects_unknown_verdicts_and_kinds() -> None:
 def test_evalkit_run_records_the_cot_figures(tmp_path: Path) -> None:
     judge = JudgeConfig(model="cot-judge", engine="openai")
     records = run_vcrbench(tmp_path, judge, "cot", judge_engine=CotJudge())
-    meta = {r["id"]: r["score"]["metadata"] for r in records}
+    meta = {r.id: r.score.metadata for r in records}
     assert (meta["1"]["cot_recall"], meta["2"]["cot_precision"]) == (0.5, 0.5)
     assert meta["4"]["cot_recall"] is None and "cot_error" in meta["4"]
 
