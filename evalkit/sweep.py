@@ -263,20 +263,32 @@ def decode_once(sweep: Sweep) -> float:
     return seconds
 
 
-async def arun(sweep: Sweep) -> dict[str, Any]:
-    """Every setting through one engine, side by side; {setting id: RunResult}."""
-    engine = await Runner.start_engine(sweep.base)
+async def arun(sweep: Sweep) -> tuple[dict[str, Any], float]:
+    """Every setting through one engine, side by side, once every video is decoded (the
+    decoding runs while the engine starts); ({setting id: RunResult}, decode seconds)."""
+    starting = asyncio.ensure_future(Runner.start_engine(sweep.base))
     try:
-        results = await asyncio.gather(*(Runner.run(s.cfg, engine) for s in sweep.settings))
+        decode_s = await asyncio.to_thread(decode_once, sweep)
+    except BaseException:
+        await Runner.close_engine(await starting)
+        raise
+    engine = await starting
+    runs = [asyncio.ensure_future(Runner.run(s.cfg, engine)) for s in sweep.settings]
+    try:
+        results = await asyncio.gather(*runs)
+    except BaseException:  # one setting failed or the sweep was stopped: stop them all
+        for run in runs:
+            run.cancel()
+        await asyncio.gather(*runs, return_exceptions=True)
+        raise
     finally:
         await Runner.close_engine(engine)
-    return {s.id: r for s, r in zip(sweep.settings, results, strict=True)}
+    return {s.id: r for s, r in zip(sweep.settings, results, strict=True)}, decode_s
 
 
-def execute(sweep: Sweep) -> dict[str, Any]:
-    """Decode once, then run every setting on one engine (the manifest first)."""
+def execute(sweep: Sweep) -> tuple[dict[str, Any], float]:
+    """Write ``sweep.json``, decode every video once, run every setting on one engine."""
     sweep.write(pinned_values(sweep.base.bench, list(sweep.axes)))
-    decode_once(sweep)
     return asyncio.run(arun(sweep))
 
 
