@@ -15,6 +15,7 @@ switch when the run path moves).
 from __future__ import annotations
 
 import asyncio
+import importlib
 import importlib.util
 import itertools
 import json
@@ -296,10 +297,11 @@ def show(sweep: Sweep) -> None:
     """The sweep's result in the terminal: the sweep report where there is one, else one
     line per setting (run directory, samples scored, headline score)."""
     if importlib.util.find_spec("evalkit.reports.sweep") is not None:
-        from evalkit.reports import sweep as report  # type: ignore[attr-defined]
-
-        report.to_terminal(sweep.path)
-        return
+        report = importlib.import_module("evalkit.reports.sweep")
+        render = getattr(report, "to_terminal", None)  # the name is the lead's to wire
+        if render is not None:
+            render(sweep.path)
+            return
     from evalkit.reports import load_run
 
     for s in sweep.settings:

@@ -52,12 +52,14 @@ def _fingerprint(run: Path) -> Any:
 
 
 def test_each_setting_is_the_run_evalkit_run_writes_from_one_engine_start(
-    world: Path, monkeypatch: pytest.MonkeyPatch
+    world: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
     started = _fake_engine(monkeypatch)
     flags = [*BASE.split(), "--cache-root", "cache"]
     assert main(["sweep", *flags, *GRID, "--sweep-dir", "sw"]) == 0
     assert len(started) == 1  # one engine for the four settings
+    out = capfd.readouterr().out  # one line per setting: run, samples scored, headline
+    assert "s03 nframes-4__variant-thinking: SynthVideo 2 scored, headline" in out
     doc = json.loads((world / "sw" / "sweep.json").read_text())
     assert doc["schema"] == 1 and doc["kind"] == "evalkit-sweep" and doc["zip"] is False
     assert doc["axes"] == {"frames.nframes": [2, 4], "prompt.variant": ["plain", "thinking"]}

@@ -33,6 +33,7 @@ def run(args: argparse.Namespace) -> int:
     from evalkit import sweep as sw
     from evalkit.engines.logs import quiet_engine_logs
     from evalkit.rundir import new_run_id
+    from evalkit.terminal import Terminal
 
     axes = sw.parse_grid(args.grid) if args.grid else None
     if args.resume:  # --resume DIR: the sweep directory (each setting's run resumes)
@@ -56,7 +57,14 @@ def run(args: argparse.Namespace) -> int:
     if not args.verbose:
         quiet_engine_logs()
     print(f"sweep: {len(sweep.settings)} settings in {sweep.path} (one engine, one decode)")
-    sw.execute(sweep)
+    terminal = Terminal()
+    with terminal:  # unless --verbose, the engine's output goes to the sweep's log file
+        if not args.verbose:
+            sweep.path.mkdir(parents=True, exist_ok=True)
+            terminal.capture(sweep.path / "output.log")
+        sw.execute(sweep)
     sw.show(sweep)
+    if terminal.log_path is not None:
+        print(f"engine and library output: {terminal.log_path}")
     print(f"sweep directory: {sweep.path}")
     return 0
