@@ -222,6 +222,22 @@ class Runner:
         return [(list(refs), list(specs)) for refs, specs in by_bench.values()]
 
     @staticmethod
+    def finished(cfg: RunConfig) -> bool:
+        """Whether the setting's run directory already records every sample."""
+        if not cfg.resume:
+            return False
+        from evalkit.engines import reads_local_checkpoint
+        from evalkit.resume import pending
+        from evalkit.rundir import RunDir
+        from evalkit.runner import model_factor, resolve_benchmarks
+
+        factor = model_factor(cfg) if reads_local_checkpoint(cfg.engine) else None
+        benches = resolve_benchmarks(cfg, factor, check_media=False)
+        done_failed = cfg.mode == "sync" or not cfg.retry_failed
+        left = pending(RunDir(cfg.resume), benches, include_failed=done_failed)
+        return not any(left.values())
+
+    @staticmethod
     def cache(cfg: RunConfig) -> Any:
         from evalkit.runparts import make_cache
 
@@ -247,17 +263,17 @@ class Runner:
         return await aexecute(cfg, engine=engine)
 
 
-def decode_once(sweep: Sweep) -> float:
-    """Decode every video of the sweep once for all its settings' FrameSpecs into the frame
+def decode_once(settings: Sequence[Setting]) -> float:
+    """Decode every video of ``settings`` once for all their FrameSpecs into the frame
     cache (the cache builder's pool); the seconds it took. Failures are left to the runs."""
     from evalkit.cache.build import build
 
-    cfg = sweep.base
     seconds = 0.0
-    if not sweep.settings:
+    if not settings:
         return seconds
-    cache = Runner.cache(sweep.settings[0].cfg)
-    for refs, specs in Runner.frame_jobs(sweep.settings):
+    cfg = settings[0].cfg
+    cache = Runner.cache(cfg)
+    for refs, specs in Runner.frame_jobs(settings):
         if refs:
             report = build(cache, refs, specs, workers=cfg.cache_workers, progress=False)
             seconds += report.seconds
@@ -265,16 +281,20 @@ def decode_once(sweep: Sweep) -> float:
 
 
 async def arun(sweep: Sweep) -> tuple[dict[str, Any], float]:
-    """Every setting through one engine, side by side, once every video is decoded (the
-    decoding runs while the engine starts); ({setting id: RunResult}, decode seconds)."""
+    """Every unfinished setting through one engine, side by side, once every video is
+    decoded (the decoding runs while the engine starts); ({setting id: RunResult}, decode
+    seconds). With every setting's run complete no engine starts."""
+    todo = [s for s in sweep.settings if not Runner.finished(s.cfg)]
+    if not todo:
+        return {}, 0.0
     starting = asyncio.ensure_future(Runner.start_engine(sweep.base))
     try:
-        decode_s = await asyncio.to_thread(decode_once, sweep)
+        decode_s = await asyncio.to_thread(decode_once, todo)
     except BaseException:
         await Runner.close_engine(await starting)
         raise
     engine = await starting
-    runs = [asyncio.ensure_future(Runner.run(s.cfg, engine)) for s in sweep.settings]
+    runs = [asyncio.ensure_future(Runner.run(s.cfg, engine)) for s in todo]
     try:
         results = await asyncio.gather(*runs)
     except BaseException:  # one setting failed or the sweep was stopped: stop them all
@@ -284,7 +304,7 @@ async def arun(sweep: Sweep) -> tuple[dict[str, Any], float]:
         raise
     finally:
         await Runner.close_engine(engine)
-    return {s.id: r for s, r in zip(sweep.settings, results, strict=True)}, decode_s
+    return {s.id: r for s, r in zip(todo, results, strict=True)}, decode_s
 
 
 def execute(sweep: Sweep) -> tuple[dict[str, Any], float]:

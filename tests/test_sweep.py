@@ -123,7 +123,7 @@ def test_zip_pairs_values(world: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def test_resume_finishes_each_run_without_duplicates_and_refuses_another_grid(
     world: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _fake_engine(monkeypatch)
+    started = _fake_engine(monkeypatch)
     flags = [*BASE.split(), "--cache-root", "cache", *GRID, "--sweep-dir", "sw"]
     assert main(["sweep", *flags, "--limit", "1"]) == 0  # the sweep stopped after 1 sample
     doc = json.loads((world / "sw" / "sweep.json").read_text())
@@ -134,9 +134,12 @@ def test_resume_finishes_each_run_without_duplicates_and_refuses_another_grid(
     for s in doc["settings"]:
         assert len(_records(world / "sw" / s["run"])) == 1
     assert main(["sweep", "--resume", "sw", "--no-progress"]) == 0
+    assert len(started) == 2
     for s in doc["settings"]:
         lines = (world / "sw" / s["run"] / "SynthVideo.jsonl").read_text().splitlines()
         ids = [json.loads(x)["id"] for x in lines]
         assert len(ids) == len(set(ids)) > 1
+    assert main(["sweep", "--resume", "sw", "--no-progress"]) == 0
+    assert len(started) == 2  # every run complete: nothing to run, no engine
     assert main(["sweep", "--resume", "sw", "--grid", "frames.nframes=8"]) != 0
     assert "different --grid" in capsys.readouterr().err
