@@ -66,6 +66,8 @@ def parse_grid(items: Sequence[str]) -> dict[str, list[Any]]:
         if key in axes:
             raise ConfigError(f"--grid {key}: given twice; list all its values in one --grid")
         axes[key] = [yaml.safe_load(v.strip()) for v in values.split(",")]
+        if len({json.dumps(v) for v in axes[key]}) < len(axes[key]):
+            raise ConfigError(f"--grid {item!r}: a value is listed twice")
     if not axes:
         raise ConfigError("evalkit sweep needs at least one --grid KEY=V1,V2,...")
     return axes
@@ -263,33 +265,33 @@ class Runner:
         return await aexecute(cfg, engine=engine)
 
 
-def decode_once(settings: Sequence[Setting]) -> float:
-    """Decode every video of ``settings`` once for all their FrameSpecs into the frame
-    cache (the cache builder's pool); the seconds it took. Failures are left to the runs."""
+Jobs = list[tuple[list[Any], list[Any]]]
+
+
+def decode_once(jobs: Jobs, cfg: RunConfig) -> float:
+    """Decode every video of ``jobs`` (:meth:`Runner.frame_jobs`) once for all its
+    FrameSpecs into the frame cache (the cache builder's pool); the seconds it took.
+    Failures are left to the runs (each records or reports its missing media)."""
     from evalkit.cache.build import build
 
     seconds = 0.0
-    if not settings:
-        return seconds
-    cfg = settings[0].cfg
     cache = Runner.cache(cfg)
-    for refs, specs in Runner.frame_jobs(settings):
+    for refs, specs in jobs:
         if refs:
             report = build(cache, refs, specs, workers=cfg.cache_workers, progress=False)
             seconds += report.seconds
     return seconds
 
 
-async def arun(sweep: Sweep) -> tuple[dict[str, Any], float]:
-    """Every unfinished setting through one engine, side by side, once every video is
-    decoded (the decoding runs while the engine starts); ({setting id: RunResult}, decode
-    seconds). With every setting's run complete no engine starts."""
-    todo = [s for s in sweep.settings if not Runner.finished(s.cfg)]
+async def arun(sweep: Sweep, todo: Sequence[Setting], jobs: Jobs) -> tuple[dict[str, Any], float]:
+    """The settings ``todo`` through one engine, side by side, once every video of
+    ``jobs`` is decoded (the decoding runs while the engine starts); ({setting id:
+    RunResult}, decode seconds)."""
     if not todo:
         return {}, 0.0
     starting = asyncio.ensure_future(Runner.start_engine(sweep.base))
     try:
-        decode_s = await asyncio.to_thread(decode_once, todo)
+        decode_s = await asyncio.to_thread(decode_once, jobs, todo[0].cfg)
     except BaseException:
         await Runner.close_engine(await starting)
         raise
@@ -307,10 +309,21 @@ async def arun(sweep: Sweep) -> tuple[dict[str, Any], float]:
     return {s.id: r for s, r in zip(todo, results, strict=True)}, decode_s
 
 
-def execute(sweep: Sweep) -> tuple[dict[str, Any], float]:
-    """Write ``sweep.json``, decode every video once, run every setting on one engine."""
+def prepare(sweep: Sweep) -> tuple[list[Setting], Jobs]:
+    """The unfinished settings and the frame work of them all, each setting checked against
+    every benchmark (a FrameSpec a setting makes invalid is one line, before any engine)."""
+    todo = [s for s in sweep.settings if not Runner.finished(s.cfg)]
+    return todo, Runner.frame_jobs(todo)
+
+
+def execute(
+    sweep: Sweep, prepared: tuple[list[Setting], Jobs] | None = None
+) -> tuple[dict[str, Any], float]:
+    """Write ``sweep.json``, decode every video once, run the unfinished settings on one
+    engine (none starts when every setting's run is complete)."""
+    todo, jobs = prepared or prepare(sweep)
     sweep.write(pinned_values(sweep.base.bench, list(sweep.axes)))
-    return asyncio.run(arun(sweep))
+    return asyncio.run(arun(sweep, todo, jobs))
 
 
 def show(sweep: Sweep) -> None:

@@ -57,12 +57,13 @@ def run(args: argparse.Namespace) -> int:
     if not args.verbose:
         quiet_engine_logs()
     print(f"sweep: {len(sweep.settings)} settings in {sweep.path} (one engine, one decode)")
+    prepared = sw.prepare(sweep)  # every setting checked before anything is written
     terminal = Terminal()
     with terminal:  # unless --verbose, the engine's output goes to the sweep's log file
         if not args.verbose:
             sweep.path.mkdir(parents=True, exist_ok=True)
             terminal.capture(sweep.path / "output.log")
-        sw.execute(sweep)
+        sw.execute(sweep, prepared)
     sw.show(sweep)
     if terminal.log_path is not None:
         print(f"engine and library output: {terminal.log_path}")
