@@ -14,6 +14,11 @@ from evalkit.errors import ConfigError
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """``evalkit run``'s flags (the base config of every setting) and the grid."""
     run_cli.add_arguments(p)
+    for action in p._actions:  # --resume names the sweep's directory here
+        if action.dest == "resume":
+            action.help = "continue the sweep in DIR (each setting's run resumes; complete ones "
+            action.help += "are skipped; a different --grid is refused)"
+            action.metavar = "DIR"
     g = p.add_argument_group("sweep")
     g.add_argument(
         "--grid",
