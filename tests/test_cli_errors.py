@@ -54,6 +54,16 @@ CASES: list[tuple[str, str]] = [
     (f"{RUN} --engine-opt oops", "--engine-opt 'oops'"),
     (f"{RUN} --engine-opt no_such_knob=1", "no_such_knob"),
     (f"{RUN} --max-num-seqs many", "--max-num-seqs"),
+    # sweep: the grid
+    (f"sweep --model ckpt {SYNTH} --grid frames.nframe=2,4", "frames.nframe"),
+    (f"sweep --model ckpt {SYNTH} --grid prompt.variant=plain,loud", "prompt.variant=loud"),
+    (f"sweep --model ckpt {SYNTH} --grid frames.nframes=0", "frames.nframes=0"),
+    (f"sweep --model ckpt {SYNTH} --grid frames.nframes=2,4 --zip --grid frames.fps=1", "--zip"),
+    (f"sweep --model ckpt {SYNTH}", "--grid"),
+    ("sweep --resume emptydir", "--resume emptydir"),
+    (f"sweep --model ckpt {SYNTH} --grid frames.nframes=2 --replicas 2", "--replicas"),
+    (f"sweep --model ckpt {SYNTH} --grid frames.nframes=2,2", "listed twice"),
+    (f"sweep --model ckpt {SYNTH} --grid frames.min_pixels=99999999", "min_pixels"),
     # run: flags cut short or unknown, config files
     (f"{RUN} --max-token 3", "--max-token"),
     (f"{RUN} --lim 3", "--lim"),

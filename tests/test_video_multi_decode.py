@@ -53,7 +53,25 @@ def _grid(resize: str, **common: Any) -> list[FrameSpec]:
     ]
 
 
+def _swept(resize: str) -> list[FrameSpec]:
+    """The FrameSpecs ``evalkit sweep`` builds: SynthVideo's pinned spec under frame-count,
+    pixel-budget and frame-cap overrides (RunConfig.frames, as each setting's run has it)."""
+    from evalkit.bench.registry import get_benchmark
+    from evalkit.run.config import FrameOverrides
+
+    pinned = get_benchmark("SynthVideo").frames
+    grid = [
+        FrameOverrides(nframes=n, max_pixels=p, resize=resize)  # type: ignore[arg-type]
+        for n in (4, 8)
+        for p in (16 * P28, 48 * P28)
+    ]
+    grid.append(FrameOverrides(fps=3.0, max_frames=6, resize=resize))  # type: ignore[arg-type]
+    return [o.apply(pinned) for o in grid]
+
+
 SPEC_SETS = {
+    "sweep_settings_torchvision": _swept("torchvision"),
+    "sweep_settings_pil": _swept("pil"),
     "nframes_x_max_pixels_torchvision": _grid("torchvision"),
     "nframes_x_max_pixels_pil": _grid("pil"),
     "fps_and_total_pixels_torchvision": [

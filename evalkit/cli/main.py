@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("evalkit.cli.bench", "list, show and validate the pinned benchmark specs"),
     "synth": ("evalkit.cli.synth", "generate the SynthVideo benchmark"),
     "run": ("evalkit.cli.run", "evaluate a model on benchmarks (async pipeline on vLLM)"),
+    "sweep": ("evalkit.cli.sweep", "run a grid of settings: one run each, one engine, one decode"),
     "report": ("evalkit.cli.report", "report runs: official scores, references, plots, A vs B"),
     "repro": ("evalkit.cli.repro", "check a run's scores against published references (CI)"),
     "score": ("evalkit.cli.score", "score predictions made elsewhere into a run directory"),

@@ -1,0 +1,76 @@
+"""``evalkit sweep``: the score of each benchmark across a grid of settings (frames,
+prompt variant, generation cap), one ordinary run directory per setting, from one engine
+start and one decode per video."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from evalkit.cli import run as run_cli
+from evalkit.errors import ConfigError
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """``evalkit run``'s flags (the base config of every setting) and the grid."""
+    run_cli.add_arguments(p)
+    for action in p._actions:  # --resume names the sweep's directory here
+        if action.dest == "resume":
+            action.help = "continue the sweep in DIR (each setting's run resumes; complete ones "
+            action.help += "are skipped; a different --grid is refused)"
+            action.metavar = "DIR"
+    g = p.add_argument_group("sweep")
+    g.add_argument(
+        "--grid",
+        action="append",
+        default=[],
+        metavar="KEY=V1,V2,...",
+        help="a swept setting and its values, repeatable (e.g. frames.nframes=8,16 "
+        "prompt.variant=plain,thinking); settings: the cross product of all --grid",
+    )
+    g.add_argument("--zip", action="store_true", help="pair the --grid values instead")
+    g.add_argument(
+        "--sweep-dir", help="the sweep's directory (default: RUNS_DIR/sweep-<new run id>)"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from evalkit import sweep as sw
+    from evalkit.engines.logs import quiet_engine_logs
+    from evalkit.rundir import new_run_id
+    from evalkit.terminal import Terminal
+
+    axes = sw.parse_grid(args.grid) if args.grid else None
+    if args.resume:  # --resume DIR: the sweep directory (each setting's run resumes)
+        sweep = sw.Sweep.resume(Path(args.resume), axes, args.zip)
+    else:
+        if axes is None:
+            sw.parse_grid([])  # the one-line error
+        base = run_cli.config_from_args(args)
+        if base.on_ray:
+            raise ConfigError(
+                "evalkit sweep: --replicas/--ray-address are not supported yet (one engine "
+                "in process serves every setting)"
+            )
+        path = Path(args.sweep_dir or Path(base.runs_dir) / f"sweep-{new_run_id()}")
+        if (path / sw.MANIFEST).is_file():
+            raise ConfigError(
+                f"--sweep-dir {path}: holds a sweep already; --resume {path} continues it"
+            )
+        assert axes is not None
+        sweep = sw.Sweep.plan(base, axes, args.zip, path)
+    if not args.verbose:
+        quiet_engine_logs()
+    print(f"sweep: {len(sweep.settings)} settings in {sweep.path} (one engine, one decode)")
+    prepared = sw.prepare(sweep)  # every setting checked before anything is written
+    terminal = Terminal()
+    with terminal:  # unless --verbose, the engine's output goes to the sweep's log file
+        if not args.verbose:
+            sweep.path.mkdir(parents=True, exist_ok=True)
+            terminal.capture(sweep.path / "output.log")
+        sw.execute(sweep, prepared)
+    sw.show(sweep)
+    if terminal.log_path is not None:
+        print(f"engine and library output: {terminal.log_path}")
+    print(f"sweep directory: {sweep.path}")
+    return 0

@@ -1,0 +1,373 @@
+"""``evalkit sweep``: one run directory per setting of a grid, from one engine start and
+one decode per video.
+
+A sweep is a base RunConfig and a grid of request properties (frames, prompt variant,
+generation cap). Each setting is an ordinary run (``evalkit run`` with those values writes
+the same directory, fingerprint included) under one sweep directory, with ``sweep.json``
+naming the axes and the settings. Before the settings run, every video is decoded once for
+all the settings' FrameSpecs into the frame cache; then one engine serves every setting,
+the settings' pipelines running side by side on one event loop.
+
+Everything this module asks of the runner goes through :class:`Runner` (one place to
+switch when the run path moves).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import importlib.util
+import itertools
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+from pydantic import ValidationError
+
+from evalkit.atomic import write_text_atomic
+from evalkit.errors import ConfigError
+from evalkit.registry import did_you_mean
+from evalkit.run.config import RunConfig
+
+if TYPE_CHECKING:
+    from evalkit.cache import FrameCache
+    from evalkit.engines.base import Engine
+    from evalkit.run.execute import RunResult
+    from evalkit.run.plan import RunPlan
+    from evalkit.sample import VideoRef
+    from evalkit.video.types import FrameSpec
+
+SCHEMA = 1
+MANIFEST = "sweep.json"
+
+# grid key -> the RunConfig field path it sets
+GRID_KEYS: dict[str, tuple[str, ...]] = {
+    "frames.max_frames": ("frames", "max_frames"),
+    "frames.nframes": ("frames", "nframes"),
+    "frames.fps": ("frames", "fps"),
+    "frames.max_pixels": ("frames", "max_pixels"),
+    "frames.min_pixels": ("frames", "min_pixels"),
+    "frames.total_pixels": ("frames", "total_pixels"),
+    "frames.resize": ("frames", "resize"),
+    "prompt.variant": ("variant",),
+    "generation.max_tokens": ("max_tokens",),
+}
+
+
+def parse_grid(items: Sequence[str]) -> dict[str, list[Any]]:
+    """``--grid KEY=V1,V2,...`` items -> {key: [values]} (YAML scalars), in order given."""
+    axes: dict[str, list[Any]] = {}
+    for item in items:
+        key, sep, values = item.partition("=")
+        key = key.strip()
+        if not sep or not values.strip():
+            raise ConfigError(f"--grid {item!r}: expected KEY=V1,V2,... (e.g. frames.nframes=8,16)")
+        if key not in GRID_KEYS:
+            hint = did_you_mean(key, list(GRID_KEYS))
+            raise ConfigError(
+                f"--grid {key}: not a sweepable setting{hint} (sweepable: {', '.join(GRID_KEYS)})"
+            )
+        if key in axes:
+            raise ConfigError(f"--grid {key}: given twice; list all its values in one --grid")
+        axes[key] = [yaml.safe_load(v.strip()) for v in values.split(",")]
+        if len({json.dumps(v) for v in axes[key]}) < len(axes[key]):
+            raise ConfigError(f"--grid {item!r}: a value is listed twice")
+    if not axes:
+        raise ConfigError("evalkit sweep needs at least one --grid KEY=V1,V2,...")
+    return axes
+
+
+def combinations(axes: dict[str, list[Any]], zipped: bool) -> list[dict[str, Any]]:
+    """The settings of the grid: the cross product, or the values paired (``--zip``)."""
+    keys = list(axes)
+    if zipped:
+        lengths = {k: len(v) for k, v in axes.items()}
+        if len(set(lengths.values())) > 1:
+            said = ", ".join(f"{k} has {n}" for k, n in lengths.items())
+            raise ConfigError(
+                f"--zip pairs the values of each --grid: their counts differ ({said})"
+            )
+        rows = list(zip(*axes.values(), strict=True))
+    else:
+        rows = list(itertools.product(*axes.values()))
+    return [dict(zip(keys, row, strict=True)) for row in rows]
+
+
+def run_name(values: dict[str, Any]) -> str:
+    """A filesystem-safe run directory name from a setting's values."""
+    parts = []
+    for key, value in values.items():
+        short = key.split(".", 1)[1]
+        parts.append(f"{short}-{value}")
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", "__".join(parts))
+
+
+def setting_config(
+    base: RunConfig, values: dict[str, Any], sweep_dir: Path, name: str
+) -> RunConfig:
+    """The RunConfig of one setting (validated by RunConfig itself; a bad value is one line)."""
+    data = base.model_dump(exclude={"resume", "run_id", "runs_dir"})
+    for key, value in values.items():
+        where = data
+        *parents, last = GRID_KEYS[key]
+        for p in parents:
+            where = where[p]
+        where[last] = value
+    path = sweep_dir / name
+    if (path / "config.json").is_file():
+        data["resume"] = str(path)
+    else:
+        data["runs_dir"], data["run_id"] = str(sweep_dir), name
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as exc:
+        key = next(iter(values))
+        for k in values:  # name the value pydantic refused
+            if any(tuple(e["loc"][: len(GRID_KEYS[k])]) == GRID_KEYS[k] for e in exc.errors()):
+                key = k
+        why = "; ".join(e["msg"] for e in exc.errors())
+        raise ConfigError(f"--grid {key}={values[key]}: {why}") from None
+
+
+@dataclass
+class Setting:
+    """One point of the grid: its values, its run directory's name and config."""
+
+    id: str
+    values: dict[str, Any]
+    run: str
+    cfg: RunConfig
+    plan: RunPlan | None = None
+    """Its run plan, once the sweep is prepared (:func:`prepare`)."""
+
+
+@dataclass
+class Sweep:
+    """A sweep's directory, base config, axes and settings (``sweep.json``)."""
+
+    path: Path
+    base: RunConfig
+    axes: dict[str, list[Any]]
+    zipped: bool
+    settings: list[Setting]
+
+    @classmethod
+    def plan(cls, base: RunConfig, axes: dict[str, list[Any]], zipped: bool, path: Path) -> Sweep:
+        rows = combinations(axes, zipped)
+        settings = []
+        for i, values in enumerate(rows):
+            name = run_name(values)
+            cfg = setting_config(base, values, path, name)
+            settings.append(Setting(f"s{i:02d}", values, name, cfg))
+        return cls(path, base, axes, zipped, settings)
+
+    @classmethod
+    def resume(cls, path: Path, axes: dict[str, list[Any]] | None, zipped: bool | None) -> Sweep:
+        """The sweep recorded in ``path``; a different grid asked for is refused."""
+        manifest = path / MANIFEST
+        if not manifest.is_file():
+            raise ConfigError(f"--resume {path}: not a sweep directory (no {MANIFEST})")
+        doc = json.loads(manifest.read_text())
+        if axes and (axes != doc["axes"] or bool(zipped) != doc["zip"]):
+            raise ConfigError(
+                f"--resume {path}: the sweep's grid is {doc['axes']} (zip {doc['zip']}); "
+                "a different --grid needs a new --sweep-dir"
+            )
+        base = RunConfig.model_validate(doc["base"])
+        return cls.plan(base, doc["axes"], doc["zip"], path)
+
+    def write(self, pinned: dict[str, dict[str, Any]]) -> None:
+        """``sweep.json``, written atomically."""
+        doc = {
+            "schema": SCHEMA,
+            "kind": "evalkit-sweep",
+            "axes": self.axes,
+            "zip": self.zipped,
+            "base": self.base.model_dump(mode="json", exclude={"resume", "run_id", "runs_dir"}),
+            "settings": [{"id": s.id, "values": s.values, "run": s.run} for s in self.settings],
+            "pinned": pinned,
+            "benchmarks": list(self.base.bench),
+        }
+        self.path.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(self.path / MANIFEST, json.dumps(doc, indent=2) + "\n")
+
+
+def pinned_values(bench: Sequence[str], keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Each benchmark spec's pinned value of each swept key (None: not pinned)."""
+    from evalkit.bench.registry import get_benchmark
+
+    out: dict[str, dict[str, Any]] = {}
+    for name in bench:
+        spec = get_benchmark(name)
+        values: dict[str, Any] = {}
+        for key in keys:
+            field = GRID_KEYS[key][-1]
+            if key.startswith("frames."):
+                values[key] = getattr(spec.frames, field, None)
+            elif key == "prompt.variant":
+                values[key] = spec.prompt.variant
+            else:
+                values[key] = getattr(spec.generation, field, None)
+        out[name] = values
+    return out
+
+
+class Runner:
+    """The sweep's one door into the run path: a plan per setting (resolved once), the
+    one engine, the runs."""
+
+    @staticmethod
+    def plan(cfg: RunConfig) -> RunPlan:
+        """The setting's run plan (its settings checked as a run checks them; the engine
+        is the sweep's)."""
+        from evalkit.run.plan import plan_run
+        from evalkit.run.preflight import check_run
+
+        check_run(cfg, engine_given=True)
+        return plan_run(cfg)
+
+    @staticmethod
+    def frame_jobs(plans: Sequence[RunPlan]) -> Jobs:
+        """(videos, every plan's FrameSpecs for them), one pair per benchmark."""
+        from evalkit.run.plan import refs_of
+
+        by_bench: dict[str, tuple[dict[VideoRef, None], dict[FrameSpec, None]]] = {}
+        for plan in plans:
+            for b in plan.benches:
+                refs, specs = by_bench.setdefault(b.name, ({}, {}))
+                refs.update(dict.fromkeys(refs_of(b.samples)))
+                specs[b.frame_spec] = None
+        return [(list(refs), list(specs)) for refs, specs in by_bench.values()]
+
+    @staticmethod
+    def finished(plan: RunPlan) -> bool:
+        """Whether the setting's run directory already records every sample."""
+        cfg = plan.config
+        if not cfg.resume:
+            return False
+        from evalkit.run.resume import pending
+        from evalkit.rundir import RunDir
+
+        done_failed = cfg.mode == "sync" or not cfg.retry_failed
+        left = pending(RunDir(cfg.resume), plan.benches, include_failed=done_failed)
+        return not any(left.values())
+
+    @staticmethod
+    def cache(cfg: RunConfig) -> FrameCache:
+        from evalkit.run.components import make_cache
+
+        return make_cache(cfg)
+
+    @staticmethod
+    async def start_engine(plan: RunPlan) -> Engine:
+        from evalkit.engines.lifecycle import in_daemon_thread
+        from evalkit.run import execute
+
+        # the name `evalkit run` builds its engine by (one place to script it in tests)
+        return await in_daemon_thread(execute.make_engine, plan)
+
+    @staticmethod
+    async def close_engine(engine: Engine) -> None:
+        from evalkit.engines.lifecycle import close_engine
+
+        await close_engine(engine)
+
+    @staticmethod
+    async def run(plan: RunPlan, engine: Engine) -> RunResult:
+        from evalkit.run.execute import aexecute_plan
+
+        return await aexecute_plan(plan, engine=engine)
+
+
+Jobs = list[tuple[list[VideoRef], list[FrameSpec]]]
+
+
+def decode_once(jobs: Jobs, cfg: RunConfig) -> float:
+    """Decode every video of ``jobs`` (:meth:`Runner.frame_jobs`) once for all its
+    FrameSpecs into the frame cache (the cache builder's pool); the seconds it took.
+    Failures are left to the runs (each records or reports its missing media)."""
+    from evalkit.cache.build import build
+
+    seconds = 0.0
+    cache = Runner.cache(cfg)
+    for refs, specs in jobs:
+        if refs:
+            report = build(cache, refs, specs, workers=cfg.cache_workers, progress=False)
+            seconds += report.seconds
+    return seconds
+
+
+async def arun(sweep: Sweep, todo: Sequence[Setting], jobs: Jobs) -> tuple[dict[str, Any], float]:
+    """The settings ``todo`` through one engine, side by side, once every video of
+    ``jobs`` is decoded (the decoding runs while the engine starts); ({setting id:
+    RunResult}, decode seconds)."""
+    if not todo:
+        return {}, 0.0
+    plans = [_planned(s) for s in todo]
+    # the grid never touches the engine or the model: every plan names the same engine
+    starting = asyncio.ensure_future(Runner.start_engine(plans[0]))
+    try:
+        decode_s = await asyncio.to_thread(decode_once, jobs, todo[0].cfg)
+    except BaseException:
+        await Runner.close_engine(await starting)
+        raise
+    engine = await starting
+    runs = [asyncio.ensure_future(Runner.run(plan, engine)) for plan in plans]
+    try:
+        results = await asyncio.gather(*runs)
+    except BaseException:  # one setting failed or the sweep was stopped: stop them all
+        for run in runs:
+            run.cancel()
+        await asyncio.gather(*runs, return_exceptions=True)
+        raise
+    finally:
+        await Runner.close_engine(engine)
+    return {s.id: r for s, r in zip(todo, results, strict=True)}, decode_s
+
+
+def prepare(sweep: Sweep) -> tuple[list[Setting], Jobs]:
+    """The unfinished settings and the frame work of them all, each setting checked against
+    every benchmark (a FrameSpec a setting makes invalid is one line, before any engine)."""
+    for s in sweep.settings:
+        s.plan = Runner.plan(s.cfg)
+    todo = [s for s in sweep.settings if not Runner.finished(_planned(s))]
+    return todo, Runner.frame_jobs([_planned(s) for s in todo])
+
+
+def _planned(setting: Setting) -> RunPlan:
+    if setting.plan is None:
+        raise RuntimeError(f"sweep setting {setting.id}: run before prepare()")
+    return setting.plan
+
+
+def execute(
+    sweep: Sweep, prepared: tuple[list[Setting], Jobs] | None = None
+) -> tuple[dict[str, Any], float]:
+    """Write ``sweep.json``, decode every video once, run the unfinished settings on one
+    engine (none starts when every setting's run is complete)."""
+    todo, jobs = prepared or prepare(sweep)
+    sweep.write(pinned_values(sweep.base.bench, list(sweep.axes)))
+    return asyncio.run(arun(sweep, todo, jobs))
+
+
+def show(sweep: Sweep) -> None:
+    """The sweep's result in the terminal: the sweep report where there is one, else one
+    line per setting (run directory, samples scored, headline score)."""
+    if importlib.util.find_spec("evalkit.reports.sweep") is not None:
+        report = importlib.import_module("evalkit.reports.sweep")
+        render = getattr(report, "to_terminal", None)  # the name is the lead's to wire
+        if render is not None:
+            render(sweep.path)
+            return
+    from evalkit.reports import load_run
+
+    for s in sweep.settings:
+        run = load_run(sweep.path / s.run, bootstrap=0)
+        for name, b in run.benchmarks.items():
+            score = b.overall  # percent
+            shown = "-" if score is None else f"{score:.2f}"
+            print(f"{s.id} {s.run}: {name} {b.counts.scored} scored, headline {shown}")

@@ -1,0 +1,147 @@
+"""``evalkit sweep`` against separate ``evalkit run``s: 4 settings (2 frame counts x 2
+pixel budgets) of SynthVideo on the tiny random Qwen2.5-VL model, real vLLM CPU engine.
+
+(sweep)    one ``evalkit sweep``: every video decoded once for the 4 FrameSpecs while the
+           one engine starts, then the 4 settings side by side on that engine
+(separate) 4 runs one after another, as ``evalkit run`` does them (each starts its engine
+           and decodes its own frames while it starts)
+
+Each arm has a fresh frame cache. The decode work is also measured alone (no engine), in
+fresh caches: one build of the 4 FrameSpecs per video (the sweep's) against 4 builds of one
+spec each (the separate runs'), in this process so the pools' start does not count.
+Engine starts are counted. Prints progress on stderr and ONE JSON object last on stdout.
+``--dry-run`` checks the setup (videos, settings, model) without starting an engine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+FRAME_COUNTS = (4, 8)
+PIXEL_BUDGETS = (12544, 37632)  # 112x112 and SynthVideo's pinned 224x168
+ENGINE_OPTIONS = {
+    "dtype": "float32",
+    "enforce_eager": True,
+    "max_num_batched_tokens": 256,
+    "max_num_seqs": 8,
+    "max_model_len": 2048,
+}
+
+
+def log(msg: str) -> None:
+    print(f"[perf/sweep] {msg}", file=sys.stderr, flush=True)
+
+
+def _env() -> None:
+    for k, v in {
+        "VLLM_CPU_KVCACHE_SPACE": "1",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "VLLM_LOGGING_LEVEL": "WARNING",
+        "VLLM_NO_USAGE_STATS": "1",
+    }.items():
+        os.environ.setdefault(k, v)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--per-family", type=int, default=4, help="SynthVideo samples per family")
+    p.add_argument("--families", default="yes_no,flash_count", help="SynthVideo families")
+    p.add_argument("--workers", type=int, default=2, help="decode processes")
+    p.add_argument("--rounds", type=int, default=2, help="alternated decode-only rounds")
+    p.add_argument("--dry-run", action="store_true", help="set up and plan; no engine")
+    args = p.parse_args()
+    _env()
+
+    import evalkit.run.execute as runner
+    from evalkit import sweep as sw
+    from evalkit.cache.build import build
+    from evalkit.engines.logs import quiet_engine_logs
+    from evalkit.models.tiny import build_tiny_model
+    from evalkit.run.config import RunConfig
+    from evalkit.synthvideo import generate
+
+    quiet_engine_logs()
+    tmp = Path(tempfile.mkdtemp(prefix="perf-sweep-"))
+    generate(tmp / "synth", args.per_family, "test", 0, families=args.families.split(","))
+    build_tiny_model(tmp / "model", "qwen2_5_vl", seed=0)
+    axes: dict[str, list[Any]] = {
+        "frames.nframes": list(FRAME_COUNTS),
+        "frames.max_pixels": list(PIXEL_BUDGETS),
+    }
+
+    def base(cache: str) -> RunConfig:
+        return RunConfig(
+            model=str(tmp / "model"),
+            bench=["SynthVideo"],
+            data_root=str(tmp / "synth"),
+            engine_options=ENGINE_OPTIONS,
+            max_tokens=8,
+            cache_root=str(tmp / cache),
+            cache_workers=args.workers,
+        )
+
+    starts: list[str] = []
+    real = runner.make_engine
+
+    def counted(cfg: Any) -> Any:
+        starts.append(cfg.config.model)  # a RunPlan
+        return real(cfg)
+
+    runner.make_engine = counted  # type: ignore[assignment]
+
+    # decode alone: one build of the 4 specs per video against 4 builds of one spec
+    plan = sw.Sweep.plan(base("cache-decode"), axes, False, tmp / "plan")
+    ((refs, specs),) = sw.Runner.frame_jobs(plan.settings)
+    log(f"{len(refs)} videos, {len(specs)} frame specs, {len(plan.settings)} settings")
+    out: dict[str, Any] = {"videos": len(refs), "settings": len(plan.settings)}
+    if args.dry_run:
+        print(json.dumps({**out, "dry_run": True}))
+        return
+    # in this process (workers=0): the decode work itself, not the pools' start; a first
+    # build warms the imports and the page cache; rounds alternate, the best of each counts
+    build(sw.Runner.cache(base("cache-warm")), refs, specs[0], workers=0, progress=False)
+    together, apart = [], []
+    for r in range(args.rounds):
+        t0 = time.perf_counter()
+        build(sw.Runner.cache(base(f"cache-decode-{r}")), refs, specs, workers=0, progress=False)
+        together.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        for i, spec in enumerate(specs):
+            cache = sw.Runner.cache(base(f"cache-decode-{r}-{i}"))
+            build(cache, refs, spec, workers=0, progress=False)
+        apart.append(time.perf_counter() - t0)
+    out["sweep_decode_s"] = round(min(together), 3)
+    out["separate_decode_s"] = round(min(apart), 3)
+    out["sweep_over_separate_decode_ratio"] = round(min(together) / min(apart), 3)
+
+    log("sweep arm")
+    sweep = sw.Sweep.plan(base("cache-sweep"), axes, False, tmp / "sweep")
+    t0 = time.perf_counter()
+    _, decode_s = sw.execute(sweep)
+    out["sweep_wall_s"] = round(time.perf_counter() - t0, 3)
+    out["sweep_decode_in_run_s"] = round(decode_s, 3)
+    out["sweep_engine_starts"] = len(starts)
+
+    log("separate arm")
+    starts.clear()
+    t0 = time.perf_counter()
+    for s in plan.settings:
+        data = s.cfg.model_dump()
+        data.update(cache_root=str(tmp / "cache-separate"), runs_dir=str(tmp / "runs"))
+        runner.execute(RunConfig.model_validate(data))
+    out["separate_wall_s"] = round(time.perf_counter() - t0, 3)
+    out["separate_engine_starts"] = len(starts)
+    out["sweep_over_separate_runs_ratio"] = round(out["sweep_wall_s"] / out["separate_wall_s"], 3)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,145 @@
+"""``evalkit sweep``: settings from the grid (bad keys and values refused in one line), one
+run directory per setting equal to a separate ``evalkit run`` with that setting, one
+engine start for the whole sweep, every video decoded before the runs (each setting's
+frames then cache hits), ``sweep.json``'s schema, and resuming.
+
+The engine is a scripted fake (tests/scripted_engine.py): it sees every request, so it
+checks the runs' plumbing; the real-engine sweep is the heavy test at the end."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evalkit.cli.main import main
+from tests._synth_world import synth_world
+from tests.scripted_engine import ScriptedEngine
+
+GRID = ["--grid", "frames.nframes=2,4", "--grid", "prompt.variant=plain,thinking"]
+BASE = "--model ckpt --bench SynthVideo --data-root synth --no-progress --cache-workers 1"
+
+
+@pytest.fixture
+def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    return synth_world(tmp_path, monkeypatch, 2)
+
+
+def _fake_engine(monkeypatch: pytest.MonkeyPatch) -> list[ScriptedEngine]:
+    started: list[ScriptedEngine] = []
+
+    def make_engine(cfg: Any) -> ScriptedEngine:
+        started.append(ScriptedEngine(prefill_s=0, decode_s=0))
+        return started[-1]
+
+    monkeypatch.setattr("evalkit.run.execute.make_engine", make_engine)
+    return started
+
+
+def _records(run: Path) -> dict[str, dict[str, Any]]:
+    lines = (run / "SynthVideo.jsonl").read_text().splitlines()
+    out = {}
+    for r in map(json.loads, lines):
+        r.pop("timings", None)
+        out[r["id"]] = r
+    return out
+
+
+def _fingerprint(run: Path) -> Any:
+    return json.loads((run / "config.json").read_text())["fingerprint"]
+
+
+def test_each_setting_is_the_run_evalkit_run_writes_from_one_engine_start(
+    world: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    started = _fake_engine(monkeypatch)
+    flags = [*BASE.split(), "--cache-root", "cache"]
+    assert main(["sweep", *flags, *GRID, "--sweep-dir", "sw"]) == 0
+    assert len(started) == 1  # one engine for the four settings
+    out = capfd.readouterr().out  # one line per setting: run, samples scored, headline
+    assert "s03 nframes-4__variant-thinking: SynthVideo 2 scored, headline" in out
+    doc = json.loads((world / "sw" / "sweep.json").read_text())
+    assert doc["schema"] == 1 and doc["kind"] == "evalkit-sweep" and doc["zip"] is False
+    assert doc["axes"] == {"frames.nframes": [2, 4], "prompt.variant": ["plain", "thinking"]}
+    assert doc["benchmarks"] == ["SynthVideo"]
+    assert set(doc["pinned"]["SynthVideo"]) == {"frames.nframes", "prompt.variant"}
+    assert [s["id"] for s in doc["settings"]] == ["s00", "s01", "s02", "s03"]
+    assert doc["base"]["model"] == "ckpt"
+    for s in doc["settings"]:
+        n, variant = s["values"]["frames.nframes"], s["values"]["prompt.variant"]
+        argv = ["run", *flags, "--cache-root", "cache2", "--run-id", s["run"]]
+        argv += ["--frames-nframes", str(n), "--variant", variant]
+        assert main(argv) == 0
+        swept, alone = world / "sw" / s["run"], world / "runs" / s["run"]
+        assert _fingerprint(swept) == _fingerprint(alone)
+        assert _records(swept) == _records(alone)
+    assert len(started) == 5  # and one per separate run
+
+
+def test_every_video_is_decoded_before_the_settings_run(
+    world: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started = _fake_engine(monkeypatch)
+    flags = [*BASE.split(), "--cache-root", "cache", *GRID, "--sweep-dir", "sw"]
+    calls: list[int] = []
+    import evalkit.cache.build as cb
+
+    real = cb.build
+
+    def counting(cache: Any, refs: Any, spec: Any, **kw: Any) -> Any:
+        calls.append(len(spec))
+        return real(cache, refs, spec, **kw)
+
+    monkeypatch.setattr(cb, "build", counting)
+    assert main(["sweep", *flags]) == 0
+    assert calls == [2]  # one build of every video for both frame counts
+    assert len(started) == 1
+
+
+def test_a_bad_key_or_value_is_one_line(world: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["sweep", *BASE.split(), "--grid", "frames.nframe=2,4"]) != 0
+    err = capsys.readouterr().err
+    assert "frames.nframe" in err and "'frames.nframes'" in err and "prompt.variant" in err
+    assert main(["sweep", *BASE.split(), "--grid", "prompt.variant=plain,loud"]) != 0
+    err = capsys.readouterr().err
+    assert "prompt.variant=loud" in err
+    assert main(["sweep", *BASE.split(), "--zip", *GRID[:2], "--grid", "prompt.variant=plain"]) != 0
+    assert "--zip" in capsys.readouterr().err
+
+
+def test_zip_pairs_values(world: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake_engine(monkeypatch)
+    flags = [*BASE.split(), "--cache-root", "cache", *GRID, "--zip", "--sweep-dir", "sw"]
+    assert main(["sweep", *flags]) == 0
+    doc = json.loads((world / "sw" / "sweep.json").read_text())
+    assert [s["values"] for s in doc["settings"]] == [
+        {"frames.nframes": 2, "prompt.variant": "plain"},
+        {"frames.nframes": 4, "prompt.variant": "thinking"},
+    ]
+
+
+def test_resume_finishes_each_run_without_duplicates_and_refuses_another_grid(
+    world: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    started = _fake_engine(monkeypatch)
+    flags = [*BASE.split(), "--cache-root", "cache", *GRID, "--sweep-dir", "sw"]
+    assert main(["sweep", *flags, "--limit", "1"]) == 0  # the sweep stopped after 1 sample
+    doc = json.loads((world / "sw" / "sweep.json").read_text())
+    # a partial store: as if stopped mid-way (the base's limit is recorded; lift it here)
+    base = doc["base"]
+    base["limit"] = None
+    (world / "sw" / "sweep.json").write_text(json.dumps(doc))
+    for s in doc["settings"]:
+        assert len(_records(world / "sw" / s["run"])) == 1
+    assert main(["sweep", "--resume", "sw", "--no-progress"]) == 0
+    assert len(started) == 2
+    for s in doc["settings"]:
+        lines = (world / "sw" / s["run"] / "SynthVideo.jsonl").read_text().splitlines()
+        ids = [json.loads(x)["id"] for x in lines]
+        assert len(ids) == len(set(ids)) > 1
+    assert main(["sweep", "--resume", "sw", "--no-progress"]) == 0
+    assert len(started) == 2  # every run complete: nothing to run, no engine
+    assert main(["sweep", "--resume", "sw", "--grid", "frames.nframes=8"]) != 0
+    assert "different --grid" in capsys.readouterr().err
