@@ -32,14 +32,14 @@ from evalkit.atomic import write_text_atomic
 from evalkit.errors import ConfigError
 from evalkit.registry import did_you_mean
 from evalkit.run.config import RunConfig
+from evalkit.sample import VideoRef
+from evalkit.video.types import FrameSpec
 
 if TYPE_CHECKING:
     from evalkit.cache import FrameCache
     from evalkit.engines.base import Engine
     from evalkit.run.execute import RunResult
     from evalkit.run.plan import RunPlan
-    from evalkit.sample import VideoRef
-    from evalkit.video.types import FrameSpec
 
 SCHEMA = 1
 MANIFEST = "sweep.json"

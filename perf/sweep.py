@@ -64,9 +64,9 @@ def main() -> None:
     from evalkit import sweep as sw
     from evalkit.cache.build import build
     from evalkit.engines.logs import quiet_engine_logs
-    from evalkit.models.tiny import build_tiny_model
     from evalkit.run.config import RunConfig
     from evalkit.synthvideo import generate
+    from evalkit.tiny_checkpoint import build_tiny_model
 
     quiet_engine_logs()
     tmp = Path(tempfile.mkdtemp(prefix="perf-sweep-"))

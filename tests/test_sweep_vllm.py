@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from evalkit.cli.main import main
-from evalkit.models.tiny import build_tiny_model
 from evalkit.synthvideo import generate
+from evalkit.tiny_checkpoint import build_tiny_model
 from tests._engine_env import engine_env
 
 pytestmark = pytest.mark.heavy
