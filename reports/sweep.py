@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -102,6 +103,8 @@ class BenchSweep:
     effects: list[Effect] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     sentence: str = ""
+    reference: tuple[str, float] | None = None
+    """(model, published overall score) when the run's model has a reference."""
 
 
 @dataclass
@@ -418,6 +421,7 @@ def _reference_and_sensitivity(b: BenchSweep, tolerance: float, model_name: str 
     verdicts(run, tolerance, model_name)
     for c in bench.references:
         if c.metric == "overall":
+            b.reference = (c.model, c.reference)
             b.notes.append(
                 f"reference: {c.model} {c.reference:g} ({c.source}); pinned setting "
                 f"{num(c.value)}, delta {num(c.delta)}"
@@ -510,6 +514,11 @@ def write_sweep_report(
     if not {"md", "html", "json"} & set(formats):
         return files
     out.mkdir(parents=True, exist_ok=True)
+    if {"md", "html"} & set(formats):
+        for sec, b in zip(secs[1:], report.benchmarks, strict=True):
+            path = out / "plots" / f"sweep_{_slug(b.name)}.png"
+            caption = f"{b.name}: official score per setting (paired, 95% CI)"
+            sec.figures.append((caption, plot_sweep(b, path)))
     title = f"evalkit sweep report: {report.path.name}"
     if "md" in formats:
         files["md"] = out / "report.md"
@@ -521,3 +530,40 @@ def write_sweep_report(
         files["json"] = out / "report.json"
         files["json"].write_text(json.dumps(report.to_dict(), indent=2, default=str))
     return files
+
+
+def _slug(s: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", s)
+
+
+def plot_sweep(b: BenchSweep, path: Path) -> Path:
+    """The paired score per setting with its 95% interval, the pinned setting darker, the
+    published reference as a dashed line; a setting without results says so."""
+    from .plots import _pyplot, _save
+
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(max(4.5, 1.1 * len(b.rows) + 2), 3.8))
+    for x, r in enumerate(b.rows):
+        if r.paired is None:
+            ax.text(x, 2, "no results", ha="center", va="bottom", rotation=90, color="#b00")
+            continue
+        lo, hi = r.ci
+        err = None if lo is None or hi is None else [[r.paired - lo], [hi - r.paired]]
+        colour = "#1a4d8f" if r.pinned else "#4c72b0"
+        ax.bar(x, r.paired, 0.6, yerr=err, capsize=4, color=colour)
+    if b.reference is not None:
+        model, value = b.reference
+        ax.axhline(value, color="#c44e52", linestyle="--", label=f"reference ({model}) {value:g}")
+        ax.legend(loc="upper left", fontsize=8, framealpha=0.9)
+    labels = [
+        r.setting.id
+        + (" (pinned)" if r.pinned else "")
+        + "\n"
+        + "\n".join(f"{k.split('.', 1)[-1]}={v}" for k, v in r.setting.values.items())
+        for r in b.rows
+    ]
+    ax.set_xticks(range(len(b.rows)), labels, fontsize=7)
+    ax.set_ylim(0, 115)  # room for the legend above a full bar
+    ax.set_ylabel("score (%)")
+    ax.set_title(f"{b.name}: score by setting ({b.n_common} paired samples)", fontsize=10)
+    return _save(fig, path)

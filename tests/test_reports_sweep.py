@@ -204,5 +204,13 @@ def test_the_sweep_page_fits_a_1280px_page_in_headless_chromium(tmp_path: Path) 
     with Image.open(shot) as im:
         rgb = np.asarray(im.convert("RGB"), dtype=int)
     assert rgb.shape[1] == 1280
-    # the header cells' background (#f0f0f0) is drawn: the tables are on the screenshot
-    assert (np.abs(rgb - [240, 240, 240]).sum(axis=-1) < 4).sum() > 5000
+
+    def pixels(colour: list[int]) -> int:
+        return int((np.abs(rgb - colour).sum(axis=-1) < 30).sum())
+
+    # the header cells' background (#f0f0f0): the tables are on the screenshot
+    assert pixels([240, 240, 240]) > 5000
+    # the chart: bars of the other settings (#4c72b0), the pinned one (#1a4d8f), and the
+    # published reference's dashed line (#c44e52)
+    assert pixels([76, 114, 176]) > 2000 and pixels([26, 77, 143]) > 1000
+    assert pixels([196, 78, 82]) > 200
