@@ -436,19 +436,44 @@ def _reference_and_sensitivity(b: BenchSweep, tolerance: float, model_name: str 
         b.notes.append(f"extraction rules ({b.pinned_id}): " + "; ".join(parts))
 
 
+MAX_AXIS_COLUMNS = 3
+"""More varying axes than this share one column (``key=value, ...``): the table stays
+inside a 1280 px page."""
+
+
+def _columns(report: SweepReport) -> tuple[list[str], list[str], list[str]]:
+    """(axis headers, the axes they show, notes): one column per axis that varies (or one
+    column for all when many vary); an axis held at one value is a note, not a column."""
+    varying = [a for a, vals in report.axes.items() if len({json.dumps(v) for v in vals}) > 1]
+    fixed = [a for a in report.axes if a not in varying]
+    notes = []
+    if fixed and report.settings:
+        held = ", ".join(f"{a}={report.settings[0].values.get(a)}" for a in fixed)
+        notes.append(f"held at one value in every setting: {held}")
+    if len(varying) > MAX_AXIS_COLUMNS:
+        return ["values"], varying, notes
+    return varying, varying, notes
+
+
+def _cells(values: dict[str, Any], headers: list[str], axes: list[str]) -> list[str]:
+    if headers == ["values"] and axes != ["values"]:
+        return [", ".join(f"{a}={values.get(a)}" for a in axes)]
+    return [str(values.get(a)) for a in axes]
+
+
 def sections(report: SweepReport) -> list[Section]:
     """The sweep as titled tables with notes (rendered by ``reports.render``)."""
-    axes = list(report.axes)
+    heads, axes, held = _columns(report)
     overview = [
-        [s.id, *(str(s.values.get(a)) for a in axes), s.run_name, s.problem or "ok"]
+        [s.id, *_cells(s.values, heads, axes), s.run_name, s.problem or "ok"]
         for s in report.settings
     ]
     out = [
         Section(
             f"Sweep {report.path.name}",
-            ["setting", *axes, "run", "status"],
+            ["setting", *heads, "run", "status"],
             overview,
-            [b.sentence for b in report.benchmarks if b.sentence],
+            [b.sentence for b in report.benchmarks if b.sentence] + held,
             level=2,
         )
     ]
@@ -458,7 +483,7 @@ def sections(report: SweepReport) -> list[Section]:
             rows.append(
                 [
                     r.setting.id + (" (pinned)" if r.pinned else ""),
-                    *(str(r.setting.values.get(a)) for a in axes),
+                    *_cells(r.setting.values, heads, axes),
                     num(r.headline),
                     num(r.paired),
                     _interval(r.ci, 2).replace("+", ""),
@@ -469,7 +494,7 @@ def sections(report: SweepReport) -> list[Section]:
             )
         headers = [
             "setting",
-            *axes,
+            *heads,
             "headline",
             "paired",
             "95% CI",
@@ -482,7 +507,7 @@ def sections(report: SweepReport) -> list[Section]:
             + _interval(e.ci, 2)
             for e in b.effects
         ]
-        notes = [b.sentence, *b.notes, *effects]
+        notes = [b.sentence, *b.notes, *effects, *held]
         out.append(Section(f"{b.name}: score by setting", headers, rows, notes, level=3))
     return out
 
@@ -555,11 +580,15 @@ def plot_sweep(b: BenchSweep, path: Path) -> Path:
         model, value = b.reference
         ax.axhline(value, color="#c44e52", linestyle="--", label=f"reference ({model}) {value:g}")
         ax.legend(loc="upper left", fontsize=8, framealpha=0.9)
+    values = [r.setting.values for r in b.rows]
+    varying = [
+        a for a in (values[0] if values else {}) if len({json.dumps(v[a]) for v in values}) > 1
+    ]
+    shown = varying if len(varying) <= MAX_AXIS_COLUMNS else []  # else the table says them
     labels = [
         r.setting.id
         + (" (pinned)" if r.pinned else "")
-        + "\n"
-        + "\n".join(f"{k.split('.', 1)[-1]}={v}" for k, v in r.setting.values.items())
+        + "".join(f"\n{a.split('.', 1)[-1]}={r.setting.values[a]}" for a in shown)
         for r in b.rows
     ]
     ax.set_xticks(range(len(b.rows)), labels, fontsize=7)

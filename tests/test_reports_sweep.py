@@ -13,7 +13,7 @@ from PIL import Image
 
 from evalkit.cli.main import main
 from evalkit.errors import DataError
-from evalkit.reports.sweep import load_sweep, render_terminal, write_sweep_report
+from evalkit.reports.sweep import load_sweep, render_terminal, sections, write_sweep_report
 from evalkit.testing.runs import Rec, write_run
 from tests._browser import chromium
 
@@ -177,10 +177,62 @@ def test_cli_report_on_a_sweep_dir_renders_the_sweep_report(
     assert "<style>" in html and "src='http" not in html  # self-contained
 
 
-@pytest.mark.heavy
-def test_the_sweep_page_fits_a_1280px_page_in_headless_chromium(tmp_path: Path) -> None:
+def _widen(root: Path) -> None:
+    """Seven more axes in sweep.json: five held at one value, ``frames.fps`` and
+    ``frames.nframes`` with two (so four axes vary), and a setting whose run is missing."""
+    doc = json.loads((root / "sweep.json").read_text())
+    extra = {
+        "frames.max_pixels": 602112,
+        "frames.min_pixels": 100352,
+        "frames.total_pixels": 24084480,
+        "frames.resize": "torchvision",
+        "prompt.variant": "official",
+    }
+    for key, value in extra.items():
+        doc["axes"][key] = [value]
+        for st in doc["settings"]:
+            st["values"][key] = value
+    doc["axes"]["frames.nframes"] = [16, 32]
+    doc["axes"]["frames.fps"] = [2.0, 0.5]
+    for i, st in enumerate(doc["settings"]):
+        st["values"]["frames.nframes"] = doc["axes"]["frames.nframes"][i % 2]
+        st["values"]["frames.fps"] = doc["axes"]["frames.fps"][i % 2]
+    missing = dict(doc["settings"][0]["values"])
+    doc["settings"].append({"id": "s04", "values": missing, "run": "never_ran_" + "x" * 40})
+    (root / "sweep.json").write_text(json.dumps(doc))
+
+
+def test_axes_held_at_one_value_are_a_note_and_many_varying_axes_share_a_column(
+    tmp_path: Path,
+) -> None:
     root = make_sweep(tmp_path / "sw")
-    page = write_sweep_report(load_sweep(root, bootstrap=50), tmp_path / "out", ["html"])["html"]
+    _widen(root)
+    overview, bench = sections(load_sweep(root, bootstrap=20))
+    assert overview.headers == ["setting", "values", "run", "status"]
+    # the four varying axes, in sweep.json's order, in one column
+    assert bench.rows[0][1] == (
+        "frames.max_frames=8, generation.max_tokens=16, frames.nframes=16, frames.fps=2.0"
+    )
+    held = (
+        "held at one value in every setting: frames.max_pixels=602112, "
+        "frames.min_pixels=100352, frames.total_pixels=24084480, frames.resize=torchvision, "
+        "prompt.variant=official"
+    )
+    assert held in overview.notes and held in bench.notes
+    # two varying axes keep a column each
+    overview2, _ = sections(load_sweep(make_sweep(tmp_path / "sw2"), bootstrap=20))
+    assert overview2.headers == [
+        "setting",
+        "frames.max_frames",
+        "generation.max_tokens",
+        "run",
+        "status",
+    ]
+
+
+def _in_chromium(page: Path, shot: Path) -> tuple[dict[str, int], np.ndarray]:
+    """The page's width, its widest table's right edge, its scroll width and its number of
+    tables at 1280 px in headless Chromium; its screenshot (RGB) saved in ``shot``."""
     probe = page.with_name("probe.html")
     script = (
         "<script>window.addEventListener('load',()=>{const d=document.documentElement;"
@@ -196,13 +248,30 @@ def test_the_sweep_page_fits_a_1280px_page_in_headless_chromium(tmp_path: Path) 
     ).stdout
     found = re.search(r'data-w="(\d+),(\d+),(\d+),(\d+)"', dom)
     assert found, "the page did not finish loading"
-    page_w, table_right, scroll_w, tables = map(int, found.groups())
-    assert tables == 2  # the settings, then Video-MME by setting
-    assert table_right <= page_w and scroll_w <= page_w, found.groups()
-    shot = tmp_path / "sweep.png"
     subprocess.run([*flags, f"--screenshot={shot}", page.as_uri()], timeout=180, check=True)
     with Image.open(shot) as im:
         rgb = np.asarray(im.convert("RGB"), dtype=int)
+    keys = ("page", "table_right", "scroll", "tables")
+    return dict(zip(keys, map(int, found.groups()), strict=True)), rgb
+
+
+@pytest.mark.heavy
+def test_a_sweep_with_many_axes_fits_a_1280px_page_in_headless_chromium(tmp_path: Path):
+    root = make_sweep(tmp_path / "sw")
+    _widen(root)
+    page = write_sweep_report(load_sweep(root, bootstrap=50), tmp_path / "out", ["html"])["html"]
+    w, _ = _in_chromium(page, tmp_path / "wide.png")
+    assert w["tables"] == 2
+    assert w["table_right"] <= w["page"] and w["scroll"] <= w["page"], w
+
+
+@pytest.mark.heavy
+def test_the_sweep_page_fits_a_1280px_page_in_headless_chromium(tmp_path: Path) -> None:
+    root = make_sweep(tmp_path / "sw")
+    page = write_sweep_report(load_sweep(root, bootstrap=50), tmp_path / "out", ["html"])["html"]
+    w, rgb = _in_chromium(page, tmp_path / "sweep.png")
+    assert w["tables"] == 2  # the settings, then Video-MME by setting
+    assert w["table_right"] <= w["page"] and w["scroll"] <= w["page"], w
     assert rgb.shape[1] == 1280
 
     def pixels(colour: list[int]) -> int:
