@@ -226,6 +226,8 @@ def load_sweep(
     for name in doc["benchmarks"]:
         pinned = doc["pinned"].get(name) or doc["pinned"].get(name.split(":")[0]) or {}
         bench = _bench(name, settings, pinned, bootstrap=bootstrap, seed=seed)
+        if doc.get("zip") is True:
+            bench.sentence = _zipped(bench)
         _reference_and_sensitivity(bench, tolerance, model_name)
         benches.append(bench)
     return SweepReport(root, doc["axes"], settings, benches)
@@ -388,6 +390,20 @@ def _sentence(name: str, effects: list[Effect]) -> str:
     return (
         f"{name}: {e.axis} moves the score most: {e.low} -> {e.high} "
         f"{e.delta:+.1f} points {_interval(e.ci)}."
+    )
+
+
+def _zipped(b: BenchSweep) -> str:
+    """The sentence of a ``--zip`` sweep: its axes change together, so no one of them can
+    be said to move the score."""
+    if len(b.effects) < 2:
+        return b.sentence
+    e = b.effects[0]
+    axes = ", ".join(x.axis for x in b.effects)
+    return (
+        f"{b.name}: the zipped axes {axes} change together (their effects cannot be told "
+        f"apart): {e.axis} {e.low} -> {e.high} moves the score {e.delta:+.1f} points "
+        f"{_interval(e.ci)}."
     )
 
 

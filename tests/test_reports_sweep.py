@@ -117,6 +117,20 @@ def test_the_pinned_setting_defaults_to_the_first_when_none_has_the_pinned_value
     assert any("deltas are against the first setting (s00)" in n for n in b.notes)
 
 
+def test_a_zipped_sweep_says_its_axes_cannot_be_told_apart(tmp_path: Path) -> None:
+    root = make_sweep(tmp_path / "sw")
+    doc = json.loads((root / "sweep.json").read_text())
+    doc["zip"] = True  # (8, 16) and (768, 128) only: s00 20 and s03 80 on the paired samples
+    doc["settings"] = [doc["settings"][0], doc["settings"][3]]
+    (root / "sweep.json").write_text(json.dumps(doc))
+    (b,) = load_sweep(root, bootstrap=50).benchmarks
+    assert b.sentence.startswith(
+        "Video-MME: the zipped axes frames.max_frames, generation.max_tokens change together "
+        "(their effects cannot be told apart): frames.max_frames 8 -> 768 moves the score "
+        "+60.0 points ["
+    ), b.sentence
+
+
 def test_a_missing_setting_run_is_shown_as_missing_never_as_zero(tmp_path: Path) -> None:
     root = make_sweep(tmp_path / "sw", skip=("s01",))
     (b,) = load_sweep(root, bootstrap=50).benchmarks
