@@ -297,3 +297,54 @@ def test_the_sweep_page_fits_a_1280px_page_in_headless_chromium(tmp_path: Path) 
     # published reference's dashed line (#c44e52)
     assert pixels([76, 114, 176]) > 2000 and pixels([26, 77, 143]) > 1000
     assert pixels([196, 78, 82]) > 200
+
+
+@pytest.mark.parametrize("vectorised", [True, False])
+def test_grouped_settings_are_resampled_by_whole_groups_with_one_draw_for_all(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, vectorised: bool
+) -> None:
+    """Video-MME-v2 scores groups of 4 questions: two settings with the same records have
+    a delta of exactly 0 in every replicate (one draw for both), by either bootstrap path."""
+    import evalkit.reports.sweep as sweep_mod
+
+    if not vectorised:  # the official aggregate re-run on every replicate
+        monkeypatch.setattr(sweep_mod, "linear_form", lambda *a, **k: None)
+    recs = [
+        Rec(
+            f"q{g}_{pos}",
+            float((g * 7 + pos) % 3 != 0),
+            {
+                "group": f"g{g}",
+                "position": pos,
+                "group_type": ("relevance", "logic")[g % 2],
+                "group_structure": "[1, 2, 3, 4]",
+            },
+        )
+        for g in range(8)
+        for pos in range(4)
+    ]
+    root = tmp_path / "sw"
+    settings = []
+    for i, frames in enumerate((8, 16)):
+        name = f"max_frames-{frames}"
+        write_run(root / name, MODEL, {"Video-MME-v2": recs}, frames={"max_frames": frames})
+        settings.append({"id": f"s{i:02d}", "values": {"frames.max_frames": frames}, "run": name})
+    doc = {
+        "schema": 1,
+        "kind": "evalkit-sweep",
+        "axes": {"frames.max_frames": [8, 16]},
+        "zip": False,
+        "base": {},
+        "settings": settings,
+        "pinned": {"Video-MME-v2": {"frames.max_frames": None}},
+        "benchmarks": ["Video-MME-v2"],
+    }
+    (root / "sweep.json").write_text(json.dumps(doc))
+    (b,) = load_sweep(root, bootstrap=30).benchmarks
+    assert "clusters by group" in b.method
+    assert ("per replicate" in b.method) is not vectorised
+    assert b.n_common == 32
+    s0, s1 = b.rows
+    assert s1.paired == s0.paired == s0.headline
+    assert s1.delta == 0.0 and s1.delta_ci == (0.0, 0.0)
+    assert s0.ci[0] is not None and s0.ci[0] < s0.ci[1]  # the score itself does vary
