@@ -15,7 +15,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "runs",
         nargs="+",
         metavar="RUN",
-        help="run directories (runs/<id>); each later run is compared with the first",
+        help="run directories (runs/<id>); each later run is compared with the first; a "
+        "sweep directory (holding sweep.json) alone gives the sweep report",
     )
     parser.add_argument(
         "--out", help="folder for report.md/.html/.json and plots/ (default: <first RUN>/report)"
@@ -59,6 +60,8 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--format: unknown {', '.join(bad)}; choose from {', '.join(FORMATS)}")
     if args.out:
         output_dir(args.out, "--out")
+    if len(args.runs) == 1 and (Path(args.runs[0]) / "sweep.json").is_file():
+        return _sweep(args, formats)
     report = build_report(
         args.runs,
         tolerance=args.tolerance,
@@ -70,6 +73,29 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else Path(args.runs[0]) / "report"
     console = Console(width=None if sys.stdout.isatty() else 200)
     files = write_report(report, out, formats, console)
+    for kind in ("md", "html", "json"):
+        if kind in files:
+            print(f"{kind}: {files[kind]}")
+    return 0
+
+
+def _sweep(args: argparse.Namespace, formats: list[str]) -> int:
+    """A sweep directory: each benchmark's score against the sweep's settings."""
+    from rich.console import Console
+
+    from evalkit.reports.sweep import load_sweep, write_sweep_report
+
+    report = load_sweep(
+        args.runs[0],
+        bootstrap=args.bootstrap,
+        seed=args.seed,
+        tolerance=args.tolerance,
+        model_name=args.model_name,
+        failed="exclude" if args.exclude_failed else "zero",
+    )
+    out = Path(args.out) if args.out else Path(args.runs[0]) / "report"
+    console = Console(width=None if sys.stdout.isatty() else 200)
+    files = write_sweep_report(report, out, formats, console)
     for kind in ("md", "html", "json"):
         if kind in files:
             print(f"{kind}: {files[kind]}")
