@@ -15,8 +15,6 @@ switch when the run path moves).
 from __future__ import annotations
 
 import asyncio
-import importlib
-import importlib.util
 import itertools
 import json
 import re
@@ -355,19 +353,9 @@ def execute(
 
 
 def show(sweep: Sweep) -> None:
-    """The sweep's result in the terminal: the sweep report where there is one, else one
-    line per setting (run directory, samples scored, headline score)."""
-    if importlib.util.find_spec("evalkit.reports.sweep") is not None:
-        report = importlib.import_module("evalkit.reports.sweep")
-        render = getattr(report, "to_terminal", None)  # the name is the lead's to wire
-        if render is not None:
-            render(sweep.path)
-            return
-    from evalkit.reports import load_run
+    """The sweep report in the terminal (``evalkit.reports.sweep``: each benchmark's score
+    by setting, paired intervals, the setting that moves it most); ``evalkit report DIR``
+    writes it as Markdown and HTML too."""
+    from evalkit.reports.sweep import render_terminal
 
-    for s in sweep.settings:
-        run = load_run(sweep.path / s.run, bootstrap=0)
-        for name, b in run.benchmarks.items():
-            score = b.overall  # percent
-            shown = "-" if score is None else f"{score:.2f}"
-            print(f"{s.id} {s.run}: {name} {b.counts.scored} scored, headline {shown}")
+    print(render_terminal(sweep.path), end="")

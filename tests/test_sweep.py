@@ -58,8 +58,9 @@ def test_each_setting_is_the_run_evalkit_run_writes_from_one_engine_start(
     flags = [*BASE.split(), "--cache-root", "cache"]
     assert main(["sweep", *flags, *GRID, "--sweep-dir", "sw"]) == 0
     assert len(started) == 1  # one engine for the four settings
-    out = capfd.readouterr().out  # one line per setting: run, samples scored, headline
-    assert "s03 nframes-4__variant-thinking: SynthVideo 2 scored, headline" in out
+    out = capfd.readouterr().out  # the sweep report: each setting's score, what moves it
+    assert "SynthVideo: score by setting" in out and "moves the score most" in out
+    assert "s03" in out
     doc = json.loads((world / "sw" / "sweep.json").read_text())
     assert doc["schema"] == 1 and doc["kind"] == "evalkit-sweep" and doc["zip"] is False
     assert doc["axes"] == {"frames.nframes": [2, 4], "prompt.variant": ["plain", "thinking"]}
