@@ -99,7 +99,7 @@ def main() -> None:
 
     # decode alone: one build of the 4 specs per video against 4 builds of one spec
     plan = sw.Sweep.plan(base("cache-decode"), axes, False, tmp / "plan")
-    ((refs, specs),) = sw.Runner.frame_jobs(plan.settings)
+    ((refs, specs),) = sw.Runner.frame_jobs([sw.Runner.plan(s.cfg) for s in plan.settings])
     log(f"{len(refs)} videos, {len(specs)} frame specs, {len(plan.settings)} settings")
     out: dict[str, Any] = {"videos": len(refs), "settings": len(plan.settings)}
     if args.dry_run:
