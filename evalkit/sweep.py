@@ -276,9 +276,9 @@ class Runner:
 
     @staticmethod
     async def run(plan: RunPlan, engine: Engine) -> RunResult:
-        from evalkit.run.execute import aexecute_plan
+        from evalkit.run.execute import aexecute
 
-        return await aexecute_plan(plan, engine=engine)
+        return await aexecute(plan, engine=engine)
 
 
 Jobs = list[tuple[list[VideoRef], list[FrameSpec]]]

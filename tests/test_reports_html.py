@@ -19,7 +19,7 @@ from PIL import Image
 from evalkit.cli.main import main
 from evalkit.reports import build_report, load_run, write_report
 from evalkit.testing.runs import Rec, write_run
-from tests._browser import chromium
+from tests._browser import chromium, page_layout
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -207,36 +207,12 @@ def _wide_run(tmp_path: Path) -> Path:
     return write_run(tmp_path / "runs" / "wide", model, {"Video-MME": recs})
 
 
-def _in_chromium(page: Path, width: int, shot: Path) -> dict[str, int]:
-    """The page's width, its widest table's right edge and its scroll width at ``width``
-    px, read in headless Chromium; a screenshot of the page in ``shot``."""
-    probe = page.with_name("probe.html")
-    script = (
-        "<script>window.addEventListener('load',()=>{const d=document.documentElement;"
-        "const r=[...document.querySelectorAll('table')].map(t=>t.getBoundingClientRect().right);"
-        "document.body.setAttribute('data-w',[d.clientWidth,Math.ceil(Math.max(0,...r)),"
-        "d.scrollWidth].join(','))})</script>"
-    )
-    probe.write_text(page.read_text().replace("</body>", script + "</body>"))
-    flags = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"]
-    flags.append(f"--window-size={width},3000")
-    dom = subprocess.run(
-        [*flags, "--dump-dom", probe.as_uri()], capture_output=True, text=True, timeout=180
-    ).stdout
-    found = re.search(r'data-w="(\d+),(\d+),(\d+)"', dom)
-    assert found, "the page did not finish loading"
-    cmd = [*flags, f"--screenshot={shot}", page.as_uri()]
-    subprocess.run(cmd, capture_output=True, timeout=180, check=True)
-    page_w, table_right, scroll_w = map(int, found.groups())
-    return {"page": page_w, "table_right": table_right, "scroll": scroll_w}
-
-
 @pytest.mark.heavy
 def test_every_table_fits_a_1280px_page_in_headless_chromium(tmp_path: Path) -> None:
     page = write_report(
         build_report([_wide_run(tmp_path)], bootstrap=20), tmp_path / "out", ["html"]
     )
-    w = _in_chromium(page["html"], 1280, tmp_path / "wide.png")
+    w = page_layout(page["html"], tmp_path / "wide.png")
     assert w["table_right"] <= w["page"] and w["scroll"] <= w["page"], w
     assert "replies whose verdict differs" in page["html"].read_text()
 
@@ -277,7 +253,7 @@ def test_an_empty_chart_shows_its_reason_in_headless_chromium(tmp_path: Path) ->
     run = write_run(tmp_path / "runs" / "zero", "/ckpt/m", {"Video-MME": recs})
     page = write_report(build_report([run], bootstrap=20), tmp_path / "out", ["html"])["html"]
     shot = tmp_path / "zero.png"
-    _in_chromium(page, 1280, shot)
+    page_layout(page, shot)
     with Image.open(shot) as im:
         rgb = np.asarray(im.convert("RGB"), dtype=int)
     # the reason's box (#fff3cd) is drawn inside the plot only when the chart is empty

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +14,7 @@ from evalkit.cli.main import main
 from evalkit.errors import DataError
 from evalkit.reports.sweep import load_sweep, render_terminal, sections, write_sweep_report
 from evalkit.testing.runs import Rec, write_run
-from tests._browser import chromium
+from tests._browser import page_layout
 
 MODEL = "/ckpt/Qwen2.5-VL-7B-Instruct"
 AXES = {"frames.max_frames": [8, 768], "generation.max_tokens": [16, 128]}
@@ -245,28 +244,11 @@ def test_axes_held_at_one_value_are_a_note_and_many_varying_axes_share_a_column(
 
 
 def _in_chromium(page: Path, shot: Path) -> tuple[dict[str, int], np.ndarray]:
-    """The page's width, its widest table's right edge, its scroll width and its number of
-    tables at 1280 px in headless Chromium; its screenshot (RGB) saved in ``shot``."""
-    probe = page.with_name("probe.html")
-    script = (
-        "<script>window.addEventListener('load',()=>{const d=document.documentElement;"
-        "const r=[...document.querySelectorAll('table')].map(t=>t.getBoundingClientRect().right);"
-        "document.body.setAttribute('data-w',[d.clientWidth,Math.ceil(Math.max(0,...r)),"
-        "d.scrollWidth,document.querySelectorAll('table').length].join(','))})</script>"
-    )
-    probe.write_text(page.read_text().replace("</body>", script + "</body>"))
-    flags = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"]
-    flags.append("--window-size=1280,2000")
-    dom = subprocess.run(
-        [*flags, "--dump-dom", probe.as_uri()], capture_output=True, text=True, timeout=180
-    ).stdout
-    found = re.search(r'data-w="(\d+),(\d+),(\d+),(\d+)"', dom)
-    assert found, "the page did not finish loading"
-    subprocess.run([*flags, f"--screenshot={shot}", page.as_uri()], timeout=180, check=True)
+    """The page's layout at 1280 px (``page_layout``) and its screenshot (RGB)."""
+    layout = page_layout(page, shot, height=2000)
     with Image.open(shot) as im:
         rgb = np.asarray(im.convert("RGB"), dtype=int)
-    keys = ("page", "table_right", "scroll", "tables")
-    return dict(zip(keys, map(int, found.groups()), strict=True)), rgb
+    return layout, rgb
 
 
 @pytest.mark.heavy

@@ -5,6 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,8 +52,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Build the report, print/write the requested formats, list the files written."""
-    from rich.console import Console
-
     from evalkit.cli.checks import output_dir
     from evalkit.errors import ConfigError
     from evalkit.reports import FORMATS, build_report, write_report
@@ -70,19 +72,12 @@ def run(args: argparse.Namespace) -> int:
         bootstrap=args.bootstrap,
         seed=args.seed,
     )
-    out = Path(args.out) if args.out else Path(args.runs[0]) / "report"
-    console = Console(width=None if sys.stdout.isatty() else 200)
-    files = write_report(report, out, formats, console)
-    for kind in ("md", "html", "json"):
-        if kind in files:
-            print(f"{kind}: {files[kind]}")
-    return 0
+    files = write_report(report, _out(args), formats, _console())
+    return _written(files)
 
 
 def _sweep(args: argparse.Namespace, formats: list[str]) -> int:
     """A sweep directory: each benchmark's score against the sweep's settings."""
-    from rich.console import Console
-
     from evalkit.reports.sweep import load_sweep, write_sweep_report
 
     report = load_sweep(
@@ -93,9 +88,22 @@ def _sweep(args: argparse.Namespace, formats: list[str]) -> int:
         model_name=args.model_name,
         failed="exclude" if args.exclude_failed else "zero",
     )
-    out = Path(args.out) if args.out else Path(args.runs[0]) / "report"
-    console = Console(width=None if sys.stdout.isatty() else 200)
-    files = write_sweep_report(report, out, formats, console)
+    files = write_sweep_report(report, _out(args), formats, _console())
+    return _written(files)
+
+
+def _out(args: argparse.Namespace) -> Path:
+    return Path(args.out) if args.out else Path(args.runs[0]) / "report"
+
+
+def _console() -> Console:
+    from rich.console import Console
+
+    return Console(width=None if sys.stdout.isatty() else 200)
+
+
+def _written(files: dict[str, Path]) -> int:
+    """Name the files written (the terminal form was printed already); exit 0."""
     for kind in ("md", "html", "json"):
         if kind in files:
             print(f"{kind}: {files[kind]}")

@@ -68,34 +68,24 @@ def execute(
 
 
 async def aexecute(
-    cfg: RunConfig,
+    run: RunConfig | RunPlan,
     engine: Engine | None = None,
     on_start: Callable[[str, Pipeline], None] | None = None,
     judge_engine: Engine | None = None,
     on_open: Callable[[Path], None] | None = None,
 ) -> RunResult:
-    """:func:`execute` inside a running event loop (one loop for the engine's whole life)."""
-    from evalkit.run.preflight import check_run
+    """:func:`execute` inside a running event loop (one loop for the engine's whole life).
+    ``run`` may be a plan made already: a sweep plans (and checks) every setting before its
+    one engine starts, then runs the plans side by side on it."""
+    from evalkit.run.preflight import check_run, media_preflight
 
-    check_run(cfg, engine_given=engine is not None)  # before any run directory exists
-    return await aexecute_plan(plan_run(cfg), engine, on_start, judge_engine, on_open)
-
-
-async def aexecute_plan(
-    plan: RunPlan,
-    engine: Engine | None = None,
-    on_start: Callable[[str, Pipeline], None] | None = None,
-    judge_engine: Engine | None = None,
-    on_open: Callable[[Path], None] | None = None,
-) -> RunResult:
-    """:func:`aexecute` of a plan made already (a sweep plans every setting before its
-    one engine starts, then runs the plans side by side on it)."""
-    from evalkit.run.preflight import media_preflight
-
-    cfg = plan.config
-    missing = media_preflight(cfg, plan.benches)  # before the run directory and the engine
-    with open_run(plan, run_path(cfg), missing=missing, on_open=on_open) as run:
-        return await _execute_open(run, engine, on_start, judge_engine)
+    if isinstance(run, RunConfig):
+        check_run(run, engine_given=engine is not None)  # before any run directory exists
+        run = plan_run(run)
+    cfg = run.config
+    missing = media_preflight(cfg, run.benches)  # before the run directory and the engine
+    with open_run(run, run_path(cfg), missing=missing, on_open=on_open) as opened:
+        return await _execute_open(opened, engine, on_start, judge_engine)
 
 
 async def _execute_open(
