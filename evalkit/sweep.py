@@ -27,7 +27,7 @@ import yaml
 from pydantic import ValidationError
 
 from evalkit.atomic import write_text_atomic
-from evalkit.errors import ConfigError
+from evalkit.errors import ConfigError, DataError
 from evalkit.registry import did_you_mean
 from evalkit.run.config import RunConfig
 from evalkit.sample import VideoRef
@@ -169,14 +169,22 @@ class Sweep:
         manifest = path / MANIFEST
         if not manifest.is_file():
             raise ConfigError(f"--resume {path}: not a sweep directory (no {MANIFEST})")
-        doc = json.loads(manifest.read_text())
-        if axes and (axes != doc["axes"] or bool(zipped) != doc["zip"]):
+        from evalkit.reports.sweep import read_manifest
+
+        doc = read_manifest(path)  # the report's reader: a damaged one is one line naming it
+        zip_recorded = doc.get("zip") is True
+        if axes and (axes != doc["axes"] or bool(zipped) != zip_recorded):
             raise ConfigError(
-                f"--resume {path}: the sweep's grid is {doc['axes']} (zip {doc['zip']}); "
+                f"--resume {path}: the sweep's grid is {doc['axes']} (zip {zip_recorded}); "
                 "a different --grid needs a new --sweep-dir"
             )
-        base = RunConfig.model_validate(doc["base"])
-        return cls.plan(base, doc["axes"], doc["zip"], path)
+        try:
+            base = RunConfig.model_validate(doc.get("base"))
+        except ValidationError as exc:
+            why = exc.errors()[0]
+            where = ".".join(str(p) for p in why["loc"]) or "base"
+            raise DataError(f"{manifest}: field 'base' ({where}): {why['msg']}") from None
+        return cls.plan(base, doc["axes"], zip_recorded, path)
 
     def write(self, pinned: dict[str, dict[str, Any]]) -> None:
         """``sweep.json``, written atomically."""

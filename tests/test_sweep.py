@@ -144,3 +144,23 @@ def test_resume_finishes_each_run_without_duplicates_and_refuses_another_grid(
     assert len(started) == 2  # every run complete: nothing to run, no engine
     assert main(["sweep", "--resume", "sw", "--grid", "frames.nframes=8"]) != 0
     assert "different --grid" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "{not json",
+        '{"kind": "evalkit-sweep", "axes": {}, "settings": [], "pinned": {}, "benchmarks": []}',
+        '{"kind": "evalkit-sweep", "axes": {}, "zip": false, "settings": [], "pinned": {},'
+        ' "benchmarks": [], "base": {"model": 3}}',
+    ],
+    ids=["not-json", "no-base", "bad-base"],
+)
+def test_resuming_a_damaged_sweep_manifest_is_one_line_naming_it(
+    tmp_path: Path, text: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "sw").mkdir()
+    (tmp_path / "sw" / "sweep.json").write_text(text)
+    assert main(["sweep", "--resume", str(tmp_path / "sw"), "--no-progress"]) == 2
+    err = capfd.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "sweep.json" in err[0], err
