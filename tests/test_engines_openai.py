@@ -6,11 +6,7 @@ import asyncio
 import base64
 import io
 import json
-import threading
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import numpy as np
@@ -22,80 +18,14 @@ from evalkit.engines.base import Request, SamplingParams
 from evalkit.engines.openai_engine import OpenAIConfig, OpenAIEngine
 from evalkit.errors import EvalkitError, TransientError
 from tests._engine_env import make_frames
-
-
-@dataclass
-class Script:
-    """What the fake server does: fail some calls, delay answers, record bodies."""
-
-    fail_status: list[int] = field(default_factory=list)
-    delay_s: float = 0.0
-    fail_body: str = "scripted"
-    bodies: list[dict[str, Any]] = field(default_factory=list)
-    active: int = 0
-    max_active: int = 0
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-
-def _handler(script: Script) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: Any) -> None:
-            pass
-
-        def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            with script.lock:
-                script.bodies.append(body)
-                script.active += 1
-                script.max_active = max(script.max_active, script.active)
-                status = script.fail_status.pop(0) if script.fail_status else 200
-            try:
-                time.sleep(script.delay_s)
-                if status != 200:
-                    error = json.dumps({"error": script.fail_body}).encode()
-                    self._send(status, "application/json", error)
-                elif body.get("stream"):
-                    self._stream(body)
-                else:
-                    answer = {
-                        "choices": [{"index": 0, "message": {"content": "B"}}],
-                        "usage": {"prompt_tokens": 11, "completion_tokens": 1},
-                    }
-                    self._send(200, "application/json", json.dumps(answer).encode())
-            finally:
-                with script.lock:
-                    script.active -= 1
-
-        def _stream(self, body: dict[str, Any]) -> None:
-            chunks = [
-                {"choices": [{"index": 0, "delta": {"content": "The answer"}}]},
-                {"choices": [{"index": 0, "delta": {"content": " is C"}}]},
-                {"choices": [], "usage": {"prompt_tokens": 42, "completion_tokens": 4}},
-            ]
-            data = b"".join(f"data: {json.dumps(c)}\n\n".encode() for c in chunks)
-            self._send(200, "text/event-stream", data + b"data: [DONE]\n\n")
-
-        def _send(self, status: int, ctype: str, data: bytes) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-    return Handler
+from tests._openai_server import Script, serve
 
 
 @pytest.fixture
 def server() -> Iterator[tuple[str, Script]]:
     script = Script()
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(script))
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/v1", script
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serve(script) as url:
+        yield url, script
 
 
 def _engine(url: str, **kw: Any) -> OpenAIEngine:
