@@ -6,7 +6,10 @@ generation cap). Each setting is an ordinary run (``evalkit run`` with those val
 the same directory, fingerprint included) under one sweep directory, with ``sweep.json``
 naming the axes and the settings. Before the settings run, every video is decoded once for
 all the settings' FrameSpecs into the frame cache; then one engine serves every setting,
-the settings' pipelines running side by side on one event loop.
+the settings' pipelines running side by side on one event loop. With ``--replicas N`` the
+settings' plans go to one set of Ray replicas (``evalkit.scale.driver.run_plans``): each
+replica starts its engine once and takes leases of any setting from one work queue, while
+the videos are decoded here.
 
 Everything this module asks of the runner goes through :class:`Runner` (one place to
 switch when the run path moves).
@@ -18,7 +21,8 @@ import asyncio
 import itertools
 import json
 import re
-from collections.abc import Sequence
+import time
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,7 +34,9 @@ from evalkit.atomic import write_text_atomic
 from evalkit.errors import ConfigError, DataError
 from evalkit.registry import did_you_mean
 from evalkit.run.config import RunConfig
+from evalkit.rundir import RunDir
 from evalkit.sample import VideoRef
+from evalkit.startup import StartupTimes
 from evalkit.video.types import FrameSpec
 
 if TYPE_CHECKING:
@@ -38,6 +44,7 @@ if TYPE_CHECKING:
     from evalkit.engines.base import Engine
     from evalkit.run.execute import RunResult
     from evalkit.run.plan import RunPlan
+    from evalkit.scale.driver import Progress
 
 SCHEMA = 1
 MANIFEST = "sweep.json"
@@ -228,12 +235,13 @@ class Runner:
 
     @staticmethod
     def plan(cfg: RunConfig) -> RunPlan:
-        """The setting's run plan (its settings checked as a run checks them; the engine
-        is the sweep's)."""
+        """The setting's run plan (its settings checked as a run checks them; in process
+        the engine is the sweep's, on Ray the replicas build theirs from the model and
+        engine settings, so those are checked too)."""
         from evalkit.run.plan import plan_run
         from evalkit.run.preflight import check_run
 
-        check_run(cfg, engine_given=True)
+        check_run(cfg, engine_given=not cfg.on_ray)
         return plan_run(cfg)
 
     @staticmethod
@@ -315,13 +323,14 @@ async def arun(sweep: Sweep, todo: Sequence[Setting], jobs: Jobs) -> tuple[dict[
         return {}, 0.0
     plans = [_planned(s) for s in todo]
     # the grid never touches the engine or the model: every plan names the same engine
-    starting = asyncio.ensure_future(Runner.start_engine(plans[0]))
+    starting = asyncio.ensure_future(_timed(Runner.start_engine(plans[0])))
     try:
         decode_s = await asyncio.to_thread(decode_once, jobs, todo[0].cfg)
     except BaseException:
-        await Runner.close_engine(await starting)
+        await Runner.close_engine((await starting)[0])
         raise
-    engine = await starting
+    engine, start_s = await starting
+    startup = StartupTimes(engines_s=start_s)
     runs = [asyncio.ensure_future(Runner.run(plan, engine)) for plan in plans]
     try:
         results = await asyncio.gather(*runs)
@@ -332,7 +341,15 @@ async def arun(sweep: Sweep, todo: Sequence[Setting], jobs: Jobs) -> tuple[dict[
         raise
     finally:
         await Runner.close_engine(engine)
+    for result in results:  # every setting's run started with the sweep's one engine
+        startup.write(RunDir(result.path))
     return {s.id: r for s, r in zip(todo, results, strict=True)}, decode_s
+
+
+async def _timed(starting: Awaitable[Engine]) -> tuple[Engine, float]:
+    t0 = time.perf_counter()
+    engine = await starting
+    return engine, time.perf_counter() - t0
 
 
 def prepare(sweep: Sweep) -> tuple[list[Setting], Jobs]:
@@ -351,13 +368,41 @@ def _planned(setting: Setting) -> RunPlan:
 
 
 def execute(
-    sweep: Sweep, prepared: tuple[list[Setting], Jobs] | None = None
+    sweep: Sweep,
+    prepared: tuple[list[Setting], Jobs] | None = None,
+    on_progress: Progress | None = None,
 ) -> tuple[dict[str, Any], float]:
     """Write ``sweep.json``, decode every video once, run the unfinished settings on one
-    engine (none starts when every setting's run is complete)."""
+    engine, or on one set of Ray replicas with ``--replicas`` (none starts when every
+    setting's run is complete). ``on_progress``: the replicas' progress display."""
     todo, jobs = prepared or prepare(sweep)
     sweep.write(pinned_values(sweep.base.bench, list(sweep.axes)))
+    if sweep.base.on_ray:
+        return run_on_replicas(todo, jobs, on_progress)
     return asyncio.run(arun(sweep, todo, jobs))
+
+
+def run_on_replicas(
+    todo: Sequence[Setting], jobs: Jobs, on_progress: Progress | None = None
+) -> tuple[dict[str, Any], float]:
+    """The settings ``todo`` on one set of Ray replicas (each started once, holding every
+    setting's plan; one work queue leases the settings' samples side by side), every
+    video of ``jobs`` decoded here while Ray and the engines start, before the first
+    lease; ({setting id: RunResult}, decode seconds)."""
+    if not todo:
+        return {}, 0.0
+    from concurrent.futures import ThreadPoolExecutor
+
+    from evalkit.scale.driver import run_plans
+
+    pool = ThreadPoolExecutor(1, thread_name_prefix="sweep-decode")
+    decoding = pool.submit(decode_once, jobs, todo[0].cfg)
+    try:
+        plans = [_planned(s) for s in todo]
+        results = run_plans(plans, on_progress, before_work=decoding.result)
+    finally:  # a failed or stopped sweep does not wait for the decoding here
+        pool.shutdown(wait=False, cancel_futures=True)
+    return {s.id: r for s, r in zip(todo, results, strict=True)}, decoding.result()
 
 
 def show(sweep: Sweep) -> None:

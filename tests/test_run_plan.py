@@ -67,17 +67,20 @@ def test_a_plan_pickles_whole(tmp_path: Path) -> None:
     assert bench.frame_spec == plan.benches[0].frame_spec
 
 
-def test_a_replica_runs_its_plan_without_resolving_any_benchmark(
+def test_a_replica_runs_its_plans_without_resolving_any_benchmark(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A replica gets the driver's plan: it never loads a benchmark nor reads a config,
-    and its records carry the plan's fingerprint."""
+    """A replica gets the driver's plans (two here, as a sweep's settings): it never loads
+    a benchmark nor reads a config, one batch may hold samples of both, and each record
+    carries its own plan's fingerprint."""
     from evalkit.bench import unified_known
     from evalkit.run import plan as plan_module
-    from evalkit.scale.replica import Replica
+    from evalkit.scale.replica import Replica, lanes
 
     write_set(tmp_path, 4)
     plan = plan_run(run_config(tmp_path))
+    other = plan_run(run_config(tmp_path, max_tokens=3))
+    assert other.fingerprint != plan.fingerprint
 
     def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError("a replica resolved the benchmarks again")
@@ -85,19 +88,22 @@ def test_a_replica_runs_its_plan_without_resolving_any_benchmark(
     monkeypatch.setattr(plan_module, "resolve_benchmarks", refuse)
     monkeypatch.setattr(unified_known, "data_benches", refuse)
     monkeypatch.setattr(components, "make_engine", lambda plan: Counting())
-    sent = pickle.loads(pickle.dumps(plan))  # as Ray hands it over
-    replica = Replica(sent, str(tmp_path / "runs" / "r"), None, "r0")
+    runs = [(plan, str(tmp_path / "runs" / "r")), (other, str(tmp_path / "runs" / "r3"))]
+    sent = pickle.loads(pickle.dumps(runs))  # as Ray hands them over
+    replica = Replica(sent, None, "r0")
+    assert lanes(runs) == {f"r/{BENCH}": (0, BENCH), f"r3/{BENCH}": (1, BENCH)}
     ids = [s.id for s in plan.bench(BENCH).samples][:3]
+    keys = [(f"r/{BENCH}", i) for i in ids] + [(f"r3/{BENCH}", ids[0])]
 
     async def one_batch() -> list[tuple[str, SampleRecord]]:
         try:
-            return await replica.run_batch([(BENCH, i) for i in ids], plan.id)
+            return await replica.run_batch(keys)
         finally:
             await replica.close()
 
     out = asyncio.run(one_batch())
-    assert sorted(rec.id for _, rec in out) == sorted(ids)
-    assert {b for b, _ in out} == {BENCH}
-    assert {rec.fingerprint for _, rec in out} == {plan.fingerprint}
+    assert sorted((lane, rec.id) for lane, rec in out) == sorted(keys)
+    assert {rec.fingerprint for lane, rec in out if lane == f"r/{BENCH}"} == {plan.fingerprint}
+    assert {rec.fingerprint for lane, rec in out if lane == f"r3/{BENCH}"} == {other.fingerprint}
     assert {rec.replica for _, rec in out} == {"r0"}
     assert not (tmp_path / "runs" / "r").exists()  # a replica writes no file of the run

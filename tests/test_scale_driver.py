@@ -67,7 +67,7 @@ class FakeReplica:
         self.pid = Method(lambda: Ref(4242))  # answered at once: restarted already
         self.shm = Method(lambda: Ref(("node", [])))  # its engine holds no shared memory
 
-    def _batch(self, keys: list[Key], plan: str | None = None) -> Ref:
+    def _batch(self, keys: list[Key]) -> Ref:
         self.calls += 1
         if self.calls in self.die_on:
             return Ref(error=ActorDiedError())
@@ -414,7 +414,7 @@ def test_a_replica_scores_with_the_judge_it_is_given(
     monkeypatch.setattr(components, "judge_for", judge_for)
     monkeypatch.setattr(components, "make_engine", lambda plan: Engine())
     judged = plan_of(RunConfig(model="m", engine="openai"), [])
-    replica = Replica(judged, str(tmp_path), "judge-client", "r0")
+    replica = Replica([(judged, str(tmp_path))], "judge-client", "r0")
 
     async def setup_and_close() -> None:
         await replica.setup()
@@ -435,7 +435,7 @@ class RestartingReplica(FakeReplica):
         self.calls_while_restarting = 0
         self.pid = Method(self._pid)
 
-    def _batch(self, keys: list[Key], plan: str | None = None) -> Ref:
+    def _batch(self, keys: list[Key]) -> Ref:
         self.calls += 1
         if self.restarting:
             self.calls_while_restarting += 1

@@ -47,11 +47,6 @@ def run(args: argparse.Namespace) -> int:
         if axes is None:
             sw.parse_grid([])  # the one-line error
         base = run_cli.config_from_args(args)
-        if base.on_ray:
-            raise ConfigError(
-                "evalkit sweep: --replicas/--ray-address are not supported yet (one engine "
-                "in process serves every setting)"
-            )
         path = Path(args.sweep_dir or Path(base.runs_dir) / f"sweep-{new_run_id()}")
         if (path / sw.MANIFEST).is_file():
             raise ConfigError(
@@ -61,14 +56,25 @@ def run(args: argparse.Namespace) -> int:
         sweep = sw.Sweep.plan(base, axes, args.zip, path)
     if not args.verbose:
         quiet_engine_logs()
-    print(f"sweep: {len(sweep.settings)} settings in {sweep.path} (one engine, one decode)")
+    on_ray = sweep.base.on_ray
+    engines = f"{sweep.base.replicas} replicas" if on_ray else "one engine"
+    print(f"sweep: {len(sweep.settings)} settings in {sweep.path} ({engines}, one decode)")
     prepared = sw.prepare(sweep)  # every setting checked before anything is written
     terminal = Terminal()
-    with terminal:  # unless --verbose, the engine's output goes to the sweep's log file
+    with terminal:  # unless --verbose, the engines' output goes to the sweep's log file
         if not args.verbose:
             sweep.path.mkdir(parents=True, exist_ok=True)
             terminal.capture(sweep.path / "output.log")
-        sw.execute(sweep, prepared)
+        if on_ray:  # one line per replica and the total, as `evalkit run --replicas`
+            from evalkit.scale.progress import ReplicaProgress
+
+            shown = ReplicaProgress(enabled=not args.no_progress, terminal=terminal)
+            try:
+                sw.execute(sweep, prepared, shown.update)
+            finally:
+                shown.stop()
+        else:
+            sw.execute(sweep, prepared)
     sw.show(sweep)
     if terminal.log_path is not None:
         print(f"engine and library output: {terminal.log_path}")

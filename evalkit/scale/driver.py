@@ -4,9 +4,12 @@ The driver plans the run and opens its directory exactly as an in-process run do
 (``plan_run``, ``open_run``: same fingerprint, stores, resume by sample id), sends the
 plan to the replicas once, queues the samples without a record, and leases small
 batches (longest expected cost first, see :mod:`evalkit.scale.queue`) to replica actors
-as they finish, keeping ``depth`` batches in flight per replica. Records
+as they finish, keeping ``depth`` batches in flight per replica. A sweep hands it
+several plans (its settings: same engine, other request settings), each with its own
+run directory, through the same queue (:func:`run_plans`); the queue's keys name the
+run's benchmark as a lane (``evalkit.scale.replica.lanes``). Records
 come back as the batch's result; the queue accepts each sample once and the driver
-appends it to the benchmark's store (fsync'd). A replica whose call fails with
+appends it to its lane's store (fsync'd). A replica whose call fails with
 ``RayActorError`` (crash, OOM kill, node lost) is presumed dead: its leases end, its
 samples go to the others, and anything it still returns is discarded. The /dev/shm
 entries its engine held (each replica reports them once its engine is up) are unlinked
@@ -20,7 +23,7 @@ import contextlib
 import logging
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -99,59 +102,106 @@ def run_replicas(
     """Run ``cfg`` on ``cfg.replicas`` Ray actors into one run directory (resumable);
     ``on_open(path)`` is called once the run directory exists (before Ray starts a local
     instance and before any engine: ``evalkit run`` sends their output to its log file)."""
-    from evalkit.run.preflight import check_run, media_preflight
+    from evalkit.run.preflight import check_run
 
     require_ray()
-    if cfg.mode == "sync":
-        raise ConfigError("--mode sync is the single-engine baseline; drop --replicas for it")
     check_run(cfg, engine_given=False)
     plan = plan_run(cfg)
-    missing = media_preflight(cfg, plan.benches)  # before Ray, the run directory, any engine
+    (result,) = run_plans([plan], on_progress, batch_size=batch_size, depth=depth, on_open=on_open)
+    return result
+
+
+def run_plans(
+    plans: Sequence[RunPlan],
+    on_progress: Progress | None = None,
+    *,
+    batch_size: int | None = None,
+    depth: int = DEPTH,
+    on_open: Callable[[Path], None] | None = None,
+    before_work: Callable[[], object] | None = None,
+) -> list[RunResult]:
+    """Run ``plans``, each into its own run directory, on one set of replicas (the first
+    plan's ``replicas``, engine and model: a sweep's settings differ in request settings
+    only) through one work queue; a RunResult per plan. ``before_work()`` is called once
+    the replicas' engines are up, before the first lease (a sweep finishes decoding its
+    videos there)."""
+    from evalkit.run.preflight import media_preflight
+
+    require_ray()
+    cfg = plans[0].config
+    if cfg.mode == "sync":
+        raise ConfigError("--mode sync is the single-engine baseline; drop --replicas for it")
+    # before Ray, the run directories, any engine
+    missing = [media_preflight(p.config, p.benches) for p in plans]
     with contextlib.ExitStack() as stack:
         session = None
         if cfg.ray_address:  # the cluster answers before anything is written (else: no run dir)
             timeout = cfg.ray_connect_timeout_s
             session = stack.enter_context(ray_session(cfg.ray_address, connect_timeout_s=timeout))
-        run = stack.enter_context(open_run(plan, run_path(cfg), missing=missing, on_open=on_open))
-        return _Run(run, session).execute(on_progress, batch_size, depth)
+        runs = [
+            stack.enter_context(open_run(p, run_path(p.config), missing=m, on_open=on_open))
+            for p, m in zip(plans, missing, strict=True)
+        ]
+        return _Run(runs, session, before_work).execute(on_progress, batch_size, depth)
+
+
+@dataclass
+class _Lane:
+    """One benchmark of one run as the queue sees it: where its records go."""
+
+    run: OpenRun
+    bench: str
+    store: Store
+    stats: PipelineStats
 
 
 @dataclass
 class _Run:
-    """A replicated run once the cluster answered and its directory is open."""
+    """Replicated runs once the cluster answered and their directories are open."""
 
-    run: OpenRun
+    runs: list[OpenRun]
     session: Session | None
     """The connection to the cluster at ``ray_address`` (None: a local instance, started
     once there is work to do)."""
+    before_work: Callable[[], object] | None = None
 
     def execute(
         self, on_progress: Progress | None, batch_size: int | None, depth: int
-    ) -> RunResult:
+    ) -> list[RunResult]:
         """Queue the samples without a record, drive the replicas."""
-        plan, path = self.run.plan, self.run.path
-        stores = {b.name: self.run.store(b.name) for b in plan.benches}
-        items, stats = work_items(plan, stores)
-        for name, k in self.run.media_missing.items():
-            stats[name].media_missing = k
-        if not items:
-            unseen = self.run.media_missing
-            return RunResult(path=path, stats=stats, nothing_to_run=not any(unseen.values()))
-        size = batch_size or default_batch(
-            len(items), plan.config.replicas, depth, plan.config.pipeline
-        )
-        with contextlib.ExitStack() as stack:
-            if self.session is None:
-                self.session = stack.enter_context(ray_session())
-            self._drive(stack, WorkQueue(items, size), stores, stats, on_progress, depth)
-        return RunResult(path=path, stats=stats)
+        from evalkit.scale.replica import lanes
+
+        named = lanes([(r.plan, str(r.path)) for r in self.runs])
+        by_lane: dict[str, _Lane] = {}
+        items: list[WorkItem] = []
+        costs = CostModel(make_cache(self.runs[0].plan.config))  # durations looked up once
+        for lane, (i, bench) in named.items():
+            run = self.runs[i]
+            store = run.store(bench)
+            todo, stats = work_items(run.plan, bench, lane, store, costs)
+            stats.media_missing = run.media_missing.get(bench, 0)
+            by_lane[lane] = _Lane(run, bench, store, stats)
+            items += todo
+        if items:
+            cfg = self.runs[0].plan.config
+            size = batch_size or default_batch(len(items), cfg.replicas, depth, cfg.pipeline)
+            with contextlib.ExitStack() as stack:
+                if self.session is None:
+                    self.session = stack.enter_context(ray_session())
+                self._drive(stack, WorkQueue(items, size), by_lane, on_progress, depth)
+        return [self._result(run, by_lane, not items) for run in self.runs]
+
+    @staticmethod
+    def _result(run: OpenRun, by_lane: dict[str, _Lane], idle: bool) -> RunResult:
+        stats = {ln.bench: ln.stats for ln in by_lane.values() if ln.run is run}
+        nothing = idle and not any(run.media_missing.values())
+        return RunResult(path=run.path, stats=stats, nothing_to_run=nothing)
 
     def _drive(
         self,
         stack: contextlib.ExitStack,
         queue: WorkQueue,
-        stores: dict[str, Store],
-        stats: dict[str, PipelineStats],
+        by_lane: dict[str, _Lane],
         on_progress: Progress | None,
         depth: int,
     ) -> None:
@@ -159,32 +209,38 @@ class _Run:
         from evalkit.startup import StartupTimes
 
         assert self.session is not None
-        plan, ray = self.run.plan, self.session.ray
-        cfg = plan.config
-        tp = int(plan.engine_options.get("tensor_parallel_size") or 1)
-        placement = placement_for(ray, plan.engine, tp, cfg.cpus_per_replica)
+        first, ray = self.runs[0].plan, self.session.ray
+        cfg = first.config
+        tp = int(first.engine_options.get("tensor_parallel_size") or 1)
+        placement = placement_for(ray, first.engine, tp, cfg.cpus_per_replica)
         judge = stack.enter_context(shared_judge(cfg, ray))
-        # the plan crosses to the replicas once (the object store), never re-resolved there
-        args = (ray.put(plan), str(self.run.path), judge)
+        # the plans cross to the replicas once (the object store), never re-resolved there
+        held = [(r.plan, str(r.path)) for r in self.runs]
+        args = (ray.put(held), judge)
         t0 = time.perf_counter()
         handles = start_replicas(
             ray, Replica, args, cfg.replicas, placement, depth + 2, cfg.replica_restarts
         )
-        StartupTimes(
+        startup = StartupTimes(
             ray_s=self.session.started_s,
             engines_s=time.perf_counter() - t0,
             replicas=cfg.replicas,
             ray_address=cfg.ray_address,
-        ).write(self.run.dir)
+        )
+        for run in self.runs:
+            startup.write(run.dir)
         graceful = False
         try:
+            if self.before_work is not None:
+                self.before_work()
+            stores = {lane: ln.store for lane, ln in by_lane.items()}
+            stats = {lane: ln.stats for lane, ln in by_lane.items()}
             driver = Driver(ray, queue, handles, stores, stats, on_progress, depth)
-            driver.plan = plan.id
             driver.max_restarts = cfg.replica_restarts
             driver.run()
             graceful = True
-            counts = ray.get([h.actor.frame_counts.remote(plan.id) for h in handles if h.alive])
-            merge_frame_counts(self.run.path, counts)
+            counts = ray.get([h.actor.frame_counts.remote() for h in handles if h.alive])
+            merge_frame_counts(held, counts)
         finally:
             stop_replicas(ray, handles, graceful=graceful)
 
@@ -216,20 +272,16 @@ def default_batch(n_items: int, replicas: int, depth: int, pipeline: PipelineCon
 
 
 def work_items(
-    plan: RunPlan, stores: dict[str, Store]
-) -> tuple[list[WorkItem], dict[str, PipelineStats]]:
-    """The samples without a record (failed ones too with ``retry_failed``), costed;
-    and each benchmark's counters with the resumed ones counted as skipped."""
-    cfg = plan.config
-    costs = CostModel(make_cache(cfg))
-    items: list[WorkItem] = []
-    stats: dict[str, PipelineStats] = {}
-    for b in plan.benches:
-        done = stores[b.name].done_ids(include_failed=not cfg.retry_failed)
-        todo = [s for s in b.samples if s.id not in done]
-        stats[b.name] = PipelineStats(total=len(b.samples), skipped=len(b.samples) - len(todo))
-        items += costs.items(b.name, todo, b.frame_spec)
-    return items, stats
+    plan: RunPlan, bench: str, lane: str, store: Store, costs: CostModel
+) -> tuple[list[WorkItem], PipelineStats]:
+    """``bench``'s samples without a record in ``store`` (failed ones too with
+    ``retry_failed``), costed, keyed by ``lane``; and its counters with the resumed ones
+    counted as skipped."""
+    b = plan.bench(bench)
+    done = store.done_ids(include_failed=not plan.config.retry_failed)
+    todo = [s for s in b.samples if s.id not in done]
+    stats = PipelineStats(total=len(b.samples), skipped=len(b.samples) - len(todo))
+    return costs.items(lane, todo, b.frame_spec), stats
 
 
 RELEASE_TIMEOUT_S = 60.0
@@ -253,6 +305,7 @@ class Driver:
         on_progress: Progress | None = None,
         depth: int = DEPTH,
     ) -> None:
+        """``stores`` and ``stats`` by lane (the first part of the queue's keys)."""
         self.ray = ray
         self.queue = queue
         self.handles = {h.name: h for h in handles}
@@ -265,8 +318,6 @@ class Driver:
         self.started = time.time()
         self.max_restarts = 0
         """Crashes after which a replica still gets work (Ray restarts its actor)."""
-        self.plan: str | None = None
-        """The run plan the batches belong to (``RunPlan.id``; None: the replica's only one)."""
         self.restart_timeout_s = RESTART_TIMEOUT_S
         self.probes: dict[Any, tuple[str, float]] = {}  # pid() call -> (replica, deadline)
         """Replicas Ray is restarting get no lease until their ``pid()`` answers: a lease
@@ -319,7 +370,7 @@ class Driver:
                 lease = self.queue.lease(name)
                 if lease is None:
                     return
-                ref = handle.actor.run_batch.remote(lease.keys, self.plan)
+                ref = handle.actor.run_batch.remote(lease.keys)
                 self.in_flight[ref] = (name, lease)
                 busy[name] = busy.get(name, 0) + 1
                 self.state[name].leased += len(lease.items)
@@ -337,20 +388,20 @@ class Driver:
             return
         state.leased = max(0, state.leased - len(lease.items))
         kept: dict[str, list[SampleRecord]] = {}
-        for bench, record in results:
-            if self._accept(state, lease, bench, record):
-                kept.setdefault(bench, []).append(record)
-        for bench, recs in kept.items():  # one fsync per benchmark of the batch
-            self.stores[bench].append_many(recs)
+        for lane, record in results:
+            if self._accept(state, lease, lane, record):
+                kept.setdefault(lane, []).append(record)
+        for lane, recs in kept.items():  # one fsync per store of the batch
+            self.stores[lane].append_many(recs)
         self.queue.release(lease.id)  # samples the batch did not return: queued again
 
-    def _accept(self, state: ReplicaState, lease: Lease, bench: str, record: SampleRecord) -> bool:
+    def _accept(self, state: ReplicaState, lease: Lease, lane: str, record: SampleRecord) -> bool:
         """Whether the queue accepts ``record`` (counted); a refused one is discarded."""
-        key: Key = (bench, record.id)
+        key: Key = (lane, record.id)
         if not self.queue.complete(lease.id, key):
             state.discarded += 1
             return False
-        st = self.stats[bench]
+        st = self.stats[lane]
         if record.status == "ok":
             st.completed += 1
             state.done += 1

@@ -4,8 +4,9 @@ The driver makes it a Ray actor (``ray.remote(Replica)``, async, several batches
 on one engine). It writes no files of the run: the pipeline's records (built by the
 pipeline's own writers, :mod:`evalkit.records`) are collected by :class:`RecordSink`,
 stamped with the replica's name and returned to the driver, which decides what is kept.
-It runs the driver's :class:`~evalkit.run.plan.RunPlan` (sent once, never re-resolved)
-with the parts every process of a run builds alike (``evalkit.run.components``).
+It runs the driver's :class:`~evalkit.run.plan.RunPlan` s (sent once, never re-resolved:
+one for a run, one per setting for a sweep, all on its one engine) with the parts every
+process of a run builds alike (``evalkit.run.components``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import asyncio
 import contextlib
 import os
 from collections import Counter
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -56,6 +58,26 @@ class RecordSink:
         return set()
 
 
+Run = tuple[RunPlan, str]
+"""A run plan and its run directory: what a replica is handed (one for ``evalkit run``,
+one per setting for ``evalkit sweep``)."""
+
+
+def lanes(runs: Sequence[Run]) -> dict[str, tuple[int, str]]:
+    """Each benchmark of each run named as the work queue names it (the first part of a
+    :data:`~evalkit.scale.queue.Key`) -> (the run's index, the benchmark). One run: the
+    benchmark's name. Several (a sweep's settings): ``RUN_DIR_NAME/benchmark``. The driver
+    and every replica derive the names from the same list, so they agree."""
+    out: dict[str, tuple[int, str]] = {}
+    for i, (plan, path) in enumerate(runs):
+        for b in plan.benches:
+            lane = b.name if len(runs) == 1 else f"{Path(path).name}/{b.name}"
+            if lane in out:
+                raise ValueError(f"two runs of one replica set share the lane {lane!r}")
+            out[lane] = (i, b.name)
+    return out
+
+
 @dataclass
 class _Held:
     """One run plan a replica runs: the plan, its run directory (its judge cache), and
@@ -65,35 +87,31 @@ class _Held:
     run_path: Path
     logs: dict[str, FrameLog] = field(default_factory=dict)
     samples: dict[tuple[str, str], Sample] = field(default_factory=dict)
-    """(benchmark, sample id) -> the plan's sample (batches name samples by key)."""
+    """(benchmark, sample id) -> the plan's sample."""
 
 
 class Replica:
     """A Ray actor's state: ``setup`` once, then ``run_batch`` calls, then ``close``.
 
-    It holds run plans by id (``RunPlan.id``; one per run today: a settings sweep could
-    hand the same engine several) and resolves nothing: the benchmarks, samples, frame
-    specs and fingerprints are the plan's, as the driver resolved them.
+    It holds the runs it is handed (:data:`Run`: one for ``evalkit run``; a sweep's
+    settings, which differ in request settings only, share its one engine) and resolves
+    nothing: the benchmarks, samples, frame specs and fingerprints are the plans', as the
+    driver resolved them. Batches name samples by lane (:func:`lanes`) and id. A restarted
+    actor is built again from the same arguments, so it holds the same runs.
     """
 
-    def __init__(self, plan: RunPlan, run_path: str, judge: JudgeClient | None, name: str) -> None:
+    def __init__(self, runs: Sequence[Run], judge: JudgeClient | None, name: str) -> None:
+        if not runs:
+            raise ValueError("a replica needs at least one run plan")
         self.judge_engine = judge
         """The shared judge service's client (None: no judge, or one built here)."""
         self.name = name
-        self._plans: dict[str, _Held] = {}
-        self._first = plan.id
-        self.add_plan(plan, run_path)
+        self._held = [_hold(plan, path) for plan, path in runs]
+        self._lanes = {lane: (self._held[i], b) for lane, (i, b) in lanes(runs).items()}
         self._stack = contextlib.AsyncExitStack()
         self._parts: _Parts | None = None
         self._setting_up = asyncio.Lock()
         self._shm_before = shm_listing()
-
-    def add_plan(self, plan: RunPlan, run_path: str) -> None:
-        """Hold ``plan`` (its batches name it by ``plan.id``), run into ``run_path``."""
-        held = _Held(plan, Path(run_path))
-        held.logs = {b.name: FrameLog() for b in plan.benches}
-        held.samples = {(b.name, s.id): s for b in plan.benches for s in b.samples}
-        self._plans[plan.id] = held
 
     def pid(self) -> int:
         """The actor's process id (tests kill it by this)."""
@@ -119,7 +137,7 @@ class Replica:
         from evalkit.run.components import judge_for, make_cache, make_engine, miss_pool
 
         quiet_engine_logs()  # the driver's console shows progress, not engine start-up logs
-        held = self._plans[self._first]  # the engine, judge and cache of the first plan
+        held = self._held[0]  # the engine, judge and cache of the first run (alike in all)
         cfg = held.plan.config
         engine = make_engine(_inside_actor(held.plan))
         self._stack.push_async_callback(close_engine, engine)
@@ -128,21 +146,20 @@ class Replica:
         pool = self._stack.enter_context(miss_pool(cfg.cache_workers))
         return _Parts(engine, judge, pool, make_cache(cfg))
 
-    async def run_batch(
-        self, keys: list[tuple[str, str]], plan: str | None = None
-    ) -> list[tuple[str, SampleRecord]]:
-        """Run the leased samples of ``plan`` (None: the first plan held) through the
-        pipeline; (benchmark, record) of each."""
+    async def run_batch(self, keys: list[tuple[str, str]]) -> list[tuple[str, SampleRecord]]:
+        """Run the leased samples, (lane, sample id) each, through the pipeline of their
+        run and benchmark; (lane, record) of each."""
         await self.setup()
-        held = self._plans[plan or self._first]
-        by_bench: dict[str, list[Sample]] = {}
-        for bench, sid in keys:
-            by_bench.setdefault(bench, []).append(held.samples[(bench, sid)])
+        by_lane: dict[str, list[Sample]] = {}
+        for lane, sid in keys:
+            held, bench = self._lanes[lane]
+            by_lane.setdefault(lane, []).append(held.samples[(bench, sid)])
         out: list[tuple[str, SampleRecord]] = []
-        for bench, samples in by_bench.items():
+        for lane, samples in by_lane.items():
+            held, bench = self._lanes[lane]
             sink = RecordSink(self.name)
             await self._pipeline(held, bench, sink).run(samples)
-            out += [(bench, rec) for rec in sink.records]
+            out += [(lane, rec) for rec in sink.records]
         return out
 
     def _pipeline(self, held: _Held, bench_name: str, sink: RecordSink) -> Pipeline:
@@ -156,13 +173,12 @@ class Replica:
         store = cast(Store, sink)  # the pipeline only appends and asks for done ids
         return Pipeline(p.engine, builder, scorer, store, cfg.pipeline, held.plan.fingerprint)
 
-    def frame_counts(
-        self, plan: str | None = None
-    ) -> dict[str, list[tuple[tuple[int, int, int, str], int]]]:
-        """What the replica's IO threads loaded for ``plan``, per benchmark (for
-        ``frames.json``)."""
-        logs = self._plans[plan or self._first].logs
-        return {name: list(log.counts().items()) for name, log in logs.items()}
+    def frame_counts(self) -> dict[str, list[tuple[tuple[int, int, int, str], int]]]:
+        """What the replica's IO threads loaded, per lane (for each run's ``frames.json``)."""
+        return {
+            lane: list(held.logs[bench].counts().items())
+            for lane, (held, bench) in self._lanes.items()
+        }
 
     async def close(self) -> None:
         """Stop the engine, the judge and the decoding pool."""
@@ -177,6 +193,13 @@ class _Parts:
     judge: LLMJudge | None
     pool: ProcessPoolExecutor
     cache: FrameCache
+
+
+def _hold(plan: RunPlan, run_path: str) -> _Held:
+    held = _Held(plan, Path(run_path))
+    held.logs = {b.name: FrameLog() for b in plan.benches}
+    held.samples = {(b.name, s.id): s for b in plan.benches for s in b.samples}
+    return held
 
 
 def shm_report(before: set[str]) -> tuple[str, list[str]]:
@@ -203,16 +226,19 @@ def _inside_actor(plan: RunPlan) -> RunPlan:
 
 
 def merge_frame_counts(
-    run_path: Path, counts: list[dict[str, list[tuple[tuple[int, int, int, str], int]]]]
+    runs: Sequence[Run], counts: list[dict[str, list[tuple[tuple[int, int, int, str], int]]]]
 ) -> None:
-    """Write the replicas' frame counts into the run's ``frames.json``, per benchmark."""
+    """Write the replicas' frame counts (per lane, :meth:`Replica.frame_counts`) into each
+    run's ``frames.json``, per benchmark."""
+    named = lanes(runs)
     merged: dict[str, Counter[tuple[int, int, int, str]]] = {}
-    for per_bench in counts:
-        for name, rows in per_bench.items():
-            merged.setdefault(name, Counter()).update(
+    for per_lane in counts:
+        for lane, rows in per_lane.items():
+            merged.setdefault(lane, Counter()).update(
                 {(k[0], k[1], k[2], k[3]): v for k, v in rows}
             )
-    for name, counter in merged.items():
+    for lane, counter in merged.items():
+        i, bench = named[lane]
         log = FrameLog()
         log.add_counts(counter)
-        log.write(RunDir(run_path).frames_path, name)
+        log.write(RunDir(runs[i][1]).frames_path, bench)

@@ -64,10 +64,8 @@ class EchoReplica:
         await self.setup()
         return shm_report(self._shm_before)
 
-    async def run_batch(
-        self, keys: list[Key], plan: str | None = None
-    ) -> list[tuple[str, SampleRecord]]:
-        """One ``ok`` record per key, stamped with this replica (of any ``plan``)."""
+    async def run_batch(self, keys: list[Key]) -> list[tuple[str, SampleRecord]]:
+        """One ``ok`` record per key (lane, sample id), stamped with this replica."""
         if self.delay_s:
             import asyncio
 
