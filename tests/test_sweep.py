@@ -74,6 +74,7 @@ def test_each_setting_is_the_run_evalkit_run_writes_from_one_engine_start(
         argv += ["--frames-nframes", str(n), "--variant", variant]
         assert main(argv) == 0
         swept, alone = world / "sw" / s["run"], world / "runs" / s["run"]
+        assert json.loads((swept / "startup.json").read_text())["engines_s"] >= 0  # shared
         assert _fingerprint(swept) == _fingerprint(alone)
         assert _records(swept) == _records(alone)
     assert len(started) == 5  # and one per separate run
