@@ -191,6 +191,33 @@ class _Run:
                 self._drive(stack, WorkQueue(items, size), by_lane, on_progress, depth)
         return [self._result(run, by_lane, not items) for run in self.runs]
 
+    @contextlib.contextmanager
+    def _warming(self) -> Iterator[None]:
+        """The pending samples' videos decoded into the frame cache here while the
+        replicas' engines start, as an in-process run does while its engine starts
+        (``evalkit.run.warmup``: nothing more is submitted once they are up; a video that
+        fails is the pipeline's to report). A sweep has decoded every video already
+        (``before_work``). The replicas find hits, or wait on the entry's lock and then
+        hit; where their node does not share this cache they decode as before."""
+        from evalkit.cache.build import decoding_pool
+        from evalkit.run.warmup import pending_videos, warming, warms_up
+
+        cfg = self.runs[0].plan.config
+        jobs = []
+        if self.before_work is None and warms_up(cfg):
+            for run in self.runs:
+                retry = run.plan.config.retry_failed
+                jobs += pending_videos(run.dir, run.plan.benches, retry_failed=retry)
+        if not jobs:
+            yield
+            return
+        pool = decoding_pool(cfg.cache_workers)
+        try:
+            with warming(make_cache(cfg), jobs, pool, cfg.cache_workers):
+                yield
+        finally:  # decodes under way finish in the background; nobody waits for them
+            pool.shutdown(wait=False, cancel_futures=True)
+
     @staticmethod
     def _result(run: OpenRun, by_lane: dict[str, _Lane], idle: bool) -> RunResult:
         stats = {ln.bench: ln.stats for ln in by_lane.values() if ln.run is run}
@@ -218,9 +245,10 @@ class _Run:
         held = [(r.plan, str(r.path)) for r in self.runs]
         args = (ray.put(held), judge)
         t0 = time.perf_counter()
-        handles = start_replicas(
-            ray, Replica, args, cfg.replicas, placement, depth + 2, cfg.replica_restarts
-        )
+        with self._warming():
+            handles = start_replicas(
+                ray, Replica, args, cfg.replicas, placement, depth + 2, cfg.replica_restarts
+            )
         startup = StartupTimes(
             ray_s=self.session.started_s,
             engines_s=time.perf_counter() - t0,

@@ -1,7 +1,10 @@
-"""``evalkit sweep --replicas N``: the settings' plans on one set of Ray replicas (a local
-instance of this test's own), one work queue leasing every setting's samples; each setting's
-run directory equals the one ``evalkit run`` writes in process, each sample recorded once,
-and a resumed sweep finishes the runs without duplicates.
+"""Replicas on a local Ray instance of this module's own, serving through the OpenAI client.
+
+``evalkit sweep --replicas N``: the settings' plans on one set of replicas, one work queue
+leasing every setting's samples; each setting's run directory equals the one ``evalkit
+run`` writes in process, each sample recorded once, and a resumed sweep finishes the runs
+without duplicates. ``evalkit run --replicas N``: the videos are decoded into the frame
+cache while the replicas' engines start.
 
 The replicas are the real actors (``evalkit.scale.replica.Replica``) with the real OpenAI
 client engine, talking to a scripted server on 127.0.0.1 whose reply is a function of the
@@ -13,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +27,7 @@ pytest.importorskip("ray")
 pytest.importorskip("httpx")
 
 from evalkit.cli.main import main
+from evalkit.scale import driver
 from tests._openai_server import Script, serve
 from tests._synth_world import synth_world
 
@@ -126,3 +131,35 @@ def test_a_sweep_on_two_replicas_writes_each_run_once_as_evalkit_run_does(
             assert _records(run) == expected[s["run"]]
         redone = sum(len(expected[s["run"]]) - 1 for s in doc["settings"][:2])
         assert len(script.bodies) - before == redone  # only the cut samples ran again
+
+
+@pytest.mark.timeout(300)
+def test_run_on_replicas_decodes_the_videos_while_the_replicas_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ray_local: Any
+) -> None:
+    """The replicas' start is made to last until every video is in the frame cache (or
+    60 s): with the warm-up they find every frame there; without it nothing decodes
+    while they start."""
+    world = synth_world(tmp_path, monkeypatch, 3)
+    cache = world / "cache"
+    videos = len(list((world / "synth").rglob("*.mp4")))
+    assert videos > 2
+    seen: list[int] = []
+    real = driver.start_replicas
+
+    def slow_start(*args: Any, **kwargs: Any) -> Any:
+        deadline = time.monotonic() + 60
+        while len(list(cache.rglob("*.safetensors"))) < videos and time.monotonic() < deadline:
+            time.sleep(0.1)
+        seen.append(len(list(cache.rglob("*.safetensors"))))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(driver, "start_replicas", slow_start)
+    with serve(Script(answer=_answer)) as url:
+        argv = ["run", "--model", "served", "--engine", "openai", "--engine-opt"]
+        argv += [f"base_url={url}", "--bench", "SynthVideo", "--data-root", str(world / "synth")]
+        argv += ["--cache-root", str(cache), "--cache-workers", "2", "--no-progress"]
+        argv += ["--replicas", "2", "--runs-dir", str(world / "runs"), "--run-id", "r"]
+        assert main(argv) == 0
+    assert seen == [videos]  # every video decoded while the replicas started
+    assert len(_lines(world / "runs" / "r")) == videos  # one sample per video
