@@ -304,13 +304,14 @@ def decode_once(jobs: Jobs, cfg: RunConfig) -> float:
     """Decode every video of ``jobs`` (:meth:`Runner.frame_jobs`) once for all its
     FrameSpecs into the frame cache (the cache builder's pool); the seconds it took.
     Failures are left to the runs (each records or reports its missing media)."""
-    from evalkit.cache.build import build
+    from evalkit.cache.build import BESIDE_ENGINE_NICE, build
 
     seconds = 0.0
     cache = Runner.cache(cfg)
     for refs, specs in jobs:
-        if refs:
-            report = build(cache, refs, specs, workers=cfg.cache_workers, progress=False)
+        if refs:  # beside the engine's start: at the lower priority of a run's decoding
+            nice = BESIDE_ENGINE_NICE
+            report = build(cache, refs, specs, workers=cfg.cache_workers, progress=False, nice=nice)
             seconds += report.seconds
     return seconds
 

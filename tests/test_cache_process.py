@@ -171,3 +171,38 @@ def test_decoding_workers_split_the_cores_between_them(monkeypatch: pytest.Monke
 
     with pytest.raises(ValueError, match="threads"):
         set_decoder_threads(-1)
+
+
+def _niceness(_: int = 0) -> int:
+    return os.nice(0)
+
+
+def test_decoding_beside_an_engine_runs_at_a_lower_cpu_priority(tmp_path: Path) -> None:
+    """A run's miss pool (its warm-up decodes beside the engine's start) and a sweep's
+    decode give way to the engine: their processes' niceness is raised by
+    BESIDE_ENGINE_NICE; a plain cache build keeps the caller's priority."""
+    from evalkit.cache import build
+    from evalkit.run.components import miss_pool
+
+    here = os.nice(0)
+    with build.decoding_pool(1) as pool:
+        assert pool.submit(_niceness).result() == here
+    with miss_pool(1) as pool:
+        assert pool.submit(_niceness).result() == min(19, here + build.BESIDE_ENGINE_NICE)
+    seen: list[int] = []
+    real = build.decoding_pool
+
+    def spy(workers: int, threads: int | None = None, nice: int = 0) -> object:
+        seen.append(nice)
+        return real(workers, threads, nice)
+
+    import evalkit.sweep as sw
+    from evalkit.run.config import RunConfig
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(build, "decoding_pool", spy)
+        path = tmp_path / "v.mp4"
+        path.write_bytes(b"not a video")  # fails its build: the pool is what is looked at
+        cfg = RunConfig(model="m", cache_root=str(tmp_path / "cache"), cache_workers=1)
+        sw.decode_once([([VideoRef(path=str(path))], [SPEC])], cfg)
+    assert seen and set(seen) == {build.BESIDE_ENGINE_NICE}

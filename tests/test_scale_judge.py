@@ -18,6 +18,7 @@ from evalkit.errors import ConfigError
 from evalkit.run.config import JudgeConfig, RunConfig
 from evalkit.scale.judge_service import JudgeClient, start_judge_service
 from evalkit.scoring.judge_guard import JudgeGuard
+from tests._distributed import local_ray
 from tests.scripted_engine import ScriptedEngine
 
 CFG = RunConfig(model="policy", judge=JudgeConfig(model="judge", engine="openai"))
@@ -25,18 +26,8 @@ CFG = RunConfig(model="policy", judge=JudgeConfig(model="judge", engine="openai"
 
 @pytest.fixture(scope="module")
 def ray_session() -> Iterator[Any]:
-    ray = pytest.importorskip("ray")
-    old = os.environ.get("RAY_AUTH_MODE")
-    os.environ["RAY_AUTH_MODE"] = "disabled"
-    ray.init(address="local", num_cpus=2, include_dashboard=False)  # never a running cluster
-    try:
+    with local_ray(2) as ray:  # never a running cluster
         yield ray
-    finally:
-        ray.shutdown()
-        if old is None:
-            os.environ.pop("RAY_AUTH_MODE", None)
-        else:
-            os.environ["RAY_AUTH_MODE"] = old
 
 
 def scripted_judge(marker: str, decode_s: float) -> Engine:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +27,7 @@ pytest.importorskip("httpx")
 
 from evalkit.cli.main import main
 from evalkit.scale import driver
+from tests._distributed import local_ray
 from tests._openai_server import Script, serve
 from tests._synth_world import synth_world
 
@@ -39,19 +39,8 @@ GRID = ["--grid", "frames.nframes=2,4", "--grid", "prompt.variant=plain,thinking
 @pytest.fixture(scope="module")
 def ray_local() -> Iterator[Any]:
     """A Ray instance of this module's own (never a cluster already on the machine)."""
-    import ray
-
-    old = os.environ.get("RAY_AUTH_MODE")
-    os.environ["RAY_AUTH_MODE"] = "disabled"
-    ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False)
-    try:
+    with local_ray(4) as ray:
         yield ray
-    finally:
-        ray.shutdown()
-        if old is None:
-            os.environ.pop("RAY_AUTH_MODE", None)
-        else:
-            os.environ["RAY_AUTH_MODE"] = old
 
 
 def _answer(body: dict[str, Any]) -> str:

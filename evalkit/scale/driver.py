@@ -199,7 +199,7 @@ class _Run:
         fails is the pipeline's to report). A sweep has decoded every video already
         (``before_work``). The replicas find hits, or wait on the entry's lock and then
         hit; where their node does not share this cache they decode as before."""
-        from evalkit.cache.build import decoding_pool
+        from evalkit.cache.build import BESIDE_ENGINE_NICE, decoding_pool
         from evalkit.run.warmup import pending_videos, warming, warms_up
 
         cfg = self.runs[0].plan.config
@@ -211,7 +211,7 @@ class _Run:
         if not jobs:
             yield
             return
-        pool = decoding_pool(cfg.cache_workers)
+        pool = decoding_pool(cfg.cache_workers, nice=BESIDE_ENGINE_NICE)
         try:
             with warming(make_cache(cfg), jobs, pool, cfg.cache_workers):
                 yield
