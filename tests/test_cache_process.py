@@ -177,18 +177,22 @@ def _niceness(_: int = 0) -> int:
     return os.nice(0)
 
 
-def test_decoding_beside_an_engine_runs_at_a_lower_cpu_priority(tmp_path: Path) -> None:
-    """A run's miss pool (its warm-up decodes beside the engine's start) and a sweep's
-    decode give way to the engine: their processes' niceness is raised by
-    BESIDE_ENGINE_NICE; a plain cache build keeps the caller's priority."""
+def test_decoding_beside_an_engine_start_runs_at_a_lower_cpu_priority(tmp_path: Path) -> None:
+    """A run's warm-up (beside its engine's start) and a sweep's decode give way to the
+    engine: their processes' niceness is raised by BESIDE_ENGINE_NICE. A plain cache build
+    and a run's miss pool (during generation the engine waits for it) keep the caller's."""
     from evalkit.cache import build
     from evalkit.run.components import miss_pool
+    from evalkit.run.warmup import warming
 
     here = os.nice(0)
+    lower = min(19, here + build.BESIDE_ENGINE_NICE)
     with build.decoding_pool(1) as pool:
         assert pool.submit(_niceness).result() == here
     with miss_pool(1) as pool:
-        assert pool.submit(_niceness).result() == min(19, here + build.BESIDE_ENGINE_NICE)
+        assert pool.submit(_niceness).result() == here
+    with warming(FrameCache(tmp_path / "c"), [], 1) as warmup:
+        assert warmup.pool.submit(_niceness).result() == lower
     seen: list[int] = []
     real = build.decoding_pool
 

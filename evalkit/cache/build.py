@@ -147,11 +147,12 @@ def decoder_threads(workers: int) -> int:
 
 
 BESIDE_ENGINE_NICE = 10
-"""How much lower the CPU priority of decoding processes that run beside an engine is (a
-run's warm-up and cache misses, a sweep's decode): the engine's start and its serving loop
-are the run's critical path, decoding is work ahead of it, and the kernel gives a process
-at nice 10 about a tenth of the CPU share of one at 0 only while both want the same core
-(alone, it runs at full speed). On the 2-core box, ``perf/pipeline.py --cold-only``: vLLM's
+"""How much lower the CPU priority of decoding processes that run beside an engine's start
+is (a run's warm-up, a sweep's decode): the start is the run's critical path, decoding is
+work ahead of it, and the kernel gives a process at nice 10 about a tenth of the CPU share
+of one at 0 only while both want the same core (alone, it runs at full speed). A run's
+miss pool keeps the caller's priority: during generation the engine waits for it. On the
+2-core box, ``perf/pipeline.py --cold-only``: vLLM's
 start with the warm-up decoding beside it 35.3 s at equal priority, 23.9 s with this
 (21.1 s alone); the cold run 48.0 s -> 34.6 s."""
 

@@ -132,11 +132,10 @@ def make_scorer(
 
 @contextlib.contextmanager
 def miss_pool(workers: int) -> Iterator[ProcessPoolExecutor]:
-    """Worker processes that decode cache misses during a run (and warm the cache while
-    its engine starts), at a lower CPU priority than the engine's (``BESIDE_ENGINE_NICE``)."""
-    from evalkit.cache.build import BESIDE_ENGINE_NICE, decoding_pool
+    """Worker processes that decode cache misses during a run."""
+    from evalkit.cache.build import decoding_pool
 
-    pool = decoding_pool(workers, nice=BESIDE_ENGINE_NICE)
+    pool = decoding_pool(workers)
     try:
         yield pool
     finally:

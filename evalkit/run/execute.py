@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -109,10 +108,9 @@ async def _execute_open(
     cache = make_cache(cfg)
     own_engine = engine is None
     stats: dict[str, PipelineStats] = {}
-    # the pool exists before the engine: the frame cache warms on it while the engine starts
     with miss_pool(cfg.cache_workers) as pool:
         if engine is None:
-            engine = await _start_engine(plan, rundir, cache, pool)
+            engine = await _start_engine(plan, rundir, cache)
         try:
             async with judge_for(cfg, judge_engine, rundir.judge_cache_path) as judge:
                 for bench in plan.benches:
@@ -144,12 +142,11 @@ async def _execute_open(
     return RunResult(path=run.path, stats=stats)
 
 
-async def _start_engine(
-    plan: RunPlan, rundir: RunDir, cache: FrameCache, pool: ProcessPoolExecutor
-) -> Engine:
+async def _start_engine(plan: RunPlan, rundir: RunDir, cache: FrameCache) -> Engine:
     """The run's engine, started on a daemon thread (the loop stays free to take SIGTERM
     during vLLM's start-up) while the pending samples' frames are decoded into the cache
-    on ``pool`` (``evalkit.run.warmup``; not in ``--mode sync``). Its start time is recorded."""
+    (``evalkit.run.warmup``, at a lower CPU priority; not in ``--mode sync``). Its start time
+    is recorded."""
     from evalkit.run.warmup import pending_videos, warming, warms_up
     from evalkit.startup import StartupTimes
 
@@ -158,7 +155,7 @@ async def _start_engine(
     if warms_up(cfg):
         jobs = pending_videos(rundir, plan.benches, retry_failed=cfg.retry_failed)
     t0 = time.perf_counter()
-    with warming(cache, jobs, pool, cfg.cache_workers):
+    with warming(cache, jobs, cfg.cache_workers):
         engine = await in_daemon_thread(make_engine, plan)
     StartupTimes(engines_s=time.perf_counter() - t0).write(rundir)
     return engine

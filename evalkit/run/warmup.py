@@ -2,8 +2,9 @@
 
 vLLM takes 15-60 s to start on a CPU; a run used to decode its first video only after
 that. :class:`CacheWarmup` decodes the pending samples' videos, in the order the pipeline
-will ask for them, on the run's own miss pool while the engine starts, so a cold run
-costs about max(engine start, decoding) + generation instead of their sum.
+will ask for them, on decoding processes of lower CPU priority while the engine starts
+(:func:`warming`), so a cold run costs about max(engine start, decoding) + generation
+instead of their sum.
 
 The warm-up writes ordinary cache entries through ``build_one`` (per-key file lock,
 atomic rename), so the pipeline finds hits where it was, and waits on the lock, then
@@ -134,16 +135,23 @@ class CacheWarmup:
 
 
 @contextlib.contextmanager
-def warming(
-    cache: FrameCache, jobs: Sequence[Job], pool: Executor, workers: int
-) -> Iterator[CacheWarmup]:
-    """A started :class:`CacheWarmup`, stopped when the block ends (the engine is up, or
-    its start failed)."""
+def warming(cache: FrameCache, jobs: Sequence[Job], workers: int) -> Iterator[CacheWarmup]:
+    """A started :class:`CacheWarmup` on ``workers`` processes of its own, stopped when the
+    block ends (the engine is up, or its start failed). They run at a lower CPU priority
+    (``BESIDE_ENGINE_NICE``): the engine's start beside them is the critical path. Decodes
+    under way then finish in the background (nobody waits for them; the pipeline waits on
+    such an entry's lock, then hits) and the processes end; the run's own miss pool keeps
+    the caller's priority, since during generation its decoding is what the engine waits
+    for."""
+    from evalkit.cache.build import BESIDE_ENGINE_NICE, decoding_pool
+
+    pool = decoding_pool(workers, nice=BESIDE_ENGINE_NICE)  # spawns on the first job only
     warmup = CacheWarmup(cache, jobs, pool, workers).start()
     try:
         yield warmup
     finally:
         warmup.stop()
+        pool.shutdown(wait=False, cancel_futures=True)
         if warmup.submitted:
             log.info(
                 "frame cache: %d of %d videos sent to decode while the engine started (%d failed)",

@@ -199,7 +199,6 @@ class _Run:
         fails is the pipeline's to report). A sweep has decoded every video already
         (``before_work``). The replicas find hits, or wait on the entry's lock and then
         hit; where their node does not share this cache they decode as before."""
-        from evalkit.cache.build import BESIDE_ENGINE_NICE, decoding_pool
         from evalkit.run.warmup import pending_videos, warming, warms_up
 
         cfg = self.runs[0].plan.config
@@ -208,15 +207,8 @@ class _Run:
             for run in self.runs:
                 retry = run.plan.config.retry_failed
                 jobs += pending_videos(run.dir, run.plan.benches, retry_failed=retry)
-        if not jobs:
+        with warming(make_cache(cfg), jobs, cfg.cache_workers):
             yield
-            return
-        pool = decoding_pool(cfg.cache_workers, nice=BESIDE_ENGINE_NICE)
-        try:
-            with warming(make_cache(cfg), jobs, pool, cfg.cache_workers):
-                yield
-        finally:  # decodes under way finish in the background; nobody waits for them
-            pool.shutdown(wait=False, cancel_futures=True)
 
     @staticmethod
     def _result(run: OpenRun, by_lane: dict[str, _Lane], idle: bool) -> RunResult:
