@@ -309,6 +309,9 @@ def cold_arm(args: Any, samples: list[Any], spec: Any, vconf: Any, work: Path) -
         "cpu_cores": cores,
         "run_fixed_costs_s": fixed_s,
         "cold_run_over_machine_bound_ratio": cold_s / (overlap_s + gen_s + fixed_s),
+        # the floor of the ratio above the line: a warm run (nothing to decode) against
+        # engine start + generation alone
+        "warm_run_over_start_plus_generation_ratio": warm_s / (start_s + gen_s),
     }
 
 
