@@ -32,6 +32,12 @@ class DataError(EvalkitError):
     """A benchmark file, row or field is missing or malformed."""
 
 
+class EngineStartError(EvalkitError):
+    """The engine could not be built from the model and its options (a checkpoint folder
+    without its processor or tokenizer files, an option the backend refuses, no memory for
+    the weights): the backend's own words, in one line."""
+
+
 class DiskError(EvalkitError):
     """A write into a run directory or the cache failed: disk full, read-only, no access."""
 

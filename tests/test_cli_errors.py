@@ -61,7 +61,7 @@ CASES: list[tuple[str, str]] = [
     (f"sweep --model ckpt {SYNTH} --grid frames.nframes=2,4 --zip --grid frames.fps=1", "--zip"),
     (f"sweep --model ckpt {SYNTH}", "--grid"),
     ("sweep --resume emptydir", "--resume emptydir"),
-    (f"sweep --model ckpt {SYNTH} --grid frames.nframes=2 --replicas 2", "--replicas"),
+    (f"sweep --model ckpt {SYNTH} --grid frames.nframes=2 --replicas 2 --mode sync", "--mode sync"),
     (f"sweep --model ckpt {SYNTH} --grid frames.nframes=2,2", "listed twice"),
     (f"sweep --model ckpt {SYNTH} --grid frames.min_pixels=99999999", "min_pixels"),
     # run: flags cut short or unknown, config files

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import io
-import json
 from collections.abc import Iterator
 from typing import Any
 

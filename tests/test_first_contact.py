@@ -443,12 +443,19 @@ def test_bench_validate_data_makes_the_runs_media_check(
     assert main(["bench", "validate", "--data", "good/mine.json", "--json"]) == 0
 
 
-def test_an_engine_that_crashes_names_the_log_that_holds_its_output(
+def test_an_engine_that_does_not_start_is_one_line_naming_why_and_the_log(
     world: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Most start failures are the user's inputs (a checkpoint folder a trainer saved
+    without its processor files, an option the backend refuses): the backend's words in
+    one line, naming the log that holds its output and the traceback."""
     monkeypatch.chdir(world)
-    with pytest.raises(RuntimeError, match="could not start"):  # a bug: its traceback shows
-        main([*shlex.split(GOOD), "--engine-opt", "crash=true", "--run-id", "crash"])
-    assert "engine and library output: runs/crash/output.log" in capsys.readouterr().err
+    rc = main([*shlex.split(GOOD), "--engine-opt", "crash=true", "--run-id", "crash"])
+    lines = [x for x in capsys.readouterr().err.splitlines() if x.strip()]
+    assert rc == 2 and len(lines) == 1, lines
+    assert "the scripted engine did not start for --model m" in lines[0]
+    assert "RuntimeError: scripted engine: could not start" in lines[0]
+    assert lines[0].endswith("its output and traceback: runs/crash/output.log")
     log = (world / "runs" / "crash" / "output.log").read_text()
     assert f"{NOISE}: why the engine could not start" in log
+    assert "Traceback (most recent call last)" in log and "could not start" in log

@@ -152,3 +152,27 @@ def test_run_on_replicas_decodes_the_videos_while_the_replicas_start(
         assert main(argv) == 0
     assert seen == [videos]  # every video decoded while the replicas started
     assert len(_lines(world / "runs" / "r")) == videos  # one sample per video
+
+
+@pytest.mark.timeout(300)
+def test_a_replica_engine_that_does_not_start_is_one_line_naming_why(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    ray_local: Any,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A checkpoint folder without its processor files (as trainers often save them): the
+    replicas' vLLM cannot start; the run says so in one line (not Ray's remote traceback),
+    naming the replica, the backend's words and the log with the traceback."""
+    pytest.importorskip("vllm")
+    world = synth_world(tmp_path, monkeypatch, 1)  # ckpt/: config.json alone
+    argv = ["run", "--model", str(world / "ckpt"), "--bench", "SynthVideo", "--no-progress"]
+    argv += ["--data-root", str(world / "synth"), "--cache-root", str(world / "cache")]
+    argv += ["--replicas", "2", "--runs-dir", str(world / "runs"), "--run-id", "bad"]
+    assert main(argv) == 2
+    lines = [x for x in capsys.readouterr().err.splitlines() if x.strip()]
+    assert len(lines) == 1, lines
+    assert "replica r" in lines[0] and "the vllm engine did not start" in lines[0]
+    assert "preprocessor_config.json" in lines[0]
+    assert lines[0].endswith(f"its output and traceback: {world / 'runs' / 'bad' / 'output.log'}")
+    assert "Traceback" in (world / "runs" / "bad" / "output.log").read_text()

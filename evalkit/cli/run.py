@@ -20,7 +20,7 @@ from evalkit.config import (
     values_from_args,
 )
 from evalkit.engines import engine_choices
-from evalkit.errors import ConfigError, EvalkitError
+from evalkit.errors import ConfigError, EngineStartError, EvalkitError
 from evalkit.pipeline import Pipeline, PipelineConfig
 from evalkit.run.config import FrameOverrides, JudgeConfig, RunConfig
 
@@ -266,12 +266,30 @@ def run(args: argparse.Namespace) -> int:
     try:
         with terminal:  # released before the summary, and before main() prints an error
             result = _execute(cfg, args, terminal)
+    except EngineStartError as exc:
+        raise with_log(exc, terminal.log_path) from None
     except Exception as exc:
         if not isinstance(exc, EvalkitError) and terminal.log_path is not None:
             # a crash (a traceback follows): what the engine said about it is in the log
             print(f"evalkit run: engine and library output: {terminal.log_path}", file=sys.stderr)
         raise
     return _finish(cfg, result, terminal.log_path)
+
+
+def with_log(exc: EngineStartError, log_path: Path | None) -> EngineStartError:
+    """``exc`` naming the log that holds the engine's output, its cause's traceback
+    appended there (with ``--verbose``, no log: the traceback goes to the terminal)."""
+    import traceback
+
+    cause = exc.__cause__
+    if log_path is None:
+        if cause is not None:
+            traceback.print_exception(cause, file=sys.stderr)
+        return exc
+    if cause is not None:
+        with open(log_path, "a", encoding="utf-8") as log:
+            traceback.print_exception(cause, file=log)
+    return EngineStartError(f"{exc}; its output and traceback: {log_path}")
 
 
 def _execute(cfg: RunConfig, args: argparse.Namespace, terminal: Any) -> RunResult:

@@ -8,7 +8,7 @@ import argparse
 from pathlib import Path
 
 from evalkit.cli import run as run_cli
-from evalkit.errors import ConfigError
+from evalkit.errors import ConfigError, EngineStartError
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -61,20 +61,23 @@ def run(args: argparse.Namespace) -> int:
     print(f"sweep: {len(sweep.settings)} settings in {sweep.path} ({engines}, one decode)")
     prepared = sw.prepare(sweep)  # every setting checked before anything is written
     terminal = Terminal()
-    with terminal:  # unless --verbose, the engines' output goes to the sweep's log file
-        if not args.verbose:
-            sweep.path.mkdir(parents=True, exist_ok=True)
-            terminal.capture(sweep.path / "output.log")
-        if on_ray:  # one line per replica and the total, as `evalkit run --replicas`
-            from evalkit.scale.progress import ReplicaProgress
+    try:
+        with terminal:  # unless --verbose, the engines' output goes to the sweep's log file
+            if not args.verbose:
+                sweep.path.mkdir(parents=True, exist_ok=True)
+                terminal.capture(sweep.path / "output.log")
+            if on_ray:  # one line per replica and the total, as `evalkit run --replicas`
+                from evalkit.scale.progress import ReplicaProgress
 
-            shown = ReplicaProgress(enabled=not args.no_progress, terminal=terminal)
-            try:
-                sw.execute(sweep, prepared, shown.update)
-            finally:
-                shown.stop()
-        else:
-            sw.execute(sweep, prepared)
+                shown = ReplicaProgress(enabled=not args.no_progress, terminal=terminal)
+                try:
+                    sw.execute(sweep, prepared, shown.update)
+                finally:
+                    shown.stop()
+            else:
+                sw.execute(sweep, prepared)
+    except EngineStartError as exc:
+        raise run_cli.with_log(exc, terminal.log_path) from None
     sw.show(sweep)
     if terminal.log_path is not None:
         print(f"engine and library output: {terminal.log_path}")

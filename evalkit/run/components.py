@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from evalkit.engines import build
 from evalkit.engines.base import Engine
 from evalkit.engines.lifecycle import close_engine
+from evalkit.errors import EngineStartError, EvalkitError
 from evalkit.prompts import PromptPlan
 from evalkit.request_builder import RequestBuilder
 from evalkit.run.config import JudgeConfig, RunConfig
@@ -71,8 +72,18 @@ def _judge_template(spec: BenchmarkSpec | None) -> str:
 def make_engine(plan: RunPlan) -> Engine:
     """Build the plan's backend (heavy imports happen here, not at import time); under
     ``--mode sync`` the plan names the batch variant (vLLM's LLM.generate on batches, the
-    way other harnesses run it)."""
-    return build(plan.engine, plan.config.model, plan.engine_options)
+    way other harnesses run it). A backend that fails to start is an EngineStartError
+    with its words in one line (its cause, with the traceback, chained)."""
+    try:
+        return build(plan.engine, plan.config.model, plan.engine_options)
+    except EvalkitError:
+        raise
+    except Exception as exc:
+        said = " ".join(str(exc).split()) or "(no message)"
+        raise EngineStartError(
+            f"the {plan.engine} engine did not start for --model {plan.config.model}: "
+            f"{type(exc).__name__}: {said}"
+        ) from exc
 
 
 @contextlib.asynccontextmanager

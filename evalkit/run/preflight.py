@@ -29,6 +29,8 @@ def check_run(cfg: RunConfig, engine_given: bool = False) -> None:
     ``engine_given``: the caller brings its own engine, so the model and engine settings
     are the caller's business (tests, the trainer's scripted engines).
     """
+    if cfg.on_ray and cfg.mode == "sync":
+        raise ConfigError("--mode sync is the single-engine baseline; drop --replicas for it")
     if not engine_given:
         check_model(cfg.model, cfg.engine)
         check_engine_options(engine_for_mode(cfg.engine, cfg.mode), cfg)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalkit.engines import reads_local_checkpoint
-from evalkit.errors import ConfigError
+from evalkit.errors import ConfigError, EngineStartError, EvalkitError
 
 CONNECT_TIMEOUT_S = 30.0
 """Default longest wait for a cluster at ``--ray-address`` (``ray_connect_timeout_s``)."""
@@ -273,13 +273,32 @@ def start_replicas(
         ).remote(*args, name)
         handles.append(ReplicaHandle(name, actor, group))
     try:
-        ray.get([h.actor.setup.remote() for h in handles])
+        setups = [h.actor.setup.remote() for h in handles]
+        for h, setup in zip(handles, setups, strict=True):
+            _set_up(ray, h.name, setup)
         for h, pid in zip(handles, ray.get([h.actor.pid.remote() for h in handles]), strict=True):
             h.pid = pid
     except BaseException:
         stop_replicas(ray, handles, graceful=False)
         raise
     return handles
+
+
+def _set_up(ray: Any, name: str, setup: Any) -> None:
+    """Wait for replica ``name``'s setup; an engine that did not start there is the
+    EngineStartError it raised (one line, not Ray's remote traceback)."""
+    try:
+        ray.get(setup)
+    except ray.exceptions.RayTaskError as exc:
+        cause = exc.cause
+        if isinstance(cause, EvalkitError):  # Ray's text holds the replica's traceback
+            raise EngineStartError(f"replica {name}: {cause}") from exc
+        raise
+    except ray.exceptions.RayActorError as exc:
+        raise EngineStartError(
+            f"replica {name} died while its engine started ({_first_line(exc)}); its "
+            "output is in the run's output.log"
+        ) from None
 
 
 def stop_replicas(ray: Any, handles: list[ReplicaHandle], *, graceful: bool = True) -> None:

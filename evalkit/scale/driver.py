@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evalkit.engines import engine_spec
-from evalkit.errors import ConfigError
 from evalkit.pipeline import PipelineConfig, PipelineStats
 from evalkit.records import SampleRecord
 from evalkit.run.components import make_cache
@@ -129,8 +128,6 @@ def run_plans(
 
     require_ray()
     cfg = plans[0].config
-    if cfg.mode == "sync":
-        raise ConfigError("--mode sync is the single-engine baseline; drop --replicas for it")
     # before Ray, the run directories, any engine
     missing = [media_preflight(p.config, p.benches) for p in plans]
     with contextlib.ExitStack() as stack:
