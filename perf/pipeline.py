@@ -269,9 +269,9 @@ def cold_arm(args: Any, samples: list[Any], spec: Any, vconf: Any, work: Path) -
     cold = execute(cfg)
     cold_s = time.perf_counter() - t0
     log(f"cold: a cold run {cold_s:.1f} s")
-    t0 = time.perf_counter()
+    t0, wall0 = time.perf_counter(), time.time()
     warm = execute(run_config("cold-cache", "warm"))
-    warm_s = time.perf_counter() - t0
+    warm_s, wall1 = time.perf_counter() - t0, time.time()
     ((name, cold_stats),) = cold.stats.items()
     warm_stats = warm.stats[name]
     for label, st in (("cold", cold_stats), ("warm", warm_stats)):
@@ -289,6 +289,12 @@ def cold_arm(args: Any, samples: list[Any], spec: Any, vconf: Any, work: Path) -
     cores = os.cpu_count() or 1
     overlap_s = max(start_s, decode_s, (start_cpu_s + decode_cpu_s) / cores)
     fixed_s = max(0.0, warm_s - start_s - gen_s)
+    # where a warm run's fixed costs go: before its engine starts (plan, preflight, run
+    # directory) and after its last record (engine close, frame counts)
+    warm_start = StartupTimes.read(warm.path)
+    warm_engine_s = warm_start.engines_s if warm_start and warm_start.engines_s else 0.0
+    before_engine_s = warm_stats.started - warm_engine_s - wall0
+    after_records_s = wall1 - warm_stats.finished
     return {
         "cold_workers": args.cold_workers,
         "cold_run_wall_s": cold_s,
@@ -308,6 +314,9 @@ def cold_arm(args: Any, samples: list[Any], spec: Any, vconf: Any, work: Path) -
         "decode_cpu_s": decode_cpu_s,
         "cpu_cores": cores,
         "run_fixed_costs_s": fixed_s,
+        "warm_run_before_engine_s": before_engine_s,
+        "warm_run_engine_start_s": warm_engine_s,
+        "warm_run_after_last_record_s": after_records_s,
         "cold_run_over_machine_bound_ratio": cold_s / (overlap_s + gen_s + fixed_s),
         # the floor of the ratio above the line: a warm run (nothing to decode) against
         # engine start + generation alone
