@@ -11,7 +11,9 @@
     time (``cold_run_over_max_start_decode_ratio``; ``--cold-only`` runs this arm alone).
     Where both are CPU-bound on few cores that bound is out of reach: the run is also held
     against what the machine allows (``cold_run_over_machine_bound_ratio``: the max also
-    over their CPU-seconds per core, plus the fixed costs a warm run pays too)
+    over their CPU-seconds per core, plus the fixed costs a warm run pays too). The cold run
+    is made a second time with the warm-up's decoding at the engine's CPU priority instead
+    of below it (``cold_run_equal_priority_over_lower_priority_ratio``)
 
 Every configuration uses the same tiny random Qwen2.5-VL model, samples, FrameSpec and
 greedy settings. Prefix caching and vLLM's multimodal processor cache are OFF so that no
@@ -269,12 +271,29 @@ def cold_arm(args: Any, samples: list[Any], spec: Any, vconf: Any, work: Path) -
     cold = execute(cfg)
     cold_s = time.perf_counter() - t0
     log(f"cold: a cold run {cold_s:.1f} s")
+    # the same cold run with the warm-up's decoding at the engine's priority (A/B, one run)
+    from evalkit.cache import build as cache_build
+
+    nice = cache_build.BESIDE_ENGINE_NICE
+    cache_build.BESIDE_ENGINE_NICE = 0
+    try:
+        t0 = time.perf_counter()
+        equal = execute(run_config("cold-equal-cache", "cold-equal"))
+        equal_s = time.perf_counter() - t0
+    finally:
+        cache_build.BESIDE_ENGINE_NICE = nice
+    equal_start = StartupTimes.read(equal.path)
+    log(f"cold: the cold run at equal priority {equal_s:.1f} s")
     t0, wall0 = time.perf_counter(), time.time()
     warm = execute(run_config("cold-cache", "warm"))
     warm_s, wall1 = time.perf_counter() - t0, time.time()
     ((name, cold_stats),) = cold.stats.items()
     warm_stats = warm.stats[name]
-    for label, st in (("cold", cold_stats), ("warm", warm_stats)):
+    for label, st in (
+        ("cold", cold_stats),
+        ("cold-equal", equal.stats[name]),
+        ("warm", warm_stats),
+    ):
         if st.completed != len(samples):
             raise SystemExit(f"{label} run: {st.failed} of {len(samples)} samples failed")
     if warm_stats.cache_misses:
@@ -318,6 +337,9 @@ def cold_arm(args: Any, samples: list[Any], spec: Any, vconf: Any, work: Path) -
         "warm_run_engine_start_s": warm_engine_s,
         "warm_run_after_last_record_s": after_records_s,
         "cold_run_over_machine_bound_ratio": cold_s / (overlap_s + gen_s + fixed_s),
+        "cold_run_equal_priority_wall_s": equal_s,
+        "cold_run_equal_priority_engine_start_s": equal_start.engines_s if equal_start else None,
+        "cold_run_equal_priority_over_lower_priority_ratio": equal_s / cold_s,
         # the floor of the ratio above the line: a warm run (nothing to decode) against
         # engine start + generation alone
         "warm_run_over_start_plus_generation_ratio": warm_s / (start_s + gen_s),
