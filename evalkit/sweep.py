@@ -304,14 +304,14 @@ def decode_once(jobs: Jobs, cfg: RunConfig) -> float:
     """Decode every video of ``jobs`` (:meth:`Runner.frame_jobs`) once for all its
     FrameSpecs into the frame cache (the cache builder's pool); the seconds it took.
     Failures are left to the runs (each records or reports its missing media)."""
-    from evalkit.cache.build import BESIDE_ENGINE_NICE, build
+    from evalkit.cache.build import beside_engine, build
 
     seconds = 0.0
     cache = Runner.cache(cfg)
+    procs = beside_engine(cfg.cache_workers)  # as a run's warm-up: the engine is starting
     for refs, specs in jobs:
-        if refs:  # beside the engine's start: at the lower priority of a run's decoding
-            nice = BESIDE_ENGINE_NICE
-            report = build(cache, refs, specs, workers=cfg.cache_workers, progress=False, nice=nice)
+        if refs:
+            report = build(cache, refs, specs, workers=procs, progress=False)
             seconds += report.seconds
     return seconds
 

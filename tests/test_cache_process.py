@@ -177,10 +177,12 @@ def _niceness(_: int = 0) -> int:
     return os.nice(0)
 
 
-def test_decoding_beside_an_engine_start_runs_at_a_lower_cpu_priority(tmp_path: Path) -> None:
-    """A run's warm-up (beside its engine's start) and a sweep's decode give way to the
-    engine: their processes' niceness is raised by BESIDE_ENGINE_NICE. A plain cache build
-    and a run's miss pool (during generation the engine waits for it) keep the caller's."""
+def test_decoding_beside_an_engine_start_leaves_it_a_core_at_a_lower_priority(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run's warm-up and a sweep's decode run beside the engine's start: at most the
+    cores less one, their niceness raised by BESIDE_ENGINE_NICE. A plain cache build and a
+    run's miss pool (during generation the engine waits for it) keep the caller's."""
     from evalkit.cache import build
     from evalkit.run.components import miss_pool
     from evalkit.run.warmup import warming
@@ -193,20 +195,29 @@ def test_decoding_beside_an_engine_start_runs_at_a_lower_cpu_priority(tmp_path: 
         assert pool.submit(_niceness).result() == here
     with warming(FrameCache(tmp_path / "c"), [], 1) as warmup:
         assert warmup.pool.submit(_niceness).result() == lower
-    seen: list[int] = []
+
+    nice = build.BESIDE_ENGINE_NICE
+    cases = [(2, 2, (1, 1)), (1, 2, (1, 1)), (8, 4, (4, 1)), (8, 16, (7, 1)), (16, 3, (3, 5))]
+    for cores, workers, expected in cases:
+        monkeypatch.setattr(build, "usable_cpus", lambda cores=cores: cores)
+        assert build.beside_engine(workers) == build.Processes(*expected, nice)
+
+    seen: list[tuple[int, int | None, int]] = []
     real = build.decoding_pool
 
     def spy(workers: int, threads: int | None = None, nice: int = 0) -> object:
-        seen.append(nice)
+        seen.append((workers, threads, nice))
         return real(workers, threads, nice)
 
     import evalkit.sweep as sw
     from evalkit.run.config import RunConfig
 
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(build, "decoding_pool", spy)
-        path = tmp_path / "v.mp4"
-        path.write_bytes(b"not a video")  # fails its build: the pool is what is looked at
-        cfg = RunConfig(model="m", cache_root=str(tmp_path / "cache"), cache_workers=1)
-        sw.decode_once([([VideoRef(path=str(path))], [SPEC])], cfg)
-    assert seen and set(seen) == {build.BESIDE_ENGINE_NICE}
+    monkeypatch.setattr(build, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(build, "decoding_pool", spy)
+    with warming(FrameCache(tmp_path / "c"), [], 2):
+        pass
+    path = tmp_path / "v.mp4"
+    path.write_bytes(b"not a video")  # fails its build: the pool is what is looked at
+    cfg = RunConfig(model="m", cache_root=str(tmp_path / "cache"), cache_workers=2)
+    sw.decode_once([([VideoRef(path=str(path))], [SPEC])], cfg)
+    assert seen and set(seen) == {(1, 1, nice)}  # the warm-up's and the sweep's

@@ -148,13 +148,32 @@ def decoder_threads(workers: int) -> int:
 
 BESIDE_ENGINE_NICE = 10
 """How much lower the CPU priority of decoding processes that run beside an engine's start
-is (a run's warm-up, a sweep's decode): the start is the run's critical path, decoding is
-work ahead of it, and the kernel gives a process at nice 10 about a tenth of the CPU share
-of one at 0 only while both want the same core (alone, it runs at full speed). A run's
-miss pool keeps the caller's priority: during generation the engine waits for it. On the
-2-core box, ``perf/pipeline.py --cold-only``: vLLM's
-start with the warm-up decoding beside it 35.3 s at equal priority, 23.9 s with this
-(21.1 s alone); the cold run 48.0 s -> 34.6 s."""
+is (a run's warm-up, a sweep's decode; see :func:`beside_engine`)."""
+
+
+@dataclass(frozen=True)
+class Processes:
+    """How a build decodes: ``workers`` processes of ``threads`` decoder threads each (None:
+    the cores split between them), their niceness raised by ``nice``."""
+
+    workers: int
+    threads: int | None = None
+    nice: int = 0
+
+
+def beside_engine(workers: int) -> Processes:
+    """Decoding processes that run beside an engine's start (a run's warm-up, a sweep's
+    decode): at most the cores less one, which the start keeps (vLLM's start runs on about
+    one core), at a lower CPU priority (:data:`BESIDE_ENGINE_NICE`: the start is the run's
+    critical path, decoding is work ahead of it). A run's miss pool is not one of them:
+    during generation the engine waits for what it decodes. ``perf/pipeline.py
+    --cold-only`` on the 2-core box: a cold run with 2 decoders beside vLLM's start 44.1 s
+    (the start 31.3 s, 23.9 s alone), with 1 decoder 37.2 s (the start 25.7 s, 24.5 s
+    alone: about the run with every frame cached, 35.7 s); the lower priority gained 1.03x
+    in both (45.3 -> 44.1 s, 38.6 -> 37.2 s)."""
+    spare = max(1, usable_cpus() - 1)
+    n = max(1, min(workers, spare))
+    return Processes(n, max(1, spare // n), BESIDE_ENGINE_NICE)
 
 
 def init_worker(threads: int, nice: int = 0) -> None:
@@ -205,16 +224,17 @@ def build(
     refs: Iterable[Ref],
     spec: FrameSpec | Sequence[FrameSpec],
     *,
-    workers: int = 1,
+    workers: int | Processes = 1,
     progress: bool = True,
-    nice: int = 0,
 ) -> BuildReport:
-    """Build the entries of many videos with ``workers`` processes (0 = in this process)
-    at ``nice`` lower CPU priority (:data:`BESIDE_ENGINE_NICE` beside an engine).
+    """Build the entries of many videos with ``workers`` processes (0 = in this process;
+    :class:`Processes` for threads and priority, e.g. :func:`beside_engine`).
 
     ``spec`` may be several FrameSpecs: each video is then decoded once for all of them.
     """
     t0 = time.perf_counter()
+    procs = workers if isinstance(workers, Processes) else Processes(workers)
+    workers = procs.workers
     jobs = largest_first([as_ref(r) for r in refs])
     report = BuildReport(workers=workers)
     args = cache_args(cache)
@@ -233,9 +253,9 @@ def build(
             for ref in jobs:
                 record(ref, build_specs_one(args, ref.model_dump_json(), spec_jsons))
         else:
-            left = _run_pool(jobs, args, spec_jsons, (workers, nice), record)
+            left = _run_pool(jobs, args, spec_jsons, procs, record)
             if left:  # the pool broke: isolate the rest so only the culprit fails
-                _run_isolated(left, args, spec_jsons, (workers, nice), record)
+                _run_isolated(left, args, spec_jsons, procs, record)
     report.seconds = time.perf_counter() - t0
     return report
 
@@ -258,14 +278,13 @@ def _run_pool(
     jobs: list[VideoRef],
     args: dict[str, Any],
     spec_jsons: list[str],
-    processes: tuple[int, int],
+    procs: Processes,
     record: Record,
 ) -> list[VideoRef]:
-    """Run jobs on one pool of ``processes`` (workers, nice); return those left
-    unfinished if the pool broke."""
+    """Run jobs on one pool of ``procs``; return those left unfinished if the pool broke."""
     left: list[VideoRef] = []
-    workers, nice = processes
-    with decoding_pool(min(workers, len(jobs)) or 1, nice=nice) as pool:
+    n = min(procs.workers, len(jobs)) or 1
+    with decoding_pool(n, procs.threads, procs.nice) as pool:
         futures: dict[Future[list[Outcome]], VideoRef] = {
             pool.submit(build_specs_one, args, ref.model_dump_json(), spec_jsons): ref
             for ref in jobs
@@ -282,14 +301,14 @@ def _run_isolated(
     jobs: list[VideoRef],
     args: dict[str, Any],
     spec_jsons: list[str],
-    processes: tuple[int, int],
+    procs: Processes,
     record: Record,
 ) -> None:
-    workers, nice = processes
-    per_worker = decoder_threads(workers)
+    workers = procs.workers
+    per_worker = procs.threads or decoder_threads(workers)
 
     def one(ref: VideoRef) -> list[Outcome]:
-        with decoding_pool(1, per_worker, nice) as pool:
+        with decoding_pool(1, per_worker, procs.nice) as pool:
             try:
                 pool.submit(_ping).result()
             except BrokenProcessPool:

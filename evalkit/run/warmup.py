@@ -136,17 +136,16 @@ class CacheWarmup:
 
 @contextlib.contextmanager
 def warming(cache: FrameCache, jobs: Sequence[Job], workers: int) -> Iterator[CacheWarmup]:
-    """A started :class:`CacheWarmup` on ``workers`` processes of its own, stopped when the
-    block ends (the engine is up, or its start failed). They run at a lower CPU priority
-    (``BESIDE_ENGINE_NICE``): the engine's start beside them is the critical path. Decodes
-    under way then finish in the background (nobody waits for them; the pipeline waits on
-    such an entry's lock, then hits) and the processes end; the run's own miss pool keeps
-    the caller's priority, since during generation its decoding is what the engine waits
-    for."""
-    from evalkit.cache.build import BESIDE_ENGINE_NICE, decoding_pool
+    """A started :class:`CacheWarmup` on decoding processes of its own, stopped when the
+    block ends (the engine is up, or its start failed): ``workers`` at most, fewer where
+    the engine's start needs the cores, at a lower CPU priority (``beside_engine``).
+    Decodes under way then finish in the background (nobody waits for them; the pipeline
+    waits on such an entry's lock, then hits) and the processes end."""
+    from evalkit.cache.build import beside_engine, decoding_pool
 
-    pool = decoding_pool(workers, nice=BESIDE_ENGINE_NICE)  # spawns on the first job only
-    warmup = CacheWarmup(cache, jobs, pool, workers).start()
+    procs = beside_engine(workers)
+    pool = decoding_pool(procs.workers, procs.threads, procs.nice)  # spawns on the first job
+    warmup = CacheWarmup(cache, jobs, pool, procs.workers).start()
     try:
         yield warmup
     finally:
