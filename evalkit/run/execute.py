@@ -147,13 +147,11 @@ async def _start_engine(plan: RunPlan, rundir: RunDir, cache: FrameCache) -> Eng
     during vLLM's start-up) while the pending samples' frames are decoded into the cache
     (``evalkit.run.warmup``, at a lower CPU priority; not in ``--mode sync``). Its start time
     is recorded."""
-    from evalkit.run.warmup import pending_videos, warming, warms_up
+    from evalkit.run.warmup import warming, warmup_jobs
     from evalkit.startup import StartupTimes
 
     cfg = plan.config
-    jobs = []
-    if warms_up(cfg):
-        jobs = pending_videos(rundir, plan.benches, retry_failed=cfg.retry_failed)
+    jobs = warmup_jobs([(plan, rundir)])
     t0 = time.perf_counter()
     with warming(cache, jobs, cfg.cache_workers):
         engine = await in_daemon_thread(make_engine, plan)

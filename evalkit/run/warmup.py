@@ -21,14 +21,14 @@ import contextlib
 import functools
 import logging
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Executor, Future
 
 from evalkit.cache import FrameCache
 from evalkit.cache.build import Outcome, build_one, cache_args
 from evalkit.request_builder import video_spec
 from evalkit.run.config import RunConfig
-from evalkit.run.plan import BenchRun
+from evalkit.run.plan import BenchRun, RunPlan
 from evalkit.rundir import RunDir
 from evalkit.sample import VideoRef
 from evalkit.video.types import FrameSpec
@@ -60,6 +60,17 @@ def pending_videos(rundir: RunDir, benches: Sequence[BenchRun], *, retry_failed:
             for ref in sample.media:
                 if isinstance(ref, VideoRef):
                     jobs.setdefault((ref, video_spec(bench.frame_spec, ref)), None)
+    return list(jobs)
+
+
+def warmup_jobs(runs: Iterable[tuple[RunPlan, RunDir]]) -> list[Job]:
+    """What a warm-up decodes for these runs (one, or a replicated sweep's settings): the
+    pending videos of each run that warms up at all (``warms_up``), in pipeline order, once."""
+    jobs: dict[Job, None] = {}
+    for plan, rundir in runs:
+        if warms_up(plan.config):
+            retry = plan.config.retry_failed
+            jobs.update(dict.fromkeys(pending_videos(rundir, plan.benches, retry_failed=retry)))
     return list(jobs)
 
 

@@ -196,14 +196,11 @@ class _Run:
         fails is the pipeline's to report). A sweep has decoded every video already
         (``before_work``). The replicas find hits, or wait on the entry's lock and then
         hit; where their node does not share this cache they decode as before."""
-        from evalkit.run.warmup import pending_videos, warming, warms_up
+        from evalkit.run.warmup import warming, warmup_jobs
 
         cfg = self.runs[0].plan.config
-        jobs = []
-        if self.before_work is None and warms_up(cfg):
-            for run in self.runs:
-                retry = run.plan.config.retry_failed
-                jobs += pending_videos(run.dir, run.plan.benches, retry_failed=retry)
+        runs = [] if self.before_work is not None else [(r.plan, r.dir) for r in self.runs]
+        jobs = warmup_jobs(runs)
         with warming(make_cache(cfg), jobs, cfg.cache_workers):
             yield
 
