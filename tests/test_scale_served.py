@@ -103,6 +103,10 @@ def test_a_sweep_on_two_replicas_writes_each_run_once_as_evalkit_run_does(
             swept, alone = sweep_dir / s["run"], world / "runs" / s["run"]
             assert _fingerprint(swept) == _fingerprint(alone)
             assert _records(swept) == _records(alone)
+            # the replicas' frame counts reach this setting's run, not another's
+            assert json.loads((swept / "frames.json").read_text()) == json.loads(
+                (alone / "frames.json").read_text()
+            )
         answers = {r["prediction"] for s in doc["settings"] for r in _lines(sweep_dir / s["run"])}
         assert answers == {"yes", "no"}  # the reply depends on the request: a real check
 
@@ -176,3 +180,24 @@ def test_a_replica_engine_that_does_not_start_is_one_line_naming_why(
     assert "preprocessor_config.json" in lines[0]
     assert lines[0].endswith(f"its output and traceback: {world / 'runs' / 'bad' / 'output.log'}")
     assert "Traceback" in (world / "runs" / "bad" / "output.log").read_text()
+
+
+class _DiesInSetup:
+    def setup(self) -> None:
+        import os
+
+        os._exit(1)  # as a replica whose engine process takes it down while starting
+
+
+@pytest.mark.timeout(120)
+def test_a_replica_that_dies_while_its_engine_starts_is_one_line(ray_local: Any) -> None:
+    from evalkit.errors import EngineStartError
+    from evalkit.scale.cluster import _set_up
+
+    actor = ray_local.remote(num_cpus=0)(_DiesInSetup).remote()
+    with pytest.raises(EngineStartError) as caught:
+        _set_up(ray_local, "r7", actor.setup.remote())
+    message = str(caught.value)
+    assert message.startswith("replica r7 died while its engine started (")
+    assert message.endswith("its output is in the run's output.log")
+    assert "\n" not in message
