@@ -94,8 +94,10 @@ def _stop_group(proc: Any, temp: Path, sig: int) -> None:
 
     with suppress(ProcessLookupError):
         os.killpg(proc.pid, sig)
+    # the cluster's own processes end at once; `ray start --block` itself does not exit on
+    # SIGTERM (seen: still there 40 s later), so waiting long for it only costs the suite
     with suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=30)
+        proc.wait(timeout=5)
     for p in psutil.process_iter(["pid", "cmdline"]):
         if any(str(temp) in part for part in p.info["cmdline"] or []):
             with suppress(psutil.Error):
