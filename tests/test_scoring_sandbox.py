@@ -118,6 +118,21 @@ def test_the_jail_is_read_only_outside_the_job_directory() -> None:
     assert not Path("/usr/evalkit-was-here").exists()
 
 
+def test_every_host_path_in_the_jail_is_mounted_read_only() -> None:
+    # the answer runs unprivileged (it could not write /usr anyway): read-only binds are
+    # the second wall, checked from inside in the jail's own mount table
+    if "filesystem_jail" not in isolation():
+        pytest.skip("no filesystem jail on this machine")
+    code = "mounts = {m[4]: m[5].split(',') for m in map(str.split, open('/proc/self/mountinfo'))}"
+    test = (
+        "own = {'/', '/sandbox', '/proc'}\n"
+        "host = [p for p in mounts if p not in own and not p.startswith('/dev/')]\n"
+        "assert '/usr' in host and all('ro' in mounts[p] for p in host), mounts"
+    )
+    got = run_job({"kind": "python", "code": code, "tests": [test], "audit_hook": False})
+    assert got.result == {"passed": [True]}, (got.result, got.stderr[-500:])
+
+
 def test_the_sandbox_starts_from_an_empty_environment_in_a_fresh_directory() -> None:
     os.environ["EVALKIT_SECRET_FOR_TEST"] = "x"
     code = "import os\nenv = dict(os.environ)\nhere = os.listdir('.')"

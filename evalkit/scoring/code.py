@@ -118,14 +118,16 @@ class _Structure(HTMLParser):
 # small document in Python-level bookkeeping; a document made only of the constructs
 # below is read by one regex instead, with html.parser's results: tag and attribute
 # names lower-cased, "<x/>" read as a start and an end tag, text between tags
-# unescaped as one piece, doctype and comments skipped. Anything else (a stray "<",
-# unusual names or quoting, script/style and other raw-text elements) takes the
-# html.parser path; tests/test_scoring_speed_equivalence.py checks both agree.
+# unescaped as one piece, a "<" that opens no markup as a text piece of its own (as
+# html.parser hands it over: "a<1" is three words), doctype and comments skipped. Anything
+# else (a "<" opening broken markup, unusual names or quoting, script/style and other
+# raw-text elements) takes the html.parser path; tests/test_scoring_speed_equivalence.py
+# checks both agree.
 _WS = "[ \\t\\n\\r\\f]"  # html.parser's own whitespace set, not Unicode \s
 _VALUE = f"""(?:{_WS}*={_WS}*(?:"[^"<>]*"|'[^'<>]*'|[-a-zA-Z0-9_.:]+(?={_WS}|>)))"""
 _NAME = "[a-zA-Z_:][-a-zA-Z0-9_:.]*"
 _PIECE = re.compile(  # group 1: the whole piece
-    f"(([^<]+)"  # text
+    f"(([^<]+|<(?![a-zA-Z/!?]))"  # text; a "<" opening nothing is a text piece of its own
     f"|<([a-zA-Z][a-zA-Z0-9]*)((?:{_WS}+{_NAME}{_VALUE}?)*){_WS}*(/?)>"  # start tag
     f"|</([a-zA-Z][a-zA-Z0-9]*){_WS}*>"  # end tag
     f"|<![dD][oO][cC][tT][yY][pP][eE][^<>]*>"  # declaration
