@@ -155,6 +155,7 @@ def test_throughput_only_fields_are_read_from_the_config_models() -> None:
         "gpu_memory_utilization",
         "enforce_eager",
         "record_steps",
+        "close_grace_s",
     }
     assert throughput_only_fields(OpenAIConfig) == {"timeout_s"}
     options = {"max_num_seqs": 4, "dtype": "float32", "enforce_eager": True}

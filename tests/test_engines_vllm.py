@@ -203,12 +203,28 @@ def test_a_request_for_n_samples_returns_all_n(engine: Any) -> None:
     assert len({tuple(t) for t in got.token_ids}) > 1  # sampled, not one copy four times
 
 
+def _asked_timeouts(core: Any) -> list[float | None]:
+    """Record the timeout each ``core.shutdown`` call is given (it still shuts down)."""
+    asked: list[float | None] = []
+    real = core.shutdown
+
+    def shutdown(timeout: float | None = None) -> None:
+        asked.append(timeout)
+        real(timeout=timeout)
+
+    core.shutdown = shutdown
+    return asked
+
+
 def test_close_releases_engine_processes(engine: Any) -> None:
     eng, loop = engine
     before = _children()
     assert before, "vLLM runs its engine core in child processes"
+    asked = _asked_timeouts(eng._engine)
     loop.run_until_complete(eng.close())
     assert not _engine_procs(before)
+    # vLLM's own grace before it kills its processes: ours, not its default 5 s
+    assert asked == [eng.config.close_grace_s]
 
 
 def test_vanilla_batch_engine_on_qwen3_vl_matches_transformers(
@@ -227,6 +243,8 @@ def test_vanilla_batch_engine_on_qwen3_vl_matches_transformers(
         assert all(c.timings.finished is not None for c in got)
         one = asyncio.run(batch.generate(reqs[0]))
         assert one.token_ids == expected[0].token_ids
+        asked = _asked_timeouts(batch._llm.llm_engine.engine_core)
     finally:
         asyncio.run(batch.close())
     assert not _engine_procs(started)
+    assert asked == [batch.config.close_grace_s]
