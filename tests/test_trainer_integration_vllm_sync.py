@@ -3,6 +3,7 @@ weights (no file written); vLLM sleep mode on CPU."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -87,8 +88,9 @@ def test_synced_vllm_engine_matches_the_updated_actor(
         sync_weights,
     )
 
-    scratch = tmp_path / "tmpdir"
-    scratch.mkdir()
+    # short: vLLM's zmq sockets live under it (a unix socket path holds 107 bytes; pytest's
+    # folder under xdist, /tmp/pytest-of-root/pytest-N/popen-gwN/test_.../, is too long)
+    scratch = Path(tempfile.mkdtemp(prefix="ek-", dir="/tmp"))
     monkeypatch.setenv("TMPDIR", str(scratch))  # the engine processes inherit it
     monkeypatch.setattr(tempfile, "tempdir", None)
     model = build_tiny_model(tmp_path / "tiny", "qwen2_5_vl", seed=0)
@@ -122,6 +124,7 @@ def test_synced_vllm_engine_matches_the_updated_actor(
     finally:
         loop.run(vllm.close())
         loop.close()
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def test_recipe_trains_on_video_with_vllm_rollouts(env: None, tmp_path: Path) -> None:

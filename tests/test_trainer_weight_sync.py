@@ -81,7 +81,8 @@ class _Worker:
 
 
 def _shm_segments() -> set[str]:
-    return {p for p in os.listdir("/dev/shm") if p.startswith("ek-sync-")}
+    """This process's weight-sync segments (another run's beside it are not its own)."""
+    return {p for p in os.listdir("/dev/shm") if p.startswith(f"ek-sync-{os.getpid()}-")}
 
 
 def test_shm_sync_delivers_every_tensor_exactly_and_reuses_its_segments() -> None:
