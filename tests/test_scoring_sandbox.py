@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from evalkit.scoring import code as code_rules
 from evalkit.scoring import sandbox, score
 from evalkit.scoring.sandbox import SANDBOX_UIDS, Limits, isolation, run_job
 
@@ -200,3 +201,43 @@ def test_parallel_runs_do_not_share_a_process_limit() -> None:
     with ThreadPoolExecutor(24) as pool:
         results = list(pool.map(lambda _: run_job(job, Limits(wall_s=60)), range(24)))
     assert [r.result for r in results] == [{"passed": [True]}] * 24
+
+
+NOT_PYTHON = [
+    "A. " * 2000,  # a degenerate reply: the parser's slow error pass, ~2 ms here
+    "def f(:\n    return 1",
+    "def f(x):\nreturn x",  # IndentationError, a subclass: named as such
+    "if True:\n\tx = 1\n        y = 2",  # TabError
+    "x = (1,\n",  # never closed
+    "print 'py2'",
+    "f(**)",
+    "x = 1\u00a0+ 2",  # a character the tokenizer refuses
+]
+
+
+@pytest.mark.parametrize("code", NOT_PYTHON, ids=range(len(NOT_PYTHON)))
+def test_code_that_does_not_parse_gets_the_sandboxs_verdict_without_it(
+    code: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = sample("code_python", ["assert f(1) == 1", "assert True"])
+    reply = f"```python\n{code}\n```"
+    got = score(s, reply)
+    assert got.metadata["program_error"] is not None and "wall_s" not in got.metadata  # no sandbox
+    monkeypatch.setattr(code_rules, "syntax_error", lambda code: None)  # the sandbox's say
+    ran = score(s, reply)
+    assert "wall_s" in ran.metadata
+    assert (got.value, got.answer) == (ran.value, ran.answer) == (0.0, "0/2 tests")
+    assert got.metadata["program_error"] == ran.metadata["program_error"]
+    assert got.metadata["passed"] == ran.metadata["passed"] == [False, False]
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "return 1",  # refused by the compiler after the parser: the sandbox says so
+        "x = " + "1" * 5000,  # over this process's digit limit; the sandbox lifts it
+        "def f(x):\n    return x",
+    ],
+)
+def test_code_only_the_sandbox_can_judge_goes_to_it(code: str) -> None:
+    assert code_rules.syntax_error(code) is None

@@ -8,6 +8,7 @@ HTML is parsed in-process with the standard library's tokenizer (parsing runs no
 
 from __future__ import annotations
 
+import ast
 import difflib
 import re
 import threading
@@ -50,6 +51,12 @@ def code_python(prediction: str, target: Any, sample: Sample) -> Score:
         return Score(0.0, None, "no code found", meta)
     if not tests:
         return Score(0.0, None, "sample has no tests", meta)
+    error = syntax_error(code)
+    if error is not None:  # the sandbox would load nothing: every test fails
+        meta.update(passed=[False] * len(tests), program_error=error)
+        how = meta["extraction"]
+        why = f"0/{len(tests)} tests passed: the code does not parse (code via {how})"
+        return Score(0.0, f"0/{len(tests)} tests", why, meta)
     limits = Limits()
     run = run_job({"kind": "python", "code": code, "tests": tests}, limits)
     meta.update(timed_out=run.timed_out, returncode=run.returncode, wall_s=run.wall_s)
@@ -61,6 +68,31 @@ def code_python(prediction: str, target: Any, sample: Sample) -> Score:
     value = sum(passed) / len(tests)
     why = f"{sum(passed)}/{len(tests)} tests passed in the sandbox (code via {meta['extraction']})"
     return Score(value, f"{sum(passed)}/{len(tests)} tests", why, meta)
+
+
+def syntax_error(code: str) -> str | None:
+    """The error the sandbox's load of ``code`` would end in when its parser refuses it, in
+    the verdict's words (``"SyntaxError: invalid syntax (<solution>, line 1)"``); None
+    when it parses, or when only the sandbox can tell.
+
+    Parsing runs none of the answer's code and CPython's parser bounds its own depth, so it
+    is done here: a reply that is not Python (most degenerate ones) costs its parse, not a
+    sandbox start (~90 ms: processes, namespaces, the jail). The same interpreter parses
+    the same text under the same name as the sandbox's ``compile``, so the message is the
+    one the sandbox would return. Left to the sandbox: errors of the later compile stages
+    ("'return' outside function"), and integer literals over this process's digit limit,
+    which the sandbox lifts.
+    """
+    try:
+        compile(code, "<solution>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+    except SyntaxError as exc:
+        message = str(exc)
+        if "Exceeds the limit" in message:
+            return None
+        return f"{type(exc).__name__}: {message[:500]}"[:500]  # as the sandbox's link says it
+    except Exception:  # MemoryError, RecursionError, ValueError (null bytes): the sandbox's
+        return None
+    return None
 
 
 def _no_verdict(run: RunResult, limits: Limits) -> str:
