@@ -7,7 +7,6 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -132,66 +131,37 @@ _SHM_WATCH: list[_ShmWatch] = []
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
+    if hasattr(session.config, "workerinput"):
+        return  # an xdist worker: the controller's watch covers it (its processes are ours)
     _SHM_WATCH.append(_ShmWatch().start())
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Name every /dev/shm entry this session's processes made and left behind (RAM that
-    only grows on a shared node); with EVALKIT_SHM_STRICT=1 that fails the session. Under
-    xdist each worker watches its own processes and hands its line to the controller."""
-    line = _shm_left_by_this_process()
-    if line:
-        _note_shm_left(session.config, line)
-        worker_output = getattr(session.config, "workeroutput", None)
-        if worker_output is not None:
-            worker_output["shm_left"] = line
-    if session.config.stash.get(_SHM_LEFT, []) and os.environ.get("EVALKIT_SHM_STRICT") == "1":
-        session.exitstatus = 1
-
-
-def _shm_left_by_this_process() -> str | None:
+    only grows on a shared node); with EVALKIT_SHM_STRICT=1 that fails the session."""
     if not _SHM_WATCH:
-        return None
+        return
     import time
 
     time.sleep(1.0)  # the last test's processes finish unlinking
     left = _SHM_WATCH.pop().left()
     if not left:
-        return None
+        return
     sizes = sum(
         os.path.getsize(os.path.join("/dev/shm", n))
         for n in left
         if os.path.exists(os.path.join("/dev/shm", n))
     )
-    return f"/dev/shm entries left by this test session ({sizes / 1e6:.1f} MB): {', '.join(left)}"
+    line = f"/dev/shm entries left by this test session ({sizes / 1e6:.1f} MB): {', '.join(left)}"
+    session.config.stash[_SHM_LEFT] = line
+    if os.environ.get("EVALKIT_SHM_STRICT") == "1":
+        session.exitstatus = 1
 
 
-def _note_shm_left(config: pytest.Config, line: str) -> None:
-    config.stash[_SHM_LEFT] = [*config.stash.get(_SHM_LEFT, []), line]
-
-
-def pytest_testnodedown(node: Any, error: object) -> None:
-    """An xdist worker is done (a hook of xdist's, called in the controller): its line."""
-    line = getattr(node, "workeroutput", {}).get("shm_left")
-    if line:
-        _note_shm_left(node.config, line)
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under xdist (tox runs ``-n 2 --dist loadgroup``) the heavy tests form one group, run
-    one after another on one worker, while the other worker takes the light ones: two vLLM
-    engines never share the 2 cores, and the light tests no longer wait behind them."""
-    if not config.pluginmanager.hasplugin("xdist"):
-        return
-    for item in items:
-        if item.get_closest_marker("heavy") is not None:
-            item.add_marker(pytest.mark.xdist_group("heavy"))
-
-
-_SHM_LEFT = pytest.StashKey[list[str]]()
+_SHM_LEFT = pytest.StashKey[str]()
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
-    for line in config.stash.get(_SHM_LEFT, []):
+    line = config.stash.get(_SHM_LEFT, None)
+    if line:
         terminalreporter.write_line(line, red=True)

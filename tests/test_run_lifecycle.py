@@ -29,7 +29,7 @@ class _GoneWorker:
 
     output_handler = None
 
-    def shutdown(self) -> None:
+    def shutdown(self, timeout: float | None = None) -> None:
         raise psutil.NoSuchProcess(424242, "VLLM::Worker")
 
 
@@ -41,9 +41,10 @@ class _EngineWithBrokenShutdown(ScriptedEngine):
 def test_vllm_engine_close_turns_a_shutdown_error_into_a_warning(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from evalkit.engines.vllm_engine import VLLMEngine
+    from evalkit.engines.vllm_engine import VLLMConfig, VLLMEngine
 
     engine = VLLMEngine.__new__(VLLMEngine)  # without starting vLLM
+    engine.config = VLLMConfig(model="m")
     engine._engine = _GoneWorker()
     engine._reaper = Reaper()
     with caplog.at_level(logging.WARNING):

@@ -80,14 +80,16 @@ class _Worker:
         return [None]
 
 
-def _shm_segments() -> set[str]:
-    """This process's weight-sync segments (another run's beside it are not its own)."""
-    return {p for p in os.listdir("/dev/shm") if p.startswith(f"ek-sync-{os.getpid()}-")}
+def _shm_segments(pid: int | None = None) -> set[str]:
+    """The weight-sync segments in /dev/shm; those of process ``pid`` only, when given
+    (another run's beside this one are not its own)."""
+    prefix = "ek-sync-" if pid is None else f"ek-sync-{pid}-"
+    return {p for p in os.listdir("/dev/shm") if p.startswith(prefix)}
 
 
 def test_shm_sync_delivers_every_tensor_exactly_and_reuses_its_segments() -> None:
     worker = _Worker()
-    before = _shm_segments()
+    before = _shm_segments(os.getpid())
     sync = ws.EngineWeightSync(worker, transport="shm", bucket_mb=1024 / 2**20)
     stats = sync.send(_model_tensors())
     assert worker.calls == [  # one RPC per bucket; the first begins, the last finishes
@@ -100,14 +102,14 @@ def test_shm_sync_delivers_every_tensor_exactly_and_reuses_its_segments() -> Non
     assert set(worker.loaded) == set(expect) and stats.tensors == len(expect)
     for name, t in expect.items():
         assert worker.loaded[name].dtype == t.dtype and torch.equal(worker.loaded[name], t)
-    segments = _shm_segments() - before
+    segments = _shm_segments(os.getpid()) - before
     assert len(segments) == 3
     changed = [(n, t * 2 if t.is_floating_point() else t) for n, t in expect.items()]
     sync.send(changed)  # the next step: the same segments, refilled
-    assert _shm_segments() - before == segments
+    assert _shm_segments(os.getpid()) - before == segments
     assert torch.equal(worker.loaded["big.weight"], dict(changed)["big.weight"])
     sync.close()
-    assert _shm_segments() == before  # unlinked
+    assert _shm_segments(os.getpid()) == before  # unlinked
 
 
 def test_sync_casts_floating_tensors_to_the_engine_dtype() -> None:
