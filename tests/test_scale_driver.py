@@ -15,7 +15,7 @@ from ray.exceptions import ActorDiedError
 
 from evalkit.pipeline import PipelineStats
 from evalkit.scale.cluster import ReplicaHandle
-from evalkit.scale.driver import Driver, Snapshot
+from evalkit.scale.driver import Driver, Snapshot, frame_counts
 from evalkit.scale.queue import Key, WorkItem, WorkQueue
 from evalkit.store import Store
 from evalkit.testing.runs import Rec, record
@@ -466,3 +466,41 @@ def test_a_restarting_replica_gets_no_lease_until_it_answers_and_is_not_lost(
     state = driver.state["r0"]
     assert crashy.calls_while_restarting == 0 and crashy.pid_calls == 2
     assert state.alive and state.restarts == 1 and state.pid == 777 and state.done > 0
+
+
+class _Ref:
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+class _CountsActor:
+    """A replica's ``frame_counts`` as Ray answers it: a value, or the actor's death."""
+
+    def __init__(self, value: Any) -> None:
+        self.frame_counts = self
+        self.value = value
+
+    def remote(self) -> _Ref:
+        return _Ref(self.value)
+
+
+class _GetRay:
+    def get(self, ref: _Ref) -> Any:
+        if isinstance(ref.value, BaseException):
+            raise ref.value
+        return ref.value
+
+
+def test_a_replica_dead_after_its_last_lease_leaves_the_others_frame_counts(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # seen in a CI run: the killed replica had no lease left, so the driver still took it for
+    # alive, and asking it for its frame counts ended the finished run in ActorDiedError
+    handles = [
+        ReplicaHandle("r0", _CountsActor({"set": [((8, 84, 112, "pil"), 3)]}), None),
+        ReplicaHandle("r1", _CountsActor(ActorDiedError()), None),
+        ReplicaHandle("r2", _CountsActor({"never": []}), None, alive=False),
+    ]
+    got = frame_counts(_GetRay(), handles)
+    assert got == [{"set": [((8, 84, 112, "pil"), 3)]}]
+    assert "replica r1 died before its frame counts were read" in caplog.text

@@ -253,10 +253,30 @@ class _Run:
             driver.max_restarts = cfg.replica_restarts
             driver.run()
             graceful = True
-            counts = ray.get([h.actor.frame_counts.remote() for h in handles if h.alive])
-            merge_frame_counts(held, counts)
+            merge_frame_counts(held, frame_counts(ray, handles))
         finally:
             stop_replicas(ray, handles, graceful=graceful)
+
+
+def frame_counts(ray: Any, handles: Sequence[ReplicaHandle]) -> list[Any]:
+    """The frame counts of every replica still alive at the end; one that died after its
+    last lease (its records are durable) gives none, with a warning: frames.json then
+    counts the other replicas' frames."""
+    from ray.exceptions import RayActorError
+
+    asked = [(h, h.actor.frame_counts.remote()) for h in handles if h.alive]
+    counts = []
+    for h, ref in asked:
+        try:
+            counts.append(ray.get(ref))
+        except RayActorError as exc:
+            log.warning(
+                "replica %s died before its frame counts were read (%s): frames.json counts "
+                "the other replicas' frames",
+                h.name,
+                type(exc).__name__,
+            )
+    return counts
 
 
 @contextlib.contextmanager
