@@ -144,7 +144,9 @@ def test_killing_a_replica_mid_run_still_records_every_sample_once(
     def kill_r1(snap: Snapshot) -> None:
         seen.append(snap)
         r1 = snap.replicas["r1"]
-        if snap.accepted >= 2 and r1.alive and not orphans and r1.pid:
+        # while it holds samples: a replica killed with none left to do goes unnoticed
+        # until the end (frame counts), and nobody has to take its work over
+        if snap.accepted >= 2 and r1.alive and r1.leased and not orphans and r1.pid:
             orphans.extend(psutil.Process(r1.pid).children(recursive=True))
             orphans.append(psutil.Process(r1.pid))
             os.kill(r1.pid, signal.SIGKILL)
