@@ -147,3 +147,60 @@ def test_a_search_bounded_by_the_last_closing_tag_gives_the_search() -> None:
     for text in texts:
         got, want = search_closed(pattern, text, closing), pattern.search(text)
         assert (got and (got.span(), got.groups())) == (want and (want.span(), want.groups()))
+
+
+def _extract_time_original(reply: str) -> list[tuple[float, float]]:
+    """``charadessta.extract_time`` before it dropped digit-less sentences: every sentence
+    is a candidate, the keyword asked of each one."""
+    c = charadessta
+    text = reply.lower().replace(c._PROMPT_EXAMPLE, "").replace("to", "-")
+    sentences = re.split(r"[!?\n]", text)
+    candidates = [s for s in sentences if any(k in s for k in c._KEYWORDS)] or sentences
+    spans = c._first_ranges(candidates, c._CLOCK_RANGE, c.clock_seconds)
+    if not spans:
+        spans = c._first_ranges(candidates, ORIGINAL["range"], float)
+    if not spans:
+        clocks = [c.clock_seconds(t) for s in candidates for t in c._CLOCK_ONE.findall(s)]
+        spans = c._pairs(clocks)
+    if not spans:
+        firsts = [c._NUMBER.findall(s) for s in candidates]
+        spans = c._pairs([float(f[0]) for f in firsts if f])
+    if not spans:
+        spans = c._first_ranges(candidates, ORIGINAL["range_s"], float)
+    return [(a, b) if b > a else (b, a) for a, b in spans[:1]]
+
+
+# digits, clock stamps, dashes, "to", the keywords, the separators, an Arabic-Indic digit
+_CHARADES_PIECES = [
+    *"0123456789",
+    ":", ".", "-", "–", " ", "s", "\n", "!", "?", "x", "to", "start", "ends", "happen",
+    "1:05", "0:30", "\u0663", "a specific example is : 20.8 - 30.0 seconds",
+]  # fmt: skip
+
+
+def _charades_texts(n: int, seed: int) -> list[str]:
+    rnd = random.Random(seed)
+    return ["".join(rnd.choices(_CHARADES_PIECES, k=rnd.randint(0, 30))) for _ in range(n)]
+
+
+CHARADES_HAND = [
+    "",
+    "\n" * 50,
+    "it starts at 5\nand ends at 9",
+    "the event happens\n 3 - 7",
+    "no keyword here\n2 to 6\n8 - 9",
+    "start\n\n1:05 - 1:30",
+    "ends? 4! 6",
+    "\u0663 - 5 start",
+]
+
+
+def test_extract_time_tries_only_sentences_with_a_digit_and_finds_the_same_spans() -> None:
+    for text in CHARADES_HAND + _charades_texts(4000, seed=7):
+        assert charadessta.extract_time(text) == _extract_time_original(text), repr(text)
+
+
+@SETTINGS
+@given(st.lists(st.sampled_from(_CHARADES_PIECES), max_size=40).map("".join))
+def test_extract_time_matches_the_traced_parser_on_generated_text(text: str) -> None:
+    assert charadessta.extract_time(text) == _extract_time_original(text)

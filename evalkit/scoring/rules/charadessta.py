@@ -46,6 +46,12 @@ _CLOCK_ONE = re.compile(rf"\b({_CLOCK})\b")
 # (and the first ``\s*`` possessive: giving spaces back to the second one cannot change
 # a match, but trying to is quadratic in a run of spaces after a number)
 _RANGE_S = re.compile(r"(?<!\d)(\d+(?:\.\d+)?)\s*+s?\s*[–-]\s*(\d+(?:\.\d+)?)\s*s?")
+# Every pattern above needs a digit, so a sentence without one can give nothing: such
+# sentences are dropped before any pattern runs (a reply of 64k newlines is 64k empty
+# sentences, each tried five times otherwise). No keyword holds a separator, so "some
+# sentence holds a keyword" is "the text holds one", asked once.
+_HAS_DIGIT = re.compile(r"\d")
+_SENTENCE_END = re.compile(r"[!?\n]")
 
 Span = tuple[float, float]
 
@@ -76,8 +82,11 @@ def _pairs(times: list[float]) -> list[Span]:
 def extract_time(reply: str) -> list[Span]:
     """lmms-eval's ``extract_time``: at most one (start, end) span, ends in order."""
     text = reply.lower().replace(_PROMPT_EXAMPLE, "").replace("to", "-")
-    sentences = re.split(r"[!?\n]", text)
-    candidates = [s for s in sentences if any(k in s for k in _KEYWORDS)] or sentences
+    sentences = list(filter(_HAS_DIGIT.search, _SENTENCE_END.split(text)))
+    if any(k in text for k in _KEYWORDS):
+        candidates = [s for s in sentences if any(k in s for k in _KEYWORDS)]
+    else:
+        candidates = sentences
     spans = _first_ranges(candidates, _CLOCK_RANGE, clock_seconds)
     if not spans:
         spans = _first_ranges(candidates, _RANGE, float)
