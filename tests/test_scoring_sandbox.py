@@ -212,6 +212,7 @@ NOT_PYTHON = [
     "print 'py2'",
     "f(**)",
     "x = 1\u00a0+ 2",  # a character the tokenizer refuses
+    "x = " + "1" * 5000,  # over the stock int/str digit limit, under which answers run
 ]
 
 
@@ -235,9 +236,30 @@ def test_code_that_does_not_parse_gets_the_sandboxs_verdict_without_it(
     "code",
     [
         "return 1",  # refused by the compiler after the parser: the sandbox says so
-        "x = " + "1" * 5000,  # over this process's digit limit; the sandbox lifts it
         "def f(x):\n    return x",
     ],
 )
 def test_code_only_the_sandbox_can_judge_goes_to_it(code: str) -> None:
     assert code_rules.syntax_error(code) is None
+
+
+def test_the_answer_runs_under_a_stock_interpreters_digit_limit() -> None:
+    # As under an official harness's interpreter (CPython >= 3.11 refuses int/str
+    # conversions over 4300 digits); an answer that lifts the limit itself keeps it lifted,
+    # and big integers still cross the judge-solver link either way.
+    code = (
+        "import sys\n"
+        "def digits(n):\n    return len(str(10 ** n))\n"
+        "def lifted(n):\n    sys.set_int_max_str_digits(0)\n    return len(str(10 ** n))\n"
+        "def limit():\n    return sys.get_int_max_str_digits()\n"
+        "def big():\n    return 10 ** 6000"
+    )
+    tests = [
+        "assert digits(4000) == 4001",
+        "assert digits(5000) == 5001",  # ValueError inside the answer
+        "assert lifted(5000) == 5001 and limit() == 0",
+        "assert big() == 10 ** 6000",
+    ]
+    got = run_job({"kind": "python", "code": code, "tests": tests})
+    assert got.result is not None, got.stderr
+    assert got.result["passed"] == [True, False, True, True]

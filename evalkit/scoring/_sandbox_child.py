@@ -104,6 +104,7 @@ def _solver(requests, replies, audit_hook, judge_pid):
     import ctypes  # noqa: F401  (its import opens libraries; later dlopen/calls are refused)
 
     _prctl(1, 9, "PR_SET_PDEATHSIG, SIGKILL")  # it dies with the judge, even asleep
+    sys.set_int_max_str_digits(sys.int_info.default_max_str_digits)
     if os.getppid() != judge_pid:  # the judge died before that took effect
         os._exit(1)
     _no_signals_no_ptrace()
@@ -238,7 +239,10 @@ def _reap(pid, wait_s=1.0):
 
 def main():
     verdict_fd = int(sys.argv[2])
-    sys.set_int_max_str_digits(0)  # answers' big integers cross the link as JSON digits
+    # The judge reads the answers' big integers as JSON digits: no digit limit for it. The
+    # answer runs under the stock interpreter's limit (the solver restores it), as under an
+    # official harness; the link lifts it only around its own messages (_sandbox_link).
+    sys.set_int_max_str_digits(0)
     to_solver, from_judge = os.pipe()
     from_solver, to_judge = os.pipe()
     audit_hook = "no-audit-hook" not in sys.argv[3:]  # tests prove the OS layers alone

@@ -17,6 +17,7 @@ import builtins
 import contextlib
 import json
 import operator
+import sys
 
 MAX_LINE = 1 << 24
 _DEPTH = 200
@@ -108,11 +109,28 @@ def _strict(x):
     raise NoPlainValue(type(x).__name__)
 
 
+@contextlib.contextmanager
+def _no_digit_limit():
+    # The answer runs under the interpreter's int/str digit limit (whatever it set it to
+    # itself); the link's JSON of its big integers does not, and leaves its setting as found.
+    limit = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(0)
+    try:
+        yield
+    finally:
+        sys.set_int_max_str_digits(limit)
+
+
+def _loads(line):
+    with _no_digit_limit():
+        return json.loads(line)
+
+
 def serve(requests, replies):
     """The solver's loop: load the answer's code, then answer calls until EOF."""
     solver = _Solver(requests, replies)
     for line in requests:
-        solver.send(solver.answer(json.loads(line)))
+        solver.send(solver.answer(_loads(line)))
 
 
 class _Solver:
@@ -123,7 +141,9 @@ class _Solver:
         self.namespace = {"__name__": "__main__"}
 
     def send(self, msg):
-        self.replies.write(json.dumps(msg).encode() + b"\n")
+        with _no_digit_limit():
+            line = json.dumps(msg).encode()
+        self.replies.write(line + b"\n")
         self.replies.flush()
 
     def handle(self, x):
@@ -172,7 +192,7 @@ class _Callback:
         s = self.solver
         s.send(["back", self.k, encode(list(args), s.handle), encode(kwargs, s.handle)])
         for line in s.requests:
-            msg = json.loads(line)
+            msg = _loads(line)
             if msg[0] == "ok":
                 return decode(msg[1], s.resolve)
             if msg[0] == "err":

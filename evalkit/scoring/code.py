@@ -9,6 +9,7 @@ HTML is parsed in-process with the standard library's tokenizer (parsing runs no
 from __future__ import annotations
 
 import ast
+import sys
 import difflib
 import re
 import threading
@@ -79,20 +80,24 @@ def syntax_error(code: str) -> str | None:
     is done here: a reply that is not Python (most degenerate ones) costs its parse, not a
     sandbox start (~90 ms: processes, namespaces, the jail). The same interpreter parses
     the same text under the same name as the sandbox's ``compile``, so the message is the
-    one the sandbox would return. Left to the sandbox: errors of the later compile stages
-    ("'return' outside function"), and integer literals over this process's digit limit,
-    which the sandbox lifts.
+    one the sandbox would return (the answer runs there under the stock int/str digit
+    limit, so a literal over it is refused alike, unless this process changed its limit).
+    Left to the sandbox: errors of the later compile stages ("'return' outside function").
     """
     try:
         compile(code, "<solution>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
     except SyntaxError as exc:
         message = str(exc)
-        if "Exceeds the limit" in message:
+        if "Exceeds the limit" in message and not _stock_digit_limit():
             return None
         return f"{type(exc).__name__}: {message[:500]}"[:500]  # as the sandbox's link says it
     except Exception:  # MemoryError, RecursionError, ValueError (null bytes): the sandbox's
         return None
     return None
+
+
+def _stock_digit_limit() -> bool:
+    return sys.get_int_max_str_digits() == sys.int_info.default_max_str_digits
 
 
 def _no_verdict(run: RunResult, limits: Limits) -> str:
