@@ -19,7 +19,7 @@ from PIL import Image
 from evalkit.cli.main import main
 from evalkit.reports import build_report, load_run, write_report
 from evalkit.testing.runs import Rec, write_run
-from tests._browser import chromium, page_layout
+from tests._browser import chromium, dump_dom, page_layout, screenshot
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -155,20 +155,11 @@ def test_page_renders_with_its_plots_in_headless_chromium(
         "[...document.images].map(i=>i.complete?i.naturalWidth:-1).join(',')))</script>"
     )
     probe.write_text(page.read_text().replace("</body>", script + "</body>"))
-    flags = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"]
-    dom = subprocess.run(
-        [*flags, "--dump-dom", probe.as_uri()], capture_output=True, text=True, timeout=180
-    ).stdout
-    widths = re.search(r'data-imgs="([^"]*)"', dom)
+    widths = re.search(r'data-imgs="([^"]*)"', dump_dom(probe))
     assert widths, "the page did not finish loading"
     assert [int(w) > 0 for w in widths.group(1).split(",")] == [True] * 5
     shot = tmp_path / "shot.png"
-    subprocess.run(
-        [*flags, "--window-size=1300,5000", f"--screenshot={shot}", page.as_uri()],
-        capture_output=True,
-        timeout=180,
-        check=True,
-    )
+    screenshot(page, shot, 1300, 5000)
     with Image.open(shot) as im:
         rgb = np.asarray(im.convert("RGB"), dtype=int)
     # the score bars' colour (#4c72b0) appears only inside the plots

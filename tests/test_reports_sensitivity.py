@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +34,7 @@ from evalkit.reports import build_report, load_run, write_report
 from evalkit.run.components import make_scorer
 from evalkit.sample import Sample
 from evalkit.testing.runs import Rec, open_run, write_run
-from tests._browser import chromium
+from tests._browser import dump_dom, screenshot
 from tests._sensitivity_rules import LAST_LETTER
 from tests.scripted_engine import ScriptedEngine
 
@@ -158,19 +157,11 @@ def test_a_benchmark_with_only_its_headline_rule_says_so(tmp_path: Path) -> None
 @pytest.mark.heavy
 def test_the_sensitivity_table_renders_in_headless_chromium(rule_run: Path, tmp_path: Path) -> None:
     page = write_report(build_report([rule_run], bootstrap=10), tmp_path / "out", ["html"])["html"]
-    flags = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"]
-    dom = subprocess.run(
-        [*flags, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=180
-    ).stdout
+    dom = dump_dom(page)
     assert re.search(r"<h4>Video-MME: extraction sensitivity</h4>\s*<table>", dom)
     assert "<td>0 (no answer)</td>" in dom  # the examples table made it into the DOM
     shot = tmp_path / "shot.png"
-    subprocess.run(
-        [*flags, "--window-size=1300,3000", f"--screenshot={shot}", page.as_uri()],
-        capture_output=True,
-        timeout=180,
-        check=True,
-    )
+    screenshot(page, shot, 1300, 3000)
     with Image.open(shot) as im:
         rgb = np.asarray(im.convert("RGB"), dtype=int)
     # the headline cell's background (#e8f0fe) is used nowhere else on the page
