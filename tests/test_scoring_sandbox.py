@@ -41,7 +41,9 @@ _FIRST = sandbox._uid_next[0] + 1
 
 
 def _leftovers() -> list[str]:
-    """Processes of this test's sandbox uids still present (a zombie gets a moment)."""
+    """Processes of this test's sandbox uids still present (a zombie gets a moment), once
+    the sandboxes started ahead of their jobs are closed."""
+    sandbox.close_spares()
     mine = {SANDBOX_UIDS[k % len(SANDBOX_UIDS)] for k in range(_FIRST, sandbox._uid_next[0] + 1)}
     for _ in range(20):
         out = subprocess.run(["ps", "-eo", "uid,pid,stat,args"], capture_output=True, text=True)

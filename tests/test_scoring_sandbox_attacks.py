@@ -6,10 +6,8 @@ answer does to the process it runs in.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -19,6 +17,7 @@ import pytest
 
 from evalkit.scoring import score
 from evalkit.scoring.sandbox import Limits, run_job
+from tests._processes import cmdline, descendants, survivors
 
 from ._scoring_helpers import sample
 
@@ -201,18 +200,6 @@ run_job({"kind": "python", "code": sys.argv[1], "tests": ["pass"]}, Limits(wall_
 """
 
 
-def _descendants(pid: int) -> set[int]:
-    found, todo = set(), [pid]
-    while todo:
-        p = todo.pop()
-        for task in Path(f"/proc/{p}/task").glob("*"):
-            with contextlib.suppress(OSError):
-                kids = {int(k) for k in (task / "children").read_text().split()}
-                todo += sorted(kids - found)
-                found |= kids
-    return found
-
-
 @pytest.mark.skipif(
     not Path(f"/proc/self/task/{os.getpid()}/children").exists(),
     reason="needs /proc/<pid>/task/<tid>/children to find the sandbox's processes",
@@ -226,35 +213,13 @@ def test_the_sandbox_dies_with_the_scoring_process() -> None:
     )
     assert scorer.stdout is not None and scorer.stdout.readline() == "started\n"
     for _ in range(100):  # until the answer's python is running
-        sandbox = _descendants(scorer.pid)
-        if any(b"time.sleep" in _cmdline(p) or b"_child.py" in _cmdline(p) for p in sandbox):
+        sandbox = descendants(scorer.pid)
+        if any(b"time.sleep" in cmdline(p) or b"_child.py" in cmdline(p) for p in sandbox):
             break
         time.sleep(0.1)
     time.sleep(1.0)
-    sandbox = _descendants(scorer.pid)
+    sandbox = descendants(scorer.pid)
     assert sandbox
     scorer.kill()
     scorer.wait()
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and any(_alive(p) for p in sandbox):
-        time.sleep(0.1)
-    left = [p for p in sandbox if _alive(p)]
-    for p in left:  # do not leave them behind for the other tests
-        with contextlib.suppress(OSError):
-            os.kill(p, signal.SIGKILL)
-    assert left == []
-
-
-def _cmdline(pid: int) -> bytes:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return b""
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
+    assert survivors(sandbox) == []

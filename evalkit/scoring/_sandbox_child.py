@@ -1,7 +1,8 @@
 """Runs INSIDE the sandbox (never imported by evalkit): executes one job.
 
-Started as ``python -I -B _sandbox_child.py WORKDIR VERDICT_FD`` in a temporary directory
-holding ``job.json``. Two processes, so that the code under test cannot forge a verdict:
+Started as ``python -I -B _sandbox_child.py WORKDIR VERDICT_FD`` in an empty temporary
+directory, ahead of its job, which it then reads as JSON from stdin (no job file touches
+the disk). Two processes, so that the code under test cannot forge a verdict:
 
 - the judge (this process) never runs a line of the answer's code. It forks the solver
   before it reads the job, makes itself non-dumpable (a same-uid process can then
@@ -104,6 +105,7 @@ def _solver(requests, replies, audit_hook, judge_pid):
     import ctypes  # noqa: F401  (its import opens libraries; later dlopen/calls are refused)
 
     _prctl(1, 9, "PR_SET_PDEATHSIG, SIGKILL")  # it dies with the judge, even asleep
+    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)  # the job's pipe is the judge's alone
     sys.set_int_max_str_digits(sys.int_info.default_max_str_digits)
     if os.getppid() != judge_pid:  # the judge died before that took effect
         os._exit(1)
@@ -255,9 +257,7 @@ def main():
     os.close(to_solver)
     os.close(to_judge)
     _not_dumpable()
-    with open("job.json") as f:
-        job = json.load(f)
-    os.unlink("job.json")
+    job = json.loads(sys.stdin.buffer.read())  # waits here until the job is handed over
     if os.path.exists("_child.py"):  # the harness, copied in for the jail: already read
         os.unlink("_child.py")
         os.unlink("_sandbox_link.py")

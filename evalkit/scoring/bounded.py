@@ -19,6 +19,7 @@ import signal
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from evalkit.scoring.sandbox import close_spares
 from evalkit.scoring.types import Score, ScorerFailure
 
 if TYPE_CHECKING:
@@ -48,6 +49,8 @@ class BoundedScorer:
     by the kernel when its parent dies).
     """
 
+    CLOSE_GRACE_S = 2.0  # for the child to close what it started (its waiting sandboxes)
+
     def __init__(self, score: ScoreFn, budget_s: float) -> None:
         self.score = score
         self.budget_s = budget_s
@@ -70,7 +73,7 @@ class BoundedScorer:
         ctx = multiprocessing.get_context("fork")
         parent, child = ctx.Pipe()
         proc = ctx.Process(
-            target=_serve, args=(child, self.score), name="evalkit-score", daemon=True
+            target=_serve, args=(child, self.score, parent), name="evalkit-score", daemon=True
         )
         proc.start()
         child.close()
@@ -93,23 +96,26 @@ class BoundedScorer:
             return Score(None, explanation=f"scorer failed: {value.error}", failed=value)
         return value
 
-    def _kill(self) -> None:
+    def _kill(self, grace_s: float = 0.0) -> None:
         proc, conn = self._child, self._conn
         self._child = self._conn = None
         if conn is not None:
-            conn.close()
+            conn.close()  # the child sees its pipe close and leaves
         if proc is not None:
             with contextlib.suppress(Exception):
+                proc.join(grace_s)
                 proc.kill()
                 proc.join(5)
 
     def close(self) -> None:
-        """End the child (it finishes nothing: the sink waited for every answer)."""
-        self._kill()
+        """End the child (it finishes nothing: the sink waited for every answer), giving it
+        a moment to close the sandboxes it started ahead."""
+        self._kill(self.CLOSE_GRACE_S)
 
 
-def _serve(conn: Connection, score: ScoreFn) -> None:
+def _serve(conn: Connection, score: ScoreFn, parents_end: Connection) -> None:
     """The child: score what comes down the pipe until it closes, then leave at once."""
+    parents_end.close()  # else the pipe never closes here: this copy would hold it open
     gc.freeze()  # the parent's objects are never collected here: no finaliser of theirs runs
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -126,6 +132,7 @@ def _serve(conn: Connection, score: ScoreFn) -> None:
             except Exception as exc:  # the scorer raised, or its verdicts do not pickle
                 conn.send(("raised", ScorerFailure.of(exc)))
     finally:
+        close_spares()  # the sandboxes it started ahead (os._exit runs no atexit handler)
         os._exit(0)  # never the parent's atexit handlers (engines, Ray) in this copy of it
 
 

@@ -9,9 +9,9 @@ HTML is parsed in-process with the standard library's tokenizer (parsing runs no
 from __future__ import annotations
 
 import ast
-import sys
 import difflib
 import re
+import sys
 import threading
 from html import unescape
 from html.parser import HTMLParser

@@ -39,9 +39,11 @@ it would add a second way to build the same jail, not replace ours.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
+import queue
 import resource
 import shutil
 import subprocess
@@ -49,12 +51,13 @@ import sys
 import tempfile
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from evalkit.scoring.sandbox_io import collect
+from evalkit.scoring.sandbox_io import collect, stop
 
 _CHILD = Path(__file__).with_name("_sandbox_child.py")
 _HARNESS = [Path(__file__).with_name(f"_sandbox_{m}.py") for m in ("link", "judge")]
@@ -202,8 +205,8 @@ def _jail_prefix(root: Path, workdir: Path, disk_mb: int = 64, owner: int = 0) -
 
 
 def _probe_jail() -> bool:
-    root = Path(tempfile.mkdtemp(prefix="evalkit-jail-"))
-    work = Path(tempfile.mkdtemp(prefix="evalkit-jail-work-"))
+    root = Path(tempfile.mkdtemp(prefix=f"evalkit-jail-{os.getpid()}-"))
+    work = Path(tempfile.mkdtemp(prefix=f"evalkit-jail-work-{os.getpid()}-"))
     try:
         cmd = ["unshare", "--mount", "--pid", "--fork", "--kill-child", "--"]
         cmd += [*_jail_prefix(root, work), sys.executable, "-I", "-c", "pass"]
@@ -284,17 +287,55 @@ def _set_limits(limits: Limits) -> Any:
 
 
 def run_job(job: dict[str, Any], limits: Limits | None = None) -> RunResult:
-    """Run one job (``{"kind": "python", "code", "tests"}`` or ``{"kind": "svg", ...}``)."""
+    """Run one job (``{"kind": "python", "code", "tests"}`` or ``{"kind": "svg", ...}``).
+
+    It goes to a sandbox started ahead for these limits where one is waiting (see
+    ``_Spares``), else to one started now; either way, one sandbox per job.
+    """
     limits = limits or Limits()
+    audit_hook = bool(job.get("audit_hook", True))
+    payload = json.dumps(job).encode()
+    key = (limits, audit_hook)
+    spare = _spares.take(key)
+    ran = _run(spare, payload, limits) if spare is not None else None
+    if ran is None:  # none was waiting, or it died before it took the job
+        ran = _run(_start(limits, audit_hook), payload, limits)
+    _spares.refill(key)
+    return ran or _not_started()
+
+
+@dataclass
+class _Started:
+    """A sandbox whose judge is up and waiting for its job on stdin."""
+
+    proc: subprocess.Popen[bytes]
+    verdict_r: int
+    workdir: Path
+    jail: Path | None
+    layers: tuple[str, ...]
+
+    def discard(self) -> None:
+        """Kill it and remove its folders (it ran a job, or never will)."""
+        stop(self.proc)
+        with contextlib.suppress(OSError):
+            os.close(self.verdict_r)
+        shutil.rmtree(self.workdir, ignore_errors=True)
+        if self.jail is not None:
+            _remove_jail(self.jail)
+
+
+def _start(limits: Limits, audit_hook: bool) -> _Started:
+    """Start a sandbox for ``limits``; its judge waits for the job on stdin."""
     layers = isolation()
-    workdir = Path(tempfile.mkdtemp(prefix="evalkit-sandbox-"))
-    jail = Path(tempfile.mkdtemp(prefix="evalkit-jail-")) if "filesystem_jail" in layers else None
+    pid = os.getpid()  # folders named by the process they serve
+    workdir = Path(tempfile.mkdtemp(prefix=f"evalkit-sandbox-{pid}-"))
+    jail = None
+    if "filesystem_jail" in layers:
+        jail = Path(tempfile.mkdtemp(prefix=f"evalkit-jail-{pid}-"))
     # The verdict comes back on a pipe of its own that only the judge process holds (see
     # _sandbox_child.py); stdout and stderr are the answer's, read through bounded buffers.
     verdict_r, verdict_w = os.pipe()
-    start = time.monotonic()
     try:
-        (workdir / "job.json").write_text(json.dumps(job))
         if jail is not None:
             shutil.copyfile(_CHILD, workdir / "_child.py")
             for f in _HARNESS:
@@ -305,37 +346,177 @@ def run_job(job: dict[str, Any], limits: Limits | None = None) -> RunResult:
             for f in workdir.iterdir():
                 os.chown(f, uid, uid)
         os.chmod(workdir, 0o700)
-        args = [str(verdict_w)] + ([] if job.get("audit_hook", True) else ["no-audit-hook"])
+        args = [str(verdict_w)] + ([] if audit_hook else ["no-audit-hook"])
         proc = subprocess.Popen(
             _command(layers, limits, workdir, jail, uid, args),
             cwd=workdir,
             env={},
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             pass_fds=(verdict_w,),
             start_new_session=True,  # its own process group, killed as one
             preexec_fn=None if "prlimit" in layers else _set_limits(limits),
         )
-        os.close(verdict_w)
-        verdict_w = -1
-        got = collect(proc, verdict_r, start + limits.wall_s, limits.output_bytes)
-        return RunResult(
-            result=None if got.exceeded else got.verdict_dict(),
-            returncode=proc.returncode,
-            timed_out=got.timed_out,
-            wall_s=time.monotonic() - start,
-            stderr=got.err.text(),
-            isolation=list(layers),
-            stdout=got.out.text(),
-            output_total=got.out.total + got.err.total,
-            output_dropped=got.out.dropped + got.err.dropped,
-            output_exceeded=got.exceeded,
-        )
-    finally:
-        for fd in (verdict_r, verdict_w):
-            if fd >= 0:
-                os.close(fd)
+    except BaseException:
+        os.close(verdict_r)
         shutil.rmtree(workdir, ignore_errors=True)
         if jail is not None:
             _remove_jail(jail)
+        raise
+    finally:
+        os.close(verdict_w)
+    return _Started(proc, verdict_r, workdir, jail, layers)
+
+
+def _run(sandbox: _Started, job: bytes, limits: Limits) -> RunResult | None:
+    """Hand ``job`` to ``sandbox`` and read what comes back; None when it died before it
+    took the job (nothing of the job ran: the caller starts another)."""
+    start = time.monotonic()
+    try:
+        got = collect(
+            sandbox.proc, sandbox.verdict_r, start + limits.wall_s, limits.output_bytes, job
+        )
+    finally:
+        sandbox.discard()
+    if got.fed < len(job) and got.verdict.total == 0:
+        return None
+    return RunResult(
+        result=None if got.exceeded else got.verdict_dict(),
+        returncode=sandbox.proc.returncode,
+        timed_out=got.timed_out,
+        wall_s=time.monotonic() - start,
+        stderr=got.err.text(),
+        isolation=list(sandbox.layers),
+        stdout=got.out.text(),
+        output_total=got.out.total + got.err.total,
+        output_dropped=got.out.dropped + got.err.dropped,
+        output_exceeded=got.exceeded,
+    )
+
+
+def _not_started() -> RunResult:
+    return RunResult(None, None, False, 0.0, "the sandbox died before it took the job")
+
+
+_Key = tuple[Limits, bool]
+
+
+class _Spares:
+    """Sandboxes started ahead of their jobs, ``DEPTH`` per (limits, audit hook), for the
+    ``KEEP`` most recently used.
+
+    Of a short job's ~90 ms, nearly all is the start (processes, namespaces, the jail's
+    mounts, the judge's interpreter), and none of it depends on the job: after each job the
+    next ones are started in the background, and their judges wait in ``read(stdin)``. Each
+    is an ordinary sandbox used once. They are started from one thread that lives as long
+    as the process, because the parent-death signal that kills a sandbox with its scorer
+    follows the thread that started it. A forked child starts with none (see
+    ``os.register_at_fork`` below); :func:`close_spares` (and the process's exit) kills
+    those waiting.
+    """
+
+    DEPTH = 2
+    KEEP = 4
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._ready: OrderedDict[_Key, list[_Started]] = OrderedDict()
+        self._starting: dict[_Key, int] = {}
+        self._wanted: queue.SimpleQueue[tuple[int, _Key]] = queue.SimpleQueue()
+        self._generation = 0  # bumped by close: starts asked for before it are discarded
+        self._busy = 0  # starts under way (the thread's, 0 or 1)
+        self._idle = threading.Condition(self._lock)
+        self._thread: threading.Thread | None = None
+
+    def take(self, key: _Key) -> _Started | None:
+        """A waiting sandbox for ``key`` that is still alive, if there is one."""
+        dead: list[_Started] = []
+        found = None
+        with self._lock:
+            waiting = self._ready.get(key, [])
+            while waiting and found is None:
+                sandbox = waiting.pop(0)
+                if sandbox.proc.poll() is None:
+                    found = sandbox
+                else:
+                    dead.append(sandbox)
+        for sandbox in dead:
+            sandbox.discard()
+        return found
+
+    def refill(self, key: _Key) -> None:
+        """Ask for sandboxes for ``key`` up to ``DEPTH``; forget the least recently used
+        set past ``KEEP``."""
+        dropped: list[_Started] = []
+        with self._lock:
+            waiting = self._ready.setdefault(key, [])
+            self._ready.move_to_end(key)
+            for _ in range(self.DEPTH - len(waiting) - self._starting.get(key, 0)):
+                self._starting[key] = self._starting.get(key, 0) + 1
+                self._wanted.put((self._generation, key))
+            while len(self._ready) > self.KEEP:
+                _, old = self._ready.popitem(last=False)
+                dropped += old
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._serve, name="evalkit-sandbox-spares", daemon=True
+                )
+                self._thread.start()
+        for sandbox in dropped:
+            sandbox.discard()
+
+    def _serve(self) -> None:
+        while True:
+            generation, key = self._wanted.get()
+            with self._lock:
+                if generation != self._generation:
+                    continue  # asked for before a close
+                self._busy += 1
+            sandbox = None
+            with contextlib.suppress(Exception):  # a failed start: the job starts its own
+                sandbox = _start(*key)
+            with self._lock:
+                if generation == self._generation:
+                    self._starting[key] -= 1
+                    if sandbox is not None and key in self._ready:
+                        self._ready[key].append(sandbox)
+                        sandbox = None
+            if sandbox is not None:  # closed or forgotten meanwhile
+                sandbox.discard()
+            with self._idle:
+                self._busy -= 1
+                self._idle.notify_all()
+
+    def close(self, wait_s: float = 10.0) -> None:
+        """Kill every waiting sandbox, and the one being started (once it is up)."""
+        with self._lock:
+            self._generation += 1
+            self._starting.clear()
+            waiting = [s for group in self._ready.values() for s in group]
+            self._ready.clear()
+        for sandbox in waiting:
+            sandbox.discard()
+        with self._idle:
+            self._idle.wait_for(lambda: self._busy == 0, wait_s)
+
+
+_spares = _Spares()
+
+
+def close_spares() -> None:
+    """Kill the sandboxes this process started ahead of their jobs (it keeps working: the
+    next job starts its own, and new ones are started after it)."""
+    _spares.close()
+
+
+def _forget_in_child() -> None:
+    # A forked child must not hand its jobs to its parent's sandboxes (nor kill them), and
+    # must not wait on a lock the parent's threads held at the fork.
+    global _spares, _uid_lock
+    _spares = _Spares()
+    _uid_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
+atexit.register(close_spares)
