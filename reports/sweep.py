@@ -29,7 +29,7 @@ from .load import load_run
 from .model import BenchmarkReport, FailedPolicy, RunReport
 from .reference import verdicts
 from .sections import Section, num
-from .uncertainty import AggFn, Clusters, _group_field, overall_fn
+from .uncertainty import AggFn, Clusters, _group_field, _nan, overall_fn, percentile_ci
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -291,26 +291,14 @@ def _bench(
     p_index = next((i for i, r in enumerate(present) if r.pinned), None)
     for i, row in enumerate(present):
         row.paired = None if np.isnan(points[i]) else float(points[i])
-        row.ci = _ci(reps[i]) if reps.size else (None, None)
+        row.ci = percentile_ci(reps[i]) if reps.size else (None, None)
         if p_index is not None and row.paired is not None and not np.isnan(points[p_index]):
             row.delta = float(points[i] - points[p_index])
-            row.delta_ci = _ci(reps[i] - reps[p_index]) if reps.size else (None, None)
+            row.delta_ci = percentile_ci(reps[i] - reps[p_index]) if reps.size else (None, None)
     out.effects = _effects(present, points, reps)
     out.sentence = _sentence(name, out.effects)
     out.notes += _bench_notes(out, present, rows)
     return out
-
-
-def _nan(v: float | None) -> float:
-    return float("nan") if v is None else v
-
-
-def _ci(values: np.ndarray) -> tuple[float | None, float | None]:
-    vals = values[~np.isnan(values)]
-    if len(vals) < 2:
-        return None, None
-    lo, hi = np.percentile(vals, [2.5, 97.5])
-    return float(lo), float(hi)
 
 
 def _replicates(
@@ -372,7 +360,7 @@ def _effects(rows: list[Row], points: np.ndarray, reps: np.ndarray) -> list[Effe
         if reps.size:
             with np.errstate(invalid="ignore"):
                 contrast = reps[members[b]].mean(axis=0) - reps[members[a]].mean(axis=0)
-            ci = _ci(contrast)
+            ci = percentile_ci(contrast)
         out.append(Effect(axis, values[a], values[b], means[b] - means[a], ci))
     return sorted(out, key=lambda e: -e.spread)
 

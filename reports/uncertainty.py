@@ -221,7 +221,7 @@ def compare(
     else:
         deltas = _generic_deltas(sa, sb, gf, fa, fb, rng, n_boot)
         method = f"paired bootstrap ({n_boot}, {unit}, official aggregate per replicate)"
-    lo, hi = _ci(deltas[~np.isnan(deltas)])
+    lo, hi = percentile_ci(deltas)
     return Comparison(
         a_common=a_c, b_common=b_c, delta=delta, ci_low=lo, ci_high=hi, method=method, **base
     )
@@ -248,8 +248,12 @@ def _generic_deltas(
     return np.array(out, dtype=float)
 
 
-def _ci(values: np.ndarray) -> tuple[float | None, float | None]:
-    if len(values) < 2:
+def percentile_ci(values: np.ndarray) -> tuple[float | None, float | None]:
+    """The 95% percentile interval of bootstrap replicates; replicates whose aggregate was
+    undefined (NaN) are left out, and fewer than 2 left give no interval."""
+    vals = np.asarray(values, dtype=float)
+    vals = vals[~np.isnan(vals)]
+    if len(vals) < 2:
         return None, None
-    lo, hi = np.percentile(np.asarray(values, dtype=float), [2.5, 97.5])
+    lo, hi = np.percentile(vals, [2.5, 97.5])
     return float(lo), float(hi)

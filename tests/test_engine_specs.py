@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 from collections.abc import Iterator
 from typing import Any
 
@@ -168,3 +169,16 @@ def test_the_judge_fingerprint_leaves_out_how_the_judge_is_called() -> None:
     assert recorded is not None
     assert {"timeout_s", "retries", "concurrency", "max_failures"}.isdisjoint(recorded)
     assert recorded["model"] == "j" and _result_judge(None) is None
+
+
+@pytest.mark.parametrize("grace", [0, -1, math.nan, math.inf])
+def test_a_close_grace_that_is_not_a_positive_finite_time_is_refused_by_name(
+    grace: float,
+) -> None:
+    with pytest.raises(ConfigError, match="'vllm': close_grace_s: "):
+        engines.engine_config("vllm", "m", {"close_grace_s": grace})
+
+
+def test_a_short_close_grace_is_kept() -> None:
+    config = engines.engine_config("vllm", "m", {"close_grace_s": 0.25})
+    assert isinstance(config, VLLMConfig) and config.close_grace_s == 0.25

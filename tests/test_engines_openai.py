@@ -5,6 +5,11 @@ from __future__ import annotations
 import asyncio
 import base64
 import io
+import json
+import socket
+import struct
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -229,3 +234,48 @@ def test_without_a_prefix_the_user_turn_ends_the_chat(server: tuple[str, Script]
     body = script.bodies[0]
     assert body["messages"][-1]["role"] == "user"
     assert "continue_final_message" not in body and "add_generation_prompt" not in body
+
+
+def _post_raw(url: str, body: bytes) -> socket.socket:
+    """A chat-completions POST on a bare socket (so the test decides when it hangs up)."""
+    host, port = url.split("//", 1)[1].split("/", 1)[0].split(":")
+    sock = socket.create_connection((host, int(port)), timeout=5)
+    head = f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}\r\nContent-Length: {len(body)}"
+    sock.sendall(f"{head}\r\nContent-Type: application/json\r\n\r\n".encode() + body)
+    return sock
+
+
+def _handlers_done(timeout_s: float = 5.0) -> None:
+    """Wait for the server's request threads (what they print comes before they end)."""
+    for t in threading.enumerate():
+        if t.name.endswith("(process_request_thread)"):
+            t.join(timeout_s)
+
+
+def test_a_client_that_hangs_up_mid_request_leaves_no_server_traceback(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    script = Script(delay_s=0.2)
+    with serve(script) as url:
+        sock = _post_raw(url, json.dumps({"model": "tiny", "messages": []}).encode())
+        deadline = time.monotonic() + 5
+        while not script.bodies and time.monotonic() < deadline:  # the request was read
+            time.sleep(0.01)
+        # hang up with a reset: the reply, written after the delay, meets a dead socket
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.close()
+        _handlers_done()
+    assert script.bodies and script.active == 0
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_any_other_server_error_still_prints_its_traceback(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The control: the test above would see a traceback if there were one."""
+    with serve(Script()) as url:
+        with _post_raw(url, b"{not json") as sock:
+            sock.recv(1)  # the server closes the connection once its handler failed
+        _handlers_done()
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "JSONDecodeError" in err

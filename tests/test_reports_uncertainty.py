@@ -11,7 +11,7 @@ from evalkit.bench.aggregations import Scored
 from evalkit.bench.registry import get_benchmark
 from evalkit.reports.bootstrap import cluster_key, linear_form
 from evalkit.reports.reference import metric_value
-from evalkit.reports.uncertainty import Clusters
+from evalkit.reports.uncertainty import Clusters, percentile_ci
 from evalkit.sample import Sample
 
 
@@ -92,3 +92,11 @@ def test_metric_value_reads_overall_breakdowns_and_extra_metrics() -> None:
     assert metric_value(r, "duration/long") == 40.0
     assert metric_value(r, "duration/short") is None
     assert metric_value(r, "pooled") == 55.0
+
+
+def test_the_percentile_interval_leaves_out_replicates_with_no_aggregate() -> None:
+    """A replicate whose draw left the official aggregate undefined is NaN: it is no
+    evidence either way, so it narrows nothing and widens nothing."""
+    reps = np.concatenate([np.linspace(0.0, 1.0, 201), [np.nan] * 50])
+    assert percentile_ci(reps) == pytest.approx((0.025, 0.975))
+    assert percentile_ci(np.array([0.5, np.nan, np.nan])) == (None, None)  # one is no spread

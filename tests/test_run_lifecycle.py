@@ -53,6 +53,45 @@ def test_vllm_engine_close_turns_a_shutdown_error_into_a_warning(
     asyncio.run(engine.close())  # still idempotent
 
 
+class _KillingClient:
+    """vLLM's engine client when its processes outlive the close grace: its shutdown logs
+    vLLM's two "force killing" warnings (``vllm.v1.utils``, ``vllm.utils.system_utils``)."""
+
+    output_handler = None
+
+    def shutdown(self, timeout: float | None = None) -> None:
+        logging.getLogger("vllm.v1.utils").warning(
+            "[shutdown] Process manager: force killing remaining processes count=%d", 1
+        )
+        logging.getLogger("vllm.utils.system_utils").warning(
+            "[shutdown] force killing sub process %s pid %d", "EngineCore_DP0", 424242
+        )
+
+
+def test_vllm_force_killing_on_close_is_one_debug_line_and_a_warning_elsewhere(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from evalkit.engines import vllm_engine
+    from evalkit.engines.vllm_engine import VLLMConfig, VLLMEngine
+
+    monkeypatch.setattr(logging.getLogger("vllm"), "propagate", True)  # as vLLM may set it
+    monkeypatch.setattr(vllm_engine, "engine_shm", set)  # no engine processes to look at
+    engine = VLLMEngine.__new__(VLLMEngine)  # without starting vLLM
+    engine.config = VLLMConfig(model="m")
+    engine._engine = client = _KillingClient()
+    engine._reaper = Reaper()
+    caplog.set_level(logging.DEBUG)
+    caplog.set_level(logging.DEBUG, logger=vllm_engine.__name__)
+    asyncio.run(engine.close())
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert "stopped after the close grace period" in caplog.text
+
+    caplog.clear()
+    client.shutdown()  # not inside a close: vLLM's warnings are left as they are
+    warned = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert [r.name for r in warned] == ["vllm.v1.utils", "vllm.utils.system_utils"]
+
+
 @pytest.fixture
 def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return synth_world(tmp_path, monkeypatch, 1)

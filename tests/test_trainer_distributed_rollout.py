@@ -4,6 +4,7 @@ in test_trainer_distributed_vllm.py)."""
 
 from __future__ import annotations
 
+import os
 from types import SimpleNamespace
 from typing import Any
 
@@ -165,3 +166,28 @@ def test_a_rank_without_an_engine_takes_part_in_the_gather_and_sends_nothing() -
     assert host.rollout_sleep() is False
     with pytest.raises(RuntimeError, match="rank 1 hosts no rollout engine"):
         host.rollout_generate([], [], SimpleNamespace(), 0)
+
+
+def test_closing_the_rollout_unlinks_the_ranks_sync_buckets_before_the_engine_closes() -> None:
+    """``WorkerGroup.shutdown`` kills the actor right after ``close_rollout``: the
+    finaliser that would unlink its /dev/shm buckets may never run."""
+    from tests.test_trainer_weight_sync import _fake_engine, _FakeCore, _shm_segments
+
+    engine = _fake_engine(_FakeCore(sleep_mode=False, device="cpu"))
+    left_at_close: list[set[str]] = []
+
+    async def close() -> None:
+        left_at_close.append(made & _shm_segments())
+
+    engine.close = close
+    host = _host(0, engine)
+    before = _shm_segments(os.getpid())
+    host.rollout_sync()
+    sync = engine._trainer_weight_sync  # held: no finaliser can unlink them for us
+    made = _shm_segments(os.getpid()) - before
+    assert len(made) == 3  # one per bucket
+
+    host.close_rollout()
+    assert left_at_close == [set()]
+    assert not made & _shm_segments()
+    assert host.rollout_engine is None and sync.pool.segments == []

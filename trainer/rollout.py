@@ -238,6 +238,16 @@ def _engine_sync(engine: Any, loop: EngineLoop, transport: str, bucket_mb: float
     return sync
 
 
+def release_weight_sync(engine: Any) -> None:
+    """Unlink the shared-memory buckets of ``engine``'s weight sync now (a no-op where it
+    has none, or they are gone already): a worker killed after closing its engine never
+    runs the finaliser that would otherwise unlink them."""
+    sync = getattr(engine, "_trainer_weight_sync", None)
+    if sync is not None:
+        engine._trainer_weight_sync = None
+        sync.close()
+
+
 def _device(core: Any) -> str:
     return str(core.vllm_config.device_config.device_type)
 

@@ -184,12 +184,18 @@ class RolloutHost:
         return sleep_engine(self.rollout_engine, self.rollout_loop, self.rollout_spec.sleep_level)
 
     def close_rollout(self) -> None:
-        """Shut this rank's engine down (its processes and memory)."""
+        """Shut this rank's engine down (its processes and memory), its weight-sync
+        buckets in /dev/shm first: ``WorkerGroup.shutdown`` kills the actor right after."""
+        from ..rollout import release_weight_sync
+
         engine = getattr(self, "rollout_engine", None)
         if engine is not None:
             self.rollout_engine = None
-            self.rollout_loop.run(engine.close())
-            self.rollout_loop.close()
+            try:
+                release_weight_sync(engine)
+            finally:
+                self.rollout_loop.run(engine.close())
+                self.rollout_loop.close()
 
     def _engine(self) -> Any:
         if self.rollout_engine is None:
