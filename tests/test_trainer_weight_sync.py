@@ -213,6 +213,23 @@ def test_sleep_then_sync_wakes_weights_before_sending_and_kv_cache_after() -> No
     assert not core.asleep
 
 
+def test_a_sync_with_another_bucket_size_unlinks_the_old_buckets_at_once() -> None:
+    core, loop = _FakeCore(sleep_mode=False, device="cpu"), EngineLoop()
+    engine = _fake_engine(core)
+    try:
+        before = _shm_segments(os.getpid())
+        sync_weights(engine, _actor(), loop, transport="shm", bucket_mb=1.0)
+        old = engine._trainer_weight_sync  # held: no finaliser can unlink them for us
+        first = _shm_segments(os.getpid()) - before
+        assert first
+        sync_weights(engine, _actor(), loop, transport="shm", bucket_mb=2.0)
+        assert engine._trainer_weight_sync is not old
+        assert not first & _shm_segments()
+    finally:
+        engine._trainer_weight_sync.close()
+        loop.close()
+
+
 def test_without_sleep_mode_sleep_is_a_logged_no_op(caplog: pytest.LogCaptureFixture) -> None:
     from evalkit.trainer import rollout
 

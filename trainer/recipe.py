@@ -45,6 +45,7 @@ from .rollout import (
     EngineLoop,
     cut_at_visual_tokens,
     make_rollout_engine,
+    release_weight_sync,
     sample_responses,
     sleep_engine,
     sync_weights,
@@ -169,6 +170,7 @@ class GRPORecipe:
     def cleanup(self) -> None:
         """Wait for the last evaluation; close the engine and the metrics."""
         self.eval_hook.close()
+        release_weight_sync(self.engine)
         self.loop.run(self.engine.close())
         self.loop.close()
         self.metrics.close()

@@ -227,6 +227,7 @@ def _engine_sync(engine: Any, loop: EngineLoop, transport: str, bucket_mb: float
     segments are reused: see ``trainer.weight_sync.ShmPool``)."""
     sync = getattr(engine, "_trainer_weight_sync", None)
     if sync is None or (sync.transport, sync.bucket_mb) != (transport, bucket_mb):
+        release_weight_sync(engine)  # the old buckets go now, not at garbage collection
         core = engine._engine
 
         def rpc(method: str, *args: Any) -> list[Any]:
