@@ -255,6 +255,15 @@ TARGETS: dict[str, Any] = {task: target for task, target, _, _ in MIX}
 TARGETS |= {"math": "12", "code_python": ["assert f(1) == 1"], "code_svg": "<svg></svg>"}
 
 
+WARM_UP = "warm-up: B"
+# Task types scored in a sandbox: their replies come SANDBOX_START_S apart, as a run's
+# answers do (each comes after its own generation), so that the sandboxes started ahead
+# after one reply (~0.1 s each on 2 cores) are up for the next. Back to back, a reply also
+# waits for the previous one's sandbox start.
+SANDBOXED = ("code_python", "code_svg")
+SANDBOX_START_S = 0.25
+
+
 def _degenerate(prefix: str, unit: str) -> str:
     return prefix + (unit * (DEGENERATE_CHARS // len(unit) + 1))[: DEGENERATE_CHARS - len(prefix)]
 
@@ -283,10 +292,14 @@ def worst_degenerate(cap_s: float) -> tuple[dict[str, float], dict[str, str], li
         key = f"{r.task_type}/{r.name}"
         target = TARGETS.get(r.task_type, "A")
         s = Sample(id="p", task_type=r.task_type, question="q", target=target, options=OPTIONS)
-        r.fn("warm-up: B", target, s)  # imports on first use (rouge, sympy) are not the reply's
         scorer = BoundedScorer(_timed_rule(r.fn, target), cap_s)
         try:
+            # in the scoring child, as in a run: imports on first use (rouge, sympy) and
+            # the first sandbox's start are not the reply's
+            scorer(s, WARM_UP)
             for prefix, unit in DEGENERATE:
+                if r.task_type in SANDBOXED:
+                    time.sleep(SANDBOX_START_S)
                 got = scorer(s, _degenerate(prefix, unit))
                 ms = got if isinstance(got, float) else cap_s * 1000
                 if not isinstance(got, float) and key not in capped:

@@ -3,6 +3,7 @@
     python tests/_orphan_main.py vllm MODEL_DIR   # a real vLLM engine on the tiny model
     python tests/_orphan_main.py fake SHM_NAME    # a Reaper and a spawned child holding SHM
     python tests/_orphan_main.py late SHM_NAME    # the child makes SHM just before the kill
+    python tests/_orphan_main.py brief SHM_NAME   # the child holds SHM-a, then SHM-b, briefly
 
 Prints one line ``READY`` once its engine processes run, then waits to be killed.
 """
@@ -59,6 +60,33 @@ def _late(name: str) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+def _hold_briefly(name: str, go: object, done: object) -> None:
+    # Each entry is held 40 ms, and let go (not unlinked) 0.34 s apart: a watchdog that
+    # only polled every 0.5 s would see each with a chance of 40 / 500.
+    go.wait()  # type: ignore[attr-defined]
+    for part in ("a", "b"):
+        with open(f"/dev/shm/{name}-{part}", "w") as f:
+            f.write("x")
+            f.flush()
+            time.sleep(0.04)
+        time.sleep(0.3)
+    done.set()  # type: ignore[attr-defined]
+    time.sleep(600)
+
+
+def _brief(name: str) -> None:
+    """A noted child's segments, each held only between two polls; then both are killed."""
+    from evalkit.engines.lifecycle import Reaper
+
+    Reaper().start()
+    ctx = multiprocessing.get_context("spawn")
+    go, done = ctx.Event(), ctx.Event()
+    ctx.Process(target=_hold_briefly, args=(name, go, done)).start()
+    time.sleep(1.5)  # the watchdog polls every 0.5 s: the child is noted
+    go.set()
+    done.wait()
+
+
 def _exists(name: str) -> bool:
     import os
 
@@ -82,6 +110,6 @@ def _vllm(model: str) -> None:
 
 
 if __name__ == "__main__":
-    {"fake": _fake, "late": _late, "vllm": _vllm}[sys.argv[1]](sys.argv[2])
+    {"fake": _fake, "late": _late, "brief": _brief, "vllm": _vllm}[sys.argv[1]](sys.argv[2])
     print("READY", flush=True)
     time.sleep(600)

@@ -111,6 +111,25 @@ def test_a_segment_made_just_before_the_kill_is_released_too() -> None:
             (SHM / name).unlink()
 
 
+def test_a_segment_held_only_between_two_polls_is_released() -> None:
+    # the watchdog looks when an entry appears in /dev/shm, not only every 0.5 s
+    name = f"evalkit-orphan-test-{uuid.uuid4().hex[:8]}"
+    entries = [SHM / f"{name}-{part}" for part in ("a", "b")]
+    proc = _start("brief", name, {}, timeout=60)
+    try:
+        assert all(e.exists() for e in entries)  # made, and held by nobody now
+        survivors, _ = _kill_and_check(proc)
+        assert survivors == []
+        deadline = time.time() + SURVIVAL_S
+        while any(e.exists() for e in entries) and time.time() < deadline:
+            time.sleep(0.1)
+        assert [e.name for e in entries if e.exists()] == []
+    finally:
+        for e in entries:
+            with contextlib.suppress(OSError):
+                e.unlink()
+
+
 @pytest.mark.heavy
 def test_vllm_engine_processes_die_with_a_killed_main_process(
     tmp_path_factory: pytest.TempPathFactory,

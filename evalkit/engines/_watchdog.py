@@ -6,16 +6,20 @@ process it watches).
 
 While process PID lives, it notes every process started under PID after the watchdog
 began (engine cores, their workers) and every /dev/shm entry those processes and PID hold
-(mapped or open). When PID dies without saying ``stop`` on stdin (SIGKILL, the OOM
-killer, a crash in C), it terminates the noted processes that are still alive (SIGTERM,
-then SIGKILL) and unlinks the noted /dev/shm entries. ``stop`` means the engine closed
-cleanly: it exits and touches nothing.
+(mapped or open): every ``POLL_S``, and as soon as an entry appears in /dev/shm (inotify;
+at most every ``EVENT_GAP_S``), so that a segment held only between two polls is seen.
+When PID dies without saying ``stop`` on stdin (SIGKILL, the OOM killer, a crash in C),
+it terminates the noted processes that are still alive (SIGTERM, then SIGKILL) and
+unlinks the noted /dev/shm entries. ``stop`` means the engine closed cleanly: it exits
+and touches nothing.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
+import select
 import signal
 import sys
 import threading
@@ -24,15 +28,17 @@ import time
 import psutil
 
 POLL_S = 0.5
+EVENT_GAP_S = 0.05  # looks caused by /dev/shm entries appearing: at most this often
 GRACE_S = 1.5
 SHM = "/dev/shm"
 _TRACKER = "from multiprocessing.resource_tracker import main;"
 
 
-def _stop_requested(stop: threading.Event) -> None:
+def _stop_requested(stop: threading.Event, wake: int) -> None:
     for line in sys.stdin:
         if line.strip() == "stop":
             stop.set()
+            os.write(wake, b"x")
             return
     # EOF without "stop": the owner may be gone, or a forked child still holds the pipe;
     # the poll of the owner decides.
@@ -65,13 +71,43 @@ def _is_tracker(p: psutil.Process) -> bool:
         return False
 
 
-def _watch(owner: psutil.Process, stop: threading.Event) -> tuple[list[psutil.Process], set[str]]:
+def _creations() -> int:
+    """A descriptor that turns readable when an entry appears in /dev/shm (inotify), or -1
+    where there is none (the poll alone then)."""
+    in_create, in_moved_to = 0x100, 0x80
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+        if fd >= 0 and libc.inotify_add_watch(fd, SHM.encode(), in_create | in_moved_to) < 0:
+            os.close(fd)
+            fd = -1
+        return int(fd)
+    except (OSError, AttributeError):
+        return -1
+
+
+def _wait(events: int, wake: int, timeout: float) -> bool:
+    """Until the poll is due, an entry appears in /dev/shm (True), or ``stop`` comes."""
+    ready, _, _ = select.select([fd for fd in (events, wake) if fd >= 0], [], [], timeout)
+    if events not in ready:
+        return False
+    with contextlib.suppress(BlockingIOError):
+        while os.read(events, 1 << 16):  # drain: one look covers all of them
+            pass
+    return True
+
+
+def _watch(
+    owner: psutil.Process, stop: threading.Event, wake: int
+) -> tuple[list[psutil.Process], set[str]]:
     """Note the owner's new processes and their shared memory until it dies or says stop."""
+    events = _creations()
     me = os.getpid()
     before = {c.pid for c in owner.children(recursive=True)}
     shm_before = set(os.listdir(SHM)) if os.path.isdir(SHM) else set()
     noted: dict[int, psutil.Process] = {}
     shm: set[str] = set()
+    woke = False
     print("ready", flush=True)  # the owner waits for this before starting its engine
     while not stop.is_set() and _alive(owner):
         try:
@@ -83,7 +119,9 @@ def _watch(owner: psutil.Process, stop: threading.Event) -> tuple[list[psutil.Pr
                 noted[c.pid] = c
         alive = [p for p in noted.values() if p.is_running()]
         shm |= shm_held([owner, *alive]) - shm_before
-        stop.wait(POLL_S)
+        if woke:  # a storm of entries (someone else's) costs one look per gap
+            time.sleep(EVENT_GAP_S)
+        woke = _wait(events, wake, POLL_S)
     if not stop.is_set():
         # the owner died: its engine processes outlive it a moment (until _reap), so look
         # once more; a segment made since the last poll (an engine core still starting, a
@@ -128,8 +166,9 @@ def main(argv: list[str]) -> int:
     if abs(owner.create_time() - created) > 1e-3:
         return 0  # the pid was reused: the owner is long gone
     stop = threading.Event()
-    threading.Thread(target=_stop_requested, args=(stop,), daemon=True).start()
-    procs, shm = _watch(owner, stop)
+    wake_r, wake_w = os.pipe()  # "stop" wakes the watch at once
+    threading.Thread(target=_stop_requested, args=(stop, wake_w), daemon=True).start()
+    procs, shm = _watch(owner, stop, wake_r)
     if stop.is_set():
         return 0
     time.sleep(0.1)  # let the owner's own exit handlers finish what they started
