@@ -256,6 +256,11 @@ TARGETS |= {"math": "12", "code_python": ["assert f(1) == 1"], "code_svg": "<svg
 
 
 WARM_UP = "warm-up: B"
+# the sandboxed task types' warm-up runs in a sandbox (one that does not parse would not)
+WARM_UP_BY_TASK = {
+    "code_python": "```python\ndef f(x):\n    return x\n```",
+    "code_svg": "<svg xmlns='http://www.w3.org/2000/svg' width='8' height='8'></svg>",
+}
 # Task types scored in a sandbox: their replies come SANDBOX_START_S apart, as a run's
 # answers do (each comes after its own generation), so that the sandboxes started ahead
 # after one reply (~0.1 s each on 2 cores) are up for the next. Back to back, a reply also
@@ -296,7 +301,7 @@ def worst_degenerate(cap_s: float) -> tuple[dict[str, float], dict[str, str], li
         try:
             # in the scoring child, as in a run: imports on first use (rouge, sympy) and
             # the first sandbox's start are not the reply's
-            scorer(s, WARM_UP)
+            scorer(s, WARM_UP_BY_TASK.get(r.task_type, WARM_UP))
             for prefix, unit in DEGENERATE:
                 if r.task_type in SANDBOXED:
                     time.sleep(SANDBOX_START_S)
