@@ -33,6 +33,29 @@ def own_ray_temp_dir() -> Iterator[str]:
         shutil.rmtree(root, ignore_errors=True)
 
 
+_SCHEDULING = (
+    (os.sched_getscheduler(0), os.sched_getparam(0)) if hasattr(os, "sched_getscheduler") else None
+)
+
+
+@pytest.fixture(autouse=True)
+def same_scheduling_after_each_test() -> Iterator[None]:
+    """A test that leaves this process under another scheduling policy fails by name (and
+    the policy is put back): every process the session starts afterwards would inherit it.
+    SVT-AV1 made a worker real-time (SCHED_FIFO 99) this way, and a headless Chromium it
+    started later spun at that priority on both cores until the CI run timed out."""
+    yield
+    if _SCHEDULING is None:
+        return
+    now = (os.sched_getscheduler(0), os.sched_getparam(0))
+    if now != _SCHEDULING:
+        os.sched_setscheduler(0, *_SCHEDULING)
+        pytest.fail(
+            f"this test left the process under scheduling policy {now[0]} priority "
+            f"{now[1].sched_priority} (it was {_SCHEDULING[0]}, {_SCHEDULING[1].sched_priority})"
+        )
+
+
 @pytest.fixture(scope="session")
 def media_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A session-wide scratch folder for generated media."""

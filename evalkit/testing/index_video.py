@@ -14,9 +14,10 @@ benchmark (``evalkit.synthvideo``), whose clips show scenes to answer questions 
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from fractions import Fraction
 from pathlib import Path
 
@@ -108,6 +109,24 @@ def _stream_rate(fps: float) -> Fraction:
     return Fraction(fps).limit_denominator(1001)
 
 
+@contextlib.contextmanager
+def _same_scheduling() -> Iterator[None]:
+    """The calling thread's scheduling policy and priority, as they were before, after
+    the block. SVT-AV1 (PyAV's ``libsvtav1``), run as root, makes the thread that opens an
+    encoder real-time (SCHED_FIFO 99) and leaves it so: every process this one starts
+    afterwards inherits it, and on a 2-core machine a real-time child that spins (headless
+    Chromium did) starves everything else."""
+    if not hasattr(os, "sched_getscheduler"):
+        yield
+        return
+    policy, param = os.sched_getscheduler(0), os.sched_getparam(0)
+    try:
+        yield
+    finally:
+        if (os.sched_getscheduler(0), os.sched_getparam(0)) != (policy, param):
+            os.sched_setscheduler(0, policy, param)
+
+
 def write_index_video(
     path: str | os.PathLike[str],
     n_frames: int,
@@ -145,7 +164,10 @@ def write_index_video(
     rate = _stream_rate(fps)
     # Millisecond ticks for VFR: explicit pts; otherwise one tick per frame.
     time_base = Fraction(1, 1000) if vfr_timestamps is not None else 1 / rate
-    with av.open(str(path), mode="w", options=dict(container_options or {})) as container:
+    with (
+        _same_scheduling(),
+        av.open(str(path), mode="w", options=dict(container_options or {})) as container,
+    ):
         stream = container.add_stream(codec, rate=rate, options=dict(options or {}))
         assert isinstance(stream, av.VideoStream)
         stream.width, stream.height, stream.pix_fmt = coded_w, coded_h, pix_fmt
