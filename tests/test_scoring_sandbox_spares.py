@@ -183,3 +183,33 @@ def test_the_scoring_child_closes_the_sandboxes_it_started_ahead() -> None:
     finally:
         scorer.close()
     assert _folders(child) == set()
+
+
+def _job_then_hang(sample: object, reply: object) -> object:
+    if reply == "hang":
+        time.sleep(600)
+    return run_job(JOB).result
+
+
+@pytest.mark.parametrize("how", ["budget", "sigterm"])
+def test_a_killed_scoring_child_leaves_no_sandbox_folder(how: str) -> None:
+    # Past its budget the child is killed with SIGKILL: it runs no cleanup, so its parent
+    # removes the folders of the sandboxes it had started ahead. A SIGTERM (a run being
+    # terminated stops its children so) ends it through its own cleanup.
+    scorer = BoundedScorer(_job_then_hang, budget_s=1.0)
+    try:
+        assert scorer(None, None) == {"passed": [True]}  # type: ignore[arg-type]
+        child = scorer._child.pid
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(_folders(child)) < 2:
+            time.sleep(0.02)
+        if how == "budget":
+            got = scorer(None, "hang")  # type: ignore[arg-type]
+            assert "time budget" in got.explanation
+        else:
+            os.kill(child, signal.SIGTERM)
+            scorer._child.join(10)
+            assert scorer._child.exitcode is not None
+        assert _folders(child) == set()
+    finally:
+        scorer.close()

@@ -19,7 +19,7 @@ import signal
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from evalkit.scoring.sandbox import close_spares
+from evalkit.scoring.sandbox import close_spares, remove_sandbox_folders
 from evalkit.scoring.types import Score, ScorerFailure
 
 if TYPE_CHECKING:
@@ -106,6 +106,8 @@ class BoundedScorer:
                 proc.join(grace_s)
                 proc.kill()
                 proc.join(5)
+            if proc.exitcode is not None:  # reaped: its pid names nobody else's folders
+                remove_sandbox_folders(proc.pid)
 
     def close(self) -> None:
         """End the child (it finishes nothing: the sink waited for every answer), giving it
@@ -118,7 +120,7 @@ def _serve(conn: Connection, score: ScoreFn, parents_end: Connection) -> None:
     parents_end.close()  # else the pipe never closes here: this copy would hold it open
     gc.freeze()  # the parent's objects are never collected here: no finaliser of theirs runs
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, _leave)  # through the finally below (closes its sandboxes)
     _die_with_parent()
     try:
         while True:
@@ -134,6 +136,10 @@ def _serve(conn: Connection, score: ScoreFn, parents_end: Connection) -> None:
     finally:
         close_spares()  # the sandboxes it started ahead (os._exit runs no atexit handler)
         os._exit(0)  # never the parent's atexit handlers (engines, Ray) in this copy of it
+
+
+def _leave(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 def _die_with_parent() -> None:

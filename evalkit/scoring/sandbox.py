@@ -510,6 +510,20 @@ def close_spares() -> None:
     _spares.close()
 
 
+def remove_sandbox_folders(pid: int) -> None:
+    """Remove the host folders of the sandboxes process ``pid`` started, once it is known
+    to be dead (a child of the caller's, reaped): one killed with SIGKILL ran no cleanup,
+    and the sandboxes it started ahead died with it (parent-death signal), folders left.
+    Never for another process's pid: in a container sharing /tmp, "not running here" is
+    not "dead"."""
+    tmp = Path(tempfile.gettempdir())
+    for folder in [*tmp.glob(f"evalkit-sandbox-{pid}-*"), *tmp.glob(f"evalkit-jail-{pid}-*")]:
+        if folder.name.startswith("evalkit-jail-"):
+            _remove_jail(folder)  # an empty mount point (rmdir only, never recursive)
+        else:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
 def _forget_in_child() -> None:
     # A forked child must not hand its jobs to its parent's sandboxes (nor kill them), and
     # must not wait on a lock the parent's threads held at the fork.
