@@ -62,6 +62,26 @@ def test_a_segment_a_live_process_maps_is_left_alone(segment: str) -> None:
         seg.close()
 
 
+def test_a_semaphore_is_seen_held_while_mapped_then_released() -> None:
+    # glibc maps a semaphore under a temporary name, unlinked once linked to its own: the
+    # mapping reads "/dev/shm/sem.XXXXXX (deleted)", matched to its entry by inode
+    import multiprocessing
+
+    import psutil
+
+    from evalkit.engines._watchdog import shm_held
+
+    lock = multiprocessing.get_context("spawn").Lock()  # a named POSIX semaphore
+    name = "sem." + lock._semlock.name.lstrip("/")  # type: ignore[attr-defined]
+    try:
+        assert (SHM / name).exists()
+        assert name in shm_held([psutil.Process()])
+        out = release_unmapped_shm([name], wait_s=0.3)
+        assert out == {"released": [], "in_use": [name]}  # never unlinked while in use
+    finally:
+        del lock  # its finaliser unlinks it (and takes it off the resource tracker)
+
+
 def test_names_that_are_not_plain_entries_of_dev_shm_are_refused(tmp_path: Path) -> None:
     victim = tmp_path / "keep"
     victim.write_text("x")

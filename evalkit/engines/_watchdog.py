@@ -45,13 +45,23 @@ def _stop_requested(stop: threading.Event, wake: int) -> None:
 
 
 def shm_held(procs: list[psutil.Process]) -> set[str]:
-    """Names of /dev/shm entries mapped or open in ``procs``."""
+    """Names of /dev/shm entries mapped or open in ``procs``.
+
+    A POSIX semaphore (multiprocessing's ``sem.mp-*``) is mapped under another name: glibc
+    makes it as a temporary file, maps that, links it to its name and unlinks the
+    temporary one, so the mapping reads ``/dev/shm/sem.XXXXXX (deleted)``. Such a mapping
+    is matched to the entry with its inode."""
     names: set[str] = set()
+    inodes: set[int] = set()
     for p in procs:
         try:
             with open(f"/proc/{p.pid}/maps") as f:
                 for line in f:
-                    if SHM + "/" in line and not line.rstrip().endswith("(deleted)"):
+                    if SHM + "/" not in line:
+                        continue
+                    if line.rstrip().endswith("(deleted)"):
+                        inodes.add(int(line.split()[4]))
+                    else:
                         names.add(line.split(SHM + "/", 1)[1].strip())
             for fd in os.listdir(f"/proc/{p.pid}/fd"):
                 target = os.readlink(f"/proc/{p.pid}/fd/{fd}")
@@ -59,6 +69,9 @@ def shm_held(procs: list[psutil.Process]) -> set[str]:
                     names.add(target[len(SHM) + 1 :])
         except OSError:  # gone, or not ours to read
             continue
+    if inodes:
+        with contextlib.suppress(OSError), os.scandir(SHM) as entries:
+            names |= {e.name for e in entries if e.inode() in inodes}
     return names
 
 
