@@ -3,6 +3,7 @@ per job, none outlives the process that started it, and a dead one never costs a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -47,8 +48,15 @@ def _waiting(key: tuple[Limits, bool] = KEY, n: int = sandbox._Spares.DEPTH) -> 
     raise AssertionError(f"{n} sandboxes not started ahead within 30 s (have {len(ready)})")
 
 
-def _folders(pid: int) -> set[Path]:
-    return set(Path(tempfile.gettempdir()).glob(f"evalkit-*-{pid}-*"))
+def _folders(pid: int, since: float = 0.0) -> set[Path]:
+    """The sandbox folders named for ``pid`` (made after ``since``, a ``time.time()``: a
+    process killed earlier with the same pid may have left some)."""
+    found = set()
+    for folder in Path(tempfile.gettempdir()).glob(f"evalkit-*-{pid}-*"):
+        with contextlib.suppress(OSError):
+            if folder.stat().st_ctime >= since:
+                found.add(folder)
+    return found
 
 
 def test_a_job_leaves_sandboxes_waiting_and_the_next_job_takes_one() -> None:
@@ -138,10 +146,11 @@ def test_a_set_of_limits_used_least_recently_is_dropped_past_keep() -> None:
 
 
 def test_close_leaves_no_sandbox_and_no_folder_even_with_a_start_under_way() -> None:
+    since = time.time() - 1
     run_job(JOB)
     sandbox._spares.refill((Limits(wall_s=11.0), True))  # starts still under way
     close_spares()
-    assert _folders(os.getpid()) == set()
+    assert _folders(os.getpid(), since) == set()
     assert run_job(JOB).result == {"passed": [True]}  # and it keeps working after
 
 
@@ -171,45 +180,35 @@ def test_sandboxes_waiting_in_a_killed_process_die_with_it() -> None:
             subprocess.run(["rm", "-rf", str(folder)], check=False)
 
 
-def test_the_scoring_child_closes_the_sandboxes_it_started_ahead() -> None:
-    scorer = BoundedScorer(lambda sample, reply: run_job(JOB).result, budget_s=30)
-    try:
-        assert scorer(None, None) == {"passed": [True]}  # type: ignore[arg-type]
-        child = scorer._child.pid
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and len(_folders(child)) < 2:
-            time.sleep(0.02)
-        assert _folders(child)  # its sandboxes, started ahead
-    finally:
-        scorer.close()
-    assert _folders(child) == set()
-
-
 def _job_then_hang(sample: object, reply: object) -> object:
     if reply == "hang":
         time.sleep(600)
     return run_job(JOB).result
 
 
-@pytest.mark.parametrize("how", ["budget", "sigterm"])
-def test_a_killed_scoring_child_leaves_no_sandbox_folder(how: str) -> None:
-    # Past its budget the child is killed with SIGKILL: it runs no cleanup, so its parent
-    # removes the folders of the sandboxes it had started ahead. A SIGTERM (a run being
-    # terminated stops its children so) ends it through its own cleanup.
-    scorer = BoundedScorer(_job_then_hang, budget_s=1.0)
+@pytest.mark.parametrize("how", ["close", "budget", "sigterm"])
+def test_a_scoring_child_leaves_no_sandbox_folder_however_it_ends(how: str) -> None:
+    # Closed, it closes the sandboxes it started ahead itself. Past its budget it is killed
+    # with SIGKILL and runs no cleanup: the parent that reaped it removes their folders. A
+    # SIGTERM (a terminated run stops its children so) ends it through its own cleanup.
+    scorer = BoundedScorer(_job_then_hang, budget_s=1.0 if how == "budget" else 30.0)
+    since = time.time() - 1  # (ctime has the kernel's tick)
     try:
         assert scorer(None, None) == {"passed": [True]}  # type: ignore[arg-type]
         child = scorer._child.pid
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and len(_folders(child)) < 2:
+        while time.monotonic() < deadline and len(_folders(child, since)) < 2:
             time.sleep(0.02)
-        if how == "budget":
+        assert _folders(child, since)  # its sandboxes, started ahead
+        if how == "close":
+            scorer.close()
+        elif how == "budget":
             got = scorer(None, "hang")  # type: ignore[arg-type]
             assert "time budget" in got.explanation
         else:
             os.kill(child, signal.SIGTERM)
             scorer._child.join(10)
             assert scorer._child.exitcode is not None
-        assert _folders(child) == set()
+        assert _folders(child, since) == set()
     finally:
         scorer.close()

@@ -125,6 +125,11 @@ def _serve(conn: Connection, score: ScoreFn, parents_end: Connection) -> None:
     try:
         while True:
             try:
+                # waits in slices: a SIGTERM the kernel hands to another thread (the
+                # sandboxes' starter) interrupts no wait here, and its handler runs on
+                # this thread between two slices
+                while not conn.poll(0.5):
+                    pass
                 sample, completion = conn.recv()
             except (EOFError, OSError):
                 break
