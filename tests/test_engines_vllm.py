@@ -6,7 +6,9 @@ Prefix caching is off here so that every prompt token is prefilled and counted.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
+import os
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -92,9 +94,17 @@ def _gather(loop: asyncio.AbstractEventLoop, eng: Any, reqs: list[Request]) -> l
 
 
 def _children() -> set[int]:
+    """This process's descendants in its own session: an engine's processes. (Sandboxes an
+    earlier test in this process started ahead for code answers have sessions of their own
+    and wait for their next job: they are not the engine's.)"""
     import psutil
 
-    return {p.pid for p in psutil.Process().children(recursive=True)}
+    own, out = os.getsid(0), set()
+    for p in psutil.Process().children(recursive=True):
+        with contextlib.suppress(OSError):
+            if os.getsid(p.pid) == own:
+                out.add(p.pid)
+    return out
 
 
 def _engine_procs(pids: set[int], wait_s: float = 30.0) -> list[str]:
