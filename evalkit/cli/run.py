@@ -324,7 +324,7 @@ def _execute(cfg: RunConfig, args: argparse.Namespace, terminal: Any) -> RunResu
 
 def _finish(cfg: RunConfig, result: RunResult, log_path: Path | None) -> int:
     """The per-benchmark counts, start-up times, the summary table, where things are."""
-    from evalkit.outcome import all_failed
+    from evalkit.outcome import run_failed
     from evalkit.rundir import RunDir
     from evalkit.startup import StartupTimes
 
@@ -344,7 +344,7 @@ def _finish(cfg: RunConfig, result: RunResult, log_path: Path | None) -> int:
     if log_path is not None:
         print(f"engine and library output: {log_path}")
     print(f"run directory: {result.path}")
-    why = all_failed(RunDir(result.path), result.stats)
+    why = run_failed(RunDir(result.path), result.stats, cfg.max_engine_failures)
     if why is not None:
         print(f"evalkit run: {why}", file=sys.stderr)
         return 1

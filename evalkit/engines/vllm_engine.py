@@ -282,7 +282,14 @@ class VLLMEngine:
                 f"request {request.id}: vLLM returned {len(latest)} of {request.sampling.n} "
                 "completions"
             )
-        return completion_from_output(request, final, timings, [latest[i] for i in sorted(latest)])
+        outputs = [latest[i] for i in sorted(latest)]
+        for o in outputs:  # an aborted or errored request is the engine's failure, never ""
+            if o.finish_reason in ("abort", "error") or not o.token_ids:
+                raise EvalkitError(
+                    f"request {request.id}: vLLM ended completion {o.index} with finish_reason "
+                    f"{o.finish_reason!r} after {len(o.token_ids)} token(s)"
+                )
+        return completion_from_output(request, final, timings, outputs)
 
     async def close(self) -> None:
         """Shut the engine processes down (idempotent)."""

@@ -9,7 +9,7 @@ import contextlib
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from evalkit.engines import build
 from evalkit.engines.base import Engine
@@ -17,7 +17,7 @@ from evalkit.engines.lifecycle import close_engine
 from evalkit.errors import EngineStartError, EvalkitError
 from evalkit.prompts import PromptPlan
 from evalkit.request_builder import RequestBuilder
-from evalkit.run.config import JudgeConfig, RunConfig
+from evalkit.run.config import RunConfig, judge_engine_options
 from evalkit.run.plan import BenchRun, RunPlan
 from evalkit.scoring.context import ScoringContext
 from evalkit.scoring.run_scorer import RunScorer
@@ -114,16 +114,6 @@ async def judge_for(
     finally:
         if own:
             await close_engine(engine)
-
-
-def judge_engine_options(jc: JudgeConfig) -> dict[str, Any]:
-    """The judge engine's options with its client timeout set from the judge's, and its
-    own retries off (the judge retries), where its config has such fields."""
-    from evalkit.engines import ENGINE_CONFIGS
-
-    fields = ENGINE_CONFIGS.get(jc.engine).model_fields
-    client = {"timeout_s": jc.timeout_s, "max_retries": 0}
-    return {**{k: v for k, v in client.items() if k in fields}, **jc.engine_options}
 
 
 def make_scorer(
