@@ -157,3 +157,33 @@ def test_a_server_that_fails_the_probe_request_is_one_line(
     assert len(err) == 1
     assert "a one-token test request failed" in err[0] and "502 Bad Gateway" in err[0]
     assert not (world / "runs").exists() and not script.bodies
+
+
+@pytest.mark.parametrize(("finish", "tokens"), [("abort", [5]), ("error", []), ("length", [])])
+def test_vllm_ending_a_request_without_an_answer_is_an_engine_failure(
+    finish: str, tokens: list[int]
+) -> None:
+    """vLLM's own engine: a completion aborted, errored or of no token raises (the sample
+    fails at stage engine) instead of returning its empty text."""
+    import asyncio
+    from types import SimpleNamespace
+
+    pytest.importorskip("vllm")
+    from evalkit.engines.base import Request, SamplingParams
+    from evalkit.engines.vllm_engine import VLLMEngine
+    from evalkit.errors import EvalkitError
+
+    out = SimpleNamespace(index=0, text="", token_ids=tokens, finish_reason=finish, logprobs=None)
+
+    class Engine:
+        async def generate(self, *args: object) -> object:
+            yield SimpleNamespace(outputs=[out], prompt_token_ids=[1, 2])
+
+    engine = VLLMEngine.__new__(VLLMEngine)
+    engine.family, engine._engine, engine._ids = None, Engine(), iter(range(9))
+    engine.prompt = lambda request: "prompt"  # type: ignore[method-assign]
+    request = Request(id="s1", text="q", sampling=SamplingParams(max_tokens=4))
+    with pytest.raises(EvalkitError, match=rf"finish_reason '{finish}' after {len(tokens)} token"):
+        asyncio.run(engine.generate(request))
+    out.finish_reason, out.token_ids, out.text = "stop", [7], "yes"  # a real answer passes
+    assert asyncio.run(engine.generate(request)).text == "yes"
