@@ -277,19 +277,25 @@ def run(args: argparse.Namespace) -> int:
 
 
 def with_log(exc: EngineStartError, log_path: Path | None) -> EngineStartError:
-    """``exc`` naming the log that holds the engine's output, its cause's traceback
-    appended there (with ``--verbose``, no log: the traceback goes to the terminal)."""
+    """``exc`` with the root cause the engine's output gives (an engine process's own
+    exception, which the front end only relays: "See root cause above") and the log that
+    holds that output, its cause's traceback appended there (with ``--verbose``, no log:
+    the traceback goes to the terminal, after everything the engine printed)."""
     import traceback
+
+    from evalkit.engines.logs import root_cause
 
     cause = exc.__cause__
     if log_path is None:
         if cause is not None:
             traceback.print_exception(cause, file=sys.stderr)
         return exc
+    said = root_cause(log_path)
     if cause is not None:
         with open(log_path, "a", encoding="utf-8") as log:
             traceback.print_exception(cause, file=log)
-    return EngineStartError(f"{exc}; its output and traceback: {log_path}")
+    why = f"; the engine's output says: {'; '.join(said)}" if said else ""
+    return EngineStartError(f"{exc}{why}; its output and traceback: {log_path}")
 
 
 def _execute(cfg: RunConfig, args: argparse.Namespace, terminal: Any) -> RunResult:

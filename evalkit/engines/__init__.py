@@ -53,8 +53,9 @@ class EngineSpec:
     which already holds the group's GPUs, they are started as the actor's own processes."""
     reserves_memory: bool = False
     """Reserves a share of the device's memory when it starts (``gpu_memory_utilization``);
-    on the CPU a share of the memory node's RAM (vLLM's CPU backend), which the trainer sizes
-    for CPU and checks for room before the first engine starts (trainer.vllm_memory)."""
+    on the CPU a share of the memory node's RAM (vLLM's CPU backend), which runs, sweeps,
+    the judge and the trainer size and check for room before an engine starts
+    (``evalkit.engines.cpu_memory``)."""
     probe: str | None = None
     """A check of a backend that serves from elsewhere, ``"module:function"`` called with its
     typed config and the flag that chose it before a run starts (one line of ConfigError

@@ -9,7 +9,7 @@ import contextlib
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from evalkit.engines import build
 from evalkit.engines.base import Engine
@@ -75,7 +75,7 @@ def make_engine(plan: RunPlan) -> Engine:
     way other harnesses run it). A backend that fails to start is an EngineStartError
     with its words in one line (its cause, with the traceback, chained)."""
     try:
-        return build(plan.engine, plan.config.model, plan.engine_options)
+        return build_sized(plan.engine, plan.config.model, plan.engine_options)
     except EvalkitError:
         raise
     except Exception as exc:
@@ -84,6 +84,23 @@ def make_engine(plan: RunPlan) -> Engine:
             f"the {plan.engine} engine did not start for --model {plan.config.model}: "
             f"{type(exc).__name__}: {said}"
         ) from exc
+
+
+def build_sized(
+    engine: str, model: str, options: dict[str, Any], opt_flag: str = "--engine-opt"
+) -> Engine:
+    """Build backend ``engine``, first sized to this machine's free memory where it reserves
+    a share of the RAM (vLLM on a CPU: ``evalkit.engines.cpu_memory.fit``; one line of
+    ConfigError, before it starts, when it cannot fit)."""
+    from evalkit.engines import engine_config, engine_spec
+
+    if engine_spec(engine).reserves_memory:
+        from evalkit.engines.cpu_memory import checkpoint_bytes, fit, reserves_cpu_memory
+
+        if reserves_cpu_memory(engine):
+            dtype = str(getattr(engine_config(engine, model, options), "dtype", "auto"))
+            options = fit(options, checkpoint_bytes(model, dtype), opt_flag=opt_flag)
+    return build(engine, model, options)
 
 
 @contextlib.asynccontextmanager
@@ -100,7 +117,7 @@ async def judge_for(
         return
     jc = cfg.judge
     own = engine is None
-    engine = engine or build(jc.engine, jc.model, judge_engine_options(jc))
+    engine = engine or build_sized(jc.engine, jc.model, judge_engine_options(jc), "--judge-opt")
     judge = LLMJudge(
         engine=engine,
         model=jc.model,
