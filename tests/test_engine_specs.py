@@ -154,6 +154,7 @@ def test_throughput_only_fields_are_read_from_the_config_models() -> None:
         "max_num_seqs",
         "max_num_batched_tokens",
         "gpu_memory_utilization",
+        "kv_cache_memory_bytes",
         "enforce_eager",
         "record_steps",
         "close_grace_s",
