@@ -3,6 +3,8 @@
 A run in which every sample failed has no result to report: ``evalkit run`` (and
 ``evalkit score``) then exit non-zero with one line saying why, the most common failure
 reason with its count, instead of an aggregate of zeros that reads like a model's score.
+So does a run whose engine failed on more of its samples than ``--max-engine-failures``
+allows: those samples count as wrong in the aggregate, so the number is not the model's.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -17,37 +20,89 @@ if TYPE_CHECKING:
     from evalkit.rundir import RunDir
 
 _PATHS = re.compile(r"[^\s(),]*/[^\s(),]*")
+_REQUEST = re.compile(r"\brequest [^\s()]+: ")
 
 
 def reason_of(record: SampleRecord) -> str:
-    """A failure's reason with its paths blanked, so that one cause over many files
-    counts as one reason (``media not found: ... (searched ...)``)."""
+    """A failure's reason with its paths and request ids blanked, so that one cause over
+    many files or samples counts as one reason (``media not found: ... (searched ...)``)."""
     error = record.error or "no error recorded"
     first = error.strip().splitlines()[0] if error.strip() else error
+    first = _REQUEST.sub("", first)
     return f"{_PATHS.sub('...', first)[:160]} (stage {record.stage})"
+
+
+@dataclass
+class Tally:
+    """A run's records counted once: how many, the failures' reasons, the engine's."""
+
+    total: int = 0
+    ok: int = 0
+    reasons: Counter[str] = field(default_factory=Counter)
+    engine: Counter[str] = field(default_factory=Counter)
+    store: str = ""
+    """A results file holding failures (named so each error can be read there)."""
+
+    @classmethod
+    def of(cls, rundir: RunDir, benchmarks: Iterable[str]) -> Tally:
+        """Every record of the run's ``benchmarks`` (missing stores hold none)."""
+        tally = cls()
+        for name in benchmarks:
+            if not rundir.store_path(name).is_file():
+                continue
+            with rundir.store(name) as store:
+                for record in store.records():
+                    tally.add(record, str(rundir.store_path(name)))
+        return tally
+
+    def add(self, record: SampleRecord, store: str) -> None:
+        """Count one record (``store``: the file it is in)."""
+        self.total += 1
+        if record.status == "ok":
+            self.ok += 1
+            return
+        reason = reason_of(record)
+        self.reasons[reason] += 1
+        if record.stage == "engine":
+            self.engine[reason] += 1
+        self.store = self.store or store
+
+    def all_failed(self) -> str | None:
+        """One line when there are records and every one failed, else None."""
+        if not self.total or self.ok:
+            return None
+        return (
+            f"every sample failed ({self.total} of {self.total}): {_most(self.reasons)}; "
+            f"each sample's error is in {self.store}"
+        )
+
+    def engine_failed(self, allowed: float, resume: str) -> str | None:
+        """One line when the engine failed on more than ``allowed`` of the records (a
+        share), else None; ``resume``: the run directory a rerun resumes."""
+        failed = sum(self.engine.values())
+        if not failed or failed <= allowed * self.total:
+            return None
+        return (
+            f"the engine failed on {failed} of {self.total} samples ({failed / self.total:.0%}; "
+            f"--max-engine-failures allows {allowed:g}): {_most(self.engine)}; they count as "
+            f"wrong until `evalkit run --resume {resume} --retry-failed` reruns them"
+        )
+
+
+def _most(reasons: Counter[str]) -> str:
+    (reason, n), *others = reasons.most_common()
+    rest = f"; {len(others)} other reason(s)" if others else ""
+    return f"{n} x {reason}{rest}"
 
 
 def all_failed(rundir: RunDir, benchmarks: Iterable[str]) -> str | None:
     """None unless the run's ``benchmarks`` hold records and every one of them failed;
     then one line: how many, and the most common reason with its count."""
-    reasons: Counter[str] = Counter()
-    total = 0
-    example = ""
-    for name in benchmarks:
-        if not rundir.store_path(name).is_file():
-            continue
-        with rundir.store(name) as store:
-            for record in store.records():
-                total += 1
-                if record.status == "ok":
-                    return None
-                reasons[reason_of(record)] += 1
-                example = example or str(rundir.store_path(name))
-    if not total:
-        return None
-    (reason, n), *others = reasons.most_common()
-    rest = f"; {len(others)} other reason(s)" if others else ""
-    return (
-        f"every sample failed ({total} of {total}): {n} x {reason}{rest}; "
-        f"each sample's error is in {example}"
-    )
+    return Tally.of(rundir, benchmarks).all_failed()
+
+
+def run_failed(rundir: RunDir, benchmarks: Iterable[str], max_engine_failures: float) -> str | None:
+    """The line that makes a finished run exit non-zero (every sample failed, or the engine
+    failed on more than ``max_engine_failures`` of them), else None."""
+    tally = Tally.of(rundir, benchmarks)
+    return tally.all_failed() or tally.engine_failed(max_engine_failures, str(rundir.path))

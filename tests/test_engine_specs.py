@@ -154,11 +154,12 @@ def test_throughput_only_fields_are_read_from_the_config_models() -> None:
         "max_num_seqs",
         "max_num_batched_tokens",
         "gpu_memory_utilization",
+        "kv_cache_memory_bytes",
         "enforce_eager",
         "record_steps",
         "close_grace_s",
     }
-    assert throughput_only_fields(OpenAIConfig) == {"timeout_s"}
+    assert throughput_only_fields(OpenAIConfig) == {"timeout_s", "probe"}
     options = {"max_num_seqs": 4, "dtype": "float32", "enforce_eager": True}
     assert _result_engine_options("vllm", options) == {"dtype": "float32"}
 

@@ -19,8 +19,8 @@ from evalkit.engines.base import Completion, Request, Timings
 from evalkit.pipeline import Pipeline, PipelineConfig
 from evalkit.reports import load_run
 from evalkit.reports.sections import summary
-from evalkit.run.components import judge_engine_options, make_scorer
-from evalkit.run.config import JudgeConfig
+from evalkit.run.components import make_scorer
+from evalkit.run.config import JudgeConfig, judge_engine_options
 from evalkit.sample import Sample
 from evalkit.scoring import LLMJudge, ScoringContext, ascore
 from evalkit.scoring.judge_guard import JUDGE_UNAVAILABLE, JudgeGuard, JudgeUnavailable

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from evalkit.engines.cpu_memory import reserves_cpu_memory
 from evalkit.errors import ConfigError
 from evalkit.trainer.config import load_config
 from evalkit.trainer.distributed.rollout_worker import rollout_spec
-from evalkit.trainer.vllm_memory import CPU_MEMORY_UTILIZATION, preflight, reserves_cpu_memory
+from evalkit.trainer.vllm_memory import CPU_MEMORY_UTILIZATION, preflight
 
 GIB = 1024**3
 # the box: vLLM counted 19.97 GiB on the node, 15.92 GiB available

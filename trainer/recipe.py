@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from evalkit.engines.base import SamplingParams
+from evalkit.engines.cpu_memory import reserves_cpu_memory
 from evalkit.errors import DataError
 
 from .actor import ActorPolicy, maybe_fsdp
@@ -53,7 +54,7 @@ from .rollout import (
 )
 from .step import StepInputs, StepSettings, compute_logprobs, ppo_update, summarize_updates
 from .timing import PhaseTimer
-from .vllm_memory import cpu_options, preflight, reserves_cpu_memory
+from .vllm_memory import cpu_options, preflight
 
 log = logging.getLogger(__name__)
 

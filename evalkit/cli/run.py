@@ -277,19 +277,25 @@ def run(args: argparse.Namespace) -> int:
 
 
 def with_log(exc: EngineStartError, log_path: Path | None) -> EngineStartError:
-    """``exc`` naming the log that holds the engine's output, its cause's traceback
-    appended there (with ``--verbose``, no log: the traceback goes to the terminal)."""
+    """``exc`` with the root cause the engine's output gives (an engine process's own
+    exception, which the front end only relays: "See root cause above") and the log that
+    holds that output, its cause's traceback appended there (with ``--verbose``, no log:
+    the traceback goes to the terminal, after everything the engine printed)."""
     import traceback
+
+    from evalkit.engines.logs import root_cause
 
     cause = exc.__cause__
     if log_path is None:
         if cause is not None:
             traceback.print_exception(cause, file=sys.stderr)
         return exc
+    said = root_cause(log_path)
     if cause is not None:
         with open(log_path, "a", encoding="utf-8") as log:
             traceback.print_exception(cause, file=log)
-    return EngineStartError(f"{exc}; its output and traceback: {log_path}")
+    why = f"; the engine's output says: {'; '.join(said)}" if said else ""
+    return EngineStartError(f"{exc}{why}; its output and traceback: {log_path}")
 
 
 def _execute(cfg: RunConfig, args: argparse.Namespace, terminal: Any) -> RunResult:
@@ -324,7 +330,7 @@ def _execute(cfg: RunConfig, args: argparse.Namespace, terminal: Any) -> RunResu
 
 def _finish(cfg: RunConfig, result: RunResult, log_path: Path | None) -> int:
     """The per-benchmark counts, start-up times, the summary table, where things are."""
-    from evalkit.outcome import all_failed
+    from evalkit.outcome import run_failed
     from evalkit.rundir import RunDir
     from evalkit.startup import StartupTimes
 
@@ -344,7 +350,7 @@ def _finish(cfg: RunConfig, result: RunResult, log_path: Path | None) -> int:
     if log_path is not None:
         print(f"engine and library output: {log_path}")
     print(f"run directory: {result.path}")
-    why = all_failed(RunDir(result.path), result.stats)
+    why = run_failed(RunDir(result.path), result.stats, cfg.max_engine_failures)
     if why is not None:
         print(f"evalkit run: {why}", file=sys.stderr)
         return 1

@@ -53,8 +53,13 @@ class EngineSpec:
     which already holds the group's GPUs, they are started as the actor's own processes."""
     reserves_memory: bool = False
     """Reserves a share of the device's memory when it starts (``gpu_memory_utilization``);
-    on the CPU a share of the memory node's RAM (vLLM's CPU backend), which the trainer sizes
-    for CPU and checks for room before the first engine starts (trainer.vllm_memory)."""
+    on the CPU a share of the memory node's RAM (vLLM's CPU backend), which runs, sweeps,
+    the judge and the trainer size and check for room before an engine starts
+    (``evalkit.engines.cpu_memory``)."""
+    probe: str | None = None
+    """A check of a backend that serves from elsewhere, ``"module:function"`` called with its
+    typed config and the flag that chose it before a run starts (one line of ConfigError
+    when the server is not there or does not serve the model)."""
     weight_sync: bool = False
     """Its workers hold their own copy of the weights and can load new ones in memory (vLLM's
     ``worker_extension_cls``): the trainer can host it beside a training rank, colocated, and
@@ -141,6 +146,24 @@ def engine_config(
     return config
 
 
+def probe(
+    engine: str,
+    model: str,
+    options: Mapping[str, Any],
+    *,
+    flag: str = "--engine",
+    opt_flag: str = "--engine-opt",
+) -> None:
+    """Ask backend ``engine`` whether it can serve ``model`` now, where its registration
+    has a probe (a served model: is the server up, does it serve that name); ConfigError in
+    one line otherwise, naming ``flag``. Backends that run the model themselves have none."""
+    spec = engine_spec(engine)
+    if spec.probe is None:
+        return
+    config = engine_config(spec, model, options, where=f"{opt_flag} for engine")
+    resolve_ref(spec.probe, where=f"engine {spec.name!r}")(config, f"{flag} {spec.name}")
+
+
 def build(engine: str | EngineSpec, model: str, options: Mapping[str, Any] | None = None) -> Engine:
     """An engine of backend ``engine`` (a registered name or its spec) on ``model``, its
     ``options`` validated first (:func:`engine_config`); the backend's heavy imports (vLLM,
@@ -186,6 +209,7 @@ register_engine(
         "evalkit.engines.openai_engine:OpenAIEngine",
         "evalkit.engines.openai_engine:OpenAIConfig",
         local_checkpoint=False,
+        probe="evalkit.engines.openai_engine:probe",
     )
 )
 
@@ -199,6 +223,7 @@ __all__ = [
     "engine_config",
     "engine_for_mode",
     "engine_spec",
+    "probe",
     "reads_local_checkpoint",
     "register_engine",
 ]

@@ -14,6 +14,14 @@ and ``add_generation_prompt: false`` (vLLM's chat-completions extra parameters).
 Concurrency is bounded by a semaphore; transient failures (connection errors, timeouts,
 HTTP 408/429/5xx) are retried with exponential backoff and jitter; other HTTP errors fail
 at once with the server's message.
+
+A reply is an answer only when it is one: a 200 whose body is empty, not JSON (a proxy's
+HTML error page), holds no choices, carries the server's error object (vLLM streams one
+when a request fails after the 200 went out), ends a choice with ``finish_reason`` abort or
+error, stops before the stream's ``[DONE]``, or generated nothing (an empty text with zero
+completion tokens) raises, so the sample is recorded as failed at stage ``engine`` with the
+server's words, never as an empty prediction. :func:`probe` asks a server once, before a
+run, whether it is there and serves the model.
 """
 
 from __future__ import annotations
@@ -24,16 +32,18 @@ import io
 import json
 import os
 import random
+import re
 import time
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from evalkit.config import throughput_only
-from evalkit.engines.base import Completion, Request, Timings
+from evalkit.engines.base import Completion, Request, SamplingParams, Timings
 from evalkit.engines.prompting import NO_RESAMPLE, content_items
-from evalkit.errors import EvalkitError, TransientError
+from evalkit.errors import ConfigError, EvalkitError, TransientError
 
 RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 PROCESSOR_KWARGS_HINT = (
@@ -72,6 +82,9 @@ class OpenAIConfig(BaseModel):
     """JPEG quality when ``frame_format`` is jpeg."""
     stream: bool = True
     """Stream the answer (gives the first-token time)."""
+    probe: bool = throughput_only(True)
+    """Before a run, ask the server once (``/models``, then a one-token request) so that a
+    dead server or a model name it does not serve is one line in seconds."""
 
 
 def encode_image(array: np.ndarray, fmt: str = "png", quality: int = 95) -> str:
@@ -152,6 +165,14 @@ def _video_io_kwargs(request: Request) -> dict[str, Any]:
     return {**first, "num_frames": -1}
 
 
+def _headers(config: OpenAIConfig) -> dict[str, str]:
+    """JSON, and the bearer token when its variable is set."""
+    headers = {"Content-Type": "application/json"}
+    if key := os.environ.get(config.api_key_env):
+        headers["Authorization"] = f"Bearer {key}"
+    return headers
+
+
 class OpenAIEngine:
     """The Engine protocol over HTTP to an OpenAI-compatible (vLLM) server."""
 
@@ -159,12 +180,9 @@ class OpenAIEngine:
         import httpx
 
         self.config = config
-        headers = {"Content-Type": "application/json"}
-        if key := os.environ.get(config.api_key_env):
-            headers["Authorization"] = f"Bearer {key}"
         self._client: Any = httpx.AsyncClient(
             base_url=config.base_url.rstrip("/"),
-            headers=headers,
+            headers=_headers(config),
             timeout=httpx.Timeout(config.timeout_s, connect=config.connect_timeout_s),
             limits=httpx.Limits(max_connections=config.max_concurrency),
         )
@@ -198,7 +216,8 @@ class OpenAIEngine:
         try:
             async with self._client.stream("POST", "/chat/completions", content=body) as resp:
                 if resp.status_code != 200:
-                    text = (await resp.aread()).decode("utf-8", "replace")[:500]
+                    raw = await resp.aread()
+                    text = _said(raw, resp.headers.get("content-type", ""))
                     msg = f"request {request.id}: server answered {resp.status_code}: {text}"
                     if "mm_processor_kwargs" in text or "media_io_kwargs" in text:
                         msg += f"\n{PROCESSOR_KWARGS_HINT}"
@@ -207,34 +226,56 @@ class OpenAIEngine:
                     raise EvalkitError(msg)
                 if self.config.stream:
                     return await self._read_stream(request, resp, timings)
-                data = json.loads(await resp.aread())
+                raw = await resp.aread()
+                ctype = resp.headers.get("content-type", "")
         except (httpx.TransportError, httpx.TimeoutException) as exc:
             raise TransientError(f"request {request.id}: {type(exc).__name__}: {exc}") from exc
-        texts = [c["message"]["content"] or "" for c in data["choices"]]
+        reply = _parse_reply(request.id, raw, ctype)
         timings.finished = time.time()
-        return _completion(request, texts, data.get("usage") or {}, timings)
+        return _completion(request, reply, timings)
 
     async def _read_stream(self, request: Request, resp: Any, timings: Timings) -> Completion:
-        parts: dict[int, list[str]] = {}
-        usage: dict[str, Any] = {}
+        reply = _Reply()
+        events = done = 0
         async for line in resp.aiter_lines():
             if not line.startswith("data:"):
+                if line.strip() and not events and len(reply.stray) < 200:
+                    reply.stray.append(line)
                 continue
             data = line[5:].strip()
+            events += 1
             if data == "[DONE]":
+                done = 1
                 break
-            chunk = json.loads(data)
-            usage = chunk.get("usage") or usage
-            for choice in chunk.get("choices", []):
+            chunk = _json_object(request.id, data.encode(), "an event of the stream")
+            reply.take_error(chunk)
+            reply.usage = chunk.get("usage") or reply.usage
+            for choice in chunk.get("choices") or []:
+                index = choice.get("index", 0)
+                reply.seen.add(index)
+                if choice.get("finish_reason"):
+                    reply.finish[index] = choice["finish_reason"]
                 delta = (choice.get("delta") or {}).get("content")
                 if delta:
                     if timings.first_token is None:
                         timings.first_token = time.time()
-                    parts.setdefault(choice.get("index", 0), []).append(delta)
+                    reply.parts.setdefault(index, []).append(delta)
         timings.finished = time.time()
-        n = max(request.sampling.n, len(parts))
-        texts = ["".join(parts.get(i, [])) for i in range(n)]
-        return _completion(request, texts, usage, timings)
+        reply.raise_error(request.id)
+        if not events:
+            stray = "\n".join(reply.stray)
+            if stray.lstrip().startswith("{"):  # a server that ignored "stream": a plain reply
+                return _completion(request, _parse_reply(request.id, stray.encode(), ""), timings)
+            raise TransientError(
+                f"request {request.id}: the server answered 200 with no event stream but "
+                f"{_said(stray.encode(), resp.headers.get('content-type', ''))}"
+            )
+        if not done:
+            raise TransientError(
+                f"request {request.id}: the server's stream ended before its [DONE] "
+                f"({events} event(s) read)"
+            )
+        return _completion(request, reply, timings)
 
     async def close(self) -> None:
         """Close the HTTP connection pool (idempotent)."""
@@ -243,13 +284,206 @@ class OpenAIEngine:
             await client.aclose()
 
 
-def _completion(
-    request: Request, texts: list[str], usage: dict[str, Any], timings: Timings
-) -> Completion:
+FAILED_FINISH = frozenset({"abort", "error"})
+"""``finish_reason`` values that mean the server gave up on the request (vLLM's
+``FINISH_REASON_STRINGS``): an engine failure, never the model's answer."""
+
+
+@dataclass
+class _Reply:
+    """What a chat-completions reply said, gathered from a body or a stream's events."""
+
+    parts: dict[int, list[str]] = field(default_factory=dict)
+    seen: set[int] = field(default_factory=set)
+    finish: dict[int, str] = field(default_factory=dict)
+    usage: dict[str, Any] = field(default_factory=dict)
+    error: tuple[str, int | None] | None = None
+    stray: list[str] = field(default_factory=list)
+
+    def take_error(self, data: dict[str, Any]) -> None:
+        """Keep the server's error object (vLLM streams ``{"error": {...}}`` when a request
+        fails after the 200 went out, then ``[DONE]``)."""
+        error = data.get("error")
+        if error is None and data.get("object") == "error":
+            error = data
+        if error is None or self.error is not None:
+            return
+        if isinstance(error, dict):
+            message = str(error.get("message") or error.get("type") or error)
+            code = error.get("code")
+            self.error = (message, code if isinstance(code, int) else None)
+        else:
+            self.error = (str(error), None)
+
+    def raise_error(self, request_id: str) -> None:
+        """TransientError (a server-side code, or none) or EvalkitError (a 4xx code) for an
+        error the server sent inside a 200."""
+        if self.error is None:
+            return
+        message, code = self.error
+        said = f"request {request_id}: the server failed the request" + (
+            f" ({code})" if code else ""
+        )
+        msg = f"{said}: {_snippet(message)}"
+        if "mm_processor_kwargs" in message or "media_io_kwargs" in message:
+            msg += f"\n{PROCESSOR_KWARGS_HINT}"
+        if code is not None and 400 <= code < 500 and code not in RETRY_STATUS:
+            raise EvalkitError(msg)
+        raise TransientError(msg)
+
+
+def _snippet(text: str, limit: int = 300) -> str:
+    """``text`` on one line, cut at ``limit`` characters."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _said(raw: bytes, ctype: str) -> str:
+    """A body for an error message: an HTML page by its title, anything else on one line."""
+    text = raw.decode("utf-8", "replace")
+    if "html" in ctype.lower() or text.lstrip()[:15].lower().startswith(("<!doctype", "<html")):
+        title = re.search(r"<title[^>]*>(.*?)</title>", text, re.IGNORECASE | re.DOTALL)
+        heading = title.group(1) if title else re.sub(r"<[^>]+>", " ", text)
+        return f"an HTML page ({_snippet(heading, 120)!r})"
+    return _snippet(text) if text.strip() else "an empty body"
+
+
+def _json_object(request_id: str, raw: bytes, what: str, ctype: str = "") -> dict[str, Any]:
+    """``raw`` parsed as a JSON object, else TransientError saying what came instead."""
+    try:
+        data = json.loads(raw) if raw.strip() else None
+    except (ValueError, RecursionError):
+        data = None
+    if not isinstance(data, dict):
+        raise TransientError(
+            f"request {request_id}: {what} is not a JSON object: {_said(raw, ctype)}"
+        )
+    return data
+
+
+def _parse_reply(request_id: str, raw: bytes, ctype: str) -> _Reply:
+    """A non-streamed reply's texts, finish reasons and usage (or why it is no reply)."""
+    data = _json_object(request_id, raw, "the server's 200 reply", ctype)
+    reply = _Reply(usage=data.get("usage") or {})
+    reply.take_error(data)
+    reply.raise_error(request_id)
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices:
+        raise EvalkitError(
+            f"request {request_id}: the server's 200 reply holds no choices: "
+            f"{_snippet(json.dumps(data))}"
+        )
+    for choice in choices:
+        index = choice.get("index", 0) if isinstance(choice, dict) else 0
+        message = choice.get("message") if isinstance(choice, dict) else None
+        if not isinstance(message, dict):
+            raise EvalkitError(
+                f"request {request_id}: choice {index} of the server's reply has no message"
+            )
+        reply.seen.add(index)
+        reply.parts[index] = [str(message.get("content") or "")]
+        if choice.get("finish_reason"):
+            reply.finish[index] = choice["finish_reason"]
+    return reply
+
+
+def _completion(request: Request, reply: _Reply, timings: Timings) -> Completion:
+    """The completion a reply makes, unless it is a failure dressed as an answer: a choice
+    the server aborted or errored, none at all, or nothing generated (an empty text with
+    no completion tokens, or with no count where the server gives none)."""
+    n = max(request.sampling.n, len(reply.parts), len(reply.seen))
+    texts = ["".join(reply.parts.get(i, [])) for i in range(n)]
+    failed = {i: r for i, r in reply.finish.items() if r in FAILED_FINISH}
+    if failed:
+        index, reason = sorted(failed.items())[0]
+        raise TransientError(
+            f"request {request.id}: the server ended choice {index} with finish_reason "
+            f"{reason!r} (it gave up on the request: see the server's log)"
+        )
+    output = reply.usage.get("completion_tokens")
+    if not any(texts) and not output:
+        counted = "0 completion tokens" if output == 0 else "no token count"
+        raise TransientError(
+            f"request {request.id}: the server sent an empty answer with {counted} "
+            "(nothing was generated: see the server's log)"
+        )
+    if not reply.seen:
+        raise TransientError(f"request {request.id}: the server's reply holds no choices")
     return Completion(
         request_id=request.id,
         texts=texts,
-        prompt_tokens=int(usage.get("prompt_tokens") or 0),
-        output_tokens=int(usage.get("completion_tokens") or 0),
+        prompt_tokens=int(reply.usage.get("prompt_tokens") or 0),
+        output_tokens=int(output or 0),
         timings=timings,
     )
+
+
+PROBE_TIMEOUT_S = 120.0
+"""Longest wait for the probe's one-token answer (a cold server may compile first)."""
+
+
+def probe(config: OpenAIConfig, flag: str = "--engine openai") -> None:
+    """Ask the server at ``config.base_url`` whether it is up and serves ``config.model``,
+    then for one token: ConfigError in one line (naming ``flag``) when it is not, before
+    any run directory or sample exists. A server without ``/models`` is asked the token
+    only."""
+    import httpx
+
+    if not config.probe:
+        return
+    url = config.base_url.rstrip("/")
+    where = f"{flag} at {url}"
+    timeout = httpx.Timeout(
+        min(config.timeout_s, PROBE_TIMEOUT_S), connect=config.connect_timeout_s
+    )
+    try:
+        with httpx.Client(base_url=url, headers=_headers(config), timeout=timeout) as client:
+            _check_served(client, config, where)
+            body = {
+                "model": config.model,
+                "messages": [{"role": "user", "content": "Reply with one word."}],
+                "max_tokens": 1,
+                "temperature": 0.0,
+                "stream": False,
+            }
+            resp = client.post("/chat/completions", json=body)
+    except (httpx.TransportError, httpx.TimeoutException) as exc:
+        raise ConfigError(
+            f"{where}: no answer ({type(exc).__name__}: {_snippet(str(exc), 160)}); start the "
+            "server (`vllm serve MODEL --trust-request-mm-kwargs`) or give its address with "
+            "--engine-opt base_url=http://HOST:PORT/v1"
+        ) from None
+    ctype = resp.headers.get("content-type", "")
+    try:
+        if resp.status_code != 200:
+            raise EvalkitError(f"server answered {resp.status_code}: {_said(resp.content, ctype)}")
+        request = Request(id="probe", text="", sampling=SamplingParams(max_tokens=1))
+        _completion(request, _parse_reply("probe", resp.content, ctype), Timings())
+    except EvalkitError as exc:
+        said = " ".join(str(exc).removeprefix("request probe: ").split())
+        raise ConfigError(f"{where}: a one-token test request failed: {said}") from None
+
+
+def _check_served(client: Any, config: OpenAIConfig, where: str) -> None:
+    """ConfigError when ``/models`` answers and lists other models only (or refuses the key)."""
+    from evalkit.registry import did_you_mean
+
+    resp = client.get("/models")
+    if resp.status_code in (401, 403):
+        raise ConfigError(
+            f"{where}: the server refused the request ({resp.status_code}); set the API key "
+            f"in ${config.api_key_env} (or name another variable: --engine-opt api_key_env=NAME)"
+        )
+    if resp.status_code != 200:
+        return  # not every OpenAI-compatible server lists its models
+    try:
+        served = [str(m["id"]) for m in resp.json()["data"]]
+    except (ValueError, KeyError, TypeError):
+        return
+    if served and config.model not in served:
+        hint = did_you_mean(config.model, served)
+        listed = ", ".join(served[:5]) + (f" (+{len(served) - 5} more)" if len(served) > 5 else "")
+        raise ConfigError(
+            f"{where}: the server does not serve --model {config.model!r}{hint} (it serves: "
+            f"{listed}); pass the served name as --model"
+        )

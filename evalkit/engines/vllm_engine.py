@@ -51,7 +51,11 @@ class VLLMConfig(BaseModel):
     limit_mm_per_prompt: dict[str, int] = Field(default_factory=lambda: {"video": 1, "image": 1})
     """Most videos/images per prompt (vLLM reserves memory for this many)."""
     gpu_memory_utilization: float = throughput_only(0.9)
-    """Fraction of GPU memory vLLM may use (ignored on CPU; see VLLM_CPU_KVCACHE_SPACE)."""
+    """Fraction of GPU memory vLLM may use (on CPU: of the machine's memory; evalkit sizes
+    the KV cache there instead unless this is given: evalkit.engines.cpu_memory)."""
+    kv_cache_memory_bytes: int | None = throughput_only(None)
+    """KV cache size in bytes, instead of a share of the memory (None: vLLM's share; on CPU
+    evalkit sets it when neither this, the share nor VLLM_CPU_KVCACHE_SPACE is given)."""
     enforce_eager: bool = throughput_only(False)
     """Skip torch.compile / CUDA graphs (faster start, slower steps)."""
     seed: int = 0
@@ -87,6 +91,8 @@ class VLLMConfig(BaseModel):
         }
         if self.max_model_len is not None:
             kw["max_model_len"] = self.max_model_len
+        if self.kv_cache_memory_bytes is not None:
+            kw["kv_cache_memory_bytes"] = self.kv_cache_memory_bytes
         if self.enable_prefix_caching is not None:
             kw["enable_prefix_caching"] = self.enable_prefix_caching
         if self.record_steps:
@@ -282,7 +288,14 @@ class VLLMEngine:
                 f"request {request.id}: vLLM returned {len(latest)} of {request.sampling.n} "
                 "completions"
             )
-        return completion_from_output(request, final, timings, [latest[i] for i in sorted(latest)])
+        outputs = [latest[i] for i in sorted(latest)]
+        for o in outputs:  # an aborted or errored request is the engine's failure, never ""
+            if o.finish_reason in ("abort", "error") or not o.token_ids:
+                raise EvalkitError(
+                    f"request {request.id}: vLLM ended completion {o.index} with finish_reason "
+                    f"{o.finish_reason!r} after {len(o.token_ids)} token(s)"
+                )
+        return completion_from_output(request, final, timings, outputs)
 
     async def close(self) -> None:
         """Shut the engine processes down (idempotent)."""

@@ -17,7 +17,7 @@ from evalkit.engines.lifecycle import close_engine
 from evalkit.errors import EngineStartError, EvalkitError
 from evalkit.prompts import PromptPlan
 from evalkit.request_builder import RequestBuilder
-from evalkit.run.config import JudgeConfig, RunConfig
+from evalkit.run.config import RunConfig, judge_engine_options
 from evalkit.run.plan import BenchRun, RunPlan
 from evalkit.scoring.context import ScoringContext
 from evalkit.scoring.run_scorer import RunScorer
@@ -75,7 +75,7 @@ def make_engine(plan: RunPlan) -> Engine:
     way other harnesses run it). A backend that fails to start is an EngineStartError
     with its words in one line (its cause, with the traceback, chained)."""
     try:
-        return build(plan.engine, plan.config.model, plan.engine_options)
+        return build_sized(plan.engine, plan.config.model, plan.engine_options)
     except EvalkitError:
         raise
     except Exception as exc:
@@ -84,6 +84,23 @@ def make_engine(plan: RunPlan) -> Engine:
             f"the {plan.engine} engine did not start for --model {plan.config.model}: "
             f"{type(exc).__name__}: {said}"
         ) from exc
+
+
+def build_sized(
+    engine: str, model: str, options: dict[str, Any], opt_flag: str = "--engine-opt"
+) -> Engine:
+    """Build backend ``engine``, first sized to this machine's free memory where it reserves
+    a share of the RAM (vLLM on a CPU: ``evalkit.engines.cpu_memory.fit``; one line of
+    ConfigError, before it starts, when it cannot fit)."""
+    from evalkit.engines import engine_config, engine_spec
+
+    if engine_spec(engine).reserves_memory:
+        from evalkit.engines.cpu_memory import checkpoint_bytes, fit, reserves_cpu_memory
+
+        if reserves_cpu_memory(engine):
+            dtype = str(getattr(engine_config(engine, model, options), "dtype", "auto"))
+            options = fit(options, checkpoint_bytes(model, dtype), opt_flag=opt_flag)
+    return build(engine, model, options)
 
 
 @contextlib.asynccontextmanager
@@ -100,7 +117,7 @@ async def judge_for(
         return
     jc = cfg.judge
     own = engine is None
-    engine = engine or build(jc.engine, jc.model, judge_engine_options(jc))
+    engine = engine or build_sized(jc.engine, jc.model, judge_engine_options(jc), "--judge-opt")
     judge = LLMJudge(
         engine=engine,
         model=jc.model,
@@ -114,16 +131,6 @@ async def judge_for(
     finally:
         if own:
             await close_engine(engine)
-
-
-def judge_engine_options(jc: JudgeConfig) -> dict[str, Any]:
-    """The judge engine's options with its client timeout set from the judge's, and its
-    own retries off (the judge retries), where its config has such fields."""
-    from evalkit.engines import ENGINE_CONFIGS
-
-    fields = ENGINE_CONFIGS.get(jc.engine).model_fields
-    client = {"timeout_s": jc.timeout_s, "max_retries": 0}
-    return {**{k: v for k, v in client.items() if k in fields}, **jc.engine_options}
 
 
 def make_scorer(

@@ -167,6 +167,11 @@ class RunConfig(BaseModel):
     ray_connect_timeout_s: float = Field(default=30.0, gt=0)
     """Longest wait for the Ray cluster at ray_address (--ray-address) to answer, in
     seconds."""
+    max_engine_failures: float = Field(default=0.0, ge=0, le=1, allow_inf_nan=False)
+    """Share of the run's samples the engine may fail (after retries: a server error, a
+    dropped connection, a request it refused) before the run exits 1 naming the most common
+    cause; 0: any engine failure does. The failed samples count as wrong in the aggregate
+    until a resume with --retry-failed reruns them."""
     allow_missing: bool = False
     """Run the samples whose media exist and record the others as failed (default: a
     missing video or image stops the run before any engine starts)."""
@@ -181,3 +186,13 @@ class RunConfig(BaseModel):
     def on_ray(self) -> bool:
         """Whether the run goes through the Ray driver (replicas or a cluster address)."""
         return self.replicas > 1 or self.ray_address is not None
+
+
+def judge_engine_options(jc: JudgeConfig) -> dict[str, Any]:
+    """The judge engine's options with its client timeout set from the judge's, and its
+    own retries off (the judge retries), where its config has such fields."""
+    from evalkit.engines import ENGINE_CONFIGS
+
+    fields = ENGINE_CONFIGS.get(jc.engine).model_fields
+    client = {"timeout_s": jc.timeout_s, "max_retries": 0}
+    return {**{k: v for k, v in client.items() if k in fields}, **jc.engine_options}

@@ -105,6 +105,10 @@ async def _execute_open(
         for name, k in unseen.items():
             done[name].media_missing = k
         return RunResult(path=run.path, stats=done, nothing_to_run=not any(unseen.values()))
+    if cfg.resume and engine is None:
+        from evalkit.run.preflight import probe_served
+
+        probe_served(cfg)  # a new run was probed before its directory was made
     cache = make_cache(cfg)
     own_engine = engine is None
     stats: dict[str, PipelineStats] = {}

@@ -34,6 +34,8 @@ def check_run(cfg: RunConfig, engine_given: bool = False) -> None:
     if not engine_given:
         check_model(cfg.model, cfg.engine)
         check_engine_options(engine_for_mode(cfg.engine, cfg.mode), cfg)
+        if not cfg.resume:  # a resumed run asks only once it has samples left to run
+            probe_served(cfg)
     if cfg.data:
         data_file(cfg.data)
     for value, flag in ((cfg.data_root, "--data-root"), (cfg.video_root, "--video-root")):
@@ -65,6 +67,27 @@ def check_model(model: str, engine: str) -> None:
             f"--model {model}: no such checkpoint folder (and not a model in the local "
             "Hugging Face cache); check the path, or download the model first "
             f"(`huggingface-cli download {model} --local-dir DIR`) and pass --model DIR"
+        )
+
+
+def probe_served(cfg: RunConfig, *, judge_only: bool = False) -> None:
+    """Ask a served model's server, the run's and the judge's, once before the run
+    (``EngineSpec.probe``): a dead server or a name it does not serve is one line in
+    seconds, not a failed sample each. ``judge_only``: the run's engine is the caller's."""
+    from evalkit.engines import probe
+
+    if not judge_only:
+        probe(engine_for_mode(cfg.engine, cfg.mode), cfg.model, cfg.engine_options)
+    if cfg.judge is not None:
+        from evalkit.run.config import judge_engine_options
+
+        jc = cfg.judge
+        probe(
+            jc.engine,
+            jc.model,
+            judge_engine_options(jc),
+            flag="--judge-engine",
+            opt_flag="--judge-opt",
         )
 
 

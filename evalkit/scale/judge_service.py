@@ -97,10 +97,11 @@ class JudgeClient:
 
 def engine_factory(jc: JudgeConfig) -> EngineFactory:
     """What builds the configured judge engine, as a replica's ``judge_for`` would."""
-    from evalkit.engines import build
-    from evalkit.run.components import judge_engine_options
+    from evalkit.run.components import build_sized
+    from evalkit.run.config import judge_engine_options
 
-    return functools.partial(build, jc.engine, jc.model, judge_engine_options(jc))
+    options = judge_engine_options(jc)
+    return functools.partial(build_sized, jc.engine, jc.model, options, "--judge-opt")
 
 
 def start_judge_service(
