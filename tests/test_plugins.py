@@ -350,6 +350,32 @@ def test_a_refused_plugin_leaves_every_builtin_rule_and_nothing_of_its_own(
     assert proc.stderr.count("PluginWarning") == len(GROUPS)  # each named, none raised
 
 
+CHILD = """\
+import json
+from evalkit.scoring.bounded import BoundedScorer
+
+
+def rules(sample, completion):  # in the scoring child, which reads the rules first here
+    from evalkit.scoring.rules import RULES
+
+    return {n: RULES.get(n).source for n in RULES.names()}
+
+
+scorer = BoundedScorer(rules, 60)
+print(json.dumps(scorer(None, None)))
+scorer.close()
+"""
+
+
+def test_the_scoring_child_refuses_a_shadowing_plugin_too(
+    shadow_target: Path, tmp_path: Path
+) -> None:
+    clean = json.loads(_python(tmp_path, CHILD).stdout)
+    proc = _python(shadow_target, CHILD)
+    assert json.loads(proc.stdout) == clean, proc.stderr
+    assert "videomme for multiple_choice" in clean
+
+
 def test_a_listing_with_a_shadowing_plugin_warns_and_lists_the_builtins(
     shadow_target: Path, tmp_path: Path
 ) -> None:
