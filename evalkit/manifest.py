@@ -6,8 +6,9 @@
 change a result (:class:`ResultConfig`, whose hash is the fingerprint stamped on every
 record), the run's other settings, each benchmark's spec as run (so reports aggregate by
 the rules in force, not by whatever the registry says today), and the versions that made
-it. Runs written before this model (no ``schema_version``; specs, if any, under
-``extra["specs"]``) still load: :meth:`RunManifest.model_validate` lifts them.
+it, the plug-ins loaded among them. Runs written before this model (no
+``schema_version``; specs, if any, under ``extra["specs"]``) still load:
+:meth:`RunManifest.model_validate` lifts them.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 import evalkit
+from evalkit import plugins
 from evalkit.bench.spec import BenchmarkSpec
 
 SCHEMA_VERSION = 2
@@ -110,6 +112,48 @@ class ResultConfig(BaseModel):
         return hash_json(self.dump())
 
 
+class PluginRecord(BaseModel):
+    """A plug-in (an entry point of another distribution) loaded by the run's process."""
+
+    model_config = _FORBID
+
+    distribution: str
+    """The package that holds it."""
+    version: str
+    """That package's version."""
+    group: str
+    """Its entry-point group (``evalkit.rules``, ``evalkit.benchmarks``, ...)."""
+    name: str
+    """The entry point's name."""
+    value: str
+    """What it names (``module`` or ``module:attr``)."""
+    registered: dict[str, list[str]] = Field(default_factory=dict)
+    """What it added, by registry kind (``"extraction rule": ["x for multiple_choice"]``)."""
+
+    @classmethod
+    def of(cls, plugin: plugins.Plugin) -> PluginRecord:
+        """The record of a plug-in this process loaded."""
+        registered: dict[str, list[str]] = {}
+        for kind, name in plugin.registered:
+            registered.setdefault(kind, []).append(name)
+        return cls(
+            distribution=plugin.distribution,
+            version=plugin.version,
+            group=plugin.group,
+            name=plugin.name,
+            value=plugin.value,
+            registered=registered,
+        )
+
+    def describe(self) -> str:
+        """How messages name it (``evalkit.plugins.describe``)."""
+        return plugins.describe(self.name, self.value, self.distribution, self.version, self.group)
+
+    def provides(self, kind: str, name: str) -> bool:
+        """Whether it registered ``name`` in the registry of ``kind``."""
+        return name in self.registered.get(kind, [])
+
+
 class RunManifest(BaseModel):
     """``config.json`` of a run directory (and each amendment of it)."""
 
@@ -136,6 +180,9 @@ class RunManifest(BaseModel):
     """Versions of the packages that can change a result."""
     evalkit_version: str | None = None
     """The evalkit that wrote the run (None: written before schema 2)."""
+    plugins: list[PluginRecord] = Field(default_factory=list)
+    """The plug-ins loaded when the run was opened (empty in runs that predate this), so a
+    number that a plug-in's rule or benchmark produced says so (``evalkit report``)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -168,6 +215,7 @@ class RunManifest(BaseModel):
             benchmark_samples=dict(benchmark_samples or {}),
             versions=package_versions(),
             evalkit_version=evalkit.__version__,
+            plugins=[PluginRecord.of(p) for p in plugins.loaded()],
         )
 
     def dump(self) -> dict[str, Any]:

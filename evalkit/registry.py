@@ -9,8 +9,9 @@ here, once, by the registry's own ``normalize``; an entry may be an explicit laz
 
 Other packages add entries through entry points, one group per kind (``evalkit.rules``,
 ``evalkit.benchmarks``, ``evalkit.engines``, ...). A group is read on the registry's first
-lookup or listing, never when evalkit is imported; a plug-in that does not load is an
-error naming it (one line), at every lookup of its kind, until it is fixed or uninstalled.
+lookup or listing, never when evalkit is imported, and only once evalkit's own entries are
+all registered: a plug-in can add names, never take one (see :mod:`evalkit.plugins`: one
+that tries is refused whole, one that does not load or hangs is skipped, each named).
 """
 
 from __future__ import annotations
@@ -21,12 +22,14 @@ import importlib
 import importlib.util
 import re
 import sys
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Generic, TypeVar, cast
 
+from evalkit import plugins
 from evalkit.errors import EvalkitError
 
 T = TypeVar("T")
@@ -59,10 +62,6 @@ class RegistryError(EvalkitError, KeyError):
 
     def __str__(self) -> str:  # KeyError would repr() the message
         return str(self.args[0]) if self.args else ""
-
-
-class PluginError(RegistryError):
-    """An installed plug-in (an entry point of another package) that does not load."""
 
 
 @dataclass(frozen=True)
@@ -158,7 +157,8 @@ class Registry(Generic[T]):
     ``base``: the type every entry must be (a lazy one is checked when resolved).
     ``normalize``: the lookup key of a name or alias (default: the name itself).
     ``group``: the entry-point group other packages register into. ``modules``: evalkit's
-    own modules that register on import, imported on first lookup (a folder of rules).
+    own modules that register on import (a folder of rules), imported on the first lookup
+    or registration, and before any plug-in of any group is imported.
     ``add``: how an entry point's object is added (default: a module registered itself
     on import; anything else is registered under the entry point's name).
     """
@@ -181,8 +181,15 @@ class Registry(Generic[T]):
         self._add = add or self._add_plugin
         self._entries: dict[str, T | Ref] = {}
         self._keys: dict[str, str] = {}  # normalised name or alias -> name
-        self._loaded = group is None and modules is None
-        self._broken: str | None = None  # a plug-in that did not load, said at each lookup
+        self.version = 0
+        """Counts registrations and removals (a cache of lookups knows it is stale)."""
+        self._builtins_done = modules is None
+        self._builtins_lock = threading.RLock()  # another thread waits for them all
+        self._builtins_running = False  # a module imported here registering: no recursion
+        self._plugins_done = group is None
+        self._met: set[tuple[str, str]] = set()  # entry points imported (or tried) here
+        if modules is not None:
+            plugins.track(self)
 
     def register(self, name: str, obj: T | Ref | str, *, aliases: Iterable[str] = ()) -> Any:
         """Add ``obj`` under ``name`` and ``aliases``; a name or alias taken is an error.
@@ -190,16 +197,42 @@ class Registry(Generic[T]):
         ``obj`` may be a :class:`Ref` (or, as before, a ``"module:attr"`` string: in a
         registry every string entry is a lazy reference). Returns ``obj``.
         """
+        self.load_builtins()  # evalkit's own first: a plug-in can never take their names
         entry = self._entry(name, obj)
-        if name in self._entries:
-            raise RegistryError(f"{self.kind} {name!r} is already registered")
         keys = list(dict.fromkeys(self._normalize(k) for k in (name, *aliases)))
+        with plugins.LOCK:
+            plugin = plugins.registering()
+            taken = self._taken(name, keys)
+            if plugin is not None and (taken is not None or plugin.done):
+                raise plugin.refuse(taken or f"it registers {self.kind} {name!r} too late")
+            if taken is not None:
+                raise RegistryError(taken)
+            self._entries[name] = entry
+            self._keys.update(dict.fromkeys(keys, name))
+            self.version += 1
+            if plugin is not None:
+                plugin.added(self.kind, name, lambda: self.unregister(name))
+        return obj
+
+    def _taken(self, name: str, keys: list[str]) -> str | None:
+        """Why ``name`` with lookup ``keys`` cannot be registered, or None."""
+        if name in self._entries:
+            return f"{self.kind} {name!r} is already registered{self._by(name)}"
         for key in keys:
             if key in self._keys:
-                raise RegistryError(f"{self.kind} alias {key!r} already names {self._keys[key]!r}")
-        self._entries[name] = entry
-        self._keys.update(dict.fromkeys(keys, name))
-        return obj
+                owner = self._keys[key]
+                return f"{self.kind} alias {key!r} already names {owner!r}{self._by(owner)}"
+        return None
+
+    def _by(self, name: str) -> str:
+        # said only to a plug-in: who it collides with
+        return f" (by {plugins.owner(self.kind, name)})" if plugins.registering() else ""
+
+    def refusal(self, message: str, error: type[EvalkitError] = RegistryError) -> EvalkitError:
+        """The error for a name that is taken: the refusal of the plug-in registering it
+        now (see :mod:`evalkit.plugins`), else ``error(message)``."""
+        plugin = plugins.registering()
+        return plugin.refuse(message) if plugin is not None else error(message)
 
     def register_lazy(self, name: str, ref: str, *, aliases: Iterable[str] = ()) -> None:
         """Add the lazy entry ``"module:attr"`` under ``name`` (imported on first ``get``)."""
@@ -223,9 +256,11 @@ class Registry(Generic[T]):
 
     def unregister(self, name: str) -> None:
         """Remove ``name`` and its aliases (a test's own entry, when it is done)."""
-        self._entries.pop(name, None)
-        for key in [k for k, v in self._keys.items() if v == name]:
-            del self._keys[key]
+        with plugins.LOCK:
+            self._entries.pop(name, None)
+            for key in [k for k, v in self._keys.items() if v == name]:
+                del self._keys[key]
+            self.version += 1
 
     def __call__(self, *names: str) -> Callable[[T], T]:
         """Decorator form: ``@registry("name", "other_name")`` (each name an entry)."""
@@ -294,39 +329,30 @@ class Registry(Generic[T]):
         return len(self._entries)
 
     def load(self) -> None:
-        """Import evalkit's own modules of this kind and the plug-ins of its group, once."""
-        if self._broken is not None:
-            raise PluginError(self._broken)
-        if self._loaded:
+        """Register evalkit's own entries of this kind, then add the plug-ins of its group
+        (once; one that does not load is skipped and warned of, see :mod:`evalkit.plugins`)."""
+        self.load_builtins()
+        if self._plugins_done or plugins.loading_builtins():
+            return  # a lookup while built-ins register: the plug-ins come after all of them
+        assert self.group is not None
+        plugins.load_group(self.group, self._add, self._met)
+        self._plugins_done = True
+
+    def load_builtins(self) -> None:
+        """Import evalkit's own modules of this kind (each registers on import), once."""
+        if self._builtins_done:
             return
-        self._loaded = True  # first: the modules imported here register into this registry
-        for module in self._modules() if self._modules else ():
-            importlib.import_module(module)
-        for ep in _entry_points(self.group) if self.group else ():
+        with self._builtins_lock, plugins.builtins():
+            if self._builtins_done or self._builtins_running:
+                return
+            self._builtins_running = True
             try:
-                self._add(ep.name, ep.load())
-            except Exception as exc:  # a plug-in's bug must not become evalkit's traceback
-                self._broken = _broken_plugin(ep, self.group or "", exc)
-                raise PluginError(self._broken) from exc
+                for module in self._modules() if self._modules else ():
+                    importlib.import_module(module)
+                self._builtins_done = True
+            finally:
+                self._builtins_running = False
 
     def _add_plugin(self, name: str, obj: Any) -> None:
         if not isinstance(obj, ModuleType):  # a module registered its entries on import
             self.register(name, obj)
-
-
-def _entry_points(group: str) -> list[Any]:
-    from importlib.metadata import entry_points
-
-    seen: dict[tuple[str, str], Any] = {}
-    for ep in entry_points(group=group):  # one distribution found twice on the path: once
-        seen.setdefault((ep.name, ep.value), ep)
-    return sorted(seen.values(), key=lambda ep: ep.name)
-
-
-def _broken_plugin(ep: Any, group: str, exc: BaseException) -> str:
-    dist = getattr(getattr(ep, "dist", None), "name", None) or "its package"
-    reason = " ".join(str(exc).split()) or type(exc).__name__
-    return (
-        f"plug-in {ep.name!r} = {ep.value!r} of {dist} (entry points {group!r}) does not "
-        f"load: {type(exc).__name__}: {reason}; fix it or `pip uninstall {dist}`"
-    )

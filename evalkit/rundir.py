@@ -116,6 +116,7 @@ class RunDir:
             *config_diff(latest.get("result_config", {}), doc["result_config"]),
             *config_diff(latest.get("extra", {}), doc["extra"], "extra."),
             *config_diff(latest.get("versions", {}), doc["versions"], "versions."),
+            *config_diff(_plugins(latest), _plugins(doc), "plugins."),
         ]
         if changes:
             self._amend(doc, changes, latest.get("fingerprint"))
@@ -301,6 +302,16 @@ def store_stem(name: str) -> str:
 
 def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+
+
+def _plugins(doc: dict[str, Any]) -> dict[str, str]:
+    """A manifest's plug-ins as ``{"group:name": "distribution version"}`` (compared on a
+    resume: another set of plug-ins is recorded as an amendment)."""
+    return {
+        f"{p.get('group')}:{p.get('name')}": f"{p.get('distribution')} {p.get('version')}"
+        for p in doc.get("plugins") or []
+        if isinstance(p, dict)
+    }
 
 
 def config_diff(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list[str]:

@@ -25,7 +25,7 @@ from evalkit.sample import Sample
 from .judging import judge_notes
 from .model import BenchmarkReport, Counts, FailedPolicy, RunReport
 from .provenance import check_records, provenance_note, rejected_notes, split_foreign
-from .sensitivity import sensitivity
+from .sensitivity import Sensitivity, sensitivity
 from .specs import SpecAsRun, recorded_data_spec, spec_as_run
 from .uncertainty import standard_error
 
@@ -103,9 +103,30 @@ def load_benchmark(
         settings=_settings(manifest, name),
         group_sizes={f: _group_sizes(scored, f) for f in breakdown_fields},
         notes=notes,
-        sensitivity=sensitivity(records, result.overall, official_of),
+        sensitivity=(sens := sensitivity(records, result.overall, official_of)),
         live_spec=as_run.live,
+        headline_plugin=headline_plugin(manifest, sens),
     )
+
+
+def headline_plugin(manifest: RunManifest, sens: Sensitivity | None) -> str | None:
+    """Which plug-in the headline verdicts come from (None: evalkit's own rules): a rule
+    a plug-in registered, or ``evalkit``'s reading of a task type a plug-in added."""
+    if sens is None or not manifest.plugins:
+        return None
+    from evalkit.scoring.rules import EVALKIT, rule_key
+
+    said = []
+    for task_type, rule in sens.headline_rules.items():
+        kind, name = ("extraction rule", rule_key(rule, task_type))
+        if rule == EVALKIT:  # evalkit's reading is the task type's own scorer
+            kind, name = "task type", task_type
+        said += [
+            f"headline rule {rule} comes from {p.describe()}"
+            for p in manifest.plugins
+            if p.provides(kind, name)
+        ]
+    return "; ".join(dict.fromkeys(said)) or None
 
 
 def _as_run(name: str, manifest: RunManifest) -> tuple[SpecAsRun, bool, str]:

@@ -112,6 +112,8 @@ class BenchmarkReport:
     """The official number under each extraction rule (None: records predate rules)."""
     live_spec: bool = False
     """Aggregated by the live registry's spec: the run recorded no spec it ran under."""
+    headline_plugin: str | None = None
+    """The plug-in the headline rule comes from, said (None: a rule evalkit ships)."""
 
     @property
     def overall(self) -> float | None:

@@ -149,6 +149,7 @@ def run_dict(run: RunReport, util: dict[str, Utilisation | None]) -> dict[str, A
             "utilisation": u.to_dict() if (u := util.get(name)) else None,
             "notes": b.notes,
             "sensitivity": b.sensitivity.to_dict() if b.sensitivity else None,
+            "headline_plugin": b.headline_plugin,
         }
     return {
         "run_id": run.run_id,
@@ -158,6 +159,7 @@ def run_dict(run: RunReport, util: dict[str, Utilisation | None]) -> dict[str, A
         "fingerprint": run.manifest.fingerprint,
         "created": run.manifest.created,
         "versions": run.manifest.versions,
+        "plugins": [p.model_dump(mode="json") for p in run.manifest.plugins],
         "result_config": run.result_config.dump(),
         "benchmarks": benches,
     }

@@ -74,7 +74,7 @@ def summary(run: RunReport) -> Section:
         rows.append(
             [
                 _labelled(b.name, b.variant),
-                _score(b),
+                _score(b) + (" (plug-in rule)" if b.headline_plugin else ""),
                 b.aggregation + ("" if b.official else " (NOT official)"),
                 str(c.total),
                 str(c.scored),
@@ -91,6 +91,11 @@ def summary(run: RunReport) -> Section:
         f"{b.name}: headline extraction rule {headline_rules(b)}"
         for b in run.benchmarks.values()
         if b.sensitivity is not None
+    ]
+    notes += [
+        f"{b.name}: {b.headline_plugin}, not a rule evalkit ships"
+        for b in run.benchmarks.values()
+        if b.headline_plugin
     ]
     notes += frame_notes(run)
     notes.append(_policy_note(run))

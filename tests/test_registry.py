@@ -1,6 +1,7 @@
 """The one registry mechanism: names and aliases normalised once, explicit lazy entries,
-a base type checked on register, entry points read on the first lookup (a broken one an
-error naming it, at every lookup)."""
+a base type checked on register, entry points read on the first lookup, after every
+built-in entry (a broken one skipped with a warning naming it; one taking a name refused
+whole)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.registry import PluginError, Ref, Registry, RegistryError, normalize_name
+from evalkit import plugins
+from evalkit.plugins import PluginWarning
+from evalkit.registry import Ref, Registry, RegistryError, normalize_name
 
 
 def _registry(**kw: object) -> Registry[int]:
@@ -29,7 +32,9 @@ def _dist(path: Path, group: str, entries: dict[str, str], module: str) -> None:
 @pytest.fixture
 def plug_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(sys.modules, "test_plug_mod", raising=False)
+    for name in ("test_plug_mod", "test_plug_reg", "test_plug_builtin"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    monkeypatch.setattr(plugins, "_PLUGINS", {})  # this test's plug-ins only
     return tmp_path
 
 
@@ -69,18 +74,49 @@ def test_entry_points_are_read_on_the_first_lookup(plug_path: Path) -> None:
     assert reg.get("Seven") == 7 and reg.names() == ["seven"]
 
 
-def test_a_broken_entry_point_is_an_error_naming_it_at_every_lookup(plug_path: Path) -> None:
+def test_a_broken_entry_point_is_skipped_with_a_warning_naming_it(plug_path: Path) -> None:
     _dist(plug_path, "evalkit.test_numbers", {"bad": "test_plug_mod:X"}, "raise ValueError(1)")
     reg = _registry(group="evalkit.test_numbers")
     reg.register("one", 1)
-    for _ in range(2):
-        with pytest.raises(PluginError, match="plug-in 'bad' = 'test_plug_mod:X' of test-plug"):
-            reg.get("one")
+    said = "plug-in 'bad' = 'test_plug_mod:X' of test-plug 0.1 .* does not load: ValueError: 1"
+    with pytest.warns(PluginWarning, match=said):
+        assert reg.get("one") == 1  # the lookup goes on without it
+    assert reg.names() == ["one"]  # said once
+    (problem,) = plugins.problems(["evalkit.test_numbers"])
+    assert problem.name == "bad" and not plugins.loaded()
 
 
-def test_a_plugin_taking_a_registered_name_is_an_error_naming_it(plug_path: Path) -> None:
-    _dist(plug_path, "evalkit.test_numbers", {"one": "test_plug_mod:ONE"}, "ONE = 1\n")
+def test_a_plugin_taking_a_registered_name_is_refused_naming_both(plug_path: Path) -> None:
+    _dist(plug_path, "evalkit.test_numbers", {"one": "test_plug_mod:ONE"}, "ONE = 11\n")
     reg = _registry(group="evalkit.test_numbers")
     reg.register("one", 1)
-    with pytest.raises(PluginError, match=r"'one' = 'test_plug_mod:ONE'.*already registered"):
-        list(reg)
+    said = r"'one' = 'test_plug_mod:ONE'.* refused: number 'one' is already registered \(by evalkit"
+    with pytest.warns(PluginWarning, match=said):
+        assert reg.get("one") == 1
+
+
+REGISTRIES = """\
+from evalkit.registry import Registry
+
+LETTERS = Registry("letter", modules=lambda: ["test_plug_builtin"])
+"""
+
+
+def test_a_plugin_is_refused_whole_and_every_builtin_entry_stays(plug_path: Path) -> None:
+    # the issue's case: a plug-in of one group registering into another registry, whose
+    # built-ins are imported lazily, before anything looked that registry up
+    (plug_path / "test_plug_reg.py").write_text(REGISTRIES)
+    builtin = (
+        "from test_plug_reg import LETTERS\nLETTERS.register('x', 1)\nLETTERS.register('y', 2)\n"
+    )
+    (plug_path / "test_plug_builtin.py").write_text(builtin)
+    module = (
+        "from test_plug_reg import LETTERS\nLETTERS.register('new', 3)\nLETTERS.register('x', 4)\n"
+    )
+    _dist(plug_path, "evalkit.test_numbers", {"mod": "test_plug_mod"}, module)
+    reg = _registry(group="evalkit.test_numbers")
+    with pytest.warns(PluginWarning, match="'mod' = 'test_plug_mod'.* refused: letter 'x' is al"):
+        assert reg.names() == []
+    from test_plug_reg import LETTERS  # type: ignore[import-not-found]
+
+    assert LETTERS.names() == ["x", "y"] and LETTERS.get("x") == 1  # "new" taken back too

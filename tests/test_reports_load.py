@@ -192,3 +192,25 @@ def test_records_missing_a_field_the_rule_needs_name_the_file(tmp_path: Path) ->
     path = write_run(tmp_path / "r", "m", {"Video-MME-v2": [Rec("1", 1.0, {})]})
     with pytest.raises(DataError, match=r"Video-MME-v2\.jsonl: the records cannot be aggregated"):
         load_run(path)
+
+
+def test_the_headline_is_marked_when_a_plugin_made_its_rule_or_its_task_type() -> None:
+    from evalkit.manifest import PluginRecord, ResultConfig, RunManifest
+    from evalkit.reports.load import headline_plugin
+    from evalkit.reports.sensitivity import Sensitivity
+
+    task = PluginRecord(
+        distribution="count-plugin",
+        version="1.0",
+        group="evalkit.tasks",
+        name="count",
+        value="count_plugin.tasks",
+        registered={"task type": ["counting"], "extraction rule": ["exact for counting"]},
+    )
+    rc = ResultConfig(model="m", model_hash="h", engine="vllm")
+    manifest = RunManifest(fingerprint=rc.fingerprint(), result_config=rc, plugins=[task])
+    said = "comes from plug-in 'count' = 'count_plugin.tasks' of count-plugin 1.0"
+    for rule in ("evalkit", "exact"):  # its own scorer, or its rule, as the headline
+        got = headline_plugin(manifest, Sensitivity({"counting": rule}, [], []))
+        assert got == f"headline rule {rule} {said} (entry points 'evalkit.tasks')"
+    assert headline_plugin(manifest, Sensitivity({"multiple_choice": "evalkit"}, [], [])) is None

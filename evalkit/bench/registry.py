@@ -16,6 +16,7 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from types import ModuleType
 
+from evalkit import plugins
 from evalkit._layout import package_folder
 from evalkit.bench.spec import BenchmarkSpec
 from evalkit.config import load_yaml_model
@@ -53,9 +54,8 @@ class BenchmarkRegistry:
             group="evalkit.benchmarks",
             add=self._add_plugin,
         )
-        self._implied: dict[str, str] = {}
-        """Normalised alias -> the variant it stands for."""
-        self._add_folder(self.folder)
+        with plugins.builtins():  # the shipped specs are evalkit's own, whoever asks first
+            self._add_folder(self.folder)
 
     def _add_folder(self, folder: Path | Traversable) -> None:
         for path in sorted((p for p in folder.iterdir() if p.name.endswith(".yaml")), key=str):
@@ -63,17 +63,15 @@ class BenchmarkRegistry:
 
     def _add(self, spec: BenchmarkSpec, where: str) -> None:
         if self._specs.owner(spec.name) == spec.name:
-            raise ConfigError(f"{where}: benchmark {spec.name!r} is defined twice")
-        implied: dict[str, str] = {}
+            why = f"{where}: benchmark {spec.name!r} is defined twice"
+            raise self._specs.refusal(why, ConfigError)
         for key in [spec.name, *spec.aliases]:
-            alias, _, variant = key.partition(":")
+            alias = key.partition(":")[0]
             owner = self._specs.owner(alias)
             if owner is not None:
-                raise ConfigError(f"{where}: name {alias!r} already used by {owner!r}")
-            if variant:
-                implied[normalize_name(alias)] = variant
+                why = f"{where}: benchmark name {alias!r} already used by {owner!r}"
+                raise self._specs.refusal(why, ConfigError)
         self._specs.register(spec.name, spec, aliases=[a.partition(":")[0] for a in spec.aliases])
-        self._implied.update(implied)
 
     def _add_plugin(self, name: str, obj: object) -> None:
         if isinstance(obj, ModuleType):  # a package of specs, as evalkit.benchmarks is
@@ -106,7 +104,8 @@ class BenchmarkRegistry:
             known = ", ".join(self.names()) or f"none: no *.yaml spec in {self.folder}"
             hint = did_you_mean(normalize_name(base), self._specs.keys())
             raise RegistryError(f"unknown benchmark {base!r}{hint} (known: {known})")
-        bench, implied = self._specs.canonical(base), self._implied.get(normalize_name(base))
+        bench = self._specs.canonical(base)
+        implied = _implied_variant(self._specs.get(bench), base)
         if implied and variant and variant != implied:
             raise RegistryError(
                 f"{base!r} is {bench}:{implied} already; for variant {variant!r} give "
@@ -125,8 +124,27 @@ class BenchmarkRegistry:
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and name.partition(":")[0] in self._specs
 
+    @property
+    def group(self) -> str | None:
+        """The entry-point group its plug-ins come from."""
+        return self._specs.group
+
+    def load(self) -> None:
+        """Add the installed plug-ins' benchmarks now (else on the first lookup)."""
+        self._specs.load()
+
     def __len__(self) -> int:
         return len(self._specs)
+
+
+def _implied_variant(spec: BenchmarkSpec, name: str) -> str | None:
+    """The variant an alias ``name`` of ``spec`` stands for (``aliases: [A:VARIANT]``)."""
+    key = normalize_name(name)
+    for alias in spec.aliases:
+        base, _, variant = alias.partition(":")
+        if variant and normalize_name(base) == key:
+            return variant
+    return None
 
 
 @lru_cache(maxsize=4)

@@ -8,9 +8,12 @@ or a half-made run directory.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import sys
-from typing import Any, NoReturn
+import warnings
+from collections.abc import Iterator
+from typing import Any, NoReturn, TextIO
 
 from evalkit.engines.lifecycle import Termination, end_children
 from evalkit.errors import EvalkitError, disk_error
@@ -102,9 +105,46 @@ def main(argv: list[str] | None = None) -> int:
     name = argv[0]
     if name not in COMMANDS:
         _top_parser().error(f"unknown command {name!r}; choose from {', '.join(sorted(COMMANDS))}")
+    with _plugin_warnings(name):
+        return _command(name, argv[1:])
+
+
+@contextlib.contextmanager
+def _plugin_warnings(name: str) -> Iterator[None]:
+    """A plug-in skipped (``evalkit.plugins``) is one line, ``evalkit NAME: warning: ...``,
+    and not said at all by a command whose preflight stops on it instead, naming it in its
+    error (``PLUGINS_CHECKED`` in the command's module: run, score, sweep)."""
+    from evalkit.plugins import PluginWarning
+
+    module = importlib.import_module(COMMANDS[name][0])
+    with warnings.catch_warnings():  # the process's warning settings, back as they were
+        if getattr(module, "PLUGINS_CHECKED", False):
+            warnings.simplefilter("ignore", PluginWarning)
+        show = warnings.showwarning
+
+        def one_line(
+            message: Warning | str,
+            category: type[Warning],
+            filename: str,
+            lineno: int,
+            file: TextIO | None = None,
+            line: str | None = None,
+        ) -> None:
+            if issubclass(category, PluginWarning):
+                print(f"evalkit {name}: warning: {message}", file=sys.stderr)
+            else:
+                show(message, category, filename, lineno, file, line)
+
+        warnings.showwarning = one_line
+        yield
+
+
+def _command(name: str, argv: list[str]) -> int:
+    """Parse ``evalkit NAME``'s flags and run it: one line and exit 2 for an error meant
+    for people, the signal's summary when one ends it."""
     try:
-        args = command_parser(name).parse_args(argv[1:])
-    except EvalkitError as exc:  # e.g. a plug-in that does not load, met building the flags
+        args = command_parser(name).parse_args(argv)
+    except EvalkitError as exc:  # e.g. a bad $EVALKIT_PLUGIN_TIMEOUT_S, met building the flags
         return _fail(name, str(exc))
     module = importlib.import_module(COMMANDS[name][0])
     term = Termination()

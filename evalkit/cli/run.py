@@ -27,6 +27,9 @@ from evalkit.run.config import FrameOverrides, JudgeConfig, RunConfig
 if TYPE_CHECKING:
     from evalkit.run.execute import RunResult
 
+# a plug-in skipped is named by the preflight's error (check_plugins), not warned of
+PLUGINS_CHECKED = True
+
 # Engine knobs with their own flags (all others: --engine-opt KEY=VALUE).
 _ENGINE_FLAGS = {
     "max_num_batched_tokens": int,

@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     from evalkit.store import Store
 
 ENGINE = "external"
+PLUGINS_CHECKED = True  # check_plugins names a plug-in skipped: evalkit.cli.main warns not
 _SHOW = 5  # ids listed in an error
 
 
@@ -234,6 +235,9 @@ def score_predictions(
 
     if bool(bench) == bool(data):
         raise ConfigError("give exactly one of --bench NAME or --data FILE")
+    from evalkit.run.preflight import check_plugins
+
+    check_plugins()  # a plug-in that does not load is said before any run directory exists
     if data:
         from evalkit.run.preflight import data_file
 

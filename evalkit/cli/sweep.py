@@ -10,6 +10,8 @@ from pathlib import Path
 from evalkit.cli import run as run_cli
 from evalkit.errors import ConfigError, EngineStartError
 
+PLUGINS_CHECKED = True  # each setting's preflight names a plug-in skipped (check_plugins)
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """``evalkit run``'s flags (the base config of every setting) and the grid."""

@@ -4,7 +4,8 @@ engine and its options, the data files and folders, every sample's media.
 ``evalkit run`` calls :func:`check_run` before it makes a run directory, so a typo costs
 one line of error, never a traceback after a half-made ``runs/run-*/``; once the
 benchmarks are loaded, :func:`check_media` resolves every sample's video and image before
-any engine starts (``evalkit bench validate --data`` runs the same check).
+any engine starts (``evalkit bench validate --data`` runs the same check). Every installed
+plug-in a run can use is imported first (:func:`check_plugins`; ``evalkit score`` too).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING
 from evalkit.bench.media import MissingMedia, describe_missing, missing_media
 from evalkit.engines import engine_for_mode, reads_local_checkpoint
 from evalkit.errors import ConfigError
+from evalkit.plugins import PluginError, problems
 
 if TYPE_CHECKING:
     from evalkit.run.config import RunConfig
@@ -29,6 +31,7 @@ def check_run(cfg: RunConfig, engine_given: bool = False) -> None:
     ``engine_given``: the caller brings its own engine, so the model and engine settings
     are the caller's business (tests, the trainer's scripted engines).
     """
+    check_plugins()
     if cfg.on_ray and cfg.mode == "sync":
         raise ConfigError("--mode sync is the single-engine baseline; drop --replicas for it")
     if not engine_given:
@@ -43,6 +46,32 @@ def check_run(cfg: RunConfig, engine_given: bool = False) -> None:
             _dir(value, flag)
     if cfg.cache_root and Path(cfg.cache_root).expanduser().is_file():
         raise ConfigError(f"--cache-root {cfg.cache_root}: is a file; give a folder for the cache")
+
+
+def check_plugins() -> None:
+    """Import every installed plug-in an evaluation can use (benchmarks, task types, rules,
+    aggregations, engines, extra metrics) now, in this process, before a run directory or
+    an engine exists (the scoring child, forked later, has them as they are here):
+    PluginError naming each one that was refused, did not load or hung at import.
+
+    A run does not go on without one: its numbers would not be what the installed
+    packages say (a refused one meant its rule to be used; a broken one's rules or
+    benchmarks are unknown), so one to fix or uninstall is said before any work.
+    """
+    from evalkit import tasks
+    from evalkit.bench.aggregations import AGGREGATIONS
+    from evalkit.bench.registry import registry
+    from evalkit.engines import ENGINE_SPECS
+    from evalkit.scoring.extras import EXTRAS
+    from evalkit.scoring.rules import RULES
+
+    kinds = (registry(), tasks.TASKS, RULES, AGGREGATIONS, ENGINE_SPECS, EXTRAS)
+    for kind in kinds:
+        kind.load()
+    found = problems({k.group for k in kinds if k.group})
+    if found:
+        said = "; ".join(p.problem or "" for p in found)
+        raise PluginError(f"a run needs every plug-in it may use; {len(found)} not loaded: {said}")
 
 
 def check_model(model: str, engine: str) -> None:

@@ -19,6 +19,10 @@ from evalkit.scoring.types import Score
 ExtraFn = Callable[[str, Sample, Score, Any], Score]
 """``(prediction, sample, primary score, judge or None) -> Score``."""
 
-EXTRAS: Registry[ExtraFn] = Registry("extra metric", group="evalkit.extra_metrics")
+EXTRAS: Registry[ExtraFn] = Registry(
+    "extra metric",
+    group="evalkit.extra_metrics",
+    modules=lambda: ["evalkit.scoring.judge"],  # the judged CoT score registers there
+)
 
 __all__ = ["EXTRAS", "ExtraFn"]

@@ -66,7 +66,9 @@ class Aggregation(Protocol):
 
 
 AGGREGATIONS: Registry[Callable[..., AggregateResult]] = Registry(
-    "aggregation", group="evalkit.aggregations"
+    "aggregation",
+    group="evalkit.aggregations",
+    modules=lambda: ["evalkit.bench.aggregations"],  # its families, each registering on import
 )
 
 

@@ -59,15 +59,18 @@ def _rule_modules() -> list[str]:
     return [f"{__name__}.{i.name}" for i in pkgutil.iter_modules(__path__) if i.name[0] != "_"]
 
 
-def _key(name: str, task_type: str) -> str:
-    return f"{name} for {task_type}"  # one name may be a rule of several task types
+def rule_key(name: str, task_type: str) -> str:
+    """Rule ``name`` of ``task_type`` as ``RULES`` (and a run manifest's plug-ins) name it:
+    ``"videomme for multiple_choice"`` (one name may be a rule of several task types)."""
+    return f"{name} for {task_type}"
 
 
 RULES: Registry[Rule] = Registry(
     "extraction rule", base=Rule, group="evalkit.rules", modules=_rule_modules
 )
 """Every registered rule by ``"NAME for TASK_TYPE"`` (``evalkit`` rules are not in it)."""
-_TABLES: dict[str, dict[str, Rule]] = {}  # rules_for's answers, cleared on registration
+_TABLES: dict[str, dict[str, Rule]] = {}  # rules_for's answers, valid at RULES.version:
+_TABLES_AT = [-1]  # a registration (or a refused plug-in's removal) makes them stale
 
 
 def rule(
@@ -93,8 +96,7 @@ def rule(
 
 def add_rule(r: Rule) -> Rule:
     """Register one :class:`Rule` (``rule``'s decorator does, per task type it names)."""
-    RULES.register(_key(r.name, r.task_type), r)
-    _TABLES.clear()
+    RULES.register(rule_key(r.name, r.task_type), r)
     return r
 
 
@@ -102,10 +104,9 @@ def unregister(name: str, *task_types: str) -> None:
     """Remove rule ``name`` from each of ``task_types`` (a plugin or test undoing ``rule``)."""
     for task_type in task_types:
         kind = tasks.canonical(task_type)
-        if _key(name, kind) not in RULES:
+        if rule_key(name, kind) not in RULES:
             raise RegistryError(f"rule {name!r} is not registered for {kind!r}")
-        RULES.unregister(_key(name, kind))
-    _TABLES.clear()
+        RULES.unregister(rule_key(name, kind))
 
 
 def _evalkit_rule(task_type: str) -> Rule:
@@ -115,6 +116,10 @@ def _evalkit_rule(task_type: str) -> Rule:
 
 def rules_for(task_type: str) -> dict[str, Rule]:
     """Every rule for a task type (name or alias), ``evalkit`` first."""
+    RULES.load()
+    if _TABLES_AT[0] != RULES.version:
+        _TABLES.clear()
+        _TABLES_AT[0] = RULES.version
     table = _TABLES.get(task_type)
     if table is None:  # scoring every sample under every rule asks this per sample
         kind = tasks.canonical(task_type)
@@ -155,5 +160,6 @@ __all__ = [
     "get_rule",
     "has_rule",
     "rule",
+    "rule_key",
     "rules_for",
 ]
