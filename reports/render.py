@@ -18,20 +18,20 @@ if TYPE_CHECKING:
 
 
 def to_terminal(sections: list[Section], console: Console) -> None:
-    """Print every section as a rich table with its notes."""
-    from rich.table import Table
+    """Print every section as a table with its notes, within the console's width, words
+    never split (a table too wide for it is printed compact, or one block per row)."""
+    from rich.text import Text
 
+    from evalkit.textwidth import table, wrap
+
+    width = console.width
     for sec in sections:
         if not sec.rows:
             continue
-        table = Table(title=sec.title, title_justify="left", show_lines=False)
-        for h in sec.headers:
-            table.add_column(h, overflow="fold")
-        for row in sec.rows:
-            table.add_row(*row)
-        console.print(table)
+        console.print(table(sec.headers, sec.rows, width, title=sec.title))
         for note in sec.notes:
-            console.print(f"  {note}", style="dim", markup=False, highlight=False)
+            for line in wrap(note, width, "  ", "    "):
+                console.print(Text(line, style="dim"), soft_wrap=True)
 
 
 def _md_cell(s: str) -> str:

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from evalkit.records import RuleVerdict
 
     from .model import BenchmarkReport, RunReport
-    from .sensitivity import Example
+    from .sensitivity import Example, RuleGap
     from .uncertainty import Comparison
 
 
@@ -96,6 +96,11 @@ def summary(run: RunReport) -> Section:
         f"{b.name}: {b.headline_plugin}, not a rule evalkit ships"
         for b in run.benchmarks.values()
         if b.headline_plugin
+    ]
+    notes += [
+        f"{b.name}: {b.sensitivity.gap.sentence()} (examples under its extraction sensitivity)"
+        for b in run.benchmarks.values()
+        if b.sensitivity is not None and b.sensitivity.gap is not None
     ]
     notes += frame_notes(run)
     notes.append(_policy_note(run))
@@ -231,6 +236,7 @@ def extraction(b: BenchmarkReport) -> list[Section]:
         notes.append("no other extraction rule is registered for this benchmark's task types")
     notes += [rule_failed_note(b, r.rule) for r in sens.rows if r.errors and not r.headline]
     out = [Section(f"{b.name}: extraction sensitivity", headers, rows, notes, level=4)]
+    out += rule_gap(b.name, sens.gap)
     if sens.examples:
         names = list(sens.examples[0].verdicts)
         ex_rows = [[e.id, e.reply, *(e.verdicts[n] for n in names)] for e in sens.examples]
@@ -240,6 +246,22 @@ def extraction(b: BenchmarkReport) -> list[Section]:
         out.append(Section(title, ex_headers, ex_rows, ["verdict = value (answer)"], level=4))
         out += example_prompts(b.name, sens.examples)
     return out
+
+
+def rule_gap(name: str, gap: RuleGap | None) -> list[Section]:
+    """Why the headline and the robust rule's numbers differ (over a point): the counts and
+    two replies that show it; none where they are that close."""
+    if gap is None:
+        return []
+    title = f"{name}: why rules {gap.headline} and {gap.robust} differ"
+    headers = ["sample", "reply (excerpt)", f"headline ({gap.headline})", f"{gap.robust} rule"]
+    rows = [[e.id, e.reply, e.verdicts["headline"], e.verdicts[gap.robust]] for e in gap.examples]
+    notes = [
+        gap.sentence(),
+        "verdict = value (answer); unscored = left out of the count (the aggregate's "
+        "denominator), unlike 0",
+    ]
+    return [Section(title, headers, rows, notes, level=4)]
 
 
 def example_prompts(name: str, examples: list[Example]) -> list[Section]:

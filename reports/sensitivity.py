@@ -19,6 +19,11 @@ AggregateRecords = Callable[[list[SampleRecord]], float | None]
 """Records -> the official aggregate (percent), as the report computes the headline."""
 
 MAX_EXAMPLES = 6
+ROBUST = "evalkit"
+"""evalkit's own robust rule, the one a headline under another rule is explained against."""
+GAP_POINTS = 1.0
+"""Headlines further apart than this (points) under the two rules get an explanation."""
+GAP_EXAMPLES = 2
 _EXCERPT = 70  # characters kept from each end of a long reply
 _PROMPT_EXCERPT = 150  # ... of a prompt: its question sits in the middle or at the end
 _EPS = 1e-9
@@ -57,6 +62,55 @@ class Example:
 
 
 @dataclass
+class RuleGap:
+    """Why the headline and the robust rule's numbers are more than :data:`GAP_POINTS`
+    apart: the replies one rule leaves out of the count and the other counts, and those
+    both count but read differently (another verdict), with examples."""
+
+    headline: str
+    robust: str
+    headline_score: float
+    robust_score: float
+    left_out_by_headline: int = 0
+    """Replies the headline rule leaves out of the count (unscored) and the robust counts."""
+    robust_zero: int = 0
+    """... of which the robust rule scores 0."""
+    left_out_by_robust: int = 0
+    """Replies the robust rule leaves out of the count and the headline rule counts."""
+    headline_zero: int = 0
+    """... of which the headline rule scores 0."""
+    read_differently: int = 0
+    """Replies both rules count, with different verdicts."""
+    robust_higher: int = 0
+    """... of which the robust rule scores higher."""
+    examples: list[Example] = field(default_factory=list)
+
+    def sentence(self) -> str:
+        """The counts, for people: what makes the two numbers differ."""
+        h, r = self.headline, self.robust
+        apart = abs(self.robust_score - self.headline_score)
+        text = (
+            f"headline {self.headline_score:.2f} under rule {h}, {self.robust_score:.2f} under "
+            f"the robust rule {r} ({apart:.2f} points apart): {h} leaves out of the count "
+            f"{_replies(self.left_out_by_headline)} that {r} counts"
+            + _of(self.left_out_by_headline, self.robust_zero, "as 0")
+            + f"; {r} leaves out {self.left_out_by_robust} that {h} counts"
+            + _of(self.left_out_by_robust, self.headline_zero, "as 0")
+            + f"; {_replies(self.read_differently)} counted by both are read differently"
+            + _of(self.read_differently, self.robust_higher, f"scored higher by {r}")
+        )
+        return text
+
+
+def _of(n: int, part: int, what: str) -> str:
+    return f" ({part} {what})" if n else ""
+
+
+def _replies(n: int) -> str:
+    return f"{n} reply" if n == 1 else f"{n} replies"
+
+
+@dataclass
 class Sensitivity:
     """A benchmark's headline under each rule, the headline rules, and flipping replies."""
 
@@ -64,6 +118,8 @@ class Sensitivity:
     """Task type -> the rule that gave its headline verdicts."""
     rows: list[RuleRow]
     examples: list[Example]
+    gap: RuleGap | None = None
+    """Why the headline and the robust rule differ, where they do by over GAP_POINTS."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able form."""
@@ -71,6 +127,7 @@ class Sensitivity:
             "headline_rules": self.headline_rules,
             "rules": [asdict(r) for r in self.rows],
             "examples": [asdict(e) for e in self.examples],
+            "gap": None if self.gap is None else {**asdict(self.gap), "text": self.gap.sentence()},
         }
 
 
@@ -93,7 +150,38 @@ def sensitivity(
         row.overall = aggregate([_under(r, name) for r in records])
         row.delta = None if row.overall is None or overall is None else row.overall - overall
         rows.append(row)
-    return Sensitivity(headline_rules, rows, _examples(ok, names))
+    gap = _gap(ok, head, next((r for r in rows[1:] if r.rule == ROBUST), None))
+    return Sensitivity(headline_rules, rows, _examples(ok, names), gap)
+
+
+def _gap(ok: list[SampleRecord], head: RuleRow, robust: RuleRow | None) -> RuleGap | None:
+    """The explanation of a headline more than GAP_POINTS from the robust rule's number."""
+    if robust is None or robust.delta is None or abs(robust.delta) <= GAP_POINTS:
+        return None
+    assert head.overall is not None and robust.overall is not None  # a delta needs both
+    gap = RuleGap(head.rule, ROBUST, head.overall, robust.overall)
+    kinds: dict[str, list[SampleRecord]] = {"left out": [], "kept": [], "read": []}
+    for r in sorted(ok, key=lambda r: r.id):
+        verdict = (r.rules or {}).get(ROBUST)
+        if verdict is None or verdict.error is not None:
+            continue
+        a, b = _value(r), verdict.value
+        if a is None and b is not None:
+            gap.left_out_by_headline += 1
+            gap.robust_zero += b == 0
+            kinds["left out"].append(r)
+        elif b is None and a is not None:
+            gap.left_out_by_robust += 1
+            gap.headline_zero += a == 0
+            kinds["kept"].append(r)
+        elif a is not None and b is not None and _differs(a, b):
+            gap.read_differently += 1
+            gap.robust_higher += b > a
+            kinds["read"].append(r)
+    # Examples of the commonest cause first: it is what moves the number most.
+    ranked = [r for rs in sorted(kinds.values(), key=len, reverse=True) for r in rs]
+    gap.examples = [_example(r, [ROBUST]) for r in ranked[:GAP_EXAMPLES]]
+    return gap
 
 
 def _headline_rules(ok: list[SampleRecord]) -> dict[str, str]:

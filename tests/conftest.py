@@ -33,6 +33,14 @@ def own_ray_temp_dir() -> Iterator[str]:
         shutil.rmtree(root, ignore_errors=True)
 
 
+@pytest.fixture(autouse=True)
+def piped_width(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No COLUMNS: what the CLI prints is laid out as for a pipe (100 columns) in every
+    test, however pytest was started (pytest-xdist's workers inherit COLUMNS=80); a test
+    of another width sets COLUMNS itself."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+
+
 _SCHEDULING = (
     (os.sched_getscheduler(0), os.sched_getparam(0)) if hasattr(os, "sched_getscheduler") else None
 )

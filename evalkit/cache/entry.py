@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -27,6 +28,7 @@ from evalkit.video.types import Frames, FrameSpec, VideoMeta
 
 SUFFIX = ".safetensors"
 _P = "evalkit."  # prefix of our keys in the safetensors metadata
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -95,33 +97,29 @@ def _header_digest(
 def read_info(mapped: MappedFile, expect_key: str | None = None) -> EntryInfo:
     """Parse and cross-check the header of a mapped entry; DamagedFile when it does not add up."""
     md = mapped.metadata
-    try:
-        version = int(md[_P + "format"])
-        if version != FORMAT_VERSION:
-            raise DamagedFile(f"cache format {version}, this evalkit reads {FORMAT_VERSION}")
-        described = {name: (t.dtype, t.shape) for name, t in mapped.tensors.items()}
-        if md[_P + "header_digest"] != _header_digest(md, described):
-            raise DamagedFile("header checksum mismatch (metadata changed on disk)")
-        key = md[_P + "key"]
-        shape = tuple(int(x) for x in json.loads(md[_P + "shape"]))
-        meta = VideoMeta.from_dict(json.loads(md[_P + "meta"]))
-        info = EntryInfo(
-            path=mapped.path,
-            key=key,
-            codec=md[_P + "codec"],
-            shape=shape,  # type: ignore[arg-type]
-            spec=json.loads(md[_P + "spec"]),
-            source=SourceIdentity.from_json(md[_P + "source"]),
-            meta=meta,
-            chunk_sums=json.loads(md[_P + "chunk_crc32"]),
-            chunk_bytes=int(md[_P + "chunk_bytes"]),
-            header_digest=md[_P + "header_digest"],
-            size=len(mapped.buffer),
-        )
-    except DamagedFile:
-        raise
-    except (KeyError, ValueError, TypeError) as exc:
-        raise DamagedFile(f"metadata is missing or malformed ({exc!r})") from None
+    version = _field(md, "format", int)
+    if version != FORMAT_VERSION:
+        raise DamagedFile(f"cache format {version}, this evalkit reads {FORMAT_VERSION}")
+    described = {name: (t.dtype, t.shape) for name, t in mapped.tensors.items()}
+    digest = _field(md, "header_digest", str)
+    if digest != _header_digest(md, described):
+        raise DamagedFile("header checksum mismatch (metadata changed on disk)")
+    key = _field(md, "key", str)
+    shape = _field(md, "shape", lambda v: tuple(int(x) for x in json.loads(v)))
+    meta = _field(md, "meta", lambda v: VideoMeta.from_dict(json.loads(v)))
+    info = EntryInfo(
+        path=mapped.path,
+        key=key,
+        codec=_field(md, "codec", str),
+        shape=shape,  # type: ignore[arg-type]  # checked to be 4 long below
+        spec=_field(md, "spec", json.loads),
+        source=_field(md, "source", SourceIdentity.from_json),
+        meta=meta,
+        chunk_sums=_field(md, "chunk_crc32", json.loads),
+        chunk_bytes=_field(md, "chunk_bytes", int),
+        header_digest=digest,
+        size=len(mapped.buffer),
+    )
     if expect_key is not None and key != expect_key:
         raise DamagedFile(f"file claims key {key[:12]}..., expected {expect_key[:12]}...")
     if expect_key is None and mapped.path.name != key + SUFFIX:
@@ -141,6 +139,15 @@ def read_info(mapped: MappedFile, expect_key: str | None = None) -> EntryInfo:
             f"({len(meta.indices)} indices, {meta.height}x{meta.width})"
         )
     return info
+
+
+def _field(md: dict[str, str], name: str, parse: Callable[[str], T]) -> T:
+    """Metadata field ``name`` parsed; DamagedFile naming the field (never its value: the
+    file's contents stay out of messages) when it is missing or does not parse."""
+    try:
+        return parse(md[_P + name])
+    except (KeyError, ValueError, TypeError, AttributeError):
+        raise DamagedFile(f"metadata field {name!r} is missing or malformed") from None
 
 
 def read_entry(

@@ -10,9 +10,11 @@ writer streams from the array into a temporary file we fsync before renaming it.
 
 from __future__ import annotations
 
+import errno
 import json
 import mmap
 import os
+import stat
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -33,6 +35,15 @@ _NAMES = {v: k for k, v in _DTYPES.items()}
 _MAX_HEADER = 100 * 1024 * 1024  # safetensors' own bound on the header size
 _CHUNK = 16 * 1024 * 1024
 TEMP_MARK = ATOMIC_TEMP_MARK
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+# What a name in the cache can be besides a regular file or a link (said in errors).
+_KINDS = {
+    stat.S_IFDIR: "a folder",
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+}
 
 # Called after each chunk of data is written (bytes so far); tests use it to kill a
 # writer half-way. None in normal use.
@@ -129,9 +140,10 @@ def write_atomic(
 def open_mapped(path: Path) -> MappedFile:
     """Map ``path`` and check its header against its length; raise DamagedFile if anything is off.
 
-    Raises FileNotFoundError when there is no file at all.
+    Raises FileNotFoundError when there is no file at all. A symbolic link, or anything
+    but a regular file, is DamagedFile and never opened (see :func:`open_plain`).
     """
-    fd = os.open(path, os.O_RDONLY)
+    fd = open_plain(path, os.O_RDONLY)
     try:
         st = os.fstat(fd)
         size = st.st_size
@@ -142,11 +154,14 @@ def open_mapped(path: Path) -> MappedFile:
         os.close(fd)  # the mapping keeps the file alive on its own
     (n,) = struct.unpack("<Q", buf[:8])
     if n > _MAX_HEADER or 8 + n > size:
-        raise DamagedFile(f"header length {n} does not fit in a {size}-byte file")
+        # The length is not said: it is the file's first 8 bytes, whatever the file is.
+        raise DamagedFile(f"header length (its first 8 bytes) does not fit a {size}-byte file")
     try:
         header = json.loads(buf[8 : 8 + n])
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise DamagedFile(f"header is not JSON ({exc})") from None
+    except UnicodeDecodeError as exc:
+        raise DamagedFile(f"header is not UTF-8 (at byte {8 + exc.start})") from None
+    except json.JSONDecodeError as exc:
+        raise DamagedFile(f"header is not JSON ({exc.msg} at byte {8 + exc.pos})") from None
     if not isinstance(header, dict):
         raise DamagedFile("header is not a JSON object")
     metadata = header.pop("__metadata__", {})
@@ -168,8 +183,10 @@ def _tensor_info(name: str, spec: dict[str, Any]) -> TensorInfo:
         dtype = _DTYPES[spec["dtype"]]
         shape = tuple(int(x) for x in spec["shape"])
         begin, end = (int(x) for x in spec["data_offsets"])
-    except (KeyError, TypeError, ValueError) as exc:
-        raise DamagedFile(f"tensor {name!r}: malformed header entry ({exc!r})") from None
+    except (KeyError, TypeError, ValueError, AttributeError):
+        raise DamagedFile(
+            f"tensor {name!r}: header entry lacks a known dtype, a shape or data_offsets"
+        ) from None
     if any(d < 0 for d in shape) or not 0 <= begin <= end:
         raise DamagedFile(f"tensor {name!r}: negative shape or offsets")
     if end - begin != int(np.prod(shape, dtype=np.int64)) * dtype.itemsize:
@@ -185,3 +202,56 @@ def _check_layout(tensors: dict[str, TensorInfo]) -> int:
             raise DamagedFile("tensor byte ranges leave a hole or overlap")
         pos = t.end
     return pos
+
+
+def not_plain(path: Path) -> str | None:
+    """What ``path`` is when it is neither a regular file nor absent (a symbolic link, a
+    FIFO, ...), said for people; None otherwise. Looks at the name only, follows nothing."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        try:
+            target = os.readlink(path)
+        except OSError:
+            return "a symbolic link"
+        if path.parent / target == path:
+            return "a symbolic link to itself (a loop)"
+        return f"a symbolic link to {target}"
+    if stat.S_ISREG(st.st_mode):
+        return None
+    return _KINDS.get(stat.S_IFMT(st.st_mode), "not a regular file")
+
+
+def open_plain(path: Path, flags: int) -> int:
+    """``os.open`` for a cache file that follows no symbolic link: neither ``path`` nor its
+    folder may be one (a link or a loop is DamagedFile, naming it, never opened), and what
+    it opens must be a regular file (a FIFO would block a reader, a device is not ours).
+
+    Raises FileNotFoundError when there is no file.
+    """
+    # The check before opening names what is there; O_NOFOLLOW closes the race after it.
+    why = not_plain(path)
+    if why is None and path.parent.is_symlink():
+        why = f"in {path.parent.name}/, a symbolic link"
+    if why is not None:
+        raise DamagedFile(f"{why}: not opened")
+    try:
+        dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # made a link since the check above
+            raise DamagedFile(f"in {path.parent.name}/, a symbolic link: not opened") from None
+        raise
+    try:
+        fd = os.open(path.name, flags | _NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise DamagedFile("a symbolic link: not opened") from None
+        raise
+    finally:
+        os.close(dir_fd)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise DamagedFile("not a regular file: not opened")
+    return fd

@@ -25,7 +25,7 @@ from filelock import FileLock
 
 from evalkit.cache.codec import CODECS
 from evalkit.cache.entry import SUFFIX, read_entry, write_entry
-from evalkit.cache.fileformat import DamagedFile
+from evalkit.cache.fileformat import DamagedFile, not_plain
 from evalkit.cache.integrity import FirstTouch, stamp_path
 from evalkit.cache.key import Codec, Identity, SourceIdentity, as_ref, cache_key, source_identity
 from evalkit.errors import CacheError, VideoError
@@ -54,6 +54,21 @@ def _load_videos(ref: VideoRef, specs: list[FrameSpec]) -> list[Frames]:
 def lock_path(entry: Path) -> Path:
     """The per-key lock file beside an entry."""
     return entry.with_name(entry.name[: -len(SUFFIX)] + ".lock")
+
+
+def key_lock(entry: Path) -> FileLock:
+    """The lock of ``entry``'s key, in a real folder of the cache: a symbolic link in place of
+    the entry's folder (the lock and the entry would be written where it points) or of the
+    lock file (which filelock refuses, failing every build) is removed first, named in a
+    warning."""
+    for name in (entry.parent, lock_path(entry)):  # the folder first: the lock lies in it
+        if name.is_symlink():
+            log.warning(
+                "frame cache: %s is %s, not the cache's own: removed", name, not_plain(name)
+            )
+            name.unlink(missing_ok=True)
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    return FileLock(lock_path(entry))
 
 
 class FrameCache:
@@ -113,7 +128,7 @@ class FrameCache:
         _, _, key, path = self._locate(ref, spec)
         frames, damage = self._try_read(path, key)
         if damage is not None:
-            with FileLock(lock_path(path)):
+            with key_lock(path):
                 frames, damage = self._try_read(
                     path, key
                 )  # a writer may have replaced it meanwhile
@@ -182,8 +197,7 @@ class FrameCache:
         missing; return the keys written."""
         with ExitStack() as locks:
             for _, _key, path in sorted(wanted, key=lambda w: w[1]):
-                path.parent.mkdir(parents=True, exist_ok=True)
-                locks.enter_context(FileLock(lock_path(path)))
+                locks.enter_context(key_lock(path))
             todo = []
             for spec, key, path in wanted:
                 frames, damage = self._try_read(path, key)  # another builder may have finished it
@@ -201,8 +215,7 @@ class FrameCache:
         The caller vouches that ``frames`` are what ``spec`` yields for the file as it is now.
         """
         vref, source, key, path = self._locate(ref, spec)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(lock_path(path)):
+        with key_lock(path):
             self._write(vref, spec, source, key, path, frames)
         return path
 
@@ -255,9 +268,17 @@ class FrameCache:
         """Every entry file under the root (complete files only, never temporaries)."""
         if not self.root.is_dir():
             return
-        for sub in sorted(self.root.iterdir()):
-            if sub.is_dir() and len(sub.name) == 2:
-                yield from sorted(sub.glob("*" + SUFFIX))
+        for sub in shards(self.root):
+            yield from sorted(sub.glob("*" + SUFFIX))
+
+
+def shards(root: Path) -> list[Path]:
+    """The cache's two-letter folders under ``root`` (a symbolic link is none of them)."""
+    if not root.is_dir():
+        return []
+    return [
+        d for d in sorted(root.iterdir()) if len(d.name) == 2 and not d.is_symlink() and d.is_dir()
+    ]
 
 
 def _discard(path: Path, reason: str) -> None:

@@ -27,7 +27,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from evalkit.cache.fileformat import DamagedFile, MappedFile
+from evalkit.cache.fileformat import DamagedFile, MappedFile, open_plain
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +36,7 @@ STAMP_SUFFIX = ".verified"
 # A stamp is only written for a file unchanged for this long: a file system with coarse
 # timestamps could give a write made during our pass the same ctime as the one before it.
 _SETTLED_NS = 2 * 10**9
+_STAMP_MAX = 512  # a stamp is ~120 bytes; more is not one of ours
 
 Identity = tuple[int, int, int, int, int, str]
 
@@ -124,9 +125,15 @@ def stamp_path(entry: Path) -> Path:
 
 def _read_stamp(stamp: Path) -> Identity | None:
     try:
-        doc: Any = json.loads(stamp.read_text())
+        fd = open_plain(stamp, os.O_RDONLY)  # a link or a FIFO in its place is no stamp
+    except (OSError, DamagedFile):
+        return None
+    try:
+        doc: Any = json.loads(os.read(fd, _STAMP_MAX))
     except (OSError, ValueError):
-        return None  # absent, unreadable or torn: check the bytes instead
+        return None  # unreadable or torn: check the bytes instead
+    finally:
+        os.close(fd)
     return tuple(doc) if isinstance(doc, list) and len(doc) == 6 else None
 
 
@@ -139,7 +146,14 @@ def _write_stamp(entry: Path, stamp: Path, ident: Identity) -> None:
     if identity(now, ident[5]) != ident or time.time_ns() - now.st_ctime_ns < _SETTLED_NS:
         return
     try:
-        # A torn write leaves invalid JSON, which reads as "no stamp": no temp file needed.
-        stamp.write_text(json.dumps(list(ident)))
+        # A new file each time: whatever lies at the name (a link to another file, a second
+        # name of one) is replaced, never written through. A torn write leaves invalid JSON,
+        # which reads as "no stamp": no temp file needed.
+        stamp.unlink(missing_ok=True)
+        fd = os.open(stamp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        try:
+            os.write(fd, json.dumps(list(ident)).encode())
+        finally:
+            os.close(fd)
     except OSError as exc:  # a read-only cache: every process checks once instead
         log.debug("frame cache: cannot write %s: %s", stamp, exc)

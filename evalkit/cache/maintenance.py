@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock, Timeout
+from filelock import Timeout
 
 from evalkit.cache.entry import SUFFIX, EntryInfo, read_entry, read_info
-from evalkit.cache.fileformat import TEMP_MARK, DamagedFile, open_mapped
-from evalkit.cache.frame_cache import FrameCache, lock_path
+from evalkit.cache.fileformat import TEMP_MARK, DamagedFile, not_plain, open_mapped
+from evalkit.cache.frame_cache import FrameCache, key_lock, shards
 from evalkit.cache.integrity import STAMP_SUFFIX, FirstTouch, stamp_path
 from evalkit.cache.key import source_identity
 from evalkit.errors import CacheError, VideoError
@@ -22,7 +23,7 @@ from evalkit.errors import CacheError, VideoError
 @contextmanager
 def _unless_busy(entry: Path) -> Iterator[bool]:
     """Hold the key's lock if nobody else does; yields False when a writer is active."""
-    lock = FileLock(lock_path(entry))
+    lock = key_lock(entry)
     try:
         lock.acquire(timeout=0)
     except Timeout:
@@ -34,10 +35,16 @@ def _unless_busy(entry: Path) -> Iterator[bool]:
         lock.release()
 
 
-def _subdirs(root: Path) -> list[Path]:
+def linked_folders(root: Path) -> dict[Path, str]:
+    """Two-letter names under ``root`` that are symbolic links where the cache keeps its
+    folders: never followed, and said as such (-> why)."""
     if not root.is_dir():
-        return []
-    return [d for d in sorted(root.iterdir()) if d.is_dir() and len(d.name) == 2]
+        return {}
+    return {
+        d: f"{not_plain(d)} in place of a folder of the cache: never followed"
+        for d in sorted(root.iterdir())
+        if len(d.name) == 2 and d.is_symlink()
+    }
 
 
 @dataclass
@@ -60,10 +67,10 @@ def _temp_entry(tmp: Path) -> Path:
 def unfinished_writes(cache: FrameCache) -> dict[str, str]:
     """Temporary files under the root: path -> size and whether its writer is still at it."""
     found: dict[str, str] = {}
-    for d in _subdirs(cache.root):
+    for d in shards(cache.root):
         for tmp in sorted(d.glob(f"*{TEMP_MARK}*")):
             try:
-                size = tmp.stat().st_size
+                size = tmp.lstat().st_size
             except FileNotFoundError:
                 continue  # renamed into place while we looked
             with _unless_busy(_temp_entry(tmp)) as free:
@@ -89,14 +96,21 @@ def verify(cache: FrameCache, *, remove: bool = False) -> VerifyReport:
             continue
         report.good += 1
         report.bytes += info.size
+    for folder, why in linked_folders(cache.root).items():
+        report.damaged[str(folder)] = why
+        if remove and _remove_damaged(cache, folder, link=True):
+            report.removed.append(str(folder))
     report.unfinished = unfinished_writes(cache)
     return report
 
 
-def _remove_damaged(cache: FrameCache, path: Path) -> bool:
-    """Remove a damaged entry unless a reader holds it; CacheError when the cache cannot
-    be written (read-only), in one line instead of an OSError."""
+def _remove_damaged(cache: FrameCache, path: Path, *, link: bool = False) -> bool:
+    """Remove a damaged entry unless a reader holds it (or a ``link`` in place of a folder);
+    CacheError when the cache cannot be written (read-only), in one line, not an OSError."""
     try:
+        if link:
+            path.unlink(missing_ok=True)
+            return True
         with _unless_busy(path) as free:
             if free:
                 path.unlink(missing_ok=True)
@@ -125,7 +139,7 @@ def listing(cache: FrameCache) -> dict[str, Any]:
     damaged = 0
     total = 0
     for path, info in _infos(cache):
-        size = path.stat().st_size
+        size = path.lstat().st_size
         total += size
         if isinstance(info, str):
             damaged += 1
@@ -134,7 +148,7 @@ def listing(cache: FrameCache) -> dict[str, Any]:
         g = groups.setdefault(name, {"codec": info.codec, "spec": info.spec, "entries": 0})
         g["entries"] += 1
         g["bytes"] = g.get("bytes", 0) + size
-    temps = sum(1 for d in _subdirs(cache.root) for _ in d.glob(f"*{TEMP_MARK}*"))
+    temps = sum(1 for d in shards(cache.root) for _ in d.glob(f"*{TEMP_MARK}*"))
     return {
         "root": str(cache.root),
         "entries": sum(g["entries"] for g in groups.values()),
@@ -180,10 +194,10 @@ def prune(cache: FrameCache, *, everything: bool = False, dry_run: bool = False)
             if not free:
                 report.busy.append(str(path))
                 return
-            if not path.exists():
+            if not os.path.lexists(path):
                 return
             report.removed[str(path)] = reason
-            report.bytes += path.stat().st_size
+            report.bytes += path.lstat().st_size
             if not dry_run:
                 path.unlink()
 
@@ -191,13 +205,17 @@ def prune(cache: FrameCache, *, everything: bool = False, dry_run: bool = False)
         reason = "--all" if everything else _dead_reason(info)
         if reason:
             drop(path, reason, path)
-    for d in _subdirs(cache.root):
+    for folder, why in linked_folders(cache.root).items():
+        report.removed[str(folder)] = why
+        if not dry_run:
+            folder.unlink(missing_ok=True)
+    for d in shards(cache.root):
         for tmp in d.glob(f"*{TEMP_MARK}*"):
             # A temp whose key lock is free belongs to a writer that died.
             drop(tmp, "unfinished write", _temp_entry(tmp))
         for side in [*d.glob("*.lock"), *d.glob("*" + STAMP_SUFFIX)]:
             entry = side.with_name(side.name.rsplit(".", 1)[0] + SUFFIX)
-            if not entry.exists() and not dry_run:
+            if not os.path.lexists(entry) and not dry_run:
                 with _unless_busy(entry) as free:
                     if free:
                         side.unlink(missing_ok=True)

@@ -30,7 +30,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         dest="data_root",
         help="folder holding one sub-folder per benchmark: adds a column of sample counts",
     )
-    ls.add_argument("--wide", action="store_true", help="every column, wider than 100")
+    ls.add_argument(
+        "--wide", action="store_true", help="every column (pixels, aliases): wider than 100"
+    )
     show = sub.add_parser("show", help="one benchmark's spec, for people (--json: the dump)")
     show.add_argument("name", help="benchmark name or alias, optionally NAME:VARIANT")
     show.add_argument("--json", action="store_true", help="the whole spec as JSON")
@@ -92,8 +94,10 @@ def _count(spec: BenchmarkSpec, root: str) -> str:
     return "-"
 
 
-# the columns shown by default (they fit 100 columns); --wide shows every one of _columns
+# the columns shown by default; --wide shows every one of _columns
 _NARROW = ("name", "task types", "frames", "aggregation", "variants")
+_WHOLE = ("name", "frames", "samples")  # kept on one line where the width allows
+_NARROW_WIDTH = 124  # the default columns fit boxed in this many, samples and frames whole
 
 
 def _frames(spec: BenchmarkSpec) -> str:
@@ -116,8 +120,7 @@ def _columns(spec: BenchmarkSpec) -> dict[str, str]:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from rich.console import Console
-    from rich.table import Table
+    from evalkit.textwidth import as_lines, table, terminal_width
 
     reg = registry()
     if not len(reg):
@@ -134,17 +137,15 @@ def _list(args: argparse.Namespace) -> int:
         for spec, row in zip(reg.specs(), rows, strict=True):
             row["samples"] = _count(spec, args.data_root)
         headers.insert(1, "samples")
-    table = Table(title=f"benchmarks ({len(rows)})", title_justify="left")
-    for h in headers:
-        table.add_column(h, overflow="fold", no_wrap=h in ("name", "frames", "samples"))
-    for row in rows:
-        table.add_row(*(row[h] for h in headers))
-    # 100 columns at most unless --wide (the terminal's width; piped output is not cut)
-    terminal = Console().width if sys.stdout.isatty() else 240
-    Console(width=terminal if args.wide else min(terminal, 100)).print(table)
+    # the default columns: a table, not a spread (_NARROW_WIDTH); --wide takes what it needs
+    width = terminal_width() if args.wide else min(terminal_width(), _NARROW_WIDTH)
+    cells = [[row[h] for h in headers] for row in rows]
+    title = f"benchmarks ({len(rows)})"
+    out = as_lines(table(headers, cells, width, title=title, whole=_WHOLE), width)
     if args.data_root:
-        print(f"samples: valid samples in {args.data_root}/<name>; - = no such folder")
-    print("`evalkit bench show NAME` for one spec; --wide for pixels and aliases")
+        out.append(f"samples: valid samples in {args.data_root}/<name>; - = no such folder")
+    out.append("`evalkit bench show NAME` for one spec; --wide for pixels and aliases")
+    _print_lines(out)
     return 0
 
 
@@ -153,11 +154,10 @@ def _show(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(spec.model_dump(mode="json"), indent=2))
         return 0
-    for label, value in _described(spec):
-        lines = value.splitlines() or [""]
-        print(f"{label:<13} {lines[0]}")
-        for line in lines[1:]:
-            print(f"{'':<13} {line}")
+    from evalkit.textwidth import terminal_width, wrap
+
+    width = terminal_width()
+    _print_lines([x for label, v in _described(spec) for x in wrap(v, width, f"{label:<13} ")])
     return 0
 
 
@@ -372,12 +372,17 @@ def _ids(args: argparse.Namespace) -> int:
         lines.append(f"{s.id}\t{fields}")
     if loaded.invalid:
         lines.append(f"({len(loaded.invalid)} invalid row(s) left out: bench validate lists them)")
+    _print_lines(lines)
+    return 0
+
+
+def _print_lines(lines: list[str]) -> None:
+    """Print ``lines``; a reader that stops early (``| head``) has what it wanted."""
     try:
         print("\n".join(lines))
         sys.stdout.flush()
-    except BrokenPipeError:  # `| head`: the reader has what it wanted
+    except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    return 0
 
 
 def run(args: argparse.Namespace) -> int:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -99,7 +98,9 @@ def _out(args: argparse.Namespace) -> Path:
 def _console() -> Console:
     from rich.console import Console
 
-    return Console(width=None if sys.stdout.isatty() else 200)
+    from evalkit.textwidth import terminal_width
+
+    return Console(width=terminal_width())
 
 
 def _written(files: dict[str, Path]) -> int:
