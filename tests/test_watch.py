@@ -1,0 +1,225 @@
+"""``evalkit watch``, without an engine: which folders are checkpoints, when one is whole
+and settled, when it needs another engine, the watch directory's record and its curve.
+
+The engine-backed behaviour (one warm engine, in-place loads equal to fresh runs, resume
+after SIGKILL) is tests/test_watch_vllm.py."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import pytest
+
+from evalkit.errors import ConfigError
+from evalkit.run.config import RunConfig
+from evalkit.watch import (
+    Checkpoint,
+    Outcome,
+    Settling,
+    Watch,
+    WatchConfig,
+    candidates,
+    differs,
+    identity,
+    not_whole,
+)
+
+
+def _safetensors(path: Path, values: int = 16, cut: int = 0) -> None:
+    """A valid safetensors file of one float32 tensor (``cut``: bytes left off its end)."""
+    header = json.dumps(
+        {"w": {"dtype": "F32", "shape": [values], "data_offsets": [0, 4 * values]}}
+    ).encode()
+    data = struct.pack("<Q", len(header)) + header + b"\0" * (4 * values)
+    path.write_bytes(data[: len(data) - cut] if cut else data)
+
+
+def _checkpoint(path: Path, config: dict[str, object] | None = None, cut: int = 0) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "config.json").write_text(json.dumps(config or {"model_type": "qwen2_5_vl"}))
+    _safetensors(path / "model.safetensors", cut=cut)
+    return path
+
+
+def test_checkpoint_folders_are_found_by_name_in_step_order(tmp_path: Path) -> None:
+    for name in ("checkpoint-20", "checkpoint-3", "global_step_7", "step_100", "notes", "x-1"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "global_step_7" / "actor" / "huggingface").mkdir(parents=True)
+    (tmp_path / ".tmp-checkpoint-30").mkdir()  # being written, renamed into place when done
+    (tmp_path / "checkpoint-40.json").write_text("{}")  # a file, not a folder
+    found = candidates(tmp_path)
+    assert [(c.step, c.name) for c in found] == [
+        (3, "checkpoint-3"),
+        (7, "global_step_7"),
+        (20, "checkpoint-20"),
+        (100, "step_100"),
+    ]
+    assert found[1].path == tmp_path / "global_step_7" / "actor" / "huggingface"  # verl
+
+
+@pytest.mark.parametrize(
+    ("make", "why"),
+    [
+        (lambda p: p.mkdir(), "no config.json yet"),
+        (lambda p: (p.mkdir(), (p / "config.json").write_text('{"model_')), "not whole yet"),
+        (lambda p: _checkpoint(p, cut=10), "model.safetensors is 125 of 135 bytes"),
+        (lambda p: _checkpoint(p, cut=100), "is 35 bytes, its header alone 71"),
+    ],
+    ids=["empty", "config-cut", "weights-cut", "header-cut"],
+)
+def test_a_half_written_checkpoint_is_not_whole(tmp_path: Path, make: object, why: str) -> None:
+    folder = tmp_path / "checkpoint-1"
+    make(folder)  # type: ignore[operator]
+    reason = not_whole(folder)
+    assert reason is not None and why in reason
+
+
+def test_a_sharded_checkpoint_waits_for_every_shard_its_index_names(tmp_path: Path) -> None:
+    folder = _checkpoint(tmp_path / "checkpoint-1")
+    (folder / "model.safetensors").rename(folder / "model-00001-of-00002.safetensors")
+    index = {
+        "weight_map": {
+            "a": "model-00001-of-00002.safetensors",
+            "b": "model-00002-of-00002.safetensors",
+        }
+    }
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+    assert not_whole(folder) == "1 of 2 weight files not written yet"
+    _safetensors(folder / "model-00002-of-00002.safetensors")
+    assert not_whole(folder) is None
+
+
+def test_a_whole_checkpoint_is_read_only_once_it_has_settled(tmp_path: Path) -> None:
+    folder = _checkpoint(tmp_path / "checkpoint-1")
+    ck = Checkpoint(1, folder.name, folder)
+    now = [folder.stat().st_mtime + 1.0]  # its files were written a second ago
+    settling = Settling(5.0, clock=lambda: now[0])
+    assert (settling.ready(ck) or "").startswith("settling (1 of 5 s unchanged)")
+    now[0] += 3
+    assert settling.ready(ck) is not None
+    now[0] += 2  # five seconds since the last write, the same files seen since
+    assert settling.ready(ck) is None
+    old = Settling(5.0, clock=lambda: folder.stat().st_mtime + 60)
+    assert old.ready(ck) is None  # written long ago (a restarted watch): read at first sight
+
+
+def test_a_file_that_changes_while_settling_starts_the_wait_again(tmp_path: Path) -> None:
+    folder = _checkpoint(tmp_path / "checkpoint-1")
+    ck = Checkpoint(1, folder.name, folder)
+    now = [folder.stat().st_mtime + 4.0]
+    settling = Settling(5.0, clock=lambda: now[0])
+    assert settling.ready(ck) is not None
+    (folder / "tokenizer.json").write_text("{}")  # the trainer writes more files
+    now[0] = (folder / "tokenizer.json").stat().st_mtime + 4.0
+    assert settling.ready(ck) is not None
+    now[0] += 1.5
+    assert settling.ready(ck) is None
+
+
+def test_another_architecture_or_tokenizer_needs_another_engine(tmp_path: Path) -> None:
+    base = _checkpoint(tmp_path / "a", {"model_type": "qwen2_5_vl", "hidden_size": 64})
+    (base / "tokenizer.json").write_text('{"v": 1}')
+    same = _checkpoint(
+        tmp_path / "b",
+        {"model_type": "qwen2_5_vl", "hidden_size": 64, "transformers_version": "5.19.0"},
+    )
+    assert differs(identity(base), identity(same)) is None  # no tokenizer: the engine's own
+    wider = _checkpoint(tmp_path / "c", {"model_type": "qwen2_5_vl", "hidden_size": 128})
+    assert differs(identity(base), identity(wider)) == (
+        "another architecture (config.json differs in hidden_size)"
+    )
+    (same / "tokenizer.json").write_text('{"v": 2}')
+    assert differs(identity(base), identity(same)) == "another tokenizer"
+
+
+def _watch(tmp_path: Path, **run: object) -> Watch:
+    (tmp_path / "ckpts").mkdir(exist_ok=True)
+    cfg = WatchConfig(ckpt_dir=str(tmp_path / "ckpts"), watch_dir=str(tmp_path / "w"))
+    return Watch.open(cfg, RunConfig(model="m", bench=["SynthVideo"], **run))  # type: ignore[arg-type]
+
+
+def test_a_watch_directory_is_continued_only_with_its_own_settings(tmp_path: Path) -> None:
+    watch = _watch(tmp_path)
+    watch.outcomes[10] = Outcome(10, "checkpoint-10", "p", "failed", reason="did not load: x")
+    watch.write()
+    again = _watch(tmp_path)
+    assert again.outcomes[10].status == "failed"  # recorded once: not tried again
+    with pytest.raises(ConfigError, match=r"holds a watch of other settings \(differs in: limit\)"):
+        _watch(tmp_path, limit=4)
+
+
+def test_each_checkpoint_runs_in_its_own_run_directory_resumed_after_a_kill(
+    tmp_path: Path,
+) -> None:
+    watch = _watch(tmp_path)
+    ck = Checkpoint(20, "checkpoint-20", tmp_path / "ckpts" / "checkpoint-20")
+    cfg = watch.settings_for(ck)
+    assert (cfg.model, cfg.runs_dir, cfg.run_id, cfg.resume) == (
+        str(ck.path),
+        str(watch.path),
+        "step-20",
+        None,
+    )
+    (watch.path / "step-20").mkdir(parents=True)
+    (watch.path / "step-20" / "config.json").write_text("{}")  # killed mid-run
+    assert watch.settings_for(ck).resume == str(watch.path / "step-20")
+
+
+def test_the_curve_page_plots_each_benchmark_and_names_the_best(tmp_path: Path) -> None:
+    from evalkit.reports.curve import sections, write_page
+
+    watch = _watch(tmp_path)
+    for step, value in ((0, 40.0), (10, 55.0), (20, 50.0)):
+        for bench, shift in (("A", 0.0), ("B", 10.0)):
+            watch.curve.append(
+                {
+                    "step": step,
+                    "benchmark": bench,
+                    "headline": value + shift,
+                    "stderr": 2.0,
+                    "ci95": [value + shift - 3.92, value + shift + 3.92],
+                    "samples": 10,
+                    "wall_s": 1.0,
+                    "checkpoint": f"checkpoint-{step}",
+                    "official": True,
+                }
+            )
+    watch.outcomes[30] = Outcome(30, "checkpoint-30", "p", "failed", reason="did not load: x")
+    watch.write()
+    assert watch.best()["A"]["step"] == 10 and watch.best()["B"]["headline"] == 65.0
+    secs = sections(watch.path, figures=False)
+    assert [s.title for s in secs] == ["A", "B", "checkpoints not evaluated"]
+    assert secs[0].rows[1] == [
+        "10",
+        "checkpoint-10",
+        "55.00 ± 2.00",
+        "[51.08, 58.92]",
+        "10",
+        "1.0",
+        "best",
+    ]
+    assert "best checkpoint: step 10 (checkpoint-10): 55.00" in secs[0].notes
+    page = write_page(watch.path).read_text()
+    assert page.count("data:image/png;base64,") == 2 and "did not load: x" in page
+
+
+def test_watch_refuses_what_it_cannot_do_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from evalkit.cli.main import main
+
+    (tmp_path / "ckpts").mkdir()
+    base = ["watch", str(tmp_path / "ckpts"), "--bench", "SynthVideo"]
+    cases = [
+        (["watch", str(tmp_path / "none")], "CKPT_DIR"),
+        ([*base, "--model-base", str(tmp_path)], "--model-base"),
+        ([*base, "--engine", "openai"], "--engine openai: a watch loads each checkpoint"),
+        ([*base, "--replicas", "2"], "--replicas: a watch runs one warm engine"),
+        ([*base, "--loggers", "tensorbard"], "--loggers"),
+    ]
+    for argv, said in cases:
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and said in err[0], err
