@@ -223,3 +223,42 @@ def test_watch_refuses_what_it_cannot_do_in_one_line(
         assert main(argv) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and said in err[0], err
+
+
+def test_the_curve_page_shows_its_plots_in_a_browser(tmp_path: Path) -> None:
+    """Headless Chromium: every plot decodes, the tables fit the page; a screenshot is
+    kept beside the page (``curve.png``)."""
+    import re
+
+    from evalkit.reports.curve import write_page
+    from tests._browser import dump_dom, page_layout
+
+    watch = _watch(tmp_path)
+    for step, value in ((0, 31.0), (10, 44.0), (20, 52.0), (30, 47.5)):
+        watch.curve.append(
+            {
+                "step": step,
+                "benchmark": "Video-MME",
+                "headline": value,
+                "stderr": 2.5,
+                "ci95": [value - 4.9, value + 4.9],
+                "samples": 300,
+                "wall_s": 12.0,
+                "checkpoint": "base" if step == 0 else f"checkpoint-{step}",
+                "official": True,
+            }
+        )
+    watch.write()
+    page = write_page(watch.path)
+    probe = page.with_name("images.html")
+    script = (
+        "<script>window.addEventListener('load',()=>{const i=[...document.images];"
+        "document.body.setAttribute('data-img',[i.length,i.filter(x=>x.naturalWidth>0).length]"
+        ".join(','))})</script>"
+    )
+    probe.write_text(page.read_text().replace("</body>", script + "</body>"))
+    found = re.search(r'data-img="(\d+),(\d+)"', dump_dom(probe))
+    assert found and found.groups() == ("1", "1")  # one plot, decoded
+    layout = page_layout(page, watch.path / "curve.png", width=1100, height=1400)
+    assert layout["tables"] == 1 and layout["table_right"] <= layout["page"]
+    assert (watch.path / "curve.png").stat().st_size > 10_000
