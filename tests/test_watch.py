@@ -16,6 +16,7 @@ from evalkit.errors import ConfigError
 from evalkit.run.config import RunConfig
 from evalkit.watch import (
     Checkpoint,
+    Follower,
     Outcome,
     Settling,
     Watch,
@@ -262,3 +263,109 @@ def test_the_curve_page_shows_its_plots_in_a_browser(tmp_path: Path) -> None:
     layout = page_layout(page, watch.path / "curve.png", width=1100, height=1400)
     assert layout["tables"] == 1 and layout["table_right"] <= layout["page"]
     assert (watch.path / "curve.png").stat().st_size > 10_000
+
+
+def test_a_checkpoint_that_fails_to_load_is_recorded_and_the_engine_restarts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Scheduling only (a scripted engine that loads weights): a failed in-place load is the
+    checkpoint's recorded failure, never the next one's mixed weights; another architecture
+    restarts the engine with one line; headlines reach the scalar sinks at their step."""
+    import asyncio
+    from dataclasses import dataclass, field
+
+    from tests._synth_world import synth_world
+    from tests.scripted_engine import ScriptedEngine
+
+    @dataclass
+    class Reloading(ScriptedEngine):
+        loads: list[str] = field(default_factory=list)
+
+        async def load_weights(self, path: str) -> None:
+            if "checkpoint-20" in path:
+                raise RuntimeError("size mismatch for lm_head.weight")
+            self.loads.append(Path(path).name)
+
+    world = synth_world(tmp_path, monkeypatch, 1)
+    started: list[str] = []
+
+    def make_engine(plan: object) -> Reloading:
+        started.append(Path(plan.config.model).name)  # type: ignore[attr-defined]
+        return Reloading(prefill_s=0, decode_s=0)
+
+    monkeypatch.setattr("evalkit.run.execute.make_engine", make_engine)
+    arch = {"model_type": "qwen2_5_vl"}
+    ckpts = [
+        _checkpoint(world / "ckpts" / f"checkpoint-{s}", arch if s != 40 else {**arch, "x": 1})
+        for s in (10, 20, 30, 40)
+    ]
+    logged: list[tuple[int, dict[str, object]]] = []
+
+    class Sink:
+        def log(self, step: int, values: dict[str, object]) -> None:
+            logged.append((step, values))
+
+    cfg = WatchConfig(ckpt_dir=str(world / "ckpts"), watch_dir=str(world / "w"), settle_s=0)
+    run = RunConfig(model="m", bench=["SynthVideo"], data_root=str(world / "synth"))
+    said: list[str] = []
+    follower = Follower(Watch.open(cfg, run), say=said.append, scalars=Sink())
+
+    async def follow_all() -> list[Outcome]:
+        try:
+            return [await follower.evaluate(Checkpoint(int(c.name[11:]), c.name, c)) for c in ckpts]
+        finally:
+            await follower.close()
+
+    outcomes = asyncio.run(follow_all())
+    assert [o.status for o in outcomes] == ["done", "failed", "done", "done"]
+    assert outcomes[1].reason == "did not load: size mismatch for lm_head.weight"
+    assert [o.loaded for o in (outcomes[0], outcomes[2], outcomes[3])] == [
+        "engine started",
+        "engine restarted (the last load failed)",
+        "engine restarted (another architecture (config.json differs in x))",
+    ]
+    assert started == ["checkpoint-10", "checkpoint-30", "checkpoint-40"]
+    assert said == [
+        "step 30: restarting the engine (the last load failed)",
+        "step 40: restarting the engine (another architecture (config.json differs in x))",
+    ]
+    assert not (world / "w" / "step-20").exists()  # nothing ran on mixed weights
+    assert [step for step, _ in logged] == [10, 30, 40] and "eval/SynthVideo" in logged[0][1]
+    again = Watch.open(cfg, run)  # recorded: a restarted watch does not try step 20 again
+    assert again.outcomes[20].status == "failed"
+
+
+def test_latest_only_evaluates_the_newest_and_records_the_rest_as_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio
+
+    from tests._synth_world import synth_world
+    from tests.scripted_engine import ScriptedEngine
+
+    world = synth_world(tmp_path, monkeypatch, 1)
+    monkeypatch.setattr(
+        "evalkit.run.execute.make_engine", lambda plan: ScriptedEngine(prefill_s=0, decode_s=0)
+    )
+    for step in (1, 2, 3):
+        _checkpoint(world / "ckpts" / f"checkpoint-{step}")
+    cfg = WatchConfig(
+        ckpt_dir=str(world / "ckpts"),
+        watch_dir=str(world / "w"),
+        settle_s=0,
+        once=True,
+        latest_only=True,
+    )
+    run = RunConfig(model="m", bench=["SynthVideo"], data_root=str(world / "synth"))
+    said: list[str] = []
+    watch = Watch.open(cfg, run)
+    from evalkit.watch import follow
+
+    assert asyncio.run(follow(Follower(watch, say=said.append))) == 1
+    assert {s: o.status for s, o in watch.outcomes.items()} == {
+        1: "skipped",
+        2: "skipped",
+        3: "done",
+    }
+    assert said[0] == "--latest-only: skipped steps 1, 2"
+    assert watch.outcomes[1].reason == "--latest-only: step 3 was ready too"
