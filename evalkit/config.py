@@ -47,8 +47,9 @@ def _scalar_type(annotation: Any) -> type | None:
         return _scalar_type(args[0]) if len(args) == 1 else None
     if origin is typing.Literal and all(isinstance(a, str) for a in typing.get_args(annotation)):
         return str
-    if origin is list and typing.get_args(annotation) == (str,):
-        return list
+    if origin is list and len(typing.get_args(annotation)) == 1:
+        (item,) = typing.get_args(annotation)
+        return list if item is str or _scalar_type(item) is str else None
     return annotation if annotation in (int, float, str, bool) else None
 
 
@@ -90,10 +91,13 @@ def comma_list(text: str) -> list[str] | None:
 
 
 def _choices(annotation: Any) -> list[str] | None:
-    """The allowed values of a (possibly optional) Literal field, for argparse."""
+    """The allowed values of a (possibly optional, or listed) Literal field, for argparse."""
     for arg in (annotation, *typing.get_args(annotation)):
         if typing.get_origin(arg) is typing.Literal:
             return [str(a) for a in typing.get_args(arg)]
+        if typing.get_origin(arg) is list:
+            (item,) = typing.get_args(arg) or (None,)
+            return _choices(item) if typing.get_origin(item) is typing.Literal else None
     return None
 
 
@@ -163,6 +167,8 @@ def add_model_args(
         }
         if typ is bool:
             kwargs["action"] = argparse.BooleanOptionalAction
+        elif typ is comma_list:  # a list of choices is checked by the model (one line, exit 2)
+            kwargs.update(type=typ, metavar=",".join(_choices(info.annotation) or []) or None)
         else:
             kwargs.update(type=typ, choices=_choices(info.annotation))
         kwargs.update(more)

@@ -6,6 +6,8 @@ import os
 import threading
 from pathlib import Path
 
+import pytest
+
 from evalkit.trainer.config import load_config
 from evalkit.trainer.eval_hook import EvalHook
 from evalkit.trainer.metrics import MetricsLog, read_metrics
@@ -43,7 +45,7 @@ def test_evaluation_runs_in_background_and_logs_next_to_training(tmp_path: Path)
     records = read_metrics(tmp_path / "metrics.jsonl")
     assert records[0] == {"step": 3, "loss": 0.1}
     assert records[1] == {"step": 2, "eval/step": 2.0, "eval/Toy": 0.5}
-    assert not list(tmp_path.glob("eval-step*"))  # snapshots removed after the run
+    assert not list((tmp_path / "eval-snapshots").iterdir())  # snapshots removed after the run
 
 
 def test_real_pipeline_scores_the_snapshot(tmp_path: Path) -> None:
@@ -71,4 +73,51 @@ def test_real_pipeline_scores_the_snapshot(tmp_path: Path) -> None:
     assert hook.errors == []
     (record,) = read_metrics(tmp_path / "out" / "metrics.jsonl")
     assert record["eval/SynthVideo/n"] == 1.0
-    assert 0.0 <= record["eval/SynthVideo"] <= 1.0
+    assert 0.0 <= record["eval/SynthVideo"] <= 100.0  # the official score, in percent
+
+
+@pytest.mark.heavy
+def test_due_steps_share_one_warm_vllm_engine(tmp_path: Path) -> None:
+    """With ``schedule.eval_engine: vllm`` the engine starts at the first due step and
+    takes the next step's weights in place; both steps are runs of the hook's watch."""
+    import json
+
+    import torch
+
+    pytest.importorskip("vllm")
+    from evalkit.synthvideo import generate
+    from evalkit.tiny_checkpoint import build_tiny_model
+    from evalkit.trainer.actor import ActorPolicy
+
+    model = build_tiny_model(tmp_path / "tiny", "qwen2_5_vl", seed=0)
+    generate(tmp_path / "SynthVideo", 1, split="test", seed=0, families=["yes_no"])
+    cfg = load_config(
+        None,
+        [
+            "schedule.eval_every=1",
+            "schedule.eval_benchmarks=[SynthVideo]",
+            f"schedule.eval_data_root={tmp_path}",
+            "schedule.eval_limit=1",
+            "schedule.eval_engine=vllm",
+            "schedule.eval_engine_options={dtype: float32, enforce_eager: true, "
+            "max_model_len: 2048}",
+            f"data.cache_root={tmp_path / 'cache'}",
+        ],
+    )
+    actor = ActorPolicy.from_pretrained(model)
+    log = MetricsLog(tmp_path / "out", 2, tensorboard=False)
+    hook = EvalHook(cfg, tmp_path / "out", log.write)
+    for step in (1, 2):
+        assert hook.maybe_run(step, actor.model, actor.processor)
+        assert hook._thread is not None
+        hook._thread.join()
+        with torch.no_grad():
+            for p in actor.model.parameters():
+                p.mul_(1.5)  # the next due step's weights differ
+    hook.close()
+    assert hook.errors == [] and hook.finished == [1, 2]
+    doc = json.loads((tmp_path / "out" / "eval" / "watch.json").read_text())
+    loaded = [doc["checkpoints"][s]["loaded"] for s in ("1", "2")]
+    assert loaded == ["engine started", "in place"]
+    steps = [r["eval/step"] for r in read_metrics(tmp_path / "out" / "metrics.jsonl")]
+    assert steps == [1.0, 2.0]

@@ -469,7 +469,10 @@ class ScheduleConfig(_Section):
     eval_limit: int | None = Field(default=32, ge=1)
     """Samples per benchmark in each periodic evaluation (None: all)."""
     eval_engine: str = "hf"
-    """evalkit engine of the periodic evaluation (hf on CPU, vllm on GPU)."""
+    """evalkit engine of the periodic evaluation (hf on CPU, vllm on GPU). vllm stays warm
+    from one due step to the next, each step's weights loaded into it in place."""
+    eval_engine_options: dict[str, Any] = Field(default_factory=dict)
+    """Its settings (``evalkit run --engine-opt``), e.g. ``{dtype: float32}``."""
 
     @model_validator(mode="after")
     def _check_ppo(self) -> ScheduleConfig:

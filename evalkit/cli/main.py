@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("evalkit.cli.report", "report runs: official scores, references, plots, A vs B"),
     "repro": ("evalkit.cli.repro", "check a run's scores against published references (CI)"),
     "score": ("evalkit.cli.score", "score predictions made elsewhere into a run directory"),
+    "watch": ("evalkit.cli.watch", "evaluate a training run's checkpoints as they appear"),
 }
 
 # Errors of the standard library that carry the path a person gave: said in one line.

@@ -19,7 +19,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         metavar="RUN",
         help="run directories (runs/<id>); each later run is compared with the first; a "
-        "sweep directory (holding sweep.json) alone gives the sweep report",
+        "sweep directory (holding sweep.json) alone gives the sweep report, a watch directory "
+        "(holding watch.json) its curve",
     )
     parser.add_argument(
         "--out", help="folder for report.md/.html/.json and plots/ (default: <first RUN>/report)"
@@ -63,6 +64,8 @@ def run(args: argparse.Namespace) -> int:
         output_dir(args.out, "--out")
     if len(args.runs) == 1 and (Path(args.runs[0]) / "sweep.json").is_file():
         return _sweep(args, formats)
+    if len(args.runs) == 1 and (Path(args.runs[0]) / "watch.json").is_file():
+        return _watch(args)
     report = build_report(
         args.runs,
         tolerance=args.tolerance,
@@ -89,6 +92,18 @@ def _sweep(args: argparse.Namespace, formats: list[str]) -> int:
     )
     files = write_sweep_report(report, _out(args), formats, _console())
     return _written(files)
+
+
+def _watch(args: argparse.Namespace) -> int:
+    """A watch directory: each benchmark's score against the training step (its runs are
+    ordinary runs: ``evalkit report WATCH/step-N`` reports one)."""
+    from evalkit.reports.curve import sections, write_page
+    from evalkit.reports.render import to_terminal
+
+    path = Path(args.runs[0])
+    to_terminal(sections(path, figures=False), _console())
+    print(f"html: {write_page(path)}")
+    return 0
 
 
 def _out(args: argparse.Namespace) -> Path:

@@ -60,6 +60,10 @@ class EngineSpec:
     """A check of a backend that serves from elsewhere, ``"module:function"`` called with its
     typed config and the flag that chose it before a run starts (one line of ConfigError
     when the server is not there or does not serve the model)."""
+    reloads_weights: bool = False
+    """Its engine loads another checkpoint of the same architecture in place
+    (``async load_weights(path)``, :class:`evalkit.engines.base.ReloadsWeights`): ``evalkit
+    watch`` keeps it warm across checkpoints instead of starting it again."""
     weight_sync: bool = False
     """Its workers hold their own copy of the weights and can load new ones in memory (vLLM's
     ``worker_extension_cls``): the trainer can host it beside a training rank, colocated, and
@@ -185,6 +189,7 @@ register_engine(
         uses_gpu=True,
         tensor_parallel=True,
         reserves_memory=True,
+        reloads_weights=True,
         weight_sync=True,
     )
 )

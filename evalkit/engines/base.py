@@ -96,3 +96,13 @@ class BatchEngine(Engine, Protocol):
     async def generate_batch(self, requests: list[Request]) -> list[Completion]:
         """Generate for every request of the batch, in order."""
         ...
+
+
+@runtime_checkable
+class ReloadsWeights(Protocol):
+    """An engine that can take another checkpoint's weights without starting again."""
+
+    async def load_weights(self, path: str) -> None:
+        """Load the weights of checkpoint folder ``path`` (same architecture) in place; no
+        reply after it is computed from the previous weights."""
+        ...

@@ -297,6 +297,20 @@ class VLLMEngine:
                 )
         return completion_from_output(request, final, timings, outputs)
 
+    async def load_weights(self, path: str) -> None:
+        """Load checkpoint folder ``path``'s weights into the running engine, in place
+        (vLLM's ``reload_weights`` on every worker, from disk: the tensors never cross a
+        process boundary), then drop the prefix cache, whose KV the old weights computed
+        (the workers drop their encoder and multimodal caches themselves). No request may
+        be in flight."""
+        if self._engine is None:
+            raise EvalkitError("VLLMEngine is closed")
+        await self._engine.collective_rpc(
+            "reload_weights", kwargs={"weights_path": str(path), "is_checkpoint_format": True}
+        )
+        await self._engine.reset_prefix_cache()
+        await self._engine.reset_encoder_cache()
+
     async def close(self) -> None:
         """Shut the engine processes down (idempotent)."""
         engine, self._engine = self._engine, None
