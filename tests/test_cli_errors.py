@@ -64,6 +64,10 @@ CASES: list[tuple[str, str]] = [
     (f"sweep --model ckpt {SYNTH} --grid frames.nframes=2 --replicas 2 --mode sync", "--mode sync"),
     (f"sweep --model ckpt {SYNTH} --grid frames.nframes=2,2", "listed twice"),
     (f"sweep --model ckpt {SYNTH} --grid frames.min_pixels=99999999", "min_pixels"),
+    # watch: the folder, the base model, what a watch cannot do
+    (f"watch missing {SYNTH}", "CKPT_DIR missing"),
+    (f"watch emptydir --model-base emptydir {SYNTH}", "--model-base emptydir"),
+    (f"watch emptydir {SYNTH} --replicas 2", "--replicas"),
     # run: flags cut short or unknown, config files
     (f"{RUN} --max-token 3", "--max-token"),
     (f"{RUN} --lim 3", "--lim"),
