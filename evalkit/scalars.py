@@ -63,6 +63,16 @@ def finite(values: dict[str, Any]) -> dict[str, float]:
     }
 
 
+class WandbRun(Protocol):
+    """What evalkit uses of a ``wandb.init()`` run."""
+
+    def log(self, data: dict[str, float], step: int | None = None) -> None:
+        """Record ``data`` (at ``step``)."""
+
+    def finish(self) -> None:
+        """End the run."""
+
+
 class TensorBoardSink:
     """Each step's values as TensorBoard scalars under ``directory``."""
 
@@ -85,7 +95,7 @@ class TensorBoardSink:
 class WandbSink:
     """Every record as a wandb ``log`` call, at the record's step."""
 
-    def __init__(self, run: Any) -> None:
+    def __init__(self, run: WandbRun) -> None:
         self.run = run
         self._last_step = -1
 
@@ -105,14 +115,19 @@ class WandbSink:
         self.run.finish()
 
 
-def open_wandb(project: str, name: str, directory: Path, config: dict[str, Any], mode: Any) -> Any:
+def open_wandb(
+    project: str, name: str, directory: Path, config: dict[str, Any], mode: str | None
+) -> WandbRun:
     """A wandb run (``wandb.init``); ConfigError when the package is missing."""
     try:
         wandb = importlib.import_module("wandb")
     except ImportError as exc:
         raise ConfigError("wandb is not installed: pip install wandb") from exc
     directory.mkdir(parents=True, exist_ok=True)
-    return wandb.init(project=project, name=name, dir=str(directory), config=config, mode=mode)
+    run: WandbRun = wandb.init(
+        project=project, name=name, dir=str(directory), config=config, mode=mode
+    )
+    return run
 
 
 class Scalars:

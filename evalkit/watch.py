@@ -50,7 +50,9 @@ from evalkit.run.config import RunConfig
 
 if TYPE_CHECKING:
     from evalkit.engines.base import Engine
+    from evalkit.run.execute import RunResult
     from evalkit.run.plan import BenchRun, RunPlan
+    from evalkit.scalars import Sink
 
 log = logging.getLogger(__name__)
 
@@ -422,7 +424,7 @@ class Follower:
 
     watch: Watch
     say: Say = print
-    scalars: Any = None
+    scalars: Sink | None = None
     """Where headlines go besides the curve (``evalkit.scalars.Scalars``), or None."""
     engine: Engine | None = None
     running: dict[str, str] | None = None
@@ -543,7 +545,7 @@ class Follower:
         fresh = [dataclasses.replace(b, samples=list(b.samples)) for b in self.benches]
         return plan_of(cfg, fresh)
 
-    async def _run(self, ck: Checkpoint) -> Any:
+    async def _run(self, ck: Checkpoint) -> RunResult:
         from evalkit.run.execute import aexecute
 
         assert self.engine is not None

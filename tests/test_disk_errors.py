@@ -90,6 +90,7 @@ def test_run_on_a_full_disk_stops_in_one_line_and_resumes_later(
     data = write_set(tmp_path, 12)
     monkeypatch.setattr(runner, "make_engine", lambda cfg: _Verbose())
     argv = ["run", "--model", "letter-a", "--engine", "openai", "--data", str(data)]
+    argv += ["--engine-opt", "probe=false"]  # the engine is scripted: no server to ask
     argv += ["--runs-dir", str(tiny_disk / "runs"), "--run-id", "r", "--no-progress"]
     argv += ["--cache-root", str(tmp_path / "cache")]
     assert main(argv) == 2

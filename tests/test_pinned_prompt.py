@@ -217,7 +217,8 @@ def test_evalkit_run_from_the_command_line_uses_each_pinned_variant(
     p = argparse.ArgumentParser()
     add_arguments(p)
     # a served model's name (openai engine): `run` checks a checkpoint folder exists
-    argv = ["--model", "recorder", "--engine", "openai", "--bench", "Thinks,Official"]
+    argv = ["--model", "recorder", "--engine", "openai", "--engine-opt", "probe=false"]
+    argv += ["--bench", "Thinks,Official"]
     argv += [
         "--no-progress",
         "--data-root",

@@ -140,6 +140,7 @@ def test_two_concurrent_resumers_one_refused_every_sample_exactly_once(tmp_path:
     gate = tmp_path / "gate"
     script.write_text(RESUMER.format(root=str(ROOT), gate=str(gate)))
     argv = [sys.executable, str(script), "run", "--model", "letter-a", "--engine", "openai"]
+    argv += ["--engine-opt", "probe=false"]  # the engine is scripted: no server to ask
     argv += ["--data", str(data)]
     argv += ["--cache-root", str(tmp_path / "cache"), "--cache-workers", "1"]
     argv += ["--runs-dir", str(tmp_path / "runs"), "--resume", str(run), "--no-progress"]

@@ -5,13 +5,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalkit.cli import run as run_cli
 from evalkit.cli.checks import validate_model
 from evalkit.config import add_model_args, values_from_args
 from evalkit.errors import ConfigError, EngineStartError
+
+if TYPE_CHECKING:
+    from evalkit.run.config import RunConfig
+    from evalkit.scalars import Scalars
+    from evalkit.terminal import Terminal
+    from evalkit.watch import Watch, WatchConfig
 
 _REFUSED = {
     "resume": "a watch resumes by itself: run the same command again (or give --watch-dir)",
@@ -38,7 +45,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
             action.help = argparse.SUPPRESS
 
 
-def configs(args: argparse.Namespace) -> tuple[Any, Any]:
+def configs(args: argparse.Namespace) -> tuple[WatchConfig, RunConfig]:
     """(WatchConfig, the RunConfig of every checkpoint) from the flags."""
     from evalkit.watch import WatchConfig
 
@@ -107,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _say(terminal: Any) -> Any:
+def _say(terminal: Terminal) -> Callable[[str], None]:
     """A line for the terminal while descriptors 1 and 2 go to the log."""
 
     def say(line: str) -> None:
@@ -116,7 +123,7 @@ def _say(terminal: Any) -> Any:
     return say
 
 
-def _waiting(terminal: Any, watch: Any) -> Any:
+def _waiting(terminal: Terminal, watch: Watch) -> Callable[[list[Any]], None]:
     """What the watch waits for, said once each time it changes."""
     shown: list[str] = []
 
@@ -133,11 +140,11 @@ def _waiting(terminal: Any, watch: Any) -> Any:
     return on_wait
 
 
-def _scalars(watch: Any) -> Any:
+def _scalars(watch: Watch) -> Scalars | None:
     """TensorBoard / W&B sinks when --loggers asks for them."""
-    from evalkit.scalars import Scalars, TensorBoardSink, WandbSink, open_wandb
+    from evalkit.scalars import Scalars, Sink, TensorBoardSink, WandbSink, open_wandb
 
-    sinks: list[Any] = []
+    sinks: list[Sink] = []
     for name in watch.config.loggers:
         if name == "tensorboard":
             sinks.append(TensorBoardSink(watch.path / "tensorboard"))
@@ -149,7 +156,7 @@ def _scalars(watch: Any) -> Any:
     return Scalars(sinks) if sinks else None
 
 
-def _summary(watch: Any) -> None:
+def _summary(watch: Watch) -> None:
     """Each benchmark's best checkpoint and where everything is."""
     for bench, row in sorted(watch.best().items()):
         print(f"{bench}: best step {row['step']} ({row['checkpoint']}): {row['headline']:.2f}")
