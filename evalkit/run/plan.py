@@ -26,6 +26,7 @@ from evalkit.video.types import FrameSpec
 
 if TYPE_CHECKING:
     from evalkit.bench.spec import BenchmarkSpec
+    from evalkit.bench.unified_known import DataBench
 
 
 @dataclass
@@ -140,16 +141,22 @@ def data_bench_runs(cfg: RunConfig, factor: int | None) -> list[BenchRun]:
     """The benchmarks of ``cfg.data``: one per known source named by the rows (under its
     official spec and rule), the rest pooled. ``evalkit run --data`` and ``evalkit score
     --data`` both read a file through here, so a file means the same to both."""
+    return [run for run, _ in data_bench_pairs(cfg, factor)]
+
+
+def data_bench_pairs(cfg: RunConfig, factor: int | None) -> list[tuple[BenchRun, DataBench]]:
+    """Each benchmark of ``cfg.data`` as run, with what the file said of it (``DataBench``:
+    the fields that name its samples, for ``evalkit score``)."""
     from evalkit.bench.unified_known import data_benches
 
     assert cfg.data is not None
-    runs = []
+    out = []
     for db in data_benches(cfg.data, cfg.video_root):
         run = bench_run(cfg, db.spec, db.samples, factor, problems=db.problems)
         run.name, run.data_info = db.name, db.info(Path(cfg.data))
         run.media_root = str(Path(cfg.video_root or Path(cfg.data).parent))
-        runs.append(run)
-    return runs
+        out.append((run, db))
+    return out
 
 
 def bench_run(
@@ -163,7 +170,7 @@ def bench_run(
     prompt = PromptPlan.for_spec(spec, cfg.variant)
     thinking = prompt.thinking(spec.task_types)
     return BenchRun(
-        name=spec.name,
+        name=spec.label,  # a variant is NAME:VARIANT: its own store, never the base's
         spec=spec,
         frame_spec=_frame_spec(cfg, spec.frames, factor),
         sampling=sampling_for(spec.generation, thinking, cfg.max_tokens),
