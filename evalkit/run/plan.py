@@ -20,7 +20,7 @@ from evalkit.generation import sampling_for
 from evalkit.manifest import BenchmarkSettings, ResultConfig, RunManifest, hash_json
 from evalkit.prompts import PromptPlan
 from evalkit.run.config import JudgeConfig, RunConfig
-from evalkit.rundir import hash_path
+from evalkit.rundir import RunDir, hash_path
 from evalkit.sample import Sample, VideoRef
 from evalkit.video.types import FrameSpec
 
@@ -124,17 +124,28 @@ def resolve_benchmarks(
     from evalkit.bench.registry import get_benchmark
 
     runs: list[BenchRun] = []
+    recorded = _resumed_names(cfg)
     for name in cfg.bench:
         spec = get_benchmark(name)  # NAME:VARIANT; an unknown variant is a RegistryError
         root = bench_root(cfg, spec)
         loaded = load(spec, root, check_media=check_media)
         runs.append(bench_run(cfg, spec, loaded, factor, problems=loaded.problems))
         runs[-1].media_root = str(root)
+        if spec.variant and spec.name in recorded and spec.label not in recorded:
+            runs[-1].name = spec.name  # a run written before variants were NAME:VARIANT
     if cfg.data:
         runs += data_bench_runs(cfg, factor)
     if not runs:
         raise ConfigError("nothing to run: give --bench NAME[,NAME...] and/or --data FILE")
     return runs
+
+
+def _resumed_names(cfg: RunConfig) -> set[str]:
+    """The benchmark names the run ``cfg`` resumes recorded (none for a new run)."""
+    rundir = RunDir(cfg.resume) if cfg.resume else None
+    if rundir is None or not rundir.config_path.is_file():
+        return set()
+    return set(rundir.latest().get("result_config", {}).get("benchmarks") or {})
 
 
 def data_bench_runs(cfg: RunConfig, factor: int | None) -> list[BenchRun]:
