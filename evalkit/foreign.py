@@ -42,7 +42,8 @@ from typing import IO, Any
 from evalkit.errors import DataError, not_utf8
 
 MAX_LINE_BYTES = 64 << 20
-"""The longest line (or TSV cell) read: a longer one is refused, not held in memory."""
+"""The longest line (or TSV cell, or whole JSON document) read: a longer one is refused,
+not held in memory."""
 XLSX_MAX_UNPACKED = 256 << 20
 """The most an .xlsx may unpack to (every member, as its archive declares them): its
 shared strings are held in memory while it is read. A bigger sheet can be saved as .tsv,
@@ -211,9 +212,15 @@ def json_line_at(file: Path, offset: int, number: int) -> Any:
 
 
 def json_document(file: Path) -> Any:
-    """A whole JSON document (TempCompass's nested predictions), checked as lines are."""
+    """A whole JSON document (TempCompass's nested predictions), checked as lines are; one
+    over ``MAX_LINE_BYTES`` is refused (predictions that large are JSONL, read by line)."""
     with open_regular(file) as f:
-        raw = f.read()
+        raw = f.read(MAX_LINE_BYTES + 1)
+    if len(raw) > MAX_LINE_BYTES:
+        raise DataError(
+            f"{file}: a JSON document over {MAX_LINE_BYTES >> 20} MiB: write predictions this "
+            'large as JSONL, one {"id": ..., "prediction": "..."} per line'
+        )
     try:
         text = raw.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as exc:

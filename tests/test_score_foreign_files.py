@@ -226,3 +226,37 @@ def test_a_long_reply_is_not_kept_but_read_again_when_scored(
     matched = read_matched(build(tmp_path), ["001-1", "001-2"], keys)
     assert isinstance(matched.texts["001-2"], Again) and matched.texts["001-1"] == "A"
     assert matched.reply("001-2") == LONG
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        (
+            "p.jsonl",
+            json.dumps(GOOD) + "\n" + json.dumps({"id": "001-2", "prediction": "B" * 5000}),
+            "p.jsonl, line 2: longer than",
+        ),
+        (
+            "p.json",
+            json.dumps({"vid": {"dim": [{"question": "q", "prediction": "B" * 5000}]}}),
+            "p.json: a JSON document over",
+        ),
+    ],
+)
+def test_a_line_or_document_past_the_read_limit_is_refused_not_held(
+    tmp_path: Path,
+    data_root: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+    text: str,
+    message: str,
+) -> None:
+    import evalkit.foreign
+
+    monkeypatch.setattr(evalkit.foreign, "MAX_LINE_BYTES", 4096)  # 64 MiB in use
+    (tmp_path / name).write_text(text + "\n")
+    argv = ["score", "--bench", "Video-MME", "--data-root", str(data_root)]
+    argv += ["--predictions", str(tmp_path / name), "--runs-dir", str(tmp_path / "runs")]
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err and not (tmp_path / "runs").exists()
