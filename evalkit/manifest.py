@@ -65,6 +65,10 @@ class BenchmarkSettings(BaseModel):
     """The prompt variant the benchmark ran in."""
     requested_variant: str | None = None
     """The run's ``--variant``, where it was given."""
+    prompt: str | None = None
+    """Set where evalkit rendered no prompt, saying why (``evalkit score``: "not used:
+    predictions made elsewhere"); the variant then says what the predictions were made
+    with, as the user or the spec's pin says."""
     fallback: dict[str, str] | None = None
     """Task type -> the variant used where the requested one has no template."""
     max_tokens: int | None = None

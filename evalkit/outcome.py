@@ -45,22 +45,22 @@ class Tally:
 
     @classmethod
     def of(cls, rundir: RunDir, benchmarks: Iterable[str]) -> Tally:
-        """Every record of the run's ``benchmarks`` (missing stores hold none)."""
+        """Each sample's latest record in the run's ``benchmarks`` (missing stores hold
+        none): the statuses counted, the failures read back for their reasons."""
         tally = cls()
         for name in benchmarks:
             if not rundir.store_path(name).is_file():
                 continue
             with rundir.store(name) as store:
-                for record in store.records():
-                    tally.add(record, str(rundir.store_path(name)))
+                statuses = store.statuses().values()
+                tally.total += len(statuses)
+                tally.ok += sum(status == "ok" for status in statuses)
+                for record in store.failures():
+                    tally.add_failure(record, str(rundir.store_path(name)))
         return tally
 
-    def add(self, record: SampleRecord, store: str) -> None:
-        """Count one record (``store``: the file it is in)."""
-        self.total += 1
-        if record.status == "ok":
-            self.ok += 1
-            return
+    def add_failure(self, record: SampleRecord, store: str) -> None:
+        """Count one failed sample's reason (``store``: the file it is in)."""
         reason = reason_of(record)
         self.reasons[reason] += 1
         if record.stage == "engine":
@@ -98,11 +98,27 @@ def _most(reasons: Counter[str]) -> str:
 def all_failed(rundir: RunDir, benchmarks: Iterable[str]) -> str | None:
     """None unless the run's ``benchmarks`` hold records and every one of them failed;
     then one line: how many, and the most common reason with its count."""
-    return Tally.of(rundir, benchmarks).all_failed()
+    names = list(benchmarks)
+    if "ok" in _statuses(rundir, names):
+        return None  # known without reading back a record (and its reply)
+    return Tally.of(rundir, names).all_failed()
 
 
 def run_failed(rundir: RunDir, benchmarks: Iterable[str], max_engine_failures: float) -> str | None:
     """The line that makes a finished run exit non-zero (every sample failed, or the engine
     failed on more than ``max_engine_failures`` of them), else None."""
-    tally = Tally.of(rundir, benchmarks)
+    names = list(benchmarks)
+    if "failed" not in _statuses(rundir, names):
+        return None
+    tally = Tally.of(rundir, names)
     return tally.all_failed() or tally.engine_failed(max_engine_failures, str(rundir.path))
+
+
+def _statuses(rundir: RunDir, benchmarks: list[str]) -> set[str]:
+    """The statuses the run's samples have (no record read back)."""
+    found: set[str] = set()
+    for name in benchmarks:
+        if rundir.store_path(name).is_file():
+            with rundir.store(name) as store:
+                found |= set(store.statuses().values())
+    return found

@@ -169,8 +169,9 @@ class RunDir:
         return out
 
     def store_path(self, benchmark: str) -> Path:
-        """Where a benchmark's results store lives (``<benchmark>.jsonl``)."""
-        return self.path / f"{_safe(benchmark)}.jsonl"
+        """Where a benchmark's results store lives (``<benchmark>.jsonl``; a variant's is
+        ``NAME:VARIANT.jsonl``, or the ``NAME_VARIANT.jsonl`` an older run wrote)."""
+        return _existing(self.path, benchmark)
 
     def store(self, benchmark: str) -> Store:
         """The results store of one benchmark in this run."""
@@ -180,7 +181,7 @@ class RunDir:
         """``invalid/<benchmark>.jsonl``: the rows of a benchmark that did not load (or
         loaded repaired), one ``Problem.to_dict()`` per line. Outside the results stores'
         ``*.jsonl`` so it is never mistaken for a benchmark."""
-        return self.path / "invalid" / f"{_safe(benchmark)}.jsonl"
+        return _existing(self.path / "invalid", benchmark)
 
     def write_problems(self, benchmark: str, problems: list[Any]) -> None:
         """Record a benchmark's load problems (rewritten each time the run is opened)."""
@@ -295,13 +296,24 @@ def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S%z")
 
 
-def store_stem(name: str) -> str:
-    """The file stem of a benchmark's store (``<stem>.jsonl``): its name, made file-safe."""
-    return _safe(name)
+def store_stems(name: str) -> tuple[str, ...]:
+    """The file stems a benchmark's store may have (``<stem>.jsonl``): its name made
+    file-safe, then the stem runs written before a variant kept its ``:`` gave it."""
+    stem = _safe(name, keep="-_.:")
+    legacy = _safe(name, keep="-_.")
+    return (stem,) if legacy == stem else (stem, legacy)
 
 
-def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+def _existing(folder: Path, name: str) -> Path:
+    """``folder/<stem>.jsonl`` for ``name``: the first of its stems with a file there, else
+    the current one (where a new file goes)."""
+    paths = [folder / f"{stem}.jsonl" for stem in store_stems(name)]
+    return next((p for p in paths if p.exists()), paths[0])
+
+
+def _safe(name: str, keep: str) -> str:
+    # a variant's ":" is kept: the file is named as the report and messages name it
+    return "".join(c if c.isalnum() or c in keep else "_" for c in name)
 
 
 def _plugins(doc: dict[str, Any]) -> dict[str, str]:

@@ -9,6 +9,10 @@ are keyed by sample id, never by position: resuming skips ids already present, w
 order they finished in. The store holds typed records (:class:`~evalkit.records.SampleRecord`):
 it writes each as :meth:`~evalkit.records.SampleRecord.line` and reads each line back with
 :func:`~evalkit.records.check_line`, the one place either way.
+
+Memory does not grow with the replies: the store keeps each sample's status only (what
+resume needs) and reads the file a line at a time, on opening and for :meth:`records`, so a
+run of 20,000 replies of 64k characters holds one of them at a time, never all.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from evalkit.errors import DataError, DiskError, Problem, disk_error
 from evalkit.records import SampleRecord, check_line
@@ -31,7 +36,7 @@ class Store:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._records: dict[str, SampleRecord] = {}
+        self._status: dict[str, str] = {}  # id -> status of its latest record, first-written order
         try:
             self._repair_and_load()
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -43,35 +48,41 @@ class Store:
     def _repair_and_load(self) -> None:
         if not self.path.exists():
             return
-        data = self.path.read_bytes()
-        good_end = data.rfind(b"\n") + 1  # everything after the last newline is a torn write
-        if good_end < len(data):
-            with open(self.path, "r+b") as f:
+        with open(self.path, "r+b") as f:
+            good_end = _whole_lines_end(f)  # everything after the last newline is a torn write
+            if good_end < os.fstat(f.fileno()).st_size:
                 f.truncate(good_end)
                 f.flush()
                 os.fsync(f.fileno())
-        for lineno, line in enumerate(data[:good_end].splitlines(), 1):
-            if not line.strip():
-                continue
-            rec = check_line(line, str(self.path), lineno)
-            if isinstance(rec, Problem):
-                field = f"field {rec.field!r}: " if rec.field else ""
-                raise DataError(
-                    f"{self.path}:{lineno}: not a valid result record ({field}{rec.message}); "
-                    "the file was edited by hand or written by another tool; fix or delete "
-                    "that line (its sample is then rerun) and resume"
-                )
-            self._records[rec.id] = rec  # a later record (a retry) supersedes an earlier one
+        for rec in self._read():
+            self._status[rec.id] = rec.status  # a later record (a retry) supersedes an earlier one
+
+    def _read(self) -> Iterator[SampleRecord]:
+        """Each record of the file, read a line at a time."""
+        if not self.path.exists():
+            return
+        with open(self.path, "rb") as f:
+            for lineno, line in enumerate(f, 1):
+                if not line.endswith(b"\n") or not line.strip():
+                    continue  # blank, or a torn last line another writer is still writing
+                rec = check_line(line, str(self.path), lineno)
+                if isinstance(rec, Problem):
+                    field = f"field {rec.field!r}: " if rec.field else ""
+                    raise DataError(
+                        f"{self.path}:{lineno}: not a valid result record ({field}{rec.message}); "
+                        "the file was edited by hand or written by another tool; fix or delete "
+                        "that line (its sample is then rerun) and resume"
+                    )
+                yield rec
 
     def append(self, record: SampleRecord) -> None:
         """Write one record durably (one line, fsync'd) before returning."""
         line = record.line().encode()
         with self._lock:
-            prev = self._records.get(record.id)
-            if prev is not None and prev.status == "ok":
+            if self._status.get(record.id) == "ok":
                 raise DataError(f"{self.path}: sample {record.id!r} already has a finished record")
             self._write(line)
-            self._records[record.id] = record
+            self._status[record.id] = record.status
 
     def append_many(self, records: list[SampleRecord]) -> None:
         """Write several records durably with one fsync (a replica's batch: a crash before
@@ -83,14 +94,13 @@ class Store:
             batch: set[str] = set()
             for record in records:
                 sid = record.id
-                prev = self._records.get(sid)
-                if sid in batch or (prev is not None and prev.status == "ok"):
+                if sid in batch or self._status.get(sid) == "ok":
                     raise DataError(f"{self.path}: sample {sid!r} already has a finished record")
                 batch.add(sid)
                 lines.append(record.line())
             self._write("".join(lines).encode())
             for record in records:
-                self._records[record.id] = record
+                self._status[record.id] = record.status
 
     def _write(self, data: bytes) -> None:
         """Append ``data`` (whole lines) and fsync, every byte or none: a short or failed
@@ -116,7 +126,7 @@ class Store:
             os.fsync(self._fd)
 
     def _disk_error(self, exc: OSError) -> Exception:
-        safe = f"{len(self._records)} records are safe"
+        safe = f"{len(self._status)} records are safe"
         return disk_error(exc, self.path, safe) or DiskError(
             f"could not write {self.path} ({exc.strerror or exc}): {safe}; resume once fixed"
         )
@@ -124,20 +134,39 @@ class Store:
     def done_ids(self, *, include_failed: bool = True) -> set[str]:
         """Ids that need no rerun: finished ones, and failed ones unless retrying failures."""
         with self._lock:
-            return {
-                sid for sid, rec in self._records.items() if include_failed or rec.status == "ok"
-            }
+            return {sid for sid, status in self._status.items() if include_failed or status == "ok"}
+
+    def statuses(self) -> dict[str, str]:
+        """Each sample's latest status (ok, failed), without reading its record back."""
+        with self._lock:
+            return dict(self._status)
+
+    def failures(self) -> list[SampleRecord]:
+        """The latest record of each sample whose latest status is failed (read back from
+        the file; the others are passed over, their replies never held)."""
+        with self._lock:
+            failed = {sid for sid, status in self._status.items() if status == "failed"}
+            latest: dict[str, SampleRecord] = {}
+            if failed:
+                for rec in self._read():
+                    if rec.id in failed:
+                        latest[rec.id] = rec
+            return list(latest.values())
 
     def records(self) -> list[SampleRecord]:
-        """The latest record of every sample, in the order they were first written."""
+        """The latest record of every sample, in the order they were first written (read
+        back from the file: the store keeps statuses only)."""
         with self._lock:
-            return list(self._records.values())
+            latest: dict[str, SampleRecord] = {}
+            for rec in self._read():
+                latest[rec.id] = rec
+            return list(latest.values())
 
     def __iter__(self) -> Iterator[SampleRecord]:
         return iter(self.records())
 
     def __len__(self) -> int:
-        return len(self._records)
+        return len(self._status)
 
     def close(self) -> None:
         """Close the file (records are already durable)."""
@@ -150,3 +179,19 @@ class Store:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _whole_lines_end(f: BinaryIO) -> int:
+    """The offset just past the file's last newline (0 without one), found by reading
+    backwards from the end in blocks, not by reading the file."""
+    end = os.fstat(f.fileno()).st_size
+    pos = end
+    while pos > 0:
+        start = max(0, pos - 65536)
+        f.seek(start)
+        block = f.read(pos - start)
+        cut = block.rfind(b"\n")
+        if cut >= 0:
+            return start + cut + 1
+        pos = start
+    return 0

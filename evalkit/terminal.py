@@ -17,6 +17,7 @@ import contextlib
 import logging
 import os
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TextIO
 
@@ -135,3 +136,37 @@ class Terminal:
 def _stream(fd: int) -> TextIO:
     """A line-buffered text stream on ``fd`` that never closes it."""
     return open(fd, "w", buffering=1, closefd=False, encoding="utf-8", errors="replace")
+
+
+@contextlib.contextmanager
+def progress_bar(title: str, total: int, enabled: bool) -> Iterator[Callable[[str], None]]:
+    """A rich progress bar on stderr (done of total, elapsed, remaining, the last item's
+    label); yields ``advance(label)``. Disabled (a terminal that is no TTY): does nothing."""
+    if not enabled:
+        yield lambda _label: None
+        return
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    columns = (
+        TextColumn(f"[bold]{title}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        TextColumn("{task.description}"),
+    )
+    with Progress(*columns, console=Console(stderr=True)) as bar:
+        task = bar.add_task("", total=total)
+
+        def advance(label: str) -> None:
+            bar.update(task, advance=1, description=label)
+
+        yield advance

@@ -14,9 +14,17 @@ a thinking budget of 4096 tokens can produce) time every rule of every task type
 (``worst_rule_ms_64k``: the slowest such reply per rule, goal < 100 ms); each call runs in
 the run's own bounded scoring child, so one capped at ``--cap-s`` reads as that cap
 (``worst_rule_capped``: those rules).
+``--e2e COUNT[,COUNT...]`` times ``evalkit score`` end to end (a child process, as a user
+runs it) on COUNT Video-MME rows of a ``--data`` file with a 64k-character reply each
+(long reasoning, then a letter): wall time, samples per second and the peak memory of the
+command's process tree (the sum of proportional set sizes: pages the forked scoring
+children share count once; and the largest resident set of one process). Goal for 20,000:
+under 10 minutes on 2 cores, and a peak that does not grow with the replies (the samples'
+annotations, a few KB each, do); give two counts, e.g. 2000,20000, to see both.
 Prints progress lines, then ONE JSON object as the last line of stdout.
 
     python perf/scoring.py [--seconds 1.0] [--math-calls 200] [--code-calls 20] [--cap-s 2]
+    python perf/scoring.py --e2e 2000,20000     # only the end-to-end figures
 """
 
 from __future__ import annotations
@@ -24,8 +32,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 from evalkit.sample import Sample
@@ -317,6 +330,109 @@ def worst_degenerate(cap_s: float) -> tuple[dict[str, float], dict[str, str], li
     return worst, which, capped
 
 
+E2E_CHARS = 65536
+_SENTENCE = (
+    "the person picks up a cup then walks to the door and looks back maybe option B or C "
+    "fits better let me check the frames again since the second clip shows a hand"
+)
+_WORDS = _SENTENCE.split()
+
+
+def _e2e_files(folder: Path, count: int) -> tuple[Path, Path]:
+    """A ``--data`` file of ``count`` Video-MME rows (named as EasyVideoR1 names it) and
+    its predictions, one 64k-character reply each (64 texts, each made distinct per row)."""
+    rng = random.Random(0)
+    texts = []
+    for _ in range(64):
+        words, size = [], 0
+        while size < E2E_CHARS:
+            words.append(rng.choice(_WORDS))
+            size += len(words[-1]) + 1
+        texts.append(" ".join(words))
+    data, preds = folder / "videomme.jsonl", folder / "predictions.jsonl"
+    with open(data, "w") as d, open(preds, "w") as p:
+        for i in range(count):
+            letter = "ABCD"[i % 4]
+            row = {
+                "problem_id": i,
+                "problem": f"Question {i}?",
+                "options": [f"{x}. option {x} of {i}" for x in "ABCD"],
+                "solution": f"<answer>{letter}</answer>",
+                "problem_type": "multiple choice",
+                "data_type": "video",
+                "path": f"./videos/v{i}.mp4",
+                "duration": ("short", "medium", "long")[i % 3],
+                "domain": "Knowledge",
+                "task_type": "Counting Problem",
+            }
+            d.write(json.dumps(row) + "\n")
+            end = f" Step {i}: so the answer is {'ABCD'[(i * 7) % 4]}."
+            reply = (texts[i % 64][: E2E_CHARS - len(end)] + end)[:E2E_CHARS]
+            p.write(json.dumps({"id": f"videomme/{i}", "prediction": reply}) + "\n")
+    return data, preds
+
+
+def _tree_memory_mib(root: int) -> tuple[float, float]:
+    """Memory of ``root`` and every process below it (MiB), from /proc: the sum of their
+    proportional set sizes (a page shared by the forked scoring children counts once),
+    and the largest resident set of one of them."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+    tree, grew = {root}, True
+    while grew:
+        more = {pid for pid, ppid in parents.items() if ppid in tree} - tree
+        tree |= more
+        grew = bool(more)
+    pss, rss = 0, 0
+    for pid in tree:
+        try:
+            with open(f"/proc/{pid}/smaps_rollup") as f:
+                fields = {x.split(":")[0]: int(x.split()[1]) for x in f if x.endswith("kB\n")}
+        except (OSError, ValueError, IndexError):
+            continue
+        pss += fields.get("Pss", 0)
+        rss = max(rss, fields.get("Rss", 0))
+    return pss / 1024, rss / 1024
+
+
+def end_to_end(count: int) -> dict[str, float]:
+    """``evalkit score`` on ``count`` 64k-character replies: wall, rate, peak RSS."""
+    with tempfile.TemporaryDirectory(prefix="evalkit-e2e-") as tmp:
+        data, preds = _e2e_files(Path(tmp), count)
+        argv = [sys.executable, "-m", "evalkit", "score", "--data", str(data)]
+        argv += ["--predictions", str(preds), "--runs-dir", tmp, "--run-id", "e2e"]
+        start = time.perf_counter()
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        peak_pss = peak_rss = 0.0
+        while proc.poll() is None:
+            pss, rss = _tree_memory_mib(proc.pid)
+            peak_pss, peak_rss = max(peak_pss, pss), max(peak_rss, rss)
+            time.sleep(0.2)
+        wall = time.perf_counter() - start
+        err = proc.stderr.read().decode() if proc.stderr else ""
+        if proc.returncode != 0:
+            raise SystemExit(f"evalkit score failed ({proc.returncode}): {err[-2000:]}")
+        (store,) = (Path(tmp) / "e2e").glob("*.jsonl")
+        with open(store, "rb") as f:
+            records = sum(1 for _ in f)
+    out = {
+        "count": float(count),
+        "records": float(records),
+        "wall_s": round(wall, 1),
+        "samples_per_s": round(count / wall, 1),
+        "peak_pss_mib": round(peak_pss, 1),
+        "peak_rss_one_process_mib": round(peak_rss, 1),
+    }
+    print(f"evalkit score, {count} x {E2E_CHARS} chars: {out}", flush=True)
+    return out
+
+
 def main() -> None:
     """Run the benchmark and print one JSON object last."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -325,7 +441,27 @@ def main() -> None:
     ap.add_argument("--code-calls", type=int, default=20)
     ap.add_argument("--cap-s", type=float, default=2.0, help="time cap per degenerate reply")
     ap.add_argument("--only-degenerate", action="store_true", help="only worst_rule_ms_64k")
+    ap.add_argument(
+        "--e2e", help="only the end-to-end figures of evalkit score, for these counts (2000,20000)"
+    )
     args = ap.parse_args()
+    if args.e2e:
+        runs = [end_to_end(int(n)) for n in args.e2e.split(",")]
+        first, last = runs[0], runs[-1]
+        print(
+            json.dumps(
+                {
+                    "e2e_reply_chars": E2E_CHARS,
+                    "e2e_cores": len(os.sched_getaffinity(0)),
+                    "e2e": runs,
+                    "e2e_wall_ratio": round(last["wall_s"] / first["wall_s"], 2),
+                    "e2e_count_ratio": last["count"] / first["count"],
+                    "e2e_peak_pss_ratio": round(last["peak_pss_mib"] / first["peak_pss_mib"], 2),
+                    "e2e_goal_s_for_20000": 600,
+                }
+            )
+        )
+        return
     worst, which, capped = worst_degenerate(args.cap_s)
     degenerate = {
         "worst_rule_ms_64k": {k: round(v, 1) for k, v in worst.items()},

@@ -19,7 +19,7 @@ from evalkit.bench.spec import BenchmarkSpec
 from evalkit.errors import DataError
 from evalkit.manifest import BenchmarkSettings, RunManifest
 from evalkit.records import SampleRecord, ScoreRecord
-from evalkit.rundir import RunDir, store_stem
+from evalkit.rundir import RunDir, store_stems
 from evalkit.sample import Sample
 
 from .judging import judge_notes
@@ -42,7 +42,7 @@ def load_run(
         raise DataError(f"{rundir.path}: not a run directory (no config.json)")
     manifest = rundir.manifest()
     configurations = rundir.configurations()
-    by_file = {store_stem(name): name for name in manifest.result_config.benchmarks}
+    by_file = {s: name for name in manifest.result_config.benchmarks for s in store_stems(name)}
     out: dict[str, BenchmarkReport] = {}
     for stem in rundir.benchmarks():
         name = by_file.get(stem, stem)
@@ -297,6 +297,7 @@ def _settings(manifest: RunManifest, name: str) -> dict[str, Any]:
         "model": rc.model,
         "engine": rc.engine,
         "prompt_variant": entry.variant if own else rc.variant,
+        "prompt": entry.prompt,
         "max_tokens": entry.max_tokens,
         "frames": entry.frames or {},
         "engine_options": rc.engine_options or {},

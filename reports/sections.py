@@ -359,10 +359,12 @@ def settings(run: RunReport) -> Section:
             for k in ("fps", "nframes", "max_frames", "max_pixels", "total_pixels")
             if k in f
         )
-        if b.settings.get("engine") == "external":
-            rows.append([b.name, "frames and max_tokens unknown (predictions made elsewhere)"])
-            continue
         variant, cap = b.settings.get("prompt_variant"), b.settings.get("max_tokens")
+        if b.settings.get("engine") == "external":
+            prompt = b.settings.get("prompt") or "not used: predictions made elsewhere"
+            unknown = "frames and max_tokens unknown (predictions made elsewhere)"
+            rows.append([b.name, f"variant {variant}, prompt {prompt}; {unknown}"])
+            continue
         rows.append([b.name, f"{frames}; variant={variant}; max_tokens={cap}"])
     return Section("Settings", ["setting", "value"], rows)
 

@@ -70,11 +70,11 @@ def live_spec(
     The variant is the one whose spec hash equals ``recorded_hash``; when none does (the
     YAML changed since the run), it is read from the run's ``--bench NAME:VARIANT`` list.
     """
-    from evalkit.bench.registry import get_benchmark
+    from evalkit.bench.registry import get_benchmark, registry
     from evalkit.registry import RegistryError
 
-    try:
-        base = get_benchmark(name)
+    try:  # a run names a variant NAME:VARIANT: its variants are tried from the base
+        base = get_benchmark(registry().resolve(name)[0])
     except RegistryError:
         return None, None, [f"no spec named {name!r} in the registry: pooled mean, not official"]
     for variant in [None, *sorted(base.variants)]:

@@ -22,6 +22,7 @@ from evalkit.reports import load_run
 from evalkit.reports.load import read_records
 from tests._sensitivity_rules import LAST_LETTER
 from tests.fixtures.bench import official
+from tests.fixtures.bench.adhoc import ROW
 
 # the test-only rule LAST_LETTER is registered per test (tests/_sensitivity_rules.py)
 pytestmark = pytest.mark.usefixtures("last_letter_rule")
@@ -47,8 +48,10 @@ def data_root(tmp_path: Path) -> Path:
     return tmp_path / "data"
 
 
-def _score(tmp_path: Path, data_root: Path, preds: Path, *extra: str) -> int:
-    argv = ["score", "--bench", "Video-MME", "--data-root", str(data_root)]
+def _score(
+    tmp_path: Path, data_root: Path, preds: Path, *extra: str, bench: str = "Video-MME"
+) -> int:
+    argv = ["score", "--bench", bench, "--data-root", str(data_root)]
     argv += ["--predictions", str(preds), "--runs-dir", str(tmp_path / "runs"), *extra]
     return main([*argv, "--run-id", "ext", "--model", "Qwen2.5-VL-7B-Instruct"])
 
@@ -112,8 +115,8 @@ def test_unknown_ids_are_an_error_that_lists_them_and_shows_real_ids(
     rows = [*PREDICTIONS, *({"id": f"x{i}", "prediction": "A"} for i in range(7))]
     assert _score(tmp_path, data_root, _write(tmp_path / "p.jsonl", rows)) == 2
     err = capsys.readouterr().err
-    assert "7 prediction id(s) are not samples of Video-MME: 'x0', 'x1'" in err
-    assert "and 2 more" in err and "'001-1'" in err
+    assert "7 of 12 rows name no sample of Video-MME: 'x0', 'x1'" in err
+    assert "and 5 more" in err and "'001-1'" in err
     assert not (tmp_path / "runs" / "ext").exists()  # nothing written
 
 
@@ -153,16 +156,7 @@ def test_scoring_again_resumes_the_run_and_a_changed_file_needs_force(
 def test_an_ad_hoc_unified_file_is_scored_with_data(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    row = {
-        "data_type": "video",
-        "data_source": "Mine",
-        "problem_type": "multiple choice",
-        "path": "./v.mp4",
-        "problem": "Q?",
-        "options": ["A. x", "B. y"],
-        "solution": "<answer>B</answer>",
-    }
-    data = _write(tmp_path / "mine.jsonl", [{**row, "problem_id": i} for i in (1, 2)])
+    data = _write(tmp_path / "mine.jsonl", [{**ROW, "problem_id": i} for i in (1, 2)])
     preds = _write(tmp_path / "p.jsonl", [{"id": "Mine/1", "prediction": "B"}])
     argv = ["score", "--data", str(data), "--predictions", str(preds)]
     assert main([*argv, "--runs-dir", str(tmp_path / "runs"), "--run-id", "adhoc"]) == 0
@@ -218,3 +212,70 @@ def test_a_scorer_that_raises_is_recorded_as_scorer_failed_not_0(
     b = load_run(run, bootstrap=10).benchmarks["Video-MME"]
     assert b.counts.scorer_failed == {"001-2": "RuntimeError: rule bug"}
     assert b.overall == pytest.approx(60.0)  # 3 right of 5: 001-2 left out, not a 0
+
+
+@pytest.mark.parametrize(
+    ("given", "recorded"),
+    [([], "official"), (["--variant", "official"], "official"), (["--variant", "plain"], "plain")],
+)
+def test_the_variant_recorded_is_the_specs_pin_or_the_one_chosen_and_the_prompt_is_not_used(
+    tmp_path: Path, data_root: Path, given: list[str], recorded: str
+) -> None:
+    assert _score(tmp_path, data_root, _write(tmp_path / "p.jsonl", PREDICTIONS), *given) == 0
+    config = json.loads((tmp_path / "runs" / "ext" / "config.json").read_text())
+    entry = config["result_config"]["benchmarks"]["Video-MME"]
+    assert entry["variant"] == recorded  # Video-MME pins official
+    assert entry["prompt"] == "not used: predictions made elsewhere"
+    assert entry["temperature"] is None and entry["max_tokens"] is None  # unknown, not pinned
+    assert config["benchmark_samples"] == {"Video-MME": 6}
+
+
+def test_the_report_says_the_prompt_was_not_used(
+    tmp_path: Path, data_root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _score(tmp_path, data_root, _write(tmp_path / "p.jsonl", PREDICTIONS)) == 0
+    out = tmp_path / "rep"
+    run = str(tmp_path / "runs" / "ext")
+    assert main(["report", run, "--out", str(out), "--format", "md", "--bootstrap", "0"]) == 0
+    md = (out / "report.md").read_text()
+    assert "variant official, prompt not used: predictions made elsewhere" in md
+
+
+VARIANT = "Video-MME:with_subtitles"
+
+
+def _score_variant(tmp_path: Path, data_root: Path) -> Path:
+    """The predictions scored as Video-MME's subtitles variant; the run directory."""
+    assert (
+        _score(tmp_path, data_root, _write(tmp_path / "p.jsonl", PREDICTIONS), bench=VARIANT) == 0
+    )
+    return tmp_path / "runs" / "ext"
+
+
+def test_a_variant_has_one_name_in_its_file_the_report_and_the_messages(
+    tmp_path: Path, data_root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    name = VARIANT
+    run = _score_variant(tmp_path, data_root)
+    assert f"{name}: 4 sample(s) scored" in capsys.readouterr().out
+    assert sorted(p.name for p in run.glob("*.jsonl")) == [f"{name}.jsonl"]
+    out = tmp_path / "rep"
+    assert (
+        main(["report", str(run), "--out", str(out), "--format", "json", "--bootstrap", "0"]) == 0
+    )
+    assert list(json.loads((out / "report.json").read_text())["runs"][0]["benchmarks"]) == [name]
+    capsys.readouterr()
+    assert main(["bench", "validate", name, "--root", str(data_root), "--no-media"]) == 0
+    assert capsys.readouterr().out.startswith(f"{name}: 6 samples loaded")
+
+
+def test_a_run_written_before_keeps_its_store_name_and_resumes_into_it(
+    tmp_path: Path, data_root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = _score_variant(tmp_path, data_root)
+    (run / f"{VARIANT}.jsonl").rename(run / "Video-MME_with_subtitles.jsonl")  # as written before
+    assert list(load_run(run, bootstrap=0).benchmarks) == [VARIANT]
+    capsys.readouterr()
+    _score_variant(tmp_path, data_root)  # resumed into the old file
+    assert "4 sample(s) were already scored" in capsys.readouterr().out
+    assert sorted(p.name for p in run.glob("*.jsonl")) == ["Video-MME_with_subtitles.jsonl"]

@@ -8,16 +8,7 @@ from pathlib import Path
 import pytest
 
 from evalkit.cli.main import main
-
-ROW = {
-    "data_type": "video",
-    "data_source": "Mine",
-    "problem_type": "multiple choice",
-    "path": "./v.mp4",
-    "problem": "Q?",
-    "options": ["A. x", "B. y"],
-    "solution": "<answer>B</answer>",
-}
+from tests.fixtures.bench.adhoc import ROW
 
 
 def _jsonl(path: Path, rows: list[dict[str, object]]) -> Path:

@@ -70,7 +70,7 @@ def test_grouped_official_aggregate_is_compared_on_whole_groups(tmp_path: Path) 
     values = [1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 1.0, 1.0] * 3
     a = load_run(write_run(tmp_path / "a", "m", {"VideoMathQA": _mbin(values)}, variant="mbin"))
     b = load_run(write_run(tmp_path / "b", "m", {"VideoMathQA": _mbin(values)}, variant="mbin"))
-    c = compare(a.benchmarks["VideoMathQA"], b.benchmarks["VideoMathQA"], n_boot=200)
+    c = compare(a.benchmarks["VideoMathQA:mbin"], b.benchmarks["VideoMathQA:mbin"], n_boot=200)
     assert c.a_common == pytest.approx(50.0)  # q0 and q3 right of every 4 questions
     assert c.delta == 0.0 and c.verdict == "not significant"
     assert "clusters by question_id" in c.method

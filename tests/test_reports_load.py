@@ -116,7 +116,7 @@ def test_grouped_aggregate_resamples_whole_groups(tmp_path: Path) -> None:
         Rec("q3b", 1.0, {"question_id": "q3", "category": "c"}),
     ]
     path = write_run(tmp_path / "r", "m", {"VideoMathQA": recs}, variant="mbin")
-    b = load_run(path, bootstrap=300).benchmarks["VideoMathQA"]
+    b = load_run(path, bootstrap=300).benchmarks["VideoMathQA:mbin"]
     assert b.variant == "mbin"
     assert b.overall == pytest.approx(200 / 3)
     assert "clusters by question_id" in b.stderr_method
@@ -127,9 +127,24 @@ def test_grouped_aggregate_resamples_whole_groups(tmp_path: Path) -> None:
 
 def test_variant_is_recognised_from_the_recorded_spec_hash(tmp_path: Path) -> None:
     path = write_run(tmp_path / "r", "m", {"Video-MME": VMME}, variant="with_subtitles")
-    b = load_run(path).benchmarks["Video-MME"]
+    b = load_run(path).benchmarks["Video-MME:with_subtitles"]  # its one name in a run
     assert b.variant == "with_subtitles"
     assert not any("spec changed" in n for n in b.notes)
+
+
+def test_a_variant_run_written_before_it_was_named_name_variant_still_loads(
+    tmp_path: Path,
+) -> None:
+    import json
+
+    path = write_run(tmp_path / "r", "m", {"Video-MME": VMME}, variant="with_subtitles")
+    # as evalkit run wrote it before: keyed and stored under the benchmark's bare name
+    (path / "Video-MME:with_subtitles.jsonl").rename(path / "Video-MME.jsonl")
+    config = (path / "config.json").read_text().replace("Video-MME:with_subtitles", "Video-MME")
+    (path / "config.json").write_text(config)
+    assert json.loads(config)["result_config"]["benchmarks"]["Video-MME"]
+    b = load_run(path).benchmarks["Video-MME"]
+    assert b.variant == "with_subtitles" and b.overall == pytest.approx(400 / 7)
 
 
 def test_adhoc_data_gets_a_labelled_pooled_mean_by_task_type(tmp_path: Path) -> None:
@@ -167,9 +182,9 @@ def test_without_a_recorded_spec_a_changed_one_is_noted_and_the_variant_read_fro
     path = write_run(tmp_path / "r", "m", {"Video-MME": VMME}, variant="with_subtitles")
     cfg = json.loads((path / "config.json").read_text())
     del cfg["specs"], cfg["schema_version"]  # as written before runs recorded their specs
-    cfg["result_config"]["benchmarks"]["Video-MME"]["spec_hash"] = "0123456789abcdef"
+    cfg["result_config"]["benchmarks"]["Video-MME:with_subtitles"]["spec_hash"] = "0123456789abcdef"
     (path / "config.json").write_text(json.dumps(cfg))
-    b = load_run(path).benchmarks["Video-MME"]
+    b = load_run(path).benchmarks["Video-MME:with_subtitles"]
     assert b.variant == "with_subtitles" and b.live_spec
     assert any("spec changed since the run" in n for n in b.notes)
     assert b.overall == pytest.approx(400 / 7)
@@ -180,9 +195,9 @@ def test_a_recorded_spec_that_does_not_match_its_hash_is_not_trusted(tmp_path: P
 
     path = write_run(tmp_path / "r", "m", {"Video-MME": VMME}, variant="with_subtitles")
     cfg = json.loads((path / "config.json").read_text())
-    cfg["specs"]["Video-MME"]["description"] = "edited by hand after the run"
+    cfg["specs"]["Video-MME:with_subtitles"]["description"] = "edited by hand after the run"
     (path / "config.json").write_text(json.dumps(cfg))
-    b = load_run(path).benchmarks["Video-MME"]
+    b = load_run(path).benchmarks["Video-MME:with_subtitles"]
     assert b.live_spec and b.variant == "with_subtitles"  # matched by the recorded hash
     assert any("does not match its spec_hash" in n for n in b.notes)
 

@@ -107,3 +107,26 @@ def test_a_replica_runs_its_plans_without_resolving_any_benchmark(
     assert {rec.fingerprint for lane, rec in out if lane == f"r3/{BENCH}"} == {other.fingerprint}
     assert {rec.replica for _, rec in out} == {"r0"}
     assert not (tmp_path / "runs" / "r").exists()  # a replica writes no file of the run
+
+
+def test_a_variant_run_written_before_it_was_named_name_variant_resumes_under_its_name(
+    tmp_path: Path,
+) -> None:
+    import json
+
+    from evalkit.manifest import ResultConfig
+    from tests.fixtures.bench import official
+
+    official.videomme(tmp_path / "data" / "Video-MME")
+    cfg = RunConfig(model="m", bench=["Video-MME:with_subtitles"], data_root=str(tmp_path / "data"))
+    assert plan_run(cfg).names() == ["Video-MME:with_subtitles"]  # a new run's name
+    # the same run as evalkit wrote it before: the variant keyed by the bare name
+    doc = json.dumps(plan_run(cfg).manifest.dump()).replace(
+        '"Video-MME:with_subtitles"', '"Video-MME"'
+    )
+    old = json.loads(doc)
+    old["fingerprint"] = ResultConfig.model_validate(old["result_config"]).fingerprint()
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "config.json").write_text(json.dumps(old))
+    resumed = plan_run(cfg.model_copy(update={"resume": str(tmp_path / "old")}))
+    assert resumed.names() == ["Video-MME"] and resumed.fingerprint == old["fingerprint"]

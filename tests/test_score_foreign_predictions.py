@@ -235,3 +235,89 @@ def test_tempcompass_authors_prediction_file_scores_like_natural_field_rows(tmp_
     assert _verdicts(tmp_path, "authors", "TempCompass") == _verdicts(
         tmp_path, "nat", "TempCompass"
     )
+
+
+def _unified(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """EasyVideoR1's unified rows of Video-MME: the release's fields kept (question_id,
+    videoID, question, ...), plus the unified ones (eval/data/valid_data/videomme.json)."""
+    return [
+        {
+            **d,
+            "problem_id": 1500 + i,
+            "problem": d["question"],
+            "data_type": "video",
+            "problem_type": "multiple choice",
+            "original_question_type": d["task_type"],
+            "solution": f"<answer>{d['answer']}</answer>",
+            "path": f"./videos/{d['videoID']}.mp4",
+            "subtitle": "",
+        }
+        for i, d in enumerate(docs)
+    ]
+
+
+def _score_data(tmp_path: Path, data: Path, preds: Path, run_id: str) -> int:
+    argv = ["score", "--data", str(data), "--predictions", str(preds)]
+    return main([*argv, "--runs-dir", str(tmp_path / "runs"), "--run-id", run_id])
+
+
+def _values(tmp_path: Path, run_id: str) -> list[tuple[str, Any]]:
+    run = tmp_path / "runs" / run_id
+    (store,) = run.glob("*.jsonl")
+    recs = read_records(store)
+    return sorted((r.status, r.score.value if r.score else None) for r in recs)
+
+
+@pytest.mark.parametrize("tool", ["lmms-eval", "vlmevalkit"])
+def test_a_foreign_file_matches_a_data_file_of_the_benchmark_by_its_own_fields(
+    tmp_path: Path, videomme_root: Path, capsys: pytest.CaptureFixture[str], tool: str
+) -> None:
+    docs = [d for d in _docs(videomme_root) if d["question_id"] in REPLIES]
+    data = tmp_path / "videomme.json"  # named as EasyVideoR1 names it: no data_source
+    data.write_text(json.dumps(_unified(_docs(videomme_root))))
+    if tool == "lmms-eval":
+        lines = [_lmms_eval_line(i, d, REPLIES[d["question_id"]]) for i, d in enumerate(docs)]
+        preds = _jsonl(tmp_path / "samples_videomme.jsonl", lines)
+    else:
+        preds = tmp_path / "Qwen2.5-VL-7B_Video-MME_64frame.tsv"
+        _vlmevalkit_sheet(videomme_root).to_csv(preds, sep="\t", index=False)
+    assert _score(tmp_path, "Video-MME", videomme_root, preds, "official") == 0
+    assert _score_data(tmp_path, data, preds, "data") == 0
+    assert "5 by the benchmark's own fields" in capsys.readouterr().out
+    assert _values(tmp_path, "data") == _values(tmp_path, "official")
+    b = load_run(tmp_path / "runs" / "data", bootstrap=0).benchmarks["Video-MME (videomme.json)"]
+    assert b.overall == _overall(tmp_path, "official", "Video-MME")
+
+
+def test_unmatched_rows_are_said_in_three_lines_count_two_examples_and_the_fix(
+    tmp_path: Path, videomme_root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = tmp_path / "videomme.json"
+    data.write_text(json.dumps(_unified(_docs(videomme_root))))
+    rows = [{"question_id": f"9{i:02d}-1", "prediction": "A"} for i in range(30)]
+    assert _score_data(tmp_path, data, _jsonl(tmp_path / "p.jsonl", rows), "x") == 2
+    err = capsys.readouterr().err.replace(str(tmp_path), "")
+    assert len(err) <= 3 * 100, err  # three lines of a 100-column terminal at most
+    assert "30 of 30 rows name no sample of Video-MME (videomme.json)" in err
+    assert "question_id='900-1'" in err and "question_id='901-1'" in err and "28 more" in err
+    assert "fix: " in err and "question_id" in err.split("matched by")[1]
+
+
+REALDATA = Path(__file__).resolve().parents[2] / "shared" / "realdata" / "easyvideor1"
+
+
+@pytest.mark.skipif(not REALDATA.is_dir(), reason="../shared/realdata is not in this checkout")
+def test_an_lmms_eval_log_matches_easyvideor1s_real_videomme_rows(tmp_path: Path) -> None:
+    rows = json.loads((REALDATA / "videomme.json").read_text())
+    release = ("video_id", "duration", "domain", "sub_category", "url", "videoID")
+    keep = (*release, "question_id", "task_type", "question", "options", "answer")
+    lines = [
+        _lmms_eval_line(i, {k: r[k] for k in keep}, f"The answer is {r['answer']}.")
+        for i, r in enumerate(rows)
+    ]
+    preds = _jsonl(tmp_path / "samples_videomme.jsonl", lines)
+    data = tmp_path / "videomme.json"
+    shutil.copy(REALDATA / "videomme.json", data)
+    assert _score_data(tmp_path, data, preds, "real") == 0
+    b = load_run(tmp_path / "runs" / "real", bootstrap=0).benchmarks["Video-MME (videomme.json)"]
+    assert (b.counts.total, b.counts.failed, b.overall) == (len(rows), 0, 100.0)

@@ -50,6 +50,7 @@ EXEMPT: dict[str, str] = {
     "evalkit.rundir": _JSON + ": config.json amendments merged as documents",
     "evalkit.records": _JSON + ": the store's fallback encoder takes any value a scorer kept",
     "evalkit.predictions": _JSON + ": replies as other harnesses' files hold them",
+    "evalkit.foreign": _JSON + ": other tools' files read safely (JSON values, sheet cells)",
     "evalkit.tasks": _JSON + ": parse_target returns the target in its task type's shape",
     "evalkit.scoring.extract": _JSON + ": JSON objects pulled out of replies",
     "evalkit.scoring.grounding": _JSON + ": spans and boxes parsed from replies/targets",

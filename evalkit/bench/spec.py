@@ -242,6 +242,12 @@ class BenchmarkSpec(BaseModel):
         return normalize_name(self.name)
 
     @property
+    def label(self) -> str:
+        """Its one name in a run, its results file and every message: ``NAME``, or
+        ``NAME:VARIANT`` for a variant (as ``--bench`` spells it)."""
+        return f"{self.name}:{self.variant}" if self.variant else self.name
+
+    @property
     def task_types(self) -> list[str]:
         """Task types its samples can have."""
         m = self.mapping

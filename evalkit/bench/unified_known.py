@@ -129,6 +129,10 @@ class DataBench:
     tally: Tally = field(default_factory=lambda: Tally([], []))
     media: MissingMedia | None = None
     """Its samples' media check, made as they were read (``samples=False``)."""
+    keys: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    """Sample id -> the field sets that name it in its benchmark's official layout
+    (``key_sets``: Video-MME's question_id, or video + question), as the row holds them:
+    predictions made elsewhere are matched by them as against the official layout."""
 
     def info(self, file: Path) -> dict[str, Any]:
         """What the run directory records about this benchmark (``extra.data_benchmarks``)."""
@@ -228,6 +232,28 @@ def _refiner(spec: BenchmarkSpec, label: str) -> Callable[[dict[str, Any], Sampl
     return refine
 
 
+def natural_keys(spec: BenchmarkSpec, row: dict[str, Any]) -> list[dict[str, Any]]:
+    """The field sets that name ``row``'s sample in ``spec``'s official layout
+    (``loader.key_sets``), read from the unified row: it keeps the release's own fields
+    (EasyVideoR1's Video-MME rows: question_id, videoID, question), or holds one under a
+    name :data:`FIELDS` maps. A set missing a field is left out."""
+    from evalkit.bench.loader import key_sets
+
+    alternatives = FIELDS.get(spec.key, {})
+    out = []
+    for wanted in key_sets(spec):
+        values = {}
+        for name, column in wanted.items():
+            names = (column, *alternatives.get(column, ()))
+            value = next((row[n] for n in names if row.get(n) not in (None, "")), None)
+            if value is None:
+                break
+            values[name] = value
+        else:
+            out.append(values)
+    return out
+
+
 def required_fields(spec: BenchmarkSpec) -> list[str]:
     """Sample fields the official aggregation reads (its ``*field`` parameters)."""
     params = spec.aggregation.params
@@ -298,8 +324,10 @@ def load_data(
         b.tally.add(sample)
         if b.media is not None:
             b.media.add(sample)
-        else:
-            b.samples.append(sample)
+            return
+        b.samples.append(sample)
+        if b.benchmark is not None:
+            b.keys[sample.id] = natural_keys(b.spec, row)
 
     def on_problem(row: Any, problem: Problem) -> None:
         benches[key_of(row)].problems.append(problem)

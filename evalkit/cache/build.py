@@ -332,32 +332,8 @@ def _run_isolated(
 
 @contextmanager
 def progress_bar(total: int, enabled: bool) -> Iterator[Callable[[str], None]]:
-    """A rich progress bar on stderr; yields ``advance(label)``."""
-    if not enabled:
-        yield lambda _label: None
-        return
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
+    """A rich progress bar on stderr; yields ``advance(label)`` (a file's path: its name shown)."""
+    from evalkit.terminal import progress_bar as bar
 
-    columns = (
-        TextColumn("[bold]cache build"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        TextColumn("{task.description}"),
-    )
-    with Progress(*columns, console=Console(stderr=True)) as bar:
-        task = bar.add_task("", total=total)
-
-        def advance(name: str) -> None:
-            bar.update(task, advance=1, description=Path(name).name)
-
-        yield advance
+    with bar("cache build", total, enabled) as advance:
+        yield lambda name: advance(Path(name).name)

@@ -164,7 +164,7 @@ def _show(args: argparse.Namespace) -> int:
 def _described(spec: BenchmarkSpec) -> list[tuple[str, str]]:
     """(label, text) pairs: a spec as a person reads it, one setting per line."""
     d, g = spec.data, spec.generation
-    title = spec.name + (f":{spec.variant}" if spec.variant else "")
+    title = spec.label
     source = d.hf_dataset or d.local_path or "-"
     pinned = f" @ {d.revision}" if d.revision else " (revision not pinned)"
     out = [
@@ -273,9 +273,9 @@ def _validate(args: argparse.Namespace) -> int:
             "reasons": [p.to_dict() for p in report.problems],
             "reasons_left_out": report.problems.left_out,
         }
-        print(json.dumps({"benchmark": spec.name, **counts, **reasons}, indent=2))
+        print(json.dumps({"benchmark": spec.label, **counts, **reasons}, indent=2))
         return 0 if report.ok else 1
-    print(f"{spec.name}: {report.valid} samples loaded from {args.root}")
+    print(f"{spec.label}: {report.valid} samples loaded from {args.root}")
     print(_counts_line(counts))
     _print_problems(report.problems, args.max_problems)
     if report.ok:
@@ -363,10 +363,10 @@ def _ids(args: argparse.Namespace) -> int:
     loaded = load(spec, bench_root(spec, args.root), check_media=False)
     if args.json:
         rows = [{"id": s.id, "fields": loaded.sources.get(s.id, {})} for s in loaded]
-        doc = {"benchmark": spec.name, "rule": id_rule(spec), "samples": rows}
+        doc = {"benchmark": spec.label, "rule": id_rule(spec), "samples": rows}
         print(json.dumps(doc, indent=2, default=str))
         return 0
-    lines = [f"{spec.name}: {len(loaded)} sample ids; id = {id_rule(spec)}"]
+    lines = [f"{spec.label}: {len(loaded)} sample ids; id = {id_rule(spec)}"]
     for s in loaded:
         fields = "  ".join(f"{k}={v!r}" for k, v in loaded.sources.get(s.id, {}).items())
         lines.append(f"{s.id}\t{fields}")

@@ -16,9 +16,13 @@ The predictions file holds one JSON object per line, ``{"id": ..., "prediction":
 (the benchmark's sample ids as evalkit loads them, or the benchmark's natural fields in
 place of ``id``: ``evalkit bench ids NAME`` lists both), or is an lmms-eval
 ``--log_samples`` file or a VLMEvalKit prediction sheet (xlsx/tsv), detected from the file
-(``evalkit.predictions``: formats, matching, list and null replies, duplicated rows). A
-row that stands for no sample is an error that lists a few, with examples of the
-benchmark's ids (and says when they are rows the loader set aside as invalid).
+(``evalkit.predictions``: formats, matching, list and null replies, duplicated rows; read
+as untrusted input by ``evalkit.foreign``: anything wrong is one line naming the file and
+line, before any run directory exists). Rows of a ``--data`` file's known benchmark are
+matched by that benchmark's own fields too (Video-MME's ``question_id``), as against its
+official layout. Rows that stand for no sample are an error of at most three lines: how
+many and two of them, how rows are matched, the fix (and whether the loader set them aside
+as invalid).
 
 Every sample is scored exactly as ``evalkit run`` scores it (the benchmark's headline
 rule and every other rule of its task type) and written by the pipeline's own record
@@ -30,7 +34,14 @@ FAILED at stage ``predictions`` ("no prediction"): the official aggregate then c
 wrong, as a run counts a sample whose generation failed, so a partial file cannot publish
 a number over the samples it chose; ``evalkit report --exclude-failed`` leaves them out.
 Videos are not needed (only the annotations are read). The settings evalkit cannot know
-(frames, generation cap) are recorded as unknown (null); the engine is ``external``.
+(frames, generation settings) are recorded as unknown (null); the engine is ``external``;
+the prompt variant is the spec's pin unless ``--variant`` names another (what the
+predictions were made with, as ``evalkit run`` records it), its prompt marked
+``PROMPT_NOT_USED``; ``benchmark_samples`` holds how many samples each benchmark has.
+
+Records are written as verdicts come (one forked scoring child per core, at most four, a
+bounded window of samples in flight, long replies read again from their file when scored),
+so memory does not grow with the count and a kill loses only the samples in flight.
 Scoring again into the same run directory resumes it as ``evalkit run --resume
 --retry-failed`` does: samples already scored there are kept (a results store never
 rewrites a finished record), the others, those without a prediction before included, are
@@ -42,15 +53,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
+import os
 import sys
 import time
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from evalkit.errors import ConfigError, DataError
-from evalkit.predictions import Matched, Matcher, PredictionRow, detect
+from evalkit.foreign import open_regular
+from evalkit.predictions import Matched, Matcher, PredictionRow, detect, read_rows
 from evalkit.sample import Sample
+from evalkit.terminal import progress_bar
 
 if TYPE_CHECKING:
     from evalkit.bench.files import Loaded
@@ -60,12 +75,14 @@ if TYPE_CHECKING:
     from evalkit.run.plan import BenchRun
     from evalkit.rundir import RunDir
     from evalkit.scoring.run_scorer import RunScorer
+    from evalkit.scoring.types import Score
     from evalkit.scoring.verdicts import Verdicts
     from evalkit.store import Store
 
 ENGINE = "external"
 PLUGINS_CHECKED = True  # check_plugins names a plug-in skipped: evalkit.cli.main warns not
-_SHOW = 5  # ids listed in an error
+PROMPT_NOT_USED = "not used: predictions made elsewhere"
+_SHOW = 5  # ids listed in a summary line
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -266,7 +283,8 @@ def score_predictions(
     matchers = {b.name: Matcher([s.id for s in b.samples], got.keys) for b, got in loaded}
     matched, unmatched = _read(files, matchers)
     set_aside = {k: v for _, got in loaded for k, v in got.set_aside.items()}
-    _check_matched(files, unmatched, benches, set_aside, list(matchers.values()))
+    read = sum(m.rows for m in matched.values()) + len(unmatched)
+    _check_matched(files, unmatched, benches, set_aside, list(matchers.values()), read)
     rundir = RunDir(Path(cfg.runs_dir) / (cfg.run_id or new_run_id("score")))
     with rundir.lock():  # one writer per run directory, as for evalkit run
         fingerprint = rundir.open(_manifest(cfg, benches, files, rule), force=force)
@@ -325,7 +343,7 @@ def _read(files: list[Path], matchers: dict[str, Matcher]) -> tuple[dict[str, Ma
     unmatched: list[Any] = []
     for file in files:
         fmt = detect(file)
-        unmatched += match_all(fmt.read(file), matchers, matched, fmt.name)
+        unmatched += match_all(read_rows(file, fmt), matchers, matched, fmt.name)
     return matched, unmatched
 
 
@@ -347,18 +365,31 @@ async def _score_benches(
             rundir.write_problems(b.name, b.problems)  # invalid rows, as evalkit run keeps them
             # the prompt plan tells which samples had the assistant's turn pre-filled
             scorer = make_scorer(b.spec, judge, b.prompt, rule)
-            out.append(await _score_into(rundir, fingerprint, b, matched[b.name].texts, scorer))
+            limits = _Limits(cfg.pipeline.score_budget_s, cfg.judge.concurrency if cfg.judge else 0)
+            out.append(await _score_into(rundir, fingerprint, b, matched[b.name], scorer, limits))
     return out
+
+
+@dataclass(frozen=True)
+class _Limits:
+    """How samples are scored: each one's time budget (``pipeline.score_budget_s``; 0: in
+    this process, unbounded) and how many may await the judge at once."""
+
+    budget_s: float
+    judged: int
 
 
 async def _score_into(
     rundir: RunDir,
     fingerprint: str,
     bench_run: BenchRun,
-    texts: dict[str, str | None],
+    matched: Matched,
     scorer: RunScorer,
+    limits: _Limits,
 ) -> ScoreResult:
-    """Append one record per sample not yet scored in ``rundir`` (the store's writer)."""
+    """Append one record per sample not yet scored in ``rundir`` (the store's writer), each
+    as soon as its verdict comes: a kill loses only the samples in flight, and scoring
+    again resumes after the ones written."""
     from evalkit.records import failed_record
 
     out = ScoreResult(rundir.path, bench_run.name)
@@ -366,10 +397,11 @@ async def _score_into(
         done = store.done_ids(include_failed=False)
         todo = [s for s in bench_run.samples if s.id not in done]
         out.kept = len(bench_run.samples) - len(todo)
-        given = [s for s in todo if texts.get(s.id) is not None]
-        for sample in todo:
-            if texts.get(sample.id) is None:
-                why = "no prediction" if sample.id not in texts else "prediction is null"
+        with progress_bar(f"score {bench_run.name}", len(todo), sys.stderr.isatty()) as advance:
+            for sample in todo:
+                if matched.given(sample.id):
+                    continue
+                why = "no prediction" if sample.id not in matched.texts else "prediction is null"
                 error = f"{why} for this sample in the predictions"
                 timings = {"scored": time.time()}
                 store.append(
@@ -378,27 +410,77 @@ async def _score_into(
                     )
                 )
                 out.missing.append(sample.id)
-        # judged samples wait on the judge together (its guard bounds how many at once)
-        verdicts = await asyncio.gather(*(_verdicts(scorer, s, str(texts[s.id])) for s in given))
-        for sample, v in zip(given, verdicts, strict=True):
-            _append(store, out, sample, v, str(texts[sample.id]), fingerprint)
+                advance(sample.id)
+            given = [s for s in todo if matched.given(s.id)]
+            async for sample, text, verdicts in _verdicts(scorer, given, matched, limits):
+                _append(store, out, sample, verdicts, text, fingerprint)
+                advance(sample.id)
     return out
 
 
-async def _verdicts(scorer: RunScorer, sample: Sample, text: str) -> Verdicts:
-    completion = _completion(sample, text)
-    return (
-        await scorer.ascore(sample, completion)
-        if scorer.awaits(sample)
-        else scorer(sample, completion)
-    )
+def _workers() -> int:
+    """Scoring processes: one per core this process may use, at most four."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(4, cores or 1))
+
+
+async def _verdicts(
+    scorer: RunScorer, samples: list[Sample], matched: Matched, limits: _Limits
+) -> AsyncIterator[tuple[Sample, str, Score | Verdicts]]:
+    """Each sample's reply and verdicts, as they come. Extraction runs in ``_workers()``
+    forked scoring children (``BoundedScorer``: ``budget_s`` per sample), samples that
+    await the judge on this loop (its guard bounds them); at most twice as many samples
+    as there are children (or as the judge takes at once) are in flight, so memory does
+    not grow with the count."""
+    from evalkit.scoring.bounded import BoundedScorer
+
+    bounded = limits.budget_s > 0 and BoundedScorer.available()
+    slots: asyncio.Queue[Callable[[Sample, Completion], Score | Verdicts]] = asyncio.Queue()
+    n = _workers() if bounded else 0
+    children = [BoundedScorer(scorer, limits.budget_s) for _ in range(n)]
+    for child in children:
+        child.start()  # forked now, before the threads that call them exist
+        slots.put_nowait(child)
+    if not children:
+        slots.put_nowait(scorer)
+
+    async def one(sample: Sample) -> tuple[Sample, str, Score | Verdicts]:
+        text = str(matched.reply(sample.id))  # a long reply is read again only now
+        completion = _completion(sample, text)
+        if scorer.awaits(sample):
+            return sample, text, await scorer.ascore(sample, completion)
+        slot = await slots.get()
+        try:
+            return sample, text, await asyncio.to_thread(slot, sample, completion)
+        finally:
+            slots.put_nowait(slot)
+
+    window = max(2 * max(1, len(children)), limits.judged)
+    pending: set[asyncio.Task[tuple[Sample, str, Score | Verdicts]]] = set()
+    try:
+        for sample in samples:
+            if len(pending) >= window:
+                finished, pending = await asyncio.wait(pending, return_when="FIRST_COMPLETED")
+                for task in finished:
+                    yield task.result()
+            pending.add(asyncio.create_task(one(sample)))
+        while pending:
+            finished, pending = await asyncio.wait(pending, return_when="FIRST_COMPLETED")
+            for task in finished:
+                yield task.result()
+    finally:
+        for task in pending:
+            task.cancel()
+        for child in children:
+            child.close()
 
 
 def _append(
-    store: Store, out: ScoreResult, sample: Sample, verdicts: Verdicts, text: str, fp: str
+    store: Store, out: ScoreResult, sample: Sample, verdicts: Score | Verdicts, text: str, fp: str
 ) -> None:
     """The sample's record: scored, or failed at stage score when its scorer raised."""
     from evalkit.records import failed_record, ok_record, scorer_failure
+    from evalkit.scoring.verdicts import Verdicts
 
     timings = {"scored": time.time()}
     if (failure := scorer_failure(verdicts)) is not None:  # a bug: "scorer failed"
@@ -416,9 +498,10 @@ def _append(
         out.failed.append(sample.id)
         return
     store.append(ok_record(sample, verdicts, [text], fingerprint=fp, timings=timings))
+    score = verdicts.score if isinstance(verdicts, Verdicts) else verdicts
     out.scored += 1
-    out.judged += verdicts.score.metadata.get("decided_by") == "judge"
-    out.unscored += verdicts.score.value is None
+    out.judged += score.metadata.get("decided_by") == "judge"
+    out.unscored += score.value is None
 
 
 def _benchmark(cfg: RunConfig, name: str | None = None) -> tuple[BenchRun, Loaded]:
@@ -426,25 +509,30 @@ def _benchmark(cfg: RunConfig, name: str | None = None) -> tuple[BenchRun, Loade
     and what the loader found (the row fields of each id, the rows set aside)."""
     from evalkit.bench.loader import load
     from evalkit.bench.registry import get_benchmark
-    from evalkit.engines.base import SamplingParams
-    from evalkit.run.plan import BenchRun, bench_root
+    from evalkit.run.plan import bench_root, bench_run
 
     spec = get_benchmark(name or cfg.bench[0])  # NAME:VARIANT; unknown: RegistryError
     samples = load(spec, bench_root(cfg, spec), check_media=False)
-    # each variant its own store: a second format is never appended into the first's file
-    stored = f"{spec.name}:{spec.variant}" if spec.variant else spec.name
-    return BenchRun(stored, spec, spec.frames, SamplingParams(), samples), samples
+    # as evalkit run plans it: the variant pinned or asked (its pre-filled answer start
+    # reaches the rules), the samples the data holds, NAME:VARIANT its own store
+    return bench_run(cfg, spec, samples, None), samples
 
 
 def _data_benchmarks(cfg: RunConfig) -> list[tuple[BenchRun, Loaded]]:
     """A ``--data`` file's benchmarks, read by the runner's own reading of it
-    (``data_bench_runs``): rows naming a known benchmark are scored and aggregated as
-    ``evalkit run --data`` does, under that benchmark's spec and official rule; the rest
-    pooled. Their ids are evalkit's (no natural fields to match by)."""
+    (``data_bench_pairs``): rows naming a known benchmark are scored and aggregated as
+    ``evalkit run --data`` does, under that benchmark's spec and official rule, and are
+    matched by its own fields as in its official layout (``DataBench.keys``); the rest
+    pooled, matched by evalkit's ids."""
     from evalkit.bench.files import Loaded
-    from evalkit.run.plan import data_bench_runs
+    from evalkit.run.plan import data_bench_pairs
 
-    return [(run, Loaded()) for run in data_bench_runs(cfg, None)]
+    out = []
+    for run, db in data_bench_pairs(cfg, None):
+        found = Loaded()
+        found.keys = db.keys
+        out.append((run, found))
+    return out
 
 
 def _manifest(
@@ -456,17 +544,23 @@ def _manifest(
     from evalkit.run.plan import result_config
 
     rc = result_config(cfg, benches)
+    # what the other harness used is unknown here: recorded as such, never as pinned
+    # values; the variant stays (the spec's pin or --variant: what they were made with)
+    unknown = dict.fromkeys(("frames", "max_tokens", "temperature", "top_p", "top_k"))
     for bench in benches:
-        # what the other harness used is unknown here: recorded as such, never as pinned values
-        unknown = {"frames": None, "max_tokens": None}
-        rc.benchmarks[bench.name] = rc.benchmarks[bench.name].model_copy(update=unknown)
+        entry = rc.benchmarks[bench.name].model_copy(update={**unknown, "prompt": PROMPT_NOT_USED})
+        rc.benchmarks[bench.name] = entry
     given = [{"file": f.name, "sha256": _sha256(f)} for f in files]
     rc.predictions = given[0] if len(given) == 1 else {"files": given}
     extra = cfg.model_dump(mode="json")
     extra.update(command="score", predictions=[str(f) for f in files])
-    data = {b.name: b.data_info for b in benches if b.data_info}
-    specs = {b.name: b.spec for b in benches}
-    return RunManifest.build(rc, extra, specs=specs, data_benchmarks=data)
+    return RunManifest.build(
+        rc,
+        extra,
+        specs={b.name: b.spec for b in benches},
+        data_benchmarks={b.name: b.data_info for b in benches if b.data_info},
+        benchmark_samples={b.name: b.available for b in benches if b.available is not None},
+    )
 
 
 def _completion(sample: Sample, text: str) -> Completion:
@@ -476,55 +570,54 @@ def _completion(sample: Sample, text: str) -> Completion:
 
 
 def _sha256(file: Path) -> str:
-    return hashlib.sha256(file.read_bytes()).hexdigest()[:16]
+    digest = hashlib.sha256()
+    with open_regular(file) as f:
+        while block := f.read(1 << 20):  # a block at a time: the file may be gigabytes
+            digest.update(block)
+    return digest.hexdigest()[:16]
 
 
 def _check_matched(
     files: list[Path],
-    unknown: list[Any],
-    benches: list[Any],
+    unknown: list[PredictionRow],
+    benches: list[BenchRun],
     set_aside: dict[str, str],
     matchers: list[Matcher],
+    read: int,
 ) -> None:
-    """Every row of the files must stand for a sample: else one error naming a few."""
+    """Every row of the files must stand for a sample: else one error of at most three
+    terminal lines: how many (of ``read`` rows) and two of them, how rows are matched
+    (with a real id), and the fix."""
     if not unknown:
         return
     where = ", ".join(map(str, files))
     names = ", ".join(b.name for b in benches)
-    shown = ", ".join(_label(r) for r in unknown[:_SHOW])
-    more = f" and {len(unknown) - _SHOW} more" if len(unknown) > _SHOW else ""
-    examples = (
-        ", ".join(repr(s.id) for b in benches for s in b.samples[:1]) if len(benches) > 1 else ""
-    )
-    examples = examples or ", ".join(repr(s.id) for s in benches[0].samples[:3])
+    more = f" and {len(unknown) - 2} more" if len(unknown) > 2 else ""
+    shown = ", ".join(_label(r) for r in unknown[:2]) + more
     aside = [r for r in unknown if str(r.keys.get("id")) in set_aside]
-    why = (
-        f"; {len(aside)} of them are rows the loader set aside as invalid (first: "
-        f"{set_aside[str(aside[0].keys['id'])]}; evalkit bench validate lists them)"
-        if aside
-        else ""
-    )
-    from evalkit.bench.loader import id_rule
-
-    rule = f" (id = {id_rule(benches[0].spec)})" if len(benches) == 1 and benches[0].spec else ""
+    if aside:
+        first = _short(set_aside[str(aside[0].keys["id"])], 70)
+        shown += f" ({len(aside)} of them are rows the loader set aside as invalid: {first})"
+    ids = ", ".join(_short(repr(b.samples[0].id), 40) for b in benches if b.samples)
     if any(b.data_info is not None for b in benches):
-        from evalkit.bench.unified import DATA_IDS
-
-        rule += f" ({DATA_IDS})"
+        fix = "ids are <source>/<problem_id> (source: data_source, else the file's name)"
+    else:
+        fix = "`evalkit bench ids NAME --data-root DIR` lists each id with its fields"
     raise DataError(
-        f"{where}: {len(unknown)} prediction id(s) are not samples of {names}: "
-        f"{shown}{more}{why}; rows are matched {matchers[0].describe()}; {names}'s ids look "
-        f"like {examples}{rule}; evalkit bench ids NAME --data-root DIR lists them with their "
-        "fields"
+        f"{where}: {len(unknown)} of {read} rows name no sample of {names}: {shown}\n"
+        f"matched by 'id' (like {ids}){matchers[0].describe()}\nfix: {fix}"
     )
 
 
 def _label(row: PredictionRow) -> str:
-    """A row as an error shows it: its id, else its key fields, shortened."""
+    """A row as an error shows it: its id, else its first key fields, shortened."""
     if row.keys.get("id") is not None:
-        return repr(str(row.keys["id"]))
-    text = ", ".join(f"{k}={v!r}" for k, v in list(row.keys.items())[:3])
-    return f"{row.where} ({text[:80]})"
+        return _short(repr(str(row.keys["id"])), 40)
+    return _short(", ".join(f"{k}={v!r}" for k, v in list(row.keys.items())[:2]), 50)
+
+
+def _short(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _ids(ids: list[str]) -> str:

@@ -20,12 +20,13 @@ from evalkit.generation import sampling_for
 from evalkit.manifest import BenchmarkSettings, ResultConfig, RunManifest, hash_json
 from evalkit.prompts import PromptPlan
 from evalkit.run.config import JudgeConfig, RunConfig
-from evalkit.rundir import hash_path
+from evalkit.rundir import RunDir, hash_path
 from evalkit.sample import Sample, VideoRef
 from evalkit.video.types import FrameSpec
 
 if TYPE_CHECKING:
     from evalkit.bench.spec import BenchmarkSpec
+    from evalkit.bench.unified_known import DataBench
 
 
 @dataclass
@@ -123,12 +124,15 @@ def resolve_benchmarks(
     from evalkit.bench.registry import get_benchmark
 
     runs: list[BenchRun] = []
+    recorded = _resumed_names(cfg)
     for name in cfg.bench:
         spec = get_benchmark(name)  # NAME:VARIANT; an unknown variant is a RegistryError
         root = bench_root(cfg, spec)
         loaded = load(spec, root, check_media=check_media)
         runs.append(bench_run(cfg, spec, loaded, factor, problems=loaded.problems))
         runs[-1].media_root = str(root)
+        if spec.variant and spec.name in recorded and spec.label not in recorded:
+            runs[-1].name = spec.name  # a run written before variants were NAME:VARIANT
     if cfg.data:
         runs += data_bench_runs(cfg, factor)
     if not runs:
@@ -136,20 +140,34 @@ def resolve_benchmarks(
     return runs
 
 
+def _resumed_names(cfg: RunConfig) -> set[str]:
+    """The benchmark names the run ``cfg`` resumes recorded (none for a new run)."""
+    rundir = RunDir(cfg.resume) if cfg.resume else None
+    if rundir is None or not rundir.config_path.is_file():
+        return set()
+    return set(rundir.latest().get("result_config", {}).get("benchmarks") or {})
+
+
 def data_bench_runs(cfg: RunConfig, factor: int | None) -> list[BenchRun]:
     """The benchmarks of ``cfg.data``: one per known source named by the rows (under its
     official spec and rule), the rest pooled. ``evalkit run --data`` and ``evalkit score
     --data`` both read a file through here, so a file means the same to both."""
+    return [run for run, _ in data_bench_pairs(cfg, factor)]
+
+
+def data_bench_pairs(cfg: RunConfig, factor: int | None) -> list[tuple[BenchRun, DataBench]]:
+    """Each benchmark of ``cfg.data`` as run, with what the file said of it (``DataBench``:
+    the fields that name its samples, for ``evalkit score``)."""
     from evalkit.bench.unified_known import data_benches
 
     assert cfg.data is not None
-    runs = []
+    out = []
     for db in data_benches(cfg.data, cfg.video_root):
         run = bench_run(cfg, db.spec, db.samples, factor, problems=db.problems)
         run.name, run.data_info = db.name, db.info(Path(cfg.data))
         run.media_root = str(Path(cfg.video_root or Path(cfg.data).parent))
-        runs.append(run)
-    return runs
+        out.append((run, db))
+    return out
 
 
 def bench_run(
@@ -163,7 +181,7 @@ def bench_run(
     prompt = PromptPlan.for_spec(spec, cfg.variant)
     thinking = prompt.thinking(spec.task_types)
     return BenchRun(
-        name=spec.name,
+        name=spec.label,  # a variant is NAME:VARIANT: its own store, never the base's
         spec=spec,
         frame_spec=_frame_spec(cfg, spec.frames, factor),
         sampling=sampling_for(spec.generation, thinking, cfg.max_tokens),
