@@ -367,7 +367,8 @@ def print_summary(path: Path) -> None:
     from evalkit.reports import load_run, verdicts
     from evalkit.reports.render import to_terminal
     from evalkit.reports.sections import summary
+    from evalkit.textwidth import terminal_width
 
     run = load_run(path, bootstrap=200)
     verdicts(run, 1.0, None)
-    to_terminal([summary(run)], Console(width=max(Console().width, 120)))
+    to_terminal([summary(run)], Console(width=terminal_width()))
