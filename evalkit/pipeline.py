@@ -29,7 +29,7 @@ from evalkit.engines.base import BatchEngine, Completion, Engine, Request
 from evalkit.errors import DataError, TransientError
 from evalkit.records import failed_record, ok_record, scorer_failure
 from evalkit.sample import Sample
-from evalkit.scoring.bounded import BoundedScorer
+from evalkit.scoring.bounded import BoundedScorer, PooledScorer, ScoringPool
 from evalkit.scoring.types import Score, ScorerFailure
 from evalkit.scoring.verdicts import Verdicts
 from evalkit.store import Store
@@ -137,6 +137,7 @@ class Pipeline:
         store: Store,
         config: PipelineConfig | None = None,
         fingerprint: str = "",
+        scoring: ScoringPool | None = None,
     ) -> None:
         self.engine = engine
         self.prepare = prepare
@@ -144,8 +145,11 @@ class Pipeline:
         self.store = store
         self.config = config or PipelineConfig()
         self.fingerprint = fingerprint
+        self.scoring = scoring
+        """Scoring children shared with the pipelines beside it (a sweep's settings); None:
+        the sink forks its own."""
         self.stats = PipelineStats()
-        self._bounded: BoundedScorer | None = None  # the sink's scorer while a run lasts
+        self._bounded: BoundedScorer | PooledScorer | None = None  # the sink's scorer
 
     # -- asynchronous mode -------------------------------------------------------------
 
@@ -190,11 +194,16 @@ class Pipeline:
         return stats
 
     def _start_bounded(self) -> None:
-        """The sink's scoring child, forked before the pools start (see scoring.bounded)."""
+        """The sink's scoring child, forked before the pools start (see scoring.bounded),
+        or its place in the shared scoring pool."""
         budget = self.config.score_budget_s
         if budget > 0 and BoundedScorer.available():
-            self._bounded = BoundedScorer(self.score, budget)
-            self._bounded.start()
+            if self.scoring is not None:
+                self._bounded = self.scoring.scorer(self.score)
+                return
+            own = BoundedScorer(self.score, budget)
+            own.start()
+            self._bounded = own
 
     def _stop_bounded(self) -> None:
         if self._bounded is not None:

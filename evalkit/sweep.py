@@ -11,6 +11,12 @@ settings' plans go to one set of Ray replicas (``evalkit.scale.driver.run_plans`
 replica starts its engine once and takes leases of any setting from one work queue, while
 the videos are decoded here.
 
+A sweep is one process tree of bounded size: the settings share the engine, the judge's
+engine, the processes that decode cache misses and a few scoring processes
+(:func:`scoring_processes`), however many settings there are. The sweep directory's lock
+is taken before anything else (:func:`hold`), so a second sweep of it is refused before its
+engine starts or ``sweep.json`` is written.
+
 Everything this module asks of the runner goes through :class:`Runner` (one place to
 switch when the run path moves).
 """
@@ -18,11 +24,12 @@ switch when the run path moves).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import re
 import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,6 +42,7 @@ from evalkit.errors import ConfigError, DataError
 from evalkit.registry import did_you_mean
 from evalkit.run.config import RunConfig
 from evalkit.rundir import RunDir
+from evalkit.runlock import RunLock
 from evalkit.sample import VideoRef
 from evalkit.startup import StartupTimes
 from evalkit.video.types import FrameSpec
@@ -42,8 +50,9 @@ from evalkit.video.types import FrameSpec
 if TYPE_CHECKING:
     from evalkit.cache import FrameCache
     from evalkit.engines.base import Engine
+    from evalkit.run.components import SharedParts
     from evalkit.run.execute import RunResult
-    from evalkit.run.plan import RunPlan
+    from evalkit.run.plan import BenchRun, RunPlan
     from evalkit.scale.driver import Progress
 
 SCHEMA = 1
@@ -173,9 +182,7 @@ class Sweep:
     @classmethod
     def resume(cls, path: Path, axes: dict[str, list[Any]] | None, zipped: bool | None) -> Sweep:
         """The sweep recorded in ``path``; a different grid asked for is refused."""
-        manifest = path / MANIFEST
-        if not manifest.is_file():
-            raise ConfigError(f"--resume {path}: not a sweep directory (no {MANIFEST})")
+        manifest = recorded(path)
         from evalkit.reports.sweep import read_manifest
 
         doc = read_manifest(path)  # the report's reader: a damaged one is one line naming it
@@ -193,8 +200,9 @@ class Sweep:
             raise DataError(f"{manifest}: field 'base' ({where}): {why['msg']}") from None
         return cls.plan(base, doc["axes"], zip_recorded, path)
 
-    def write(self, pinned: dict[str, dict[str, Any]]) -> None:
-        """``sweep.json``, written atomically."""
+    def write(self, pinned: dict[str, dict[str, Any]], benchmarks: Sequence[str]) -> None:
+        """``sweep.json``, written atomically; ``benchmarks``: the names each setting's run
+        records them under (a ``--data`` file's included)."""
         doc = {
             "schema": SCHEMA,
             "kind": "evalkit-sweep",
@@ -203,19 +211,27 @@ class Sweep:
             "base": self.base.model_dump(mode="json", exclude={"resume", "run_id", "runs_dir"}),
             "settings": [{"id": s.id, "values": s.values, "run": s.run} for s in self.settings],
             "pinned": pinned,
-            "benchmarks": list(self.base.bench),
+            "benchmarks": list(benchmarks),
         }
         self.path.mkdir(parents=True, exist_ok=True)
         write_text_atomic(self.path / MANIFEST, json.dumps(doc, indent=2) + "\n")
 
 
-def pinned_values(bench: Sequence[str], keys: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """Each benchmark spec's pinned value of each swept key (None: not pinned)."""
-    from evalkit.bench.registry import get_benchmark
+def recorded(path: Path) -> Path:
+    """The manifest of the sweep in ``path`` (``--resume``); a one-line ConfigError when
+    there is none."""
+    manifest = path / MANIFEST
+    if not manifest.is_file():
+        raise ConfigError(f"--resume {path}: not a sweep directory (no {MANIFEST})")
+    return manifest
 
+
+def pinned_values(benches: Sequence[BenchRun], keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Each benchmark's pinned value of each swept key, from its spec as run (an ad-hoc
+    ``--data`` file's generated one included; None: not pinned)."""
     out: dict[str, dict[str, Any]] = {}
-    for name in bench:
-        spec = get_benchmark(name)
+    for bench in benches:
+        spec = bench.spec
         values: dict[str, Any] = {}
         for key in keys:
             field = GRID_KEYS[key][-1]
@@ -225,8 +241,45 @@ def pinned_values(bench: Sequence[str], keys: Sequence[str]) -> dict[str, dict[s
                 values[key] = spec.prompt.variant
             else:
                 values[key] = getattr(spec.generation, field, None)
-        out[name] = values
+        out[bench.name] = values
     return out
+
+
+MAX_SCORING_PROCESSES = 4
+"""The most scoring processes a sweep shares (see :func:`scoring_processes`)."""
+
+
+def scoring_processes(settings: int) -> int:
+    """How many scoring processes a sweep of ``settings`` settings shares: a run has one,
+    and a sweep's settings together ask no more of it than a run (their replies come from
+    the same one engine), so a run's one would mostly keep up. One per core, up to
+    ``MAX_SCORING_PROCESSES``, so that a reply held to the scoring budget (a rule slow on
+    it, a program in the sandbox) does not hold up every setting behind it; no more,
+    since scoring is CPU work and each may keep sandboxes started ahead of code answers."""
+    from evalkit.cache.build import usable_cpus
+
+    return max(1, min(settings, usable_cpus(), MAX_SCORING_PROCESSES))
+
+
+_held: dict[Path, RunLock] = {}
+
+
+@contextlib.contextmanager
+def hold(path: Path) -> Iterator[RunLock]:
+    """The sweep directory's lock (``path/.lock``, as a run directory's: the one writer,
+    named to whoever else tries), held until the block ends; taken once per process (a
+    block inside another of the same sweep holds nothing more). A directory made for it
+    and left empty is removed on release."""
+    key = path.resolve()
+    if key in _held:
+        yield _held[key]
+        return
+    with RunLock(path) as lock:
+        _held[key] = lock
+        try:
+            yield lock
+        finally:
+            del _held[key]
 
 
 class Runner:
@@ -285,16 +338,38 @@ class Runner:
         return await in_daemon_thread(execute.make_engine, plan)
 
     @staticmethod
+    async def start_judge(cfg: RunConfig) -> Engine | None:
+        """The judge's engine for every setting (None without a judge): one, not one per
+        setting (a local judge is an engine of its own)."""
+        if cfg.judge is None:
+            return None
+        from evalkit.engines.lifecycle import in_daemon_thread
+        from evalkit.run import components
+
+        jc = cfg.judge
+        options = components.judge_engine_options(jc)
+        return await in_daemon_thread(components.build, jc.engine, jc.model, options)
+
+    @staticmethod
     async def close_engine(engine: Engine) -> None:
         from evalkit.engines.lifecycle import close_engine
 
         await close_engine(engine)
 
     @staticmethod
-    async def run(plan: RunPlan, engine: Engine) -> RunResult:
+    def shared(cfg: RunConfig, settings: int) -> contextlib.AbstractContextManager[SharedParts]:
+        """The decoding and scoring processes every setting's run shares."""
+        from evalkit.run.components import shared_parts
+
+        return shared_parts(cfg, scoring_processes(settings))
+
+    @staticmethod
+    async def run(
+        plan: RunPlan, engine: Engine, shared: SharedParts, judge: Engine | None = None
+    ) -> RunResult:
         from evalkit.run.execute import aexecute
 
-        return await aexecute(plan, engine=engine)
+        return await aexecute(plan, engine=engine, judge_engine=judge, shared=shared)
 
 
 Jobs = list[tuple[list[VideoRef], list[FrameSpec]]]
@@ -323,7 +398,7 @@ async def arun(sweep: Sweep, todo: Sequence[Setting], jobs: Jobs) -> tuple[dict[
     if not todo:
         return {}, 0.0
     plans = [_planned(s) for s in todo]
-    # the grid never touches the engine or the model: every plan names the same engine
+    cfg = plans[0].config  # the grid never touches the engine, the model or the judge
     starting = asyncio.ensure_future(_timed(Runner.start_engine(plans[0])))
     try:
         decode_s = await asyncio.to_thread(decode_once, jobs, todo[0].cfg)
@@ -332,19 +407,36 @@ async def arun(sweep: Sweep, todo: Sequence[Setting], jobs: Jobs) -> tuple[dict[
         raise
     engine, start_s = await starting
     startup = StartupTimes(engines_s=start_s)
-    runs = [asyncio.ensure_future(Runner.run(plan, engine)) for plan in plans]
     try:
-        results = await asyncio.gather(*runs)
-    except BaseException:  # one setting failed or the sweep was stopped: stop them all
-        for run in runs:
-            run.cancel()
-        await asyncio.gather(*runs, return_exceptions=True)
-        raise
+        judge = await Runner.start_judge(cfg)
+        try:
+            with Runner.shared(cfg, len(plans)) as shared:
+                runs = [asyncio.ensure_future(Runner.run(p, engine, shared, judge)) for p in plans]
+                results = await _all(runs)
+        finally:
+            if judge is not None:
+                await Runner.close_engine(judge)
     finally:
         await Runner.close_engine(engine)
     for result in results:  # every setting's run started with the sweep's one engine
         startup.write(RunDir(result.path))
     return {s.id: r for s, r in zip(todo, results, strict=True)}, decode_s
+
+
+async def _all(runs: Sequence[asyncio.Future[RunResult]]) -> list[RunResult]:
+    """Every run's result; the first to fail stops the others (cancelled and awaited, so
+    each closes what it opened), and its error is raised. A signal's exception is never
+    raised here: it left the loop from the task it hit, and the sweep is cancelled next."""
+    try:
+        await asyncio.wait(runs, return_when=asyncio.FIRST_EXCEPTION)
+    finally:
+        for run in runs:
+            run.cancel()
+        await asyncio.gather(*runs, return_exceptions=True)
+    for run in runs:
+        if not run.cancelled() and (exc := run.exception()) is not None:
+            raise exc
+    return [run.result() for run in runs]
 
 
 async def _timed(starting: Awaitable[Engine]) -> tuple[Engine, float]:
@@ -373,14 +465,19 @@ def execute(
     prepared: tuple[list[Setting], Jobs] | None = None,
     on_progress: Progress | None = None,
 ) -> tuple[dict[str, Any], float]:
-    """Write ``sweep.json``, decode every video once, run the unfinished settings on one
-    engine, or on one set of Ray replicas with ``--replicas`` (none starts when every
-    setting's run is complete). ``on_progress``: the replicas' progress display."""
-    todo, jobs = prepared or prepare(sweep)
-    sweep.write(pinned_values(sweep.base.bench, list(sweep.axes)))
-    if sweep.base.on_ray:
-        return run_on_replicas(todo, jobs, on_progress)
-    return asyncio.run(arun(sweep, todo, jobs))
+    """Under the sweep directory's lock (:func:`hold`): write ``sweep.json``, decode every
+    video once, run the unfinished settings on one engine, or on one set of Ray replicas
+    with ``--replicas`` (none starts when every setting's run is complete).
+    ``on_progress``: the replicas' progress display."""
+    from evalkit.engines.lifecycle import run_to_end
+
+    with hold(sweep.path):
+        todo, jobs = prepared or prepare(sweep)
+        benches = _planned(sweep.settings[0]).benches
+        sweep.write(pinned_values(benches, list(sweep.axes)), [b.name for b in benches])
+        if sweep.base.on_ray:
+            return run_on_replicas(todo, jobs, on_progress)
+        return run_to_end(arun(sweep, todo, jobs))
 
 
 def run_on_replicas(

@@ -223,7 +223,12 @@ def load_sweep(
         except DataError as exc:
             s.problem = f"incomplete ({exc})"
     benches = []
-    for name in doc["benchmarks"]:
+    # a sweep of a --data file recorded no benchmarks before they were taken from its
+    # runs: those are read from the runs themselves
+    names = doc["benchmarks"] or list(
+        dict.fromkeys(b for s in settings if s.run is not None for b in s.run.benchmarks)
+    )
+    for name in names:
         pinned = doc["pinned"].get(name) or doc["pinned"].get(name.split(":")[0]) or {}
         bench = _bench(name, settings, pinned, bootstrap=bootstrap, seed=seed)
         if doc.get("zip") is True:
@@ -355,7 +360,8 @@ def _effects(rows: list[Row], points: np.ndarray, reps: np.ndarray) -> list[Effe
         if any(np.isnan(means)):
             continue
         lo, hi = int(np.argmin(means)), int(np.argmax(means))
-        a, b = sorted((lo, hi))
+        # every value scoring the same: the axis's first and last values, never one twice
+        a, b = sorted((lo, hi)) if lo != hi else (0, len(values) - 1)
         ci: tuple[float | None, float | None] = (None, None)
         if reps.size:
             with np.errstate(invalid="ignore"):
@@ -375,10 +381,10 @@ def _sentence(name: str, effects: list[Effect]) -> str:
     if not effects:
         return f"{name}: no axis has two values with scores to compare."
     e = effects[0]
-    return (
-        f"{name}: {e.axis} moves the score most: {e.low} -> {e.high} "
-        f"{e.delta:+.1f} points {_interval(e.ci)}."
-    )
+    change = f"{e.low} -> {e.high} {e.delta:+.1f} points {_interval(e.ci)}."
+    if e.spread == 0:  # the largest effect is none: every value of every axis scores alike
+        return f"{name}: no swept setting moves the score: {e.axis} {change}"
+    return f"{name}: {e.axis} moves the score most: {change}"
 
 
 def _zipped(b: BenchSweep) -> str:

@@ -330,3 +330,52 @@ def test_grouped_settings_are_resampled_by_whole_groups_with_one_draw_for_all(
     assert s1.paired == s0.paired == s0.headline
     assert s1.delta == 0.0 and s1.delta_ci == (0.0, 0.0)
     assert s0.ci[0] is not None and s0.ci[0] < s0.ci[1]  # the score itself does vary
+
+
+def _alike(root: Path, bench: str, listed: bool) -> Path:
+    """A sweep of max_frames 4 vs 8 over ``bench``, both settings scoring 3 of 6 alike;
+    ``listed``: sweep.json names the benchmark (a --data sweep named none before)."""
+    settings = []
+    for i, frames in enumerate((4, 8)):
+        name = f"max_frames-{frames}"
+        settings.append({"id": f"s{i:02d}", "values": {"frames.max_frames": frames}, "run": name})
+        recs = [Rec(str(k), float(k < 3), {"duration": "short"}) for k in range(6)]
+        write_run(root / name, MODEL, {bench: recs}, frames={"max_frames": frames})
+    doc = {
+        "schema": 1,
+        "kind": "evalkit-sweep",
+        "axes": {"frames.max_frames": [4, 8]},
+        "zip": False,
+        "base": {"model": MODEL, "bench": [bench] if listed else []},
+        "settings": settings,
+        "pinned": {bench: {"frames.max_frames": 768}} if listed else {},
+        "benchmarks": [bench] if listed else [],
+    }
+    (root / "sweep.json").write_text(json.dumps(doc))
+    return root
+
+
+def test_a_main_effect_names_the_two_values_it_compares_when_they_score_the_same(
+    tmp_path: Path,
+) -> None:
+    # no value moves the score; the sentence read "frames.max_frames moves the score
+    # most: 4 -> 4"
+    root = _alike(tmp_path / "sw", "Video-MME", listed=True)
+    (b,) = load_sweep(root, bootstrap=50).benchmarks
+    assert [(e.axis, e.low, e.high, e.delta) for e in b.effects] == [
+        ("frames.max_frames", 4, 8, 0.0)
+    ]
+    assert b.sentence.startswith(
+        "Video-MME: no swept setting moves the score: frames.max_frames 4 -> 8 +0.0 points"
+    ), b.sentence
+    text = render_terminal(root, bootstrap=50)
+    assert "main effect of frames.max_frames: 4 -> 8 +0.00 points" in text
+    assert "4 -> 4" not in text
+
+
+def test_a_data_file_sweep_that_named_no_benchmark_shows_the_runs_scores(tmp_path: Path) -> None:
+    # sweep.json of a --data sweep listed no benchmark: its report had no score table
+    root = _alike(tmp_path / "sw", "clips", listed=False)
+    (b,) = load_sweep(root, bootstrap=50).benchmarks
+    assert b.name == "clips" and [r.headline for r in b.rows] == [50.0, 50.0]
+    assert "clips: score by setting" in render_terminal(root, bootstrap=50)

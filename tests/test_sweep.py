@@ -9,6 +9,8 @@ checks the runs' plumbing; the real-engine sweep is the heavy test at the end.""
 from __future__ import annotations
 
 import json
+import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +61,7 @@ def test_each_setting_is_the_run_evalkit_run_writes_from_one_engine_start(
     assert main(["sweep", *flags, *GRID, "--sweep-dir", "sw"]) == 0
     assert len(started) == 1  # one engine for the four settings
     out = capfd.readouterr().out  # the sweep report: each setting's score, what moves it
-    assert "SynthVideo: score by setting" in out and "moves the score most" in out
+    assert "SynthVideo: score by setting" in out and "moves the score" in out
     assert "s03" in out
     doc = json.loads((world / "sw" / "sweep.json").read_text())
     assert doc["schema"] == 1 and doc["kind"] == "evalkit-sweep" and doc["zip"] is False
@@ -165,3 +167,93 @@ def test_resuming_a_damaged_sweep_manifest_is_one_line_naming_it(
     assert main(["sweep", "--resume", str(tmp_path / "sw"), "--no-progress"]) == 2
     err = capfd.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "sweep.json" in err[0], err
+
+
+def _partial_sweep(world: Path, flags: list[str]) -> dict[str, Any]:
+    """A sweep stopped after one sample of each setting (its limit lifted in sweep.json, as
+    in the resume test): resuming it would start the engine."""
+    assert main(["sweep", *flags, "--limit", "1"]) == 0
+    doc: dict[str, Any] = json.loads((world / "sw" / "sweep.json").read_text())
+    doc["base"]["limit"] = None
+    (world / "sw" / "sweep.json").write_text(json.dumps(doc))
+    return doc
+
+
+def test_a_sweep_whose_directory_is_locked_is_refused_before_any_engine_or_write(
+    world: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    from evalkit.runlock import RunLock
+
+    started = _fake_engine(monkeypatch)
+    flags = [*BASE.split(), "--cache-root", "cache", *GRID, "--sweep-dir", "sw"]
+    doc = _partial_sweep(world, flags)
+    assert len(started) == 1
+    capfd.readouterr()
+    manifest = world / "sw" / "sweep.json"
+    before = manifest.stat()
+    stores = {
+        s["run"]: (world / "sw" / s["run"] / "SynthVideo.jsonl").read_bytes()
+        for s in doc["settings"]
+    }
+    with RunLock(world / "sw"):  # another `evalkit sweep` of this directory is running
+        assert main(["sweep", "--resume", "sw", "--no-progress"]) == 2
+        err = capfd.readouterr().err.strip().splitlines()
+        # one line naming the holder (this process: the lock's message then takes it for
+        # a process it started, as it is here)
+        assert len(err) == 1 and f"sw is locked: its writer, pid {os.getpid()}" in err[0], err
+        # a new sweep into a locked directory that holds no sweep yet
+        with RunLock(world / "sw2"):
+            assert main(["sweep", *flags[:-1], "sw2"]) == 2
+            assert f"sw2 is locked: its writer, pid {os.getpid()}" in capfd.readouterr().err
+            assert not (world / "sw2" / "sweep.json").exists()
+    assert len(started) == 1  # no engine started by either
+    after = manifest.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    for run, data in stores.items():
+        assert (world / "sw" / run / "SynthVideo.jsonl").read_bytes() == data
+    assert main(["sweep", "--resume", "sw", "--no-progress"]) == 0  # the lock released
+    assert len(started) == 2
+
+
+def test_a_sweep_of_a_data_file_shows_its_score_by_setting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    from tests._engine_env import write_index_video_set
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "ckpt").mkdir()
+    (tmp_path / "ckpt" / "config.json").write_text(json.dumps({"model_type": "qwen2_5_vl"}))
+    write_index_video_set(tmp_path, 2, 2, lambda v: 16, "adhoc")
+    started = _fake_engine(monkeypatch)
+    flags = ["--model", "ckpt", "--data", "set.jsonl", "--video-root", "videos"]
+    flags += ["--no-progress", "--cache-workers", "1", "--cache-root", "cache"]
+    assert main(["sweep", *flags, *GRID, "--sweep-dir", "sw"]) == 0
+    assert len(started) == 1
+    out = capfd.readouterr().out
+    # the score-by-setting table of the file's rows, as for --bench: every setting with
+    # its headline (the scripted engine answers "A": half the rows right), an interval,
+    # and its delta against the first setting
+    assert "set: score by setting" in out, out
+    rows = [line for line in out.splitlines() if re.match(r"\s*│?\s*s0[0-3]", line)]
+    table = [r for r in rows if "50.00" in r]
+    assert len(table) == 4, out
+    assert "moves the score" in out
+    doc = json.loads((tmp_path / "sw" / "sweep.json").read_text())
+    assert doc["benchmarks"] == ["set"]
+
+
+def test_the_settings_share_one_judge_engine(world: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a local judge is an engine of its own: one per setting made a vLLM judge per setting
+    _fake_engine(monkeypatch)
+    judges: list[str] = []
+
+    def build(name: str, model: str, options: Any) -> ScriptedEngine:
+        judges.append(model)
+        return ScriptedEngine(prefill_s=0, decode_s=0)
+
+    monkeypatch.setattr("evalkit.run.components.build", build)
+    flags = [*BASE.split(), "--cache-root", "cache", *GRID, "--sweep-dir", "sw"]
+    assert main(["sweep", *flags, "--judge-model", "judge"]) == 0
+    assert judges == ["judge"]
+    for run in (world / "sw").glob("*/config.json"):  # every setting's run has the judge
+        assert json.loads(run.read_text())["result_config"]["judge"]["model"] == "judge"

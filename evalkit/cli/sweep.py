@@ -6,9 +6,14 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from evalkit.cli import run as run_cli
 from evalkit.errors import ConfigError, EngineStartError
+from evalkit.rundir import new_run_id
+
+if TYPE_CHECKING:
+    from evalkit.sweep import Sweep
 
 PLUGINS_CHECKED = True  # each setting's preflight names a plug-in skipped (check_plugins)
 
@@ -38,24 +43,44 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from evalkit import sweep as sw
-    from evalkit.engines.logs import quiet_engine_logs
-    from evalkit.rundir import new_run_id
-    from evalkit.terminal import Terminal
 
     axes = sw.parse_grid(args.grid) if args.grid else None
     if args.resume:  # --resume DIR: the sweep directory (each setting's run resumes)
-        sweep = sw.Sweep.resume(Path(args.resume), axes, args.zip)
+        path = Path(args.resume)
+        sw.recorded(path)  # before the lock: a wrong path is left as it is
+        base = None
     else:
         if axes is None:
             sw.parse_grid([])  # the one-line error
         base = run_cli.config_from_args(args)
         path = Path(args.sweep_dir or Path(base.runs_dir) / f"sweep-{new_run_id()}")
-        if (path / sw.MANIFEST).is_file():
-            raise ConfigError(
-                f"--sweep-dir {path}: holds a sweep already; --resume {path} continues it"
-            )
-        assert axes is not None
-        sweep = sw.Sweep.plan(base, axes, args.zip, path)
+    # before anything is read, started or written: a second sweep of this directory (or
+    # one resuming it) is refused here, in the time it takes to start Python
+    with sw.hold(path):
+        if base is None:
+            sweep = sw.Sweep.resume(path, axes, args.zip)
+        else:
+            if (path / sw.MANIFEST).is_file():
+                raise ConfigError(
+                    f"--sweep-dir {path}: holds a sweep already; --resume {path} continues it"
+                )
+            assert axes is not None
+            sweep = sw.Sweep.plan(base, axes, args.zip, path)
+        log = _execute(sweep, args)
+    sw.show(sweep)
+    if log is not None:
+        print(f"engine and library output: {log}")
+    print(f"sweep directory: {sweep.path}")
+    return 0
+
+
+def _execute(sweep: Sweep, args: argparse.Namespace) -> Path | None:
+    """Check every setting, then run them; the log file of the engines' output (None
+    with ``--verbose``: it went to the terminal)."""
+    from evalkit import sweep as sw
+    from evalkit.engines.logs import quiet_engine_logs
+    from evalkit.terminal import Terminal
+
     if not args.verbose:
         quiet_engine_logs()
     on_ray = sweep.base.on_ray
@@ -80,8 +105,4 @@ def run(args: argparse.Namespace) -> int:
                 sw.execute(sweep, prepared)
     except EngineStartError as exc:
         raise run_cli.with_log(exc, terminal.log_path) from None
-    sw.show(sweep)
-    if terminal.log_path is not None:
-        print(f"engine and library output: {terminal.log_path}")
-    print(f"sweep directory: {sweep.path}")
-    return 0
+    return terminal.log_path

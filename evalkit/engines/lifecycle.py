@@ -22,7 +22,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -78,6 +78,45 @@ async def in_daemon_thread(fn: Callable[..., T], *args: Any) -> T:
 
     threading.Thread(target=work, name="evalkit-engine-start", daemon=True).start()
     return await done
+
+
+def run_to_end(main: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run(main)`` for a command that a signal may stop (:class:`Termination`),
+    reporting nothing after the command's one line. The signal's exception leaves the loop
+    from whichever task was running, and each task that then ends with it (one awaiting a
+    failed run, say) re-raises it out of the loop again: ``asyncio.run`` stopped cancelling
+    at the first of those and left the rest to print "Task exception was never retrieved"
+    with a traceback. Here every task still running is cancelled once and awaited to its
+    end, what each ended with is read, and the signal's exception is raised once."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    task = loop.create_task(main)
+    try:
+        return loop.run_until_complete(task)
+    finally:
+        try:
+            _settle(loop, task)
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.run_until_complete(loop.shutdown_default_executor())
+        finally:
+            asyncio.set_event_loop(None)
+            loop.close()
+
+
+def _settle(loop: asyncio.AbstractEventLoop, main: asyncio.Task[Any]) -> None:
+    """Cancel each task of ``loop`` still running (once: a task cleaning up after its
+    cancellation is let finish), run the loop until none is left, and read how each ended."""
+    seen, cancelled = {main}, set[asyncio.Task[Any]]()
+    while pending := {t for t in asyncio.all_tasks(loop) if not t.done()}:
+        seen |= pending
+        for t in pending - cancelled:
+            t.cancel()
+        cancelled |= pending
+        with contextlib.suppress(KeyboardInterrupt):  # the same stop, re-raised by a task
+            loop.run_until_complete(asyncio.wait(pending))
+    for t in seen:
+        if not t.cancelled():
+            t.exception()  # read: never "Task exception was never retrieved"
 
 
 class Reaper:

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +20,7 @@ from evalkit.prompts import PromptPlan
 from evalkit.request_builder import RequestBuilder
 from evalkit.run.config import RunConfig, judge_engine_options
 from evalkit.run.plan import BenchRun, RunPlan
+from evalkit.scoring.bounded import BoundedScorer, ScoringPool
 from evalkit.scoring.context import ScoringContext
 from evalkit.scoring.run_scorer import RunScorer
 from evalkit.video.budget import FrameLog
@@ -158,3 +160,29 @@ def miss_pool(workers: int) -> Iterator[ProcessPoolExecutor]:
         yield pool
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+@dataclass
+class SharedParts:
+    """The processes that runs side by side on one loop share (a sweep's settings), which
+    would otherwise multiply with the runs: the cache-miss decoders and the scoring
+    children (one of each set per setting made 197 processes for 200 settings)."""
+
+    decoders: ProcessPoolExecutor
+    scoring: ScoringPool | None
+    """None where scoring runs on the sink thread (no budget, or no fork)."""
+
+
+@contextlib.contextmanager
+def shared_parts(cfg: RunConfig, scoring_processes: int) -> Iterator[SharedParts]:
+    """One miss pool and one pool of at most ``scoring_processes`` scoring children for
+    the runs of ``cfg``'s settings, ended when the block ends."""
+    budget = cfg.pipeline.score_budget_s
+    bounded = budget > 0 and BoundedScorer.available()
+    scoring = ScoringPool(scoring_processes, budget) if bounded else None
+    with miss_pool(cfg.cache_workers) as decoders:
+        try:
+            yield SharedParts(decoders, scoring)
+        finally:
+            if scoring is not None:
+                scoring.close()

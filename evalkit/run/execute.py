@@ -9,6 +9,7 @@ in the run directory, so a resumed run cannot silently mix configurations.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from evalkit.engines.lifecycle import close_engine, in_daemon_thread
 from evalkit.errors import ConfigError
 from evalkit.pipeline import Pipeline, PipelineStats
 from evalkit.run.components import (
+    SharedParts,
     judge_for,
     make_builder,
     make_cache,
@@ -72,10 +74,12 @@ async def aexecute(
     on_start: Callable[[str, Pipeline], None] | None = None,
     judge_engine: Engine | None = None,
     on_open: Callable[[Path], None] | None = None,
+    shared: SharedParts | None = None,
 ) -> RunResult:
     """:func:`execute` inside a running event loop (one loop for the engine's whole life).
     ``run`` may be a plan made already: a sweep plans (and checks) every setting before its
-    one engine starts, then runs the plans side by side on it."""
+    one engine starts, then runs the plans side by side on it, ``shared`` giving them one
+    set of decoding and scoring processes."""
     from evalkit.run.preflight import check_run, media_preflight
 
     if isinstance(run, RunConfig):
@@ -84,7 +88,7 @@ async def aexecute(
     cfg = run.config
     missing = media_preflight(cfg, run.benches)  # before the run directory and the engine
     with open_run(run, run_path(cfg), missing=missing, on_open=on_open) as opened:
-        return await _execute_open(opened, engine, on_start, judge_engine)
+        return await _execute_open(opened, engine, on_start, judge_engine, shared)
 
 
 async def _execute_open(
@@ -92,6 +96,7 @@ async def _execute_open(
     engine: Engine | None,
     on_start: Callable[[str, Pipeline], None] | None,
     judge_engine: Engine | None,
+    shared: SharedParts | None = None,
 ) -> RunResult:
     from evalkit.run.resume import pending
 
@@ -112,7 +117,8 @@ async def _execute_open(
     cache = make_cache(cfg)
     own_engine = engine is None
     stats: dict[str, PipelineStats] = {}
-    with miss_pool(cfg.cache_workers) as pool:
+    decoders = contextlib.nullcontext(shared.decoders) if shared else miss_pool(cfg.cache_workers)
+    with decoders as pool:
         if engine is None:
             engine = await _start_engine(plan, rundir, cache)
         try:
@@ -127,6 +133,7 @@ async def _execute_open(
                         run.store(bench.name),
                         cfg.pipeline,
                         run.fingerprint,
+                        scoring=shared.scoring if shared else None,
                     )
                     if on_start:
                         on_start(bench.name, pipe)
