@@ -288,14 +288,21 @@ class Runner:
 
     @staticmethod
     def plan(cfg: RunConfig) -> RunPlan:
-        """The setting's run plan (its settings checked as a run checks them; in process
-        the engine is the sweep's, on Ray the replicas build theirs from the model and
-        engine settings, so those are checked too)."""
+        """The setting's run plan (its settings checked as a run checks them, the model and
+        engine settings included; a served model's server is asked once for the whole
+        sweep, by :func:`prepare`)."""
         from evalkit.run.plan import plan_run
         from evalkit.run.preflight import check_run
 
-        check_run(cfg, engine_given=not cfg.on_ray)
+        check_run(cfg, probe=False)
         return plan_run(cfg)
+
+    @staticmethod
+    def probe(cfg: RunConfig) -> None:
+        """Ask a served model's server (and the judge's) once, before any setting runs."""
+        from evalkit.run.preflight import probe_served
+
+        probe_served(cfg)
 
     @staticmethod
     def frame_jobs(plans: Sequence[RunPlan]) -> Jobs:
@@ -451,6 +458,8 @@ def prepare(sweep: Sweep) -> tuple[list[Setting], Jobs]:
     for s in sweep.settings:
         s.plan = Runner.plan(s.cfg)
     todo = [s for s in sweep.settings if not Runner.finished(_planned(s))]
+    if todo:  # the grid never touches the engine: one question for every setting
+        Runner.probe(todo[0].cfg)
     return todo, Runner.frame_jobs([_planned(s) for s in todo])
 
 

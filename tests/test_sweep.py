@@ -253,7 +253,25 @@ def test_the_settings_share_one_judge_engine(world: Path, monkeypatch: pytest.Mo
 
     monkeypatch.setattr("evalkit.run.components.build", build)
     flags = [*BASE.split(), "--cache-root", "cache", *GRID, "--sweep-dir", "sw"]
-    assert main(["sweep", *flags, "--judge-model", "judge"]) == 0
+    judge = ["--judge-model", "judge", "--judge-opt", "probe=false"]  # scripted: no server
+    assert main(["sweep", *flags, *judge]) == 0
     assert judges == ["judge"]
     for run in (world / "sw").glob("*/config.json"):  # every setting's run has the judge
         assert json.loads(run.read_text())["result_config"]["judge"]["model"] == "judge"
+
+
+def test_a_sweep_whose_engine_failed_samples_exits_1_naming_the_setting(
+    world: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # every request fails in the engine: each setting's run failed (as `evalkit run` exits)
+    class Failing(ScriptedEngine):
+        async def generate(self, request: Any) -> Any:
+            raise RuntimeError("scripted server crash")
+
+    monkeypatch.setattr("evalkit.run.execute.make_engine", lambda cfg: Failing())
+    flags = [*BASE.split(), "--cache-root", "cache", "--grid", "frames.nframes=2,4"]
+    assert main(["sweep", *flags, "--sweep-dir", "sw"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all("every sample failed" in line for line in err)
+    assert err[0].startswith("evalkit sweep: setting s00 (nframes-2): ")
+    assert "scripted server crash" in err[0]

@@ -71,7 +71,27 @@ def run(args: argparse.Namespace) -> int:
     if log is not None:
         print(f"engine and library output: {log}")
     print(f"sweep directory: {sweep.path}")
-    return 0
+    return _outcome(sweep)
+
+
+def _outcome(sweep: Sweep) -> int:
+    """1 (each cause on a line) when a setting's run failed every sample or its engine
+    failed on more samples than --max-engine-failures allows, as `evalkit run` exits."""
+    import sys
+
+    from evalkit.outcome import run_failed
+    from evalkit.rundir import RunDir
+
+    failed = 0
+    for s in sweep.settings:
+        run = RunDir(sweep.path / s.run)
+        if not run.config_path.is_file():
+            continue  # named by the sweep report as missing
+        why = run_failed(run, run.benchmarks(), s.cfg.max_engine_failures)
+        if why is not None:
+            failed += 1
+            print(f"evalkit sweep: setting {s.id} ({s.run}): {why}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 def _execute(sweep: Sweep, args: argparse.Namespace) -> Path | None:

@@ -58,8 +58,8 @@ class EngineSpec:
     (``evalkit.engines.cpu_memory``)."""
     probe: str | None = None
     """A check of a backend that serves from elsewhere, ``"module:function"`` called with its
-    typed config and the flag that chose it before a run starts (one line of ConfigError
-    when the server is not there or does not serve the model)."""
+    typed config, the flag that chose it and the flag of its options, before a run starts
+    (one line of ConfigError when the server is not there or does not serve the model)."""
     reloads_weights: bool = False
     """Its engine loads another checkpoint of the same architecture in place
     (``async load_weights(path)``, :class:`evalkit.engines.base.ReloadsWeights`): ``evalkit
@@ -165,7 +165,8 @@ def probe(
     if spec.probe is None:
         return
     config = engine_config(spec, model, options, where=f"{opt_flag} for engine")
-    resolve_ref(spec.probe, where=f"engine {spec.name!r}")(config, f"{flag} {spec.name}")
+    check = resolve_ref(spec.probe, where=f"engine {spec.name!r}")
+    check(config, f"{flag} {spec.name}", opt_flag)
 
 
 def build(engine: str | EngineSpec, model: str, options: Mapping[str, Any] | None = None) -> Engine:

@@ -422,7 +422,9 @@ PROBE_TIMEOUT_S = 120.0
 """Longest wait for the probe's one-token answer (a cold server may compile first)."""
 
 
-def probe(config: OpenAIConfig, flag: str = "--engine openai") -> None:
+def probe(
+    config: OpenAIConfig, flag: str = "--engine openai", opt_flag: str = "--engine-opt"
+) -> None:
     """Ask the server at ``config.base_url`` whether it is up and serves ``config.model``,
     then for one token: ConfigError in one line (naming ``flag``) when it is not, before
     any run directory or sample exists. A server without ``/models`` is asked the token
@@ -438,7 +440,7 @@ def probe(config: OpenAIConfig, flag: str = "--engine openai") -> None:
     )
     try:
         with httpx.Client(base_url=url, headers=_headers(config), timeout=timeout) as client:
-            _check_served(client, config, where)
+            _check_served(client, config, where, opt_flag)
             body = {
                 "model": config.model,
                 "messages": [{"role": "user", "content": "Reply with one word."}],
@@ -451,7 +453,7 @@ def probe(config: OpenAIConfig, flag: str = "--engine openai") -> None:
         raise ConfigError(
             f"{where}: no answer ({type(exc).__name__}: {_snippet(str(exc), 160)}); start the "
             "server (`vllm serve MODEL --trust-request-mm-kwargs`) or give its address with "
-            "--engine-opt base_url=http://HOST:PORT/v1"
+            f"{opt_flag} base_url=http://HOST:PORT/v1"
         ) from None
     ctype = resp.headers.get("content-type", "")
     try:
@@ -464,7 +466,7 @@ def probe(config: OpenAIConfig, flag: str = "--engine openai") -> None:
         raise ConfigError(f"{where}: a one-token test request failed: {said}") from None
 
 
-def _check_served(client: Any, config: OpenAIConfig, where: str) -> None:
+def _check_served(client: Any, config: OpenAIConfig, where: str, opt_flag: str) -> None:
     """ConfigError when ``/models`` answers and lists other models only (or refuses the key)."""
     from evalkit.registry import did_you_mean
 
@@ -472,7 +474,7 @@ def _check_served(client: Any, config: OpenAIConfig, where: str) -> None:
     if resp.status_code in (401, 403):
         raise ConfigError(
             f"{where}: the server refused the request ({resp.status_code}); set the API key "
-            f"in ${config.api_key_env} (or name another variable: --engine-opt api_key_env=NAME)"
+            f"in ${config.api_key_env} (or name another variable: {opt_flag} api_key_env=NAME)"
         )
     if resp.status_code != 200:
         return  # not every OpenAI-compatible server lists its models

@@ -25,11 +25,12 @@ if TYPE_CHECKING:
     from evalkit.rundir import RunDir
 
 
-def check_run(cfg: RunConfig, engine_given: bool = False) -> None:
+def check_run(cfg: RunConfig, engine_given: bool = False, probe: bool = True) -> None:
     """ConfigError naming the first bad setting of ``cfg`` and what to do.
 
     ``engine_given``: the caller brings its own engine, so the model and engine settings
-    are the caller's business (tests, the trainer's scripted engines).
+    are the caller's business (tests, the trainer's scripted engines). ``probe=False``: the
+    caller asks a served model's server itself, once for many runs (a sweep).
     """
     check_plugins()
     if cfg.on_ray and cfg.mode == "sync":
@@ -37,7 +38,7 @@ def check_run(cfg: RunConfig, engine_given: bool = False) -> None:
     if not engine_given:
         check_model(cfg.model, cfg.engine)
         check_engine_options(engine_for_mode(cfg.engine, cfg.mode), cfg)
-        if not cfg.resume:  # a resumed run asks only once it has samples left to run
+        if probe and not cfg.resume:  # a resumed run asks once it has samples left to run
             probe_served(cfg)
     if cfg.data:
         data_file(cfg.data)
