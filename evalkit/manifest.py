@@ -163,7 +163,7 @@ class RunManifest(BaseModel):
             created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             result_config=rc,
             extra=extra,
-            specs={name: spec.model_dump(mode="json") for name, spec in specs.items()},
+            specs={name: spec.recorded() for name, spec in specs.items()},
             data_benchmarks=dict(data_benchmarks or {}),
             benchmark_samples=dict(benchmark_samples or {}),
             versions=package_versions(),

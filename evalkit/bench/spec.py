@@ -20,6 +20,9 @@ from evalkit.video.types import FrameSpec, ImageSpec
 
 _STRICT = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
 
+FETCH_ONLY = ("archives", "media_elsewhere", "size")
+"""``DataSource`` fields that say how a release is fetched, not what is scored."""
+
 
 class OfficialPrompt(BaseModel):
     """The exact prompt a benchmark's official evaluation sends, pinned verbatim.
@@ -299,6 +302,13 @@ class BenchmarkSpec(BaseModel):
                 f"{', '.join(missing)}: add one (or a '*' entry), or pin plain/thinking"
             )
         return self
+
+    def recorded(self) -> dict[str, Any]:
+        """The spec as a run records and hashes it (``spec_hash``, the manifest's specs):
+        its dump without the ``data`` fields that only say how the release is fetched
+        (:data:`FETCH_ONLY`): where media come from never changes a result, and runs made
+        before those fields existed keep their fingerprint."""
+        return self.model_dump(mode="json", exclude={"data": set(FETCH_ONLY)})
 
     def with_variant(self, variant: str | None) -> BenchmarkSpec:
         """This spec with the named variant's overrides applied (None = unchanged)."""

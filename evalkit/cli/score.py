@@ -74,7 +74,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="benchmark name or alias (NAME or NAME:VARIANT), several comma-separated, or "
         "NAME:all for every variant its cross-variant headline combines (TempCompass:all)",
     )
-    p.add_argument("--data-root", help="folder holding the benchmark's official layout")
+    p.add_argument(
+        "--data-root",
+        help="folder holding the benchmark's official layout (default: its annotations "
+        "from the Hub, fetched into EVALKIT_DATA on first use)",
+    )
+    p.add_argument(
+        "--no-fetch",
+        action="store_true",
+        help="never fetch from the Hub: annotations not here already are an error",
+    )
     p.add_argument("--data", help="a unified JSON/JSONL file scored as an ad-hoc benchmark")
     p.add_argument("--video-root", help="folder of the ad-hoc file's relative media paths")
     p.add_argument(
@@ -158,6 +167,7 @@ def run(args: argparse.Namespace) -> int:
         force=args.force,
         rule=args.rule,
         judge=judge,
+        no_fetch=args.no_fetch,
     )
     for result in results:
         _print_result(result)
@@ -226,6 +236,7 @@ def score_predictions(
     rule: Literal["official", "official+judge", "evalkit"] | None = None,
     judge: JudgeConfig | None = None,
     judge_engine: Engine | None = None,
+    no_fetch: bool = False,
 ) -> list[ScoreResult]:
     """Score predictions files for one or more benchmarks (variants) into one run
     directory, one results store per benchmark variant (see the module)."""
@@ -255,6 +266,7 @@ def score_predictions(
         run_id=run_id,
         judge=judge,
         rule=rule,
+        no_fetch=no_fetch,
     )
     loaded = [_benchmark(cfg, name) for name in cfg.bench] if bench else _data_benchmarks(cfg)
     benches = [b for b, _ in loaded]
@@ -426,7 +438,7 @@ def _benchmark(cfg: RunConfig, name: str | None = None) -> tuple[BenchRun, Loade
     from evalkit.run.plan import BenchRun, bench_root
 
     spec = get_benchmark(name or cfg.bench[0])  # NAME:VARIANT; unknown: RegistryError
-    samples = load(spec, bench_root(cfg, spec), check_media=False)
+    samples = load(spec, bench_root(cfg, spec, media=False), check_media=False)
     # each variant its own store: a second format is never appended into the first's file
     stored = f"{spec.name}:{spec.variant}" if spec.variant else spec.name
     return BenchRun(stored, spec, spec.frames, SamplingParams(), samples), samples

@@ -170,6 +170,10 @@ class RunConfig(BaseModel):
     allow_missing: bool = False
     """Run the samples whose media exist and record the others as failed (default: a
     missing video or image stops the run before any engine starts)."""
+    no_fetch: bool = False
+    """Never fetch from the Hugging Face Hub: a benchmark's release (or a model) that is
+    not here already is an error naming the command that fetches it (HF_HUB_OFFLINE=1
+    does the same)."""
 
     @model_validator(mode="after")
     def _judge_rule_needs_a_judge(self) -> RunConfig:

@@ -174,24 +174,43 @@ def bench_run(
     )
 
 
-def bench_root(cfg: RunConfig, spec: BenchmarkSpec) -> Path:
-    """The folder holding ``spec``'s local copy (under ``--data-root`` or the spec's own
-    ``data.local_path``); ConfigError naming every folder tried."""
-    candidates = []
+def bench_root(cfg: RunConfig, spec: BenchmarkSpec, *, media: bool = True) -> Path:
+    """The folder holding ``spec``'s local copy: under ``--data-root`` or the spec's own
+    ``data.local_path`` where one holds its annotation files, else its release fetched from
+    the Hub into ``EVALKIT_DATA`` (the media of the first ``--limit`` samples with it, or
+    of all; ``media=False``: the annotations only). ConfigError naming every folder tried
+    and, where fetching is off, the command that fetches it."""
+    from evalkit.bench.files import annotation_paths
+
+    tried: list[Path] = []
     if cfg.data_root:
-        candidates += [Path(cfg.data_root) / spec.name, Path(cfg.data_root) / spec.key]
-        if len(cfg.bench) == 1:
-            candidates.append(Path(cfg.data_root))
+        for cand in (Path(cfg.data_root) / spec.name, Path(cfg.data_root) / spec.key):
+            tried.append(cand)
+            if cand.is_dir():  # a folder named for the benchmark: read as it is
+                return cand
+        root = Path(cfg.data_root)
+        if len(cfg.bench) == 1:  # one benchmark: --data-root may be its folder itself
+            tried.append(root)
+            holds = all(annotation_paths(fs, root) for fs in spec.files)
+            if root.is_dir() and (holds or not spec.data.hf_dataset):
+                return root  # (a copy by hand lacking a file: the loader names it)
     if spec.data.local_path:
-        candidates.append(Path(spec.data.local_path).expanduser())
-    for cand in candidates:
-        if cand.is_dir():
-            return cand
-    tried = ", ".join(str(c) for c in candidates) or "nothing (no --data-root given)"
+        tried.append(Path(spec.data.local_path).expanduser())
+        if tried[-1].is_dir():
+            return tried[-1]
+    where = ", ".join(str(c) for c in tried) or "nothing (no --data-root given)"
+    if spec.data.hf_dataset:
+        from evalkit.hub import FetchDisabled, Need, release_root
+
+        need = Need(media=media, limit=cfg.limit)
+        try:
+            return release_root(spec, need, fetch=not cfg.no_fetch)
+        except FetchDisabled as exc:
+            raise FetchDisabled(f"{exc} (no local copy found: tried {where})") from None
     raise ConfigError(
-        f"{spec.name}: no local copy found (tried {tried}); download the official release "
-        f"and pass --data-root DIR holding a '{spec.name}' folder (`evalkit bench show "
-        f"{spec.name}` prints the expected layout)"
+        f"{spec.name}: no local copy found (tried {where}); its release is not on the "
+        f"Hugging Face Hub: lay it out by hand and pass --data-root DIR holding a "
+        f"'{spec.name}' folder (`evalkit bench show {spec.name}` prints the expected layout)"
     )
 
 
@@ -229,7 +248,7 @@ def result_config(cfg: RunConfig, benches: list[BenchRun]) -> ResultConfig:
         judge=_result_judge(cfg.judge),
         benchmarks={
             b.name: BenchmarkSettings(
-                spec_hash=hash_json(b.spec.model_dump(mode="json")),
+                spec_hash=hash_json(b.spec.recorded()),
                 frames=b.frame_spec.model_dump(mode="json"),
                 **b.prompt.describe(b.spec.task_types),
                 **describe_sampling(b.sampling),
@@ -260,7 +279,8 @@ def _result_judge(jc: JudgeConfig | None) -> dict[str, Any] | None:
 
 def run_manifest(cfg: RunConfig, benches: list[BenchRun]) -> RunManifest:
     """The run's manifest: result config (the fingerprint), settings, specs as run."""
-    extra = cfg.model_dump(mode="json", exclude={"resume", "force", "retry_failed"})
+    # how the run was started, not what it is: never compared on resume
+    extra = cfg.model_dump(mode="json", exclude={"resume", "force", "retry_failed", "no_fetch"})
     return RunManifest.build(
         result_config(cfg, benches),
         extra,

@@ -179,6 +179,25 @@ def longvideobench(n_videos: int = 3, parts: int = 2) -> FixtureRelease:
     return FixtureRelease("longvideobench/LongVideoBench", files, gated=True, holds=holds)
 
 
+def lvbench(n_videos: int = 2, questions: int = 2) -> FixtureRelease:
+    """zai-org/LVBench: ``video_info.meta.jsonl`` only (its videos come from YouTube)."""
+    lines = []
+    for v in range(n_videos):
+        qa = [
+            {
+                "uid": f"{v}{q:03d}",
+                "question": f"What is shown ({q})?\n(A) a cat\n(B) a car\n(C) a cup\n(D) a dog",
+                "answer": "ABCD"[(v + q) % 4],
+                "question_type": ["key information retrieval"],
+                "time_reference": "00:00-00:01",
+            }
+            for q in range(questions)
+        ]
+        lines.append({"key": f"yt{v:04d}", "type": "documentary", "qa": qa})
+    meta = b"".join(json.dumps(line).encode() + b"\n" for line in lines)
+    return FixtureRelease("zai-org/LVBench", {"video_info.meta.jsonl": meta, "README.md": b"x"})
+
+
 MLVU_TASKS = (
     "1_plotQA",
     "2_needle",
