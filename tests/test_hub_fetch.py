@@ -9,7 +9,9 @@ LongVideoBench behind a gate (a split tar), MLVU (loose videos in nested folders
 
 from __future__ import annotations
 
+import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -349,3 +351,49 @@ def test_a_fetch_killed_midway_continues_where_it_stopped(hub: HubStandIn, home:
     assert blob_gets(hub, "videos_chunked_02.zip") == ["bytes=3000-"]
     video = folder / "media/videos_chunked_02.zip/data/vid003x.mp4"
     assert video.read_bytes() == served(hub, "videos_chunked_02.zip", "data/vid003x.mp4")
+
+
+@pytest.mark.heavy
+def test_run_from_an_empty_cache_reaches_a_report_and_the_second_run_asks_nothing(
+    hub: HubStandIn, home: Path
+) -> None:
+    """``evalkit run --bench Video-MME --model org/tiny-model``: the model and the release
+    come from the stand-in with zero manual steps, vLLM (CPU) runs, the report says which
+    data and model commit it read; the same command again makes no request at all."""
+    pytest.importorskip("vllm")
+    from evalkit.tiny_checkpoint import build_tiny_model
+    from tests._engine_env import engine_env
+
+    if ("model", "org/tiny-model") not in hub.repos:
+        hub.add_repo("org/tiny-model", fx.model_files(build_tiny_model(home / "m")), kind="model")
+    hub.clear_log()
+    engine = {k: v for k, v in engine_env().items() if k not in ("HF_HOME", "HF_HUB_OFFLINE")}
+    engine.pop("TRANSFORMERS_OFFLINE")
+    argv = shlex.split(
+        "run --bench Video-MME --model org/tiny-model --limit 3 --engine vllm --dtype float32 "
+        "--max-num-batched-tokens 64 --max-num-seqs 8 --max-model-len 2048 --engine-opt "
+        "enforce_eager=true --frames-max-frames 4 --max-tokens 4 --no-progress --runs-dir runs"
+    )
+    env = {**engine, "EVALKIT_CACHE": str(home / "frames")}
+    first = evalkit(hub, home, *argv, "--run-id", "first", **env)
+    assert first.returncode == 0, first.stderr[-3000:]
+    asked = {r.path.split("/resolve/")[0] for r in hub.log if "/blobs/" not in r.path}
+    assert asked <= {
+        "/api/agent-harnesses",
+        "/api/models/org/tiny-model/revision/main",
+        f"/api/models/org/tiny-model/tree/{hub.repo('org/tiny-model', 'model').head}",
+        "/org/tiny-model",
+        f"/api/datasets/lmms-lab/Video-MME/tree/{PINNED}",
+        "/datasets/lmms-lab/Video-MME",
+    }, asked  # the Hub was asked for the model and the release, nothing else
+    assert blob_gets(hub, "videos_chunked_02.zip") == []  # 3 samples: one archive
+    config = json.loads((home / "runs" / "first" / "config.json").read_text())
+    assert config["result_config"]["model_revision"] == hub.repo("org/tiny-model", "model").head
+    assert config["data"]["Video-MME"]["commit"] == PINNED
+    report = " ".join(first.stdout.split())
+    assert f"Video-MME: data lmms-lab/Video-MME@{PINNED[:7]}" in report
+    hub.clear_log()
+    second = evalkit(hub, home, *argv, "--run-id", "second", **env)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert hub.log == [], [(r.method, r.path) for r in hub.log]
+    assert "3 done" in second.stdout

@@ -1,5 +1,6 @@
-"""``evalkit bench list | show NAME | validate NAME --root DIR | ids NAME --data-root DIR``:
-the pinned benchmark specs, a local copy's problems and its sample ids."""
+"""``evalkit bench list | show NAME | validate NAME [--root DIR] | ids NAME | fetch NAME |
+pin NAME``: the pinned benchmark specs, a copy's problems and sample ids, and releases
+fetched from the Hugging Face Hub (``evalkit.hub``)."""
 
 from __future__ import annotations
 
@@ -61,6 +62,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _media_flag(val)
     _ids_parser(sub)
     _fetch_parser(sub)
+    pin = sub.add_parser(
+        "pin",
+        help="maintainers: write the commit of the snapshot fetched and validated into the spec",
+    )
+    pin.add_argument("name", help="benchmark name or alias")
 
 
 def _fetch_parser(sub: Any) -> None:
@@ -315,15 +321,37 @@ def _validate(args: argparse.Namespace) -> int:
             "reasons_left_out": report.problems.left_out,
         }
         print(json.dumps({"benchmark": spec.name, **counts, **reasons}, indent=2))
+        if report.ok:
+            _mark_validated(Path(args.root), "annotations" if args.no_media else "media")
         return 0 if report.ok else 1
     print(f"{spec.name}: {report.valid} samples loaded from {args.root}")
     print(_counts_line(counts))
     _print_problems(report.problems, args.max_problems)
     if report.ok:
+        _mark_validated(Path(args.root), "annotations" if args.no_media else "media")
         print("no problems found" if not report.problems else "no invalid rows")
         return 0
     print(f"expected layout:\n{spec.layout}")
     return 1
+
+
+def _mark_validated(root: Path, what: str) -> None:
+    """A release fetched from the Hub records that it validated (``evalkit bench pin``)."""
+    from evalkit.hub.home import ReleaseState
+
+    state = ReleaseState.read(root)
+    if state is not None and state.validated != "media":
+        state.validated = what
+        state.write(root)
+
+
+def _pin(args: argparse.Namespace) -> int:
+    from evalkit.hub.pin import pin
+
+    spec = registry().get(args.name)
+    commit, path = pin(spec)
+    print(f"{spec.name}: data.revision pinned to {commit} in {path}")
+    return 0
 
 
 def _no_media(spec: BenchmarkSpec, args: argparse.Namespace) -> Any:
@@ -403,7 +431,7 @@ def bench_root(
 
     if root is not None:
         existing_dir(root, flag)
-    cfg = RunConfig(model="-", bench=[spec.name], data_root=root, no_fetch=not fetch)
+    cfg = RunConfig(model="-", bench=[spec.name], data_root=root, fetch=fetch)
     return bench_root(cfg, spec, media=media)
 
 
@@ -457,5 +485,12 @@ def _fetch(args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Dispatch to the chosen action."""
-    actions = {"list": _list, "show": _show, "validate": _validate, "ids": _ids, "fetch": _fetch}
+    actions = {
+        "list": _list,
+        "show": _show,
+        "validate": _validate,
+        "ids": _ids,
+        "fetch": _fetch,
+        "pin": _pin,
+    }
     return actions[args.action](args)

@@ -146,16 +146,16 @@ def _plan(args: argparse.Namespace) -> tuple[FrameSpec, list[Any]]:
         return model_from_args(args, FrameSpec), videos
     from evalkit.bench.registry import get_benchmark
     from evalkit.run.config import RunConfig
-    from evalkit.run.plan import model_factor, refs_of, resolve_benchmarks
+    from evalkit.run.plan import model_factor, model_source, refs_of, resolve_benchmarks
 
     base, _, variant = args.bench.partition(":")
     cfg = RunConfig(
         model=args.model or "",
         bench=[args.bench],
         data_root=args.data_root,
-        no_fetch=args.no_fetch,
+        fetch=not args.no_fetch,
     )
-    factor = model_factor(cfg) if args.model else None
+    factor = model_factor(model_source(cfg).path) if args.model else None
     spec = get_benchmark(base).with_variant(variant or None)
     if not videos and (args.data_root or spec.data.local_path or args.videos_required):
         (bench,) = resolve_benchmarks(cfg, factor)  # names the folders it tried if none

@@ -266,7 +266,7 @@ def score_predictions(
         run_id=run_id,
         judge=judge,
         rule=rule,
-        no_fetch=no_fetch,
+        fetch=not no_fetch,
     )
     loaded = [_benchmark(cfg, name) for name in cfg.bench] if bench else _data_benchmarks(cfg)
     benches = [b for b, _ in loaded]

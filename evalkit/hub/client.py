@@ -62,7 +62,7 @@ class HubClient:
         """The commit hash ``revision`` names now."""
         from huggingface_hub import HfApi
 
-        with self._said():
+        with self.said():
             info = HfApi().repo_info(self.repo_id, repo_type=self.kind, revision=revision)
         if not info.sha:
             raise HubUnreachable(f"{self.name}: the Hub gave no commit for {self.repo_id}")
@@ -73,7 +73,7 @@ class HubClient:
         from huggingface_hub import HfApi
         from huggingface_hub.hf_api import RepoFile
 
-        with self._said():
+        with self.said():
             listing = list(
                 HfApi().list_repo_tree(
                     self.repo_id, repo_type=self.kind, revision=commit, recursive=True
@@ -97,7 +97,7 @@ class HubClient:
 
     def read_range(self, url: str, start: int, end: int) -> bytes:
         """Bytes ``start``..``end`` (inclusive) of the file at ``url``."""
-        with self._said(), self._stream(url, {"Range": f"bytes={start}-{end}"}) as r:
+        with self.said(), self._stream(url, {"Range": f"bytes={start}-{end}"}) as r:
             data = r.read()
         if r.status_code == 200:  # a server that ignores ranges sends the whole file
             data = data[start : end + 1]
@@ -141,7 +141,7 @@ class HubClient:
 
     def _transfer(self, url: str, part: Path, have: int, progress: Callable[[int], None]) -> int:
         headers = {"Range": f"bytes={have}-"} if have else {}
-        with self._said(transport=False), self._stream(url, headers) as r:
+        with self.said(transport=False), self._stream(url, headers) as r:
             mode = "ab"
             if have and r.status_code == 200:  # the range was ignored: the whole file again
                 progress(-have)
@@ -160,7 +160,8 @@ class HubClient:
         headers = {**build_hf_headers(), **extra}
         return _Checked(get_session().stream("GET", url, headers=headers, follow_redirects=True))
 
-    def _said(self, transport: bool = True) -> _Said:
+    def said(self, transport: bool = True) -> _Said:
+        """A block whose huggingface_hub errors are said in one line for people."""
         return _Said(self, transport)
 
 

@@ -127,6 +127,9 @@ class ReleaseState(BaseModel):
     missing from the release): a variant reading other archives is not one of them."""
     missing: list[str] = Field(default_factory=list)
     """Media the samples name that the release does not hold (found nowhere in it)."""
+    validated: str | None = None
+    """``evalkit bench validate`` found nothing wrong here: ``media`` (annotations and
+    every video) or ``annotations`` (``--no-media``); what ``evalkit bench pin`` needs."""
 
     @classmethod
     def read(cls, folder: Path) -> ReleaseState | None:

@@ -75,7 +75,7 @@ def make_engine(plan: RunPlan) -> Engine:
     way other harnesses run it). A backend that fails to start is an EngineStartError
     with its words in one line (its cause, with the traceback, chained)."""
     try:
-        return build(plan.engine, plan.config.model, plan.engine_options)
+        return build(plan.engine, model_here(plan), plan.engine_options)
     except EvalkitError:
         raise
     except Exception as exc:
@@ -84,6 +84,19 @@ def make_engine(plan: RunPlan) -> Engine:
             f"the {plan.engine} engine did not start for --model {plan.config.model}: "
             f"{type(exc).__name__}: {said}"
         ) from exc
+
+
+def model_here(plan: RunPlan) -> str:
+    """The model's folder on this machine: a model from the Hub is fetched here too when
+    this node of a cluster does not have the commit the plan was made with."""
+    model = plan.model
+    if model.revision is None or Path(model.path).is_dir():
+        return model.path
+    from evalkit.hub.models import hub_id, model_from_hub
+
+    parsed = hub_id(plan.config.model)
+    assert parsed is not None  # a revision is recorded only for hub ids
+    return str(model_from_hub(f"{parsed[0]}@{model.revision}", fetch=plan.config.fetch).path)
 
 
 @contextlib.asynccontextmanager

@@ -170,10 +170,10 @@ class RunConfig(BaseModel):
     allow_missing: bool = False
     """Run the samples whose media exist and record the others as failed (default: a
     missing video or image stops the run before any engine starts)."""
-    no_fetch: bool = False
-    """Never fetch from the Hugging Face Hub: a benchmark's release (or a model) that is
-    not here already is an error naming the command that fetches it (HF_HUB_OFFLINE=1
-    does the same)."""
+    fetch: bool = True
+    """Fetch from the Hugging Face Hub on first use what is not here: a benchmark's release
+    (into EVALKIT_DATA), a model given by hub id. --no-fetch never asks the Hub: what is
+    missing is an error naming the command that fetches it (as with HF_HUB_OFFLINE=1)."""
 
     @model_validator(mode="after")
     def _judge_rule_needs_a_judge(self) -> RunConfig:

@@ -17,7 +17,13 @@ from evalkit.engines.base import SamplingParams
 from evalkit.errors import ConfigError, Problem
 from evalkit.generation import describe as describe_sampling
 from evalkit.generation import sampling_for
-from evalkit.manifest import BenchmarkSettings, ResultConfig, RunManifest, hash_json
+from evalkit.manifest import (
+    BenchmarkSettings,
+    DataProvenance,
+    ResultConfig,
+    RunManifest,
+    hash_json,
+)
 from evalkit.prompts import PromptPlan
 from evalkit.run.config import JudgeConfig, RunConfig
 from evalkit.rundir import hash_path
@@ -48,6 +54,19 @@ class BenchRun:
     slice, which ``evalkit repro`` says)."""
     media_root: str | None = None
     """The folder its media paths were resolved under (named when media are missing)."""
+    data: DataProvenance | None = None
+    """Which data it read (the release and commit, a hash of its annotation files)."""
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """The model as an engine loads it: ``--model`` itself (a folder, a served name), or
+    the snapshot of a hub id (``org/name[@revision]``) fetched into the local cache."""
+
+    path: str
+    """What the engine is built from."""
+    revision: str | None = None
+    """The commit of a model from the Hub (part of the run's identity); None otherwise."""
 
 
 @dataclass
@@ -66,6 +85,8 @@ class RunPlan:
     """The backend's settings, as given."""
     manifest: RunManifest
     """What the run directory records (``config.json``): the result config and fingerprint."""
+    model: ModelSource = field(default_factory=lambda: ModelSource(""))
+    """Where the model's files are (a hub id's snapshot in the local cache)."""
     id: str = ""
     """Which plan of a process this is (records and batches name it); the fingerprint
     unless the caller names it (several plans may then share one engine)."""
@@ -73,6 +94,8 @@ class RunPlan:
     def __post_init__(self) -> None:
         if not self.id:
             self.id = self.fingerprint
+        if not self.model.path:
+            self.model = ModelSource(self.config.model)
 
     @property
     def fingerprint(self) -> str:
@@ -97,19 +120,34 @@ def plan_run(cfg: RunConfig, *, check_media: bool = False) -> RunPlan:
     the engine, and the manifest with the fingerprint. Rows whose media are missing are
     kept (``check_media=False``): the run's preflight names them all at once, or records
     them failed under ``--allow-missing``."""
-    factor = model_factor(cfg) if reads_local_checkpoint(cfg.engine) else None
-    return plan_of(cfg, resolve_benchmarks(cfg, factor, check_media=check_media))
+    model = model_source(cfg)  # a hub id is fetched here, before any engine starts
+    factor = model_factor(model.path) if reads_local_checkpoint(cfg.engine) else None
+    return plan_of(cfg, resolve_benchmarks(cfg, factor, check_media=check_media), model)
 
 
-def plan_of(cfg: RunConfig, benches: list[BenchRun]) -> RunPlan:
+def model_source(cfg: RunConfig) -> ModelSource:
+    """Where ``cfg``'s model is: a hub id (``org/name[@revision]``) of an engine that loads
+    checkpoints is fetched into the local Hugging Face cache (unless ``--no-fetch``); a
+    folder, or a served model's name, is itself."""
+    from evalkit.hub.models import hub_id, model_from_hub
+
+    if not reads_local_checkpoint(cfg.engine) or hub_id(cfg.model) is None:
+        return ModelSource(cfg.model)
+    found = model_from_hub(cfg.model, fetch=cfg.fetch)
+    return ModelSource(str(found.path), found.commit)
+
+
+def plan_of(cfg: RunConfig, benches: list[BenchRun], model: ModelSource | None = None) -> RunPlan:
     """The plan of ``cfg`` running ``benches`` (resolved by :func:`plan_run`, or made by
     hand by a caller that brings its own samples: ``evalkit.testing.runs``)."""
+    model = model or ModelSource(cfg.model)
     return RunPlan(
         config=cfg,
         benches=benches,
         engine=engine_for_mode(cfg.engine, cfg.mode),
         engine_options=dict(cfg.engine_options),
-        manifest=run_manifest(cfg, benches),
+        manifest=run_manifest(cfg, benches, model),
+        model=model,
     )
 
 
@@ -129,6 +167,7 @@ def resolve_benchmarks(
         loaded = load(spec, root, check_media=check_media)
         runs.append(bench_run(cfg, spec, loaded, factor, problems=loaded.problems))
         runs[-1].media_root = str(root)
+        runs[-1].data = provenance(spec, root)
     if cfg.data:
         runs += data_bench_runs(cfg, factor)
     if not runs:
@@ -148,8 +187,31 @@ def data_bench_runs(cfg: RunConfig, factor: int | None) -> list[BenchRun]:
         run = bench_run(cfg, db.spec, db.samples, factor, problems=db.problems)
         run.name, run.data_info = db.name, db.info(Path(cfg.data))
         run.media_root = str(Path(cfg.video_root or Path(cfg.data).parent))
+        run.data = DataProvenance(annotations=_file_digest(Path(cfg.data)), root=cfg.data)
         runs.append(run)
     return runs
+
+
+def provenance(spec: BenchmarkSpec, root: Path) -> DataProvenance:
+    """What ``spec``'s data under ``root`` is: a release fetched from the Hub names its
+    dataset and commit (``evalkit.hub``); a copy given by hand, its folder."""
+    from evalkit.bench.files import annotation_digest
+    from evalkit.hub.home import ReleaseState
+
+    state = ReleaseState.read(root)
+    return DataProvenance(
+        dataset=state.dataset if state else None,
+        commit=state.commit if state else None,
+        annotations=annotation_digest(spec.files, root),
+        root=str(root),
+    )
+
+
+def _file_digest(path: Path) -> str:
+    import hashlib
+
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def bench_run(
@@ -204,7 +266,7 @@ def bench_root(cfg: RunConfig, spec: BenchmarkSpec, *, media: bool = True) -> Pa
 
         need = Need(media=media, limit=cfg.limit)
         try:
-            return release_root(spec, need, fetch=not cfg.no_fetch)
+            return release_root(spec, need, fetch=cfg.fetch)
         except FetchDisabled as exc:
             raise FetchDisabled(f"{exc} (no local copy found: tried {where})") from None
     raise ConfigError(
@@ -222,26 +284,32 @@ def _frame_spec(cfg: RunConfig, pinned: FrameSpec, factor: int | None) -> FrameS
     return spec
 
 
-def model_factor(cfg: RunConfig) -> int | None:
+def model_factor(model: str) -> int | None:
     """The resize factor of the model's family, when the model is a local checkpoint."""
-    if not Path(cfg.model).is_dir():
+    if not Path(model).is_dir():
         return None
     from evalkit.engines.family import detect_family
 
-    return detect_family(cfg.model).factor
+    return detect_family(model).factor
 
 
-def result_config(cfg: RunConfig, benches: list[BenchRun]) -> ResultConfig:
+def result_config(
+    cfg: RunConfig, benches: list[BenchRun], model: ModelSource | None = None
+) -> ResultConfig:
     """The part of the configuration that can change a result (the run's fingerprint).
-    Only the keys set here are hashed (``ResultConfig.dump``): ``rule`` and
-    ``frame_cache`` are left unset at their defaults, as runs made before them hashed."""
+    Only the keys set here are hashed (``ResultConfig.dump``): ``rule``, ``frame_cache``
+    and ``model_revision`` are left unset at their defaults, as runs made before them
+    hashed."""
+    model = model or ModelSource(cfg.model)
     optional: dict[str, Any] = {"rule": cfg.rule} if cfg.rule else {}
+    if model.revision:
+        optional["model_revision"] = model.revision
     optional.update(
         fingerprint_settings(cfg.cache_identity, cfg.cache_codec, cfg.cache_jpeg_quality)
     )
     return ResultConfig(
         model=cfg.model,
-        model_hash=hash_path(cfg.model),
+        model_hash=hash_path(model.path),
         engine=cfg.engine,
         engine_options=_result_engine_options(cfg.engine, cfg.engine_options),
         variant=cfg.variant,
@@ -277,17 +345,20 @@ def _result_judge(jc: JudgeConfig | None) -> dict[str, Any] | None:
     return jc.model_dump(mode="json", exclude=set(throughput_only_fields(JudgeConfig)))
 
 
-def run_manifest(cfg: RunConfig, benches: list[BenchRun]) -> RunManifest:
+def run_manifest(
+    cfg: RunConfig, benches: list[BenchRun], model: ModelSource | None = None
+) -> RunManifest:
     """The run's manifest: result config (the fingerprint), settings, specs as run."""
     # how the run was started, not what it is: never compared on resume
-    extra = cfg.model_dump(mode="json", exclude={"resume", "force", "retry_failed", "no_fetch"})
+    extra = cfg.model_dump(mode="json", exclude={"resume", "force", "retry_failed", "fetch"})
     return RunManifest.build(
-        result_config(cfg, benches),
+        result_config(cfg, benches, model),
         extra,
         # the specs as run, so reports aggregate by the rules in force (ad-hoc sets included)
         specs={b.name: b.spec for b in benches},
         data_benchmarks={b.name: b.data_info for b in benches if b.data_info},
         benchmark_samples={b.name: b.available for b in benches if b.available is not None},
+        data={b.name: b.data for b in benches if b.data is not None},
     )
 
 
