@@ -65,3 +65,22 @@ def test_how_a_release_is_fetched_is_not_part_of_the_spec_a_run_records() -> Non
     bare = spec.model_copy(update={"data": spec.data.model_copy(update={"archives": []})})
     assert "archives" not in spec.recorded()["data"]
     assert hash_json(spec.recorded()) == hash_json(bare.recorded())
+
+
+def test_the_catalog_says_how_each_benchmark_is_had_from_its_spec(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from evalkit.bench.registry import registry
+    from evalkit.cli.main import main
+    from evalkit.hub.catalog import row
+
+    rows = {s.name: row(s) for s in registry().specs()}
+    assert len(rows) == 23  # the 22 benchmarks and SynthVideo
+    assert rows["Video-MME"].how == "whole" and rows["Video-MME"].size == "101 GB"
+    assert rows["LVBench"].how == "annotations only" and "YouTube" in rows["LVBench"].media
+    assert rows["MINERVA"].how == rows["VideoReasonBench"].how == "by hand"
+    assert rows["LongVideoBench"].source.endswith("(gated)")
+    assert rows["SynthVideo"].how == "generated"
+    assert main(["bench", "fetch", "--list"]) == 0
+    out = capsys.readouterr().out
+    assert "where each benchmark comes from (23)" in out and "annotations only" in out

@@ -397,3 +397,36 @@ def test_run_from_an_empty_cache_reaches_a_report_and_the_second_run_asks_nothin
     assert second.returncode == 0, second.stderr[-3000:]
     assert hub.log == [], [(r.method, r.path) for r in hub.log]
     assert "3 done" in second.stdout
+
+
+PLAN = """
+import json, sys
+from pathlib import Path
+from evalkit.run.config import RunConfig
+from evalkit.run.plan import plan_run
+cfg = RunConfig(model="m", bench=["LVBench"], engine="hf", video_root=sys.argv[1])
+(bench,) = plan_run(cfg).benches
+print(json.dumps([(s.id, s.media[0].path, Path(s.media[0].path).is_file()) for s in bench.samples]))
+"""
+
+
+def test_videos_of_a_release_of_annotations_only_come_from_video_root(
+    hub: HubStandIn, home: Path
+) -> None:
+    videos = home / "yt" / "videos"
+    videos.mkdir(parents=True)
+    for key in ("yt0000", "yt0001"):
+        (videos / f"{key}.mp4").write_bytes(b"a video fetched from YouTube")
+    run = [sys.executable, "-c", PLAN, str(home / "yt")]
+    first = subprocess.run(run, env=client_env(hub, home), capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr
+    got = json.loads(first.stdout.strip().splitlines()[-1])
+    assert [(sid, Path(p).relative_to(home).as_posix(), ok) for sid, p, ok in got] == [
+        ("0000", "yt/videos/yt0000.mp4", True),
+        ("0001", "yt/videos/yt0000.mp4", True),
+        ("1000", "yt/videos/yt0001.mp4", True),
+        ("1001", "yt/videos/yt0001.mp4", True),
+    ]
+    hub.clear_log()
+    again = subprocess.run(run, env=client_env(hub, home), capture_output=True, text=True)
+    assert again.returncode == 0 and hub.log == [], [r.path for r in hub.log]

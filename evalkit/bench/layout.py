@@ -39,7 +39,12 @@ class DataSource(BaseModel):
     """Where the media come from when the release on the Hub holds only the annotations
     (YouTube ids, another site): said, with ``--video-root``, when they are missing."""
     size: str | None = None
-    """The release's size as its page documents it (``evalkit bench fetch --list``)."""
+    """The release's size as a public source documents it (``evalkit bench fetch --list``)."""
+    gated: bool = False
+    """The Hub asks each user to accept the release's terms before fetching its files."""
+    by_hand: str | None = None
+    """Why the release cannot be fetched as the spec reads it (its annotations live
+    elsewhere, or inside an archive the spec does not name): fetching it refuses with this."""
 
     @model_validator(mode="after")
     def _one_source(self) -> DataSource:

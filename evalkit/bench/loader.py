@@ -47,7 +47,12 @@ class ValidationReport:
 
 
 def load(
-    spec: BenchmarkSpec, root: str | Path, *, check_media: bool = True, wanted: bool = False
+    spec: BenchmarkSpec,
+    root: str | Path,
+    *,
+    check_media: bool = True,
+    wanted: bool = False,
+    media_root: Path | None = None,
 ) -> Loaded:
     """Samples of ``spec`` from the official layout under ``root``, with every problem.
 
@@ -55,9 +60,11 @@ def load(
     field, reason). DataError only when nothing can be read at all: the root or an
     annotation file is missing or unreadable, or not one row loads. ``wanted`` (with
     ``check_media=False``): a missing file the layout allows to be missing (``missing_ok``)
-    is named all the same (what a fetch must look for in the release).
+    is named all the same (what a fetch must look for in the release). ``media_root``: where
+    the media paths are resolved, when not beside the annotations (a release of
+    annotations only whose videos were fetched elsewhere: ``--video-root``).
     """
-    out = _collect(spec, Path(root), check_media=check_media, wanted=wanted)
+    out = _collect(spec, Path(root), check_media=check_media, wanted=wanted, media_root=media_root)
     fatal = [p for p in out.invalid if p.row is None]
     if fatal or (not out and out.invalid):
         what = "files are missing or unreadable" if fatal else "not one row loaded"
@@ -139,6 +146,7 @@ def _collect(
     keep: int | None = None,
     on_sample: Callable[[Sample], None] | None = None,
     wanted: bool = False,
+    media_root: Path | None = None,
 ) -> Loaded:
     """Every row's fate; ``on_sample``, when given, gets each sample in place of the list
     (counted in ``streamed``, no ids set aside or sources kept)."""
@@ -157,7 +165,12 @@ def _collect(
             out.rows += 1
             try:
                 sample = build_sample(
-                    spec, item, root, check_media=check_media, adapter=adapter, wanted=wanted
+                    spec,
+                    item,
+                    media_root or root,
+                    check_media=check_media,
+                    adapter=adapter,
+                    wanted=wanted,
                 )
             except RowError as exc:
                 out.problems.append(Problem(item.file, item.where, exc.field, exc.message))

@@ -20,7 +20,7 @@ from evalkit.video.types import FrameSpec, ImageSpec
 
 _STRICT = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
 
-FETCH_ONLY = ("archives", "media_elsewhere", "size")
+FETCH_ONLY = ("archives", "media_elsewhere", "size", "gated", "by_hand")
 """``DataSource`` fields that say how a release is fetched, not what is scored."""
 
 

@@ -90,10 +90,11 @@ def release_root(
     """The folder of ``spec``'s release at its commit, holding what ``need`` asks for;
     fetched from the Hub first where it does not (``fetch``: allowed to; never when
     ``HF_HUB_OFFLINE`` is set, and then FetchDisabled names the fetch command)."""
-    if not spec.data.hf_dataset:
+    if not spec.data.hf_dataset or spec.data.by_hand:
+        why = spec.data.by_hand or "its release is not on the Hugging Face Hub"
         raise ConfigError(
-            f"{spec.name}: its release is not on the Hugging Face Hub; lay it out by hand "
-            f"(`evalkit bench show {spec.name}` prints the layout) and pass --data-root DIR"
+            f"{spec.name}: {why}; lay it out by hand (`evalkit bench show {spec.name}` prints "
+            "the layout) and pass --data-root DIR"
         )
     commit = known_commit(spec)
     if commit is not None:

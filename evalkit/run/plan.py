@@ -164,9 +164,11 @@ def resolve_benchmarks(
     for name in cfg.bench:
         spec = get_benchmark(name)  # NAME:VARIANT; an unknown variant is a RegistryError
         root = bench_root(cfg, spec)
-        loaded = load(spec, root, check_media=check_media)
+        # a release of annotations only: its videos in --video-root, as its layout names them
+        media = Path(cfg.video_root) if cfg.video_root and spec.data.media_elsewhere else None
+        loaded = load(spec, root, check_media=check_media, media_root=media)
         runs.append(bench_run(cfg, spec, loaded, factor, problems=loaded.problems))
-        runs[-1].media_root = str(root)
+        runs[-1].media_root = str(media or root)
         runs[-1].data = provenance(spec, root)
     if cfg.data:
         runs += data_bench_runs(cfg, factor)
@@ -254,14 +256,15 @@ def bench_root(cfg: RunConfig, spec: BenchmarkSpec, *, media: bool = True) -> Pa
         if len(cfg.bench) == 1:  # one benchmark: --data-root may be its folder itself
             tried.append(root)
             holds = all(annotation_paths(fs, root) for fs in spec.files)
-            if root.is_dir() and (holds or not spec.data.hf_dataset):
+            fetchable = spec.data.hf_dataset and not spec.data.by_hand
+            if root.is_dir() and (holds or not fetchable):
                 return root  # (a copy by hand lacking a file: the loader names it)
     if spec.data.local_path:
         tried.append(Path(spec.data.local_path).expanduser())
         if tried[-1].is_dir():
             return tried[-1]
     where = ", ".join(str(c) for c in tried) or "nothing (no --data-root given)"
-    if spec.data.hf_dataset:
+    if spec.data.hf_dataset and not spec.data.by_hand:
         from evalkit.hub import FetchDisabled, Need, release_root
 
         need = Need(media=media, limit=cfg.limit)
@@ -269,10 +272,11 @@ def bench_root(cfg: RunConfig, spec: BenchmarkSpec, *, media: bool = True) -> Pa
             return release_root(spec, need, fetch=cfg.fetch)
         except FetchDisabled as exc:
             raise FetchDisabled(f"{exc} (no local copy found: tried {where})") from None
+    why = spec.data.by_hand or "its release is not on the Hugging Face Hub"
     raise ConfigError(
-        f"{spec.name}: no local copy found (tried {where}); its release is not on the "
-        f"Hugging Face Hub: lay it out by hand and pass --data-root DIR holding a "
-        f"'{spec.name}' folder (`evalkit bench show {spec.name}` prints the expected layout)"
+        f"{spec.name}: no local copy found (tried {where}); {why}: lay it out by hand and "
+        f"pass --data-root DIR holding a '{spec.name}' folder (`evalkit bench show "
+        f"{spec.name}` prints the expected layout)"
     )
 
 
