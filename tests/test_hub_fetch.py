@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -430,3 +431,52 @@ def test_videos_of_a_release_of_annotations_only_come_from_video_root(
     hub.clear_log()
     again = subprocess.run(run, env=client_env(hub, home), capture_output=True, text=True)
     assert again.returncode == 0 and hub.log == [], [r.path for r in hub.log]
+
+
+NODE = """
+import pickle, sys
+from pathlib import Path
+from evalkit.errors import EvalkitError
+from evalkit.run.config import RunConfig
+from evalkit.run.plan import plan_run
+from evalkit.run.components import data_here
+plan_file = Path(sys.argv[1])
+if sys.argv[2] == "driver":
+    plan = plan_run(RunConfig(model="m", bench=["Video-MME"], engine="hf", limit=3))
+    plan_file.write_bytes(pickle.dumps(plan))
+else:
+    try:
+        data_here(pickle.loads(plan_file.read_bytes()))
+        print("ready")
+    except EvalkitError as exc:
+        print(exc)
+"""
+
+
+def test_a_cluster_node_without_the_release_fetches_it_and_the_same_data_folder_is_asked(
+    hub: HubStandIn, home: Path
+) -> None:
+    """What a replica does before its engine starts (evalkit.scale.replica): the driver's
+    plan names media this node lacks, so this node fetches the release, once."""
+    plan = home / "plan.pkl"
+
+    def node(role: str, **env: str) -> str:
+        out = subprocess.run(
+            [sys.executable, "-c", NODE, str(plan), role],
+            env={**client_env(hub, home), **env},
+            capture_output=True,
+            text=True,
+        )
+        assert out.returncode == 0, out.stderr
+        return out.stdout.strip()
+
+    node("driver")
+    shutil.rmtree(home / "data" / "videomme")  # another node: nothing fetched there yet
+    hub.clear_log()
+    assert node("replica") == "ready"
+    assert blob_gets(hub, "videos_chunked_01.zip")[-1] is None  # fetched on this node
+    hub.clear_log()
+    assert node("replica") == "ready" and hub.log == []  # the next replica of the node
+    shutil.rmtree(home / "data" / "videomme")  # a node whose EVALKIT_DATA is elsewhere
+    elsewhere = node("replica", EVALKIT_DATA=str(home / "other"))
+    assert "give every node the same EVALKIT_DATA" in elsewhere

@@ -99,6 +99,29 @@ def model_here(plan: RunPlan) -> str:
     return str(model_from_hub(f"{parsed[0]}@{model.revision}", fetch=plan.config.fetch).path)
 
 
+def data_here(plan: RunPlan) -> None:
+    """Every release the plan read from the Hub, on this machine too: a node of a cluster
+    that lacks one fetches it (the media of the samples run; one fetch per node, the
+    others wait on its lock, and none where ``EVALKIT_DATA`` is a folder they share)."""
+    from evalkit.bench.media import media_paths
+    from evalkit.hub import Need, release_root
+
+    for bench in plan.benches:
+        data = bench.data
+        if data is None or data.commit is None:
+            continue
+        if all(Path(p).exists() for s in bench.samples for p in media_paths(s)):
+            continue
+        need = Need(limit=plan.config.limit)
+        here = release_root(bench.spec, need, fetch=plan.config.fetch)
+        if here != Path(data.root):
+            raise EvalkitError(
+                f"{bench.name}: this node keeps its releases in {here.parent.parent}, the "
+                f"driver in {Path(data.root).parent.parent}: give every node the same "
+                "EVALKIT_DATA (a shared folder fetches once for all)"
+            )
+
+
 @contextlib.asynccontextmanager
 async def judge_for(
     cfg: RunConfig, engine: Engine | None, cache_dir: Path
