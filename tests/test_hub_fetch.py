@@ -480,3 +480,63 @@ def test_a_cluster_node_without_the_release_fetches_it_and_the_same_data_folder_
     shutil.rmtree(home / "data" / "videomme")  # a node whose EVALKIT_DATA is elsewhere
     elsewhere = node("replica", EVALKIT_DATA=str(home / "other"))
     assert "give every node the same EVALKIT_DATA" in elsewhere
+
+
+OVERLAP = """
+import asyncio, sys
+from pathlib import Path
+from evalkit.engines.base import Completion, Timings
+from evalkit.run.config import RunConfig
+from evalkit.run.execute import execute
+
+seen = Path(sys.argv[1])
+
+class Echo:
+    model = "echo"
+    async def generate(self, request):
+        with open(seen, "a") as f:
+            f.write(request.id.split("/")[-1] + "\\n")
+        return Completion(request.id, ["A"], 10, 1, timings=Timings())
+    async def close(self):
+        return None
+
+cfg = RunConfig(model="m", engine="openai", bench=["Video-MME"], cache_root=sys.argv[2],
+                cache_workers=1, runs_dir=sys.argv[3], run_id="overlap")
+result = execute(cfg, engine=Echo())
+print(sum(s.completed for s in result.stats.values()))
+"""
+
+
+def test_the_run_starts_on_the_samples_in_place_while_later_archives_still_download(
+    hub: HubStandIn, home: Path
+) -> None:
+    """The second archive is held midway: were the run to wait for every archive, no
+    sample would reach the engine; the first archive's samples do, then the rest."""
+    release = hub.stall("videos_chunked_02.zip", 3000)
+    seen = home / "seen.txt"
+    child = subprocess.Popen(
+        [sys.executable, "-c", OVERLAP, str(seen), str(home / "cache"), str(home / "runs")],
+        env=client_env(hub, home),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert hub.wait_stalled(timeout=120), "the second archive was never asked for"
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and len(_lines(seen)) < 4:
+            time.sleep(0.2)
+        # the samples of videos 0 and 1 (videos_chunked_01.zip), none of the others yet
+        assert sorted(_lines(seen)) == ["001-1", "001-2", "002-1", "002-2"], _lines(seen)
+        folder = home / "data" / RELEASE / "media"
+        assert not (folder / "videos_chunked_02.zip").exists()
+    finally:
+        release.set()
+    out, err = child.communicate(timeout=300)
+    assert child.returncode == 0, err[-3000:]
+    assert out.strip().splitlines()[-1] == "8" and len(_lines(seen)) == 8
+    assert "while the run goes" in err
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text().split() if path.exists() else []

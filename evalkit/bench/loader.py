@@ -398,7 +398,10 @@ def resolve_media(
     hit = index.find(Path(os.path.relpath(c, root)).as_posix() for c in cands) if index else None
     if hit is not None:
         indexed = root / hit
-        return (indexed if indexed.is_file() else None), [indexed, *cands]
+        # a file of an archive still being fetched while the run goes counts as found: the
+        # run waits for it (evalkit.hub.background)
+        there = indexed.is_file() or (index is not None and hit in index.pending)
+        return (indexed if there else None), [indexed, *cands]
     return None, cands
 
 

@@ -27,12 +27,15 @@ class MediaIndex:
     """File name -> the paths (relative to the release folder, ``/``-separated) that end in it."""
 
     names: dict[str, list[str]] = field(default_factory=dict)
+    pending: set[str] = field(default_factory=set)
+    """Indexed paths of archives still being fetched while a run goes (their listing is
+    known; the files land there as each archive is extracted)."""
 
     @classmethod
-    def of(cls, paths: Iterable[str]) -> MediaIndex:
-        """The index of ``paths`` (relative, ``/``-separated)."""
-        out = cls()
-        for p in sorted(set(paths)):
+    def of(cls, paths: Iterable[str], pending: Iterable[str] = ()) -> MediaIndex:
+        """The index of ``paths`` and of the ``pending`` ones (relative, ``/``-separated)."""
+        out = cls(pending=set(pending))
+        for p in sorted({*paths, *out.pending}):
             out.names.setdefault(PurePosixPath(p).name, []).append(p)
         return out
 
@@ -46,6 +49,10 @@ class MediaIndex:
             rel = PurePosixPath(Path(folder).relative_to(root).as_posix())
             found += [str(rel / f) if str(rel) != "." else f for f in files]
         return cls.of(found)
+
+    def all(self) -> list[str]:
+        """Every indexed path."""
+        return [p for paths in self.names.values() for p in paths]
 
     def find(self, wanted: Iterable[str]) -> str | None:
         """The indexed path for the first of ``wanted`` (relative paths, in order of
@@ -65,7 +72,8 @@ class MediaIndex:
 
         path = root / INDEX_FILE
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(path, json.dumps(self.names, sort_keys=True))
+        doc = {"names": self.names, "pending": sorted(self.pending)}
+        write_text_atomic(path, json.dumps(doc, sort_keys=True))
 
     @classmethod
     def load(cls, root: Path) -> MediaIndex | None:
@@ -83,7 +91,8 @@ class MediaIndex:
 def _load(path: str, mtime_ns: int, size: int) -> MediaIndex:
     # keyed by the file's identity: a rewritten index is read again
     with open(path, encoding="utf-8") as f:
-        return MediaIndex(json.load(f))
+        doc = json.load(f)
+    return MediaIndex(doc.get("names", {}), set(doc.get("pending", [])))
 
 
 def shared_tail(path: str, entry: str) -> int:

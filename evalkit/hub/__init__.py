@@ -8,7 +8,7 @@ to the Hub are made inside the functions that need them.
 
 from __future__ import annotations
 
-from evalkit.hub.fetch import FetchDisabled, Need, fetch_command, release_root
+from evalkit.hub.fetch import FetchDisabled, Need, fetch_command, open_release, release_root
 from evalkit.hub.home import data_home, forget_commit, hub_offline, known_commit
 
 __all__ = [
@@ -19,5 +19,6 @@ __all__ = [
     "forget_commit",
     "hub_offline",
     "known_commit",
+    "open_release",
     "release_root",
 ]

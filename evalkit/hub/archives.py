@@ -104,7 +104,7 @@ class RangeReader(io.RawIOBase):
     """A seekable read-only file over ``fetch(start, end) -> bytes`` (ranged requests), of
     a known ``size``: ``zipfile`` reads a zip's listing through it from the zip's end."""
 
-    def __init__(self, fetch: Callable[[int, int], bytes], size: int, block: int = 65536):
+    def __init__(self, fetch: Callable[[int, int], bytes], size: int, block: int = 32768):
         self._fetch, self._size, self._block = fetch, size, block
         self._pos = 0
         self._cache: tuple[int, bytes] = (0, b"")

@@ -23,6 +23,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 from evalkit.atomic import TEMP_MARK, temp_path, write_text_atomic
 from evalkit.bench.layout import MediaPath
@@ -55,6 +56,9 @@ from evalkit.hub.home import (
 )
 from evalkit.hub.progress import FetchProgress
 from evalkit.sample import ImageRef, Sample, VideoRef
+
+if TYPE_CHECKING:
+    from evalkit.hub.background import Prefetch
 
 Say = Callable[[str], None]
 
@@ -111,6 +115,22 @@ def release_root(
             "(on a machine with the Hub in reach), or give a local copy with --data-root DIR"
         )
     return Fetch(spec, need, say).run()
+
+
+def open_release(
+    spec: BenchmarkSpec, need: Need, *, fetch: bool = True, say: Say = say_on_stderr
+) -> tuple[Path, Prefetch | None]:
+    """:func:`release_root`, its archives fetched while the caller goes on where they are
+    zips (:class:`~evalkit.hub.background.Prefetch`: the run waits on it per sample)."""
+    commit = known_commit(spec)
+    if commit is not None and spec.data.hf_dataset and not spec.data.by_hand:
+        folder = release_folder(spec, commit)
+        state = ReleaseState.read(folder)
+        if state is not None and _satisfied(spec, folder, state, need):
+            return folder, None
+    if not fetch or hub_offline() or not spec.data.hf_dataset or spec.data.by_hand:
+        return release_root(spec, need, fetch=fetch, say=say), None  # says why it cannot
+    return Fetch(spec, need, say).open(background=True)
 
 
 def _satisfied(spec: BenchmarkSpec, folder: Path, state: ReleaseState, need: Need) -> bool:
@@ -225,6 +245,13 @@ class Fetch:
 
     def run(self) -> Path:
         """Fetch what is needed; returns the release folder."""
+        folder, later = self.open(background=False)
+        assert later is None
+        return folder
+
+    def open(self, *, background: bool) -> tuple[Path, Prefetch | None]:
+        """Fetch what is needed (``background``: the zips of the media while the caller
+        goes on, :class:`~evalkit.hub.background.Prefetch`); returns the release folder."""
         from filelock import FileLock
 
         spec = self.spec
@@ -242,9 +269,10 @@ class Fetch:
             state = ReleaseState.read(folder) or state  # another process may have fetched
             _clear_temps(folder)
             self._annotations(folder, state)
+            later = None
             if self.need.media and not _satisfied(spec, folder, state, self.need):
-                self._media(folder, state)
-            return folder
+                later = self._media(folder, state, background)
+        return folder, later.start() if later is not None else None
 
     # --- annotations ---------------------------------------------------------------
     def _annotation_files(self, tree: dict[str, RepoEntry]) -> list[str]:
@@ -295,19 +323,38 @@ class Fetch:
         except ValueError as exc:
             raise ConfigError(f"{self.spec.name}: data.archives: {exc}") from None
 
-    def _media(self, folder: Path, state: ReleaseState) -> None:
+    def _media(self, folder: Path, state: ReleaseState, background: bool) -> Prefetch | None:
         wanted = _wanted(self.spec, folder, self.need, state)
-        plan = self._plan(state, wanted)
+        plan = self._plan(state, wanted, list_all=background)
         self._check_disk(plan, state, folder)
-        self._announce(plan, state, folder, wanted)
-        total = plan.download_bytes(state.tree) - _partial_bytes(folder, plan)
+        later = background and bool(plan.archives) and all(a.listable for a in plan.archives)
+        self._announce(plan, state, folder, wanted, later)
+        now = plan.files if later else [*plan.files, *(p for a in plan.archives for p in a.parts)]
+        total = sum(state.tree[n].size for n in now) - _partial_bytes(folder, plan)
         with FetchProgress(self.spec.name, total) as progress:
             for f in plan.files:
                 self._fetch_file(folder, state, f, folder / f, progress)
                 state.files[f] = f
                 state.write(folder)
-            for archive in plan.archives:
-                self._fetch_archive(folder, state, archive, progress)
+            for archive in [] if later else plan.archives:
+                self.fetch_archive(folder, state, archive, progress)
+        if not later:
+            self.finish(folder, state)
+            return None
+        from evalkit.hub.background import Prefetch
+
+        # the files to come are indexed where their archive will put them: the run is
+        # planned on their final paths, and waits for each as its archive lands
+        pending = {
+            f"{a.folder}/{m}": a.name for a in plan.archives for m, _ in state.listings[a.name]
+        }
+        MediaIndex.of(MediaIndex.scan(folder).all(), pending).write(folder)
+        state.write(folder)
+        return Prefetch(self, folder, plan.archives, pending)
+
+    def finish(self, folder: Path, state: ReleaseState) -> None:
+        """Index what is in place, record what the samples still lack (the release does
+        not hold it) and, when every sample was fetched for, that the spec is complete."""
         MediaIndex.scan(folder).write(folder)
         # what the samples still lack once everything planned is in place: not in the release
         missing = _wanted(self.spec, folder, self.need, state)
@@ -318,7 +365,7 @@ class Fetch:
         if missing:
             self._say_missing(folder, missing)
 
-    def _plan(self, state: ReleaseState, wanted: list[Wanted]) -> Plan:
+    def _plan(self, state: ReleaseState, wanted: list[Wanted], list_all: bool = False) -> Plan:
         plan = Plan()
         archives = [a for a in self._archives(state) if a.name not in state.extracted]
         in_archive = {p for a in self._archives(state) for p in a.parts}
@@ -331,15 +378,16 @@ class Fetch:
             else:
                 left.append(w)
         plan.files = list(dict.fromkeys(plan.files))
-        if self.need.limit is None:
+        if self.need.limit is None and not list_all:
             plan.archives = archives  # every sample runs: every archive
             return plan
         listed = [a for a in archives if a.listable]
         # each file wanted -> (trailing path parts shared, archive): listed one archive
         # after another until every file is placed by its name and folder
         best: dict[str, tuple[int, str]] = {}
-        for a in listed:
-            if all(best.get(w.rel, (0, ""))[0] >= _strong(w) for w in left):
+        for a in listed:  # (every sample runs: every archive is listed, all come)
+            placed = all(best.get(w.rel, (0, ""))[0] >= _strong(w) for w in left)
+            if placed and self.need.limit is not None:
                 break
             if a.name not in state.listings:
                 state.listings[a.name] = self._listing(a, state)
@@ -357,6 +405,8 @@ class Fetch:
                 name = best[w.rel][1]
                 first[name] = min(first.get(name, w.order), w.order)
         unfound = [w for w in left if w.rel not in best]
+        if self.need.limit is None:  # every sample runs: every archive, in the order needed
+            first = {a.name: first.get(a.name, len(wanted)) for a in listed}
         plan.archives = sorted((a for a in listed if a.name in first), key=lambda a: first[a.name])
         unlisted = [a for a in archives if not a.listable]
         if unfound and unlisted:
@@ -380,7 +430,7 @@ class Fetch:
             return []
 
     def _announce(
-        self, plan: Plan, state: ReleaseState, folder: Path, wanted: list[Wanted]
+        self, plan: Plan, state: ReleaseState, folder: Path, wanted: list[Wanted], later: bool
     ) -> None:
         if not plan.files and not plan.archives:
             return
@@ -395,9 +445,11 @@ class Fetch:
         size = human(plan.download_bytes(tree))
         extracted = plan.extracted_bytes(tree, state.listings)
         more = f", {human(extracted)} once extracted" if plan.archives else ""
+        going = " (the archives while the run goes, in the order its samples need them)"
         self.say(
             f"{spec.name}: fetching {' and '.join(parts)} for {runs} from {self.client.repo_id}"
             f"@{state.commit[:7]} ({endpoint()}) into {folder}: {size} to download{more}"
+            + (going if later else "")
         )
         for a in plan.unlisted:
             self.say(
@@ -451,9 +503,10 @@ class Fetch:
                 "network or the Hub's copy is at fault: run the same command again later"
             )
 
-    def _fetch_archive(
+    def fetch_archive(
         self, folder: Path, state: ReleaseState, archive: Archive, progress: FetchProgress
     ) -> None:
+        """Download ``archive`` (verified), extract it into place, delete its files."""
         files = []
         for part in archive.parts:
             dest = folder / DOWNLOADS / part

@@ -60,6 +60,7 @@ def make_builder(
         miss_pool=pool,
         max_prompt_tokens=getattr(engine, "max_model_len", None),
         frame_log=frame_log,
+        media_gate=bench.media_gate,
     )
 
 

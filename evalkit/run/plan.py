@@ -32,6 +32,7 @@ from evalkit.video.types import FrameSpec
 
 if TYPE_CHECKING:
     from evalkit.bench.spec import BenchmarkSpec
+    from evalkit.hub.background import Prefetch
 
 
 @dataclass
@@ -56,6 +57,9 @@ class BenchRun:
     """The folder its media paths were resolved under (named when media are missing)."""
     data: DataProvenance | None = None
     """Which data it read (the release and commit, a hash of its annotation files)."""
+    media_gate: Prefetch | None = None
+    """Archives of its release still being fetched while the run goes (its samples wait
+    for theirs); None when every file is in place. Never set on a plan sent to replicas."""
 
 
 @dataclass(frozen=True)
@@ -114,15 +118,17 @@ class RunPlan:
         return [b.name for b in self.benches]
 
 
-def plan_run(cfg: RunConfig, *, check_media: bool = False) -> RunPlan:
+def plan_run(cfg: RunConfig, *, check_media: bool = False, background: bool = False) -> RunPlan:
     """Resolve ``cfg`` once: the benchmarks (specs, samples, invalid rows, media roots),
     each one's frame spec (the model's resize factor applied), sampling and prompt plan,
     the engine, and the manifest with the fingerprint. Rows whose media are missing are
     kept (``check_media=False``): the run's preflight names them all at once, or records
-    them failed under ``--allow-missing``."""
+    them failed under ``--allow-missing``. ``background``: the archives of a release
+    fetched from the Hub come while the run goes (``BenchRun.media_gate``)."""
     model = model_source(cfg)  # a hub id is fetched here, before any engine starts
     factor = model_factor(model.path) if reads_local_checkpoint(cfg.engine) else None
-    return plan_of(cfg, resolve_benchmarks(cfg, factor, check_media=check_media), model)
+    benches = resolve_benchmarks(cfg, factor, check_media=check_media, background=background)
+    return plan_of(cfg, benches, model)
 
 
 def model_source(cfg: RunConfig) -> ModelSource:
@@ -152,7 +158,7 @@ def plan_of(cfg: RunConfig, benches: list[BenchRun], model: ModelSource | None =
 
 
 def resolve_benchmarks(
-    cfg: RunConfig, factor: int | None, *, check_media: bool = True
+    cfg: RunConfig, factor: int | None, *, check_media: bool = True, background: bool = False
 ) -> list[BenchRun]:
     """Load every requested benchmark's spec and samples. ``check_media=False`` keeps the
     rows whose media are missing (a run's preflight then names them all at once, or
@@ -163,13 +169,15 @@ def resolve_benchmarks(
     runs: list[BenchRun] = []
     for name in cfg.bench:
         spec = get_benchmark(name)  # NAME:VARIANT; an unknown variant is a RegistryError
-        root = bench_root(cfg, spec)
+        root, gate = locate(cfg, spec, background=background)
         # a release of annotations only: its videos in --video-root, as its layout names them
         media = Path(cfg.video_root) if cfg.video_root and spec.data.media_elsewhere else None
         loaded = load(spec, root, check_media=check_media, media_root=media)
-        runs.append(bench_run(cfg, spec, loaded, factor, problems=loaded.problems))
-        runs[-1].media_root = str(media or root)
-        runs[-1].data = provenance(spec, root)
+        run = bench_run(cfg, spec, loaded, factor, problems=loaded.problems)
+        run.media_root, run.data, run.media_gate = str(media or root), provenance(spec, root), gate
+        if gate is not None:  # those whose media are here first, then archive by archive
+            run.samples.sort(key=gate.rank)
+        runs.append(run)
     if cfg.data:
         runs += data_bench_runs(cfg, factor)
     if not runs:
@@ -239,11 +247,19 @@ def bench_run(
 
 
 def bench_root(cfg: RunConfig, spec: BenchmarkSpec, *, media: bool = True) -> Path:
+    """The folder holding ``spec``'s local copy (see :func:`locate`)."""
+    return locate(cfg, spec, media=media)[0]
+
+
+def locate(
+    cfg: RunConfig, spec: BenchmarkSpec, *, media: bool = True, background: bool = False
+) -> tuple[Path, Prefetch | None]:
     """The folder holding ``spec``'s local copy: under ``--data-root`` or the spec's own
     ``data.local_path`` where one holds its annotation files, else its release fetched from
     the Hub into ``EVALKIT_DATA`` (the media of the first ``--limit`` samples with it, or
-    of all; ``media=False``: the annotations only). ConfigError naming every folder tried
-    and, where fetching is off, the command that fetches it."""
+    of all; ``media=False``: the annotations only; ``background``: its zips while the run
+    goes, the returned Prefetch). ConfigError naming every folder tried and, where
+    fetching is off, the command that fetches it."""
     from evalkit.bench.files import annotation_paths
 
     tried: list[Path] = []
@@ -251,25 +267,27 @@ def bench_root(cfg: RunConfig, spec: BenchmarkSpec, *, media: bool = True) -> Pa
         for cand in (Path(cfg.data_root) / spec.name, Path(cfg.data_root) / spec.key):
             tried.append(cand)
             if cand.is_dir():  # a folder named for the benchmark: read as it is
-                return cand
+                return cand, None
         root = Path(cfg.data_root)
         if len(cfg.bench) == 1:  # one benchmark: --data-root may be its folder itself
             tried.append(root)
             holds = all(annotation_paths(fs, root) for fs in spec.files)
             fetchable = spec.data.hf_dataset and not spec.data.by_hand
             if root.is_dir() and (holds or not fetchable):
-                return root  # (a copy by hand lacking a file: the loader names it)
+                return root, None  # (a copy by hand lacking a file: the loader names it)
     if spec.data.local_path:
         tried.append(Path(spec.data.local_path).expanduser())
         if tried[-1].is_dir():
-            return tried[-1]
+            return tried[-1], None
     where = ", ".join(str(c) for c in tried) or "nothing (no --data-root given)"
     if spec.data.hf_dataset and not spec.data.by_hand:
-        from evalkit.hub import FetchDisabled, Need, release_root
+        from evalkit.hub import FetchDisabled, Need, open_release, release_root
 
         need = Need(media=media, limit=cfg.limit)
         try:
-            return release_root(spec, need, fetch=cfg.fetch)
+            if background and media:
+                return open_release(spec, need, fetch=cfg.fetch)
+            return release_root(spec, need, fetch=cfg.fetch), None
         except FetchDisabled as exc:
             raise FetchDisabled(f"{exc} (no local copy found: tried {where})") from None
     why = spec.data.by_hand or "its release is not on the Hugging Face Hub"

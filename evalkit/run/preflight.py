@@ -139,7 +139,15 @@ def media_preflight(cfg: RunConfig, benches: list[BenchRun]) -> dict[str, Missin
     """Resolve every sample's media of ``benches`` before any engine starts:
     ConfigError when some are missing (unless ``cfg.allow_missing``); the missing ones
     per benchmark otherwise."""
-    found = {b.name: missing_media(b.name, b.samples, b.media_root or ".") for b in benches}
+    found = {
+        b.name: missing_media(
+            b.name,
+            b.samples,
+            b.media_root or ".",
+            coming=b.media_gate.expects if b.media_gate is not None else None,
+        )
+        for b in benches
+    }
     check_media(list(found.values()), allow_missing=cfg.allow_missing)
     return {name: m for name, m in found.items() if m.missing}
 

@@ -232,8 +232,9 @@ class HubStandIn:
             self._damage[path] = _Switch(0, times)
 
     def stall(self, path: str, after: int) -> threading.Event:
-        """The next transfer of ``path`` sends ``after`` bytes, then waits until the
-        returned event is set (or the stand-in stops); :meth:`wait_stalled` waits for it."""
+        """The next whole-file transfer of ``path`` (not a ranged read, such as a zip's
+        listing read from its end) sends ``after`` bytes, then waits until the returned
+        event is set (or the stand-in stops); :meth:`wait_stalled` waits for it."""
         event = threading.Event()
         with self._lock:
             self._stalls[path] = (after, event)
@@ -491,7 +492,7 @@ def _handler(hub: HubStandIn, *, cdn: bool) -> type[BaseHTTPRequestHandler]:
             if head:
                 return
             cut = hub._take(hub._cuts, f.path)
-            stall = hub._take_stall(f.path)
+            stall = hub._take_stall(f.path) if not rng else None
             limit = cut.after if cut is not None else len(body)
             self._send_body(body[:limit], stall)
             if cut is not None and limit < len(body):
