@@ -26,6 +26,7 @@ import pytest
 from evalkit.bench.registry import get_benchmark
 from evalkit.testing import hub_fixtures as fx
 from evalkit.testing.hub_server import HubStandIn, client_env
+from tests._tmpfs import tmpfs
 
 PINNED = get_benchmark("Video-MME").data.revision
 RELEASE = Path("videomme") / str(PINNED)
@@ -65,6 +66,18 @@ def evalkit(
         text=True,
         timeout=300,
         cwd=home,
+    )
+
+
+def spawn(hub: HubStandIn, home: Path, *argv: str) -> subprocess.Popen[str]:
+    """``python ARGV`` started in a session of its own with the Hub at the stand-in."""
+    return subprocess.Popen(
+        [sys.executable, *argv],
+        env=client_env(hub, home),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
 
 
@@ -304,34 +317,19 @@ def test_a_hostile_archive_is_refused_and_nothing_outside_is_written(
 def test_a_disk_too_small_is_refused_before_anything_is_written(
     hub: HubStandIn, home: Path
 ) -> None:
-    mnt = home / "small"
-    mnt.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=8k", "tmpfs", str(mnt)], capture_output=True
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
-    try:
+    with tmpfs(home / "small", "8k") as mnt:
         out = evalkit(hub, home, "bench", "fetch", "Video-MME", EVALKIT_DATA=str(mnt))
         assert out.returncode == 2, out.stderr
         line = out.stderr.strip().splitlines()[-1]
         assert "not enough disk space" in line and "needs " in line and "8.2 kB free" in line
         assert list(mnt.iterdir()) == []  # not one file, not one folder
         assert not any("/blobs/" in r.path for r in hub.log)
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 def test_a_fetch_killed_midway_continues_where_it_stopped(hub: HubStandIn, home: Path) -> None:
     """The second call fetches nothing complete again and the cut file from its last byte."""
     release = hub.stall("videos_chunked_02.zip", 3000)
-    child = subprocess.Popen(
-        [sys.executable, "-m", "evalkit", "bench", "fetch", "Video-MME"],
-        env=client_env(hub, home),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
+    child = spawn(hub, home, "-m", "evalkit", "bench", "fetch", "Video-MME")
     try:
         assert hub.wait_stalled(timeout=60), "the transfer never reached its stall point"
         time.sleep(0.3)  # the bytes sent reach the part file
@@ -514,13 +512,7 @@ def test_the_run_starts_on_the_samples_in_place_while_later_archives_still_downl
     sample would reach the engine; the first archive's samples do, then the rest."""
     release = hub.stall("videos_chunked_02.zip", 3000)
     seen = home / "seen.txt"
-    child = subprocess.Popen(
-        [sys.executable, "-c", OVERLAP, str(seen), str(home / "cache"), str(home / "runs")],
-        env=client_env(hub, home),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    child = spawn(hub, home, "-c", OVERLAP, str(seen), str(home / "cache"), str(home / "runs"))
     try:
         assert hub.wait_stalled(timeout=120), "the second archive was never asked for"
         deadline = time.monotonic() + 120

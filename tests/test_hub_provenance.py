@@ -191,3 +191,19 @@ def test_bench_pin_writes_the_validated_snapshots_commit_into_the_spec(
     assert [x for x in text.splitlines() if "revision:" not in x] == [
         x for x in before if "revision:" not in x
     ]
+
+
+def test_score_fetches_the_annotations_only_and_records_the_data_it_read(
+    hub: HubStandIn, tmp_path: Path
+) -> None:
+    preds = tmp_path / "p.jsonl"
+    preds.write_text(
+        "".join(json.dumps({"id": f"00{v}-1", "prediction": "A"}) + "\n" for v in (1, 2))
+    )
+    hub.clear_log()
+    argv = ["-m", "evalkit", "score", "--bench", "Video-MME", "--predictions", str(preds)]
+    out = child(hub, tmp_path, *argv, "--run-id", "s", "--runs-dir", "runs")
+    assert out.returncode == 0, out.stderr
+    assert not any("videos_chunked" in r.path for r in hub.log)
+    data = json.loads((tmp_path / "runs" / "s" / "config.json").read_text())["data"]
+    assert data["Video-MME"]["commit"] == PINNED

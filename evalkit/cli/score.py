@@ -435,13 +435,16 @@ def _benchmark(cfg: RunConfig, name: str | None = None) -> tuple[BenchRun, Loade
     from evalkit.bench.loader import load
     from evalkit.bench.registry import get_benchmark
     from evalkit.engines.base import SamplingParams
-    from evalkit.run.plan import BenchRun, bench_root
+    from evalkit.run.plan import BenchRun, bench_root, provenance
 
     spec = get_benchmark(name or cfg.bench[0])  # NAME:VARIANT; unknown: RegistryError
-    samples = load(spec, bench_root(cfg, spec, media=False), check_media=False)
+    root = bench_root(cfg, spec, media=False)
+    samples = load(spec, root, check_media=False)
     # each variant its own store: a second format is never appended into the first's file
     stored = f"{spec.name}:{spec.variant}" if spec.variant else spec.name
-    return BenchRun(stored, spec, spec.frames, SamplingParams(), samples), samples
+    run = BenchRun(stored, spec, spec.frames, SamplingParams(), samples)
+    run.data = provenance(spec, root)
+    return run, samples
 
 
 def _data_benchmarks(cfg: RunConfig) -> list[tuple[BenchRun, Loaded]]:
@@ -474,7 +477,8 @@ def _manifest(
     extra.update(command="score", predictions=[str(f) for f in files])
     data = {b.name: b.data_info for b in benches if b.data_info}
     specs = {b.name: b.spec for b in benches}
-    return RunManifest.build(rc, extra, specs=specs, data_benchmarks=data)
+    read = {b.name: b.data for b in benches if b.data is not None}
+    return RunManifest.build(rc, extra, specs=specs, data_benchmarks=data, data=read)
 
 
 def _completion(sample: Sample, text: str) -> Completion:
