@@ -81,6 +81,32 @@ class BenchmarkSettings(BaseModel):
     """Top-k cut-off (-1 = off)."""
 
 
+class DataProvenance(BaseModel):
+    """Which data a benchmark of a run read: the release and commit, and a hash of the
+    annotation files as loaded (two copies of "the same" benchmark that hold different
+    annotations hash differently)."""
+
+    model_config = _FORBID
+
+    dataset: str | None = None
+    """The Hugging Face dataset it was fetched from (None: a copy given by hand)."""
+    commit: str | None = None
+    """The dataset commit read (None: not fetched from the Hub)."""
+    annotations: str
+    """sha256 over the annotation files read (``evalkit.bench.files.annotation_digest``)."""
+    root: str
+    """The folder (or the ``--data`` file) read."""
+
+    def describe(self) -> str:
+        """``lmms-lab/Video-MME@3df3f52, annotations sha256 1a2b3c4d5e6f`` (the folder read
+        is in config.json)."""
+        if self.dataset and self.commit:
+            where = f"{self.dataset}@{self.commit[:7]}"
+        else:
+            where = "a copy not fetched from the Hub"
+        return f"{where}, annotations sha256 {self.annotations[:12]}"
+
+
 class ResultConfig(BaseModel):
     """Every setting that can change a result; its hash is the run's fingerprint."""
 
@@ -106,6 +132,9 @@ class ResultConfig(BaseModel):
     """``evalkit score``: the predictions file and its hash (``files``: several)."""
     rule: str | None = None
     """``evalkit score --rule``: the headline rule chosen over the specs' own (unset: theirs)."""
+    model_revision: str | None = None
+    """The commit of a model given by hub id (``org/name[@revision]``), as fetched (unset:
+    a folder or a served model)."""
 
     def dump(self) -> dict[str, Any]:
         """As written: only the keys the writer set (so the fingerprint stays stable)."""
@@ -177,6 +206,8 @@ class RunManifest(BaseModel):
     """Each benchmark's spec as run (a ``BenchmarkSpec`` dump), by its name in the run."""
     data_benchmarks: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """Benchmarks made from a ``--data`` file: how their rows were matched."""
+    data: dict[str, DataProvenance] = Field(default_factory=dict)
+    """Per benchmark, the data it read (empty in runs written before it was recorded)."""
     benchmark_samples: dict[str, int] = Field(default_factory=dict)
     """Samples each benchmark's data held when the run was opened, before ``--limit`` (a
     run of fewer covers a slice of it); empty in runs written before it was recorded."""
@@ -204,6 +235,7 @@ class RunManifest(BaseModel):
         specs: dict[str, BenchmarkSpec],
         data_benchmarks: dict[str, dict[str, Any]] | None = None,
         benchmark_samples: dict[str, int] | None = None,
+        data: dict[str, DataProvenance] | None = None,
     ) -> RunManifest:
         """The manifest of a run being opened now (fingerprint, versions, time filled in);
         ``result_config`` as built (a ResultConfig) or as read back (its JSON document)."""
@@ -214,9 +246,10 @@ class RunManifest(BaseModel):
             created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             result_config=rc,
             extra=extra,
-            specs={name: spec.model_dump(mode="json") for name, spec in specs.items()},
+            specs={name: spec.recorded() for name, spec in specs.items()},
             data_benchmarks=dict(data_benchmarks or {}),
             benchmark_samples=dict(benchmark_samples or {}),
+            data=dict(data or {}),
             versions=package_versions(),
             evalkit_version=evalkit.__version__,
             plugins=[PluginRecord.of(p) for p in plugins.loaded()],

@@ -6,9 +6,10 @@ memory-mapped); a miss is built on the fly unless the run requires a warm cache.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from evalkit.engines.base import Request, SamplingParams
 from evalkit.errors import CacheError, PromptTooLong, VideoError
@@ -19,6 +20,13 @@ from evalkit.video.types import Frames, FrameSpec, ImageSpec
 
 if TYPE_CHECKING:
     from evalkit.cache import FrameCache
+
+
+class MediaGate(Protocol):
+    """Media still on their way (``evalkit.hub.background.Prefetch``)."""
+
+    def wait(self, paths: Iterable[str]) -> None:
+        """Return once each of ``paths`` that is on its way is in place (or raise)."""
 
 
 def video_spec(frame_spec: FrameSpec, ref: VideoRef) -> FrameSpec:
@@ -48,8 +56,14 @@ class RequestBuilder:
     sample before it is decoded (None: the engine says nothing, no check)."""
     frame_log: FrameLog | None = None
     """Where the frame count, size and binding budget of every loaded video go."""
+    media_gate: MediaGate | None = None
+    """Archives still being fetched: a sample's media are waited for (``evalkit.hub``)."""
 
     def __call__(self, sample: Sample) -> Request:
+        if self.media_gate is not None:  # its archive may still be on its way
+            from evalkit.bench.media import media_paths
+
+            self.media_gate.wait(media_paths(sample))
         videos: list[Frames] = []
         hits: list[bool] = []
         for ref in sample.media:

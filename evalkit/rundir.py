@@ -117,6 +117,8 @@ class RunDir:
             *config_diff(latest.get("extra", {}), doc["extra"], "extra."),
             *config_diff(latest.get("versions", {}), doc["versions"], "versions."),
             *config_diff(_plugins(latest), _plugins(doc), "plugins."),
+            # the data read: another commit or other annotations are said, not refused
+            *config_diff(latest.get("data", {}), doc.get("data", {}), "data."),
         ]
         if changes:
             self._amend(doc, changes, latest.get("fingerprint"))
@@ -273,11 +275,12 @@ _AMENDED = (
     "specs",
     "data_benchmarks",
     "benchmark_samples",
+    "data",
     "schema_version",
     "evalkit_version",
 )
 # top-level keys keyed by benchmark
-_PER_BENCHMARK = ("specs", "data_benchmarks", "benchmark_samples")
+_PER_BENCHMARK = ("specs", "data_benchmarks", "benchmark_samples", "data")
 
 
 def _keep_benchmarks(key: str, old: Any, new: Any) -> Any:

@@ -301,4 +301,5 @@ def _settings(manifest: RunManifest, name: str) -> dict[str, Any]:
         "max_tokens": entry.max_tokens,
         "frames": entry.frames or {},
         "engine_options": rc.engine_options or {},
+        "data": manifest.data.get(name),
     }

@@ -28,6 +28,7 @@ from .model import ReferenceCheck
 
 if TYPE_CHECKING:
     from evalkit.bench.spec import BenchmarkSpec, ReferenceScore
+    from evalkit.manifest import DataProvenance
 
     from .model import BenchmarkReport, RunReport
 
@@ -118,6 +119,7 @@ def check_references(
     out = []
     for ref in matching_references(bench.spec, bench.variant, names):
         value = metric_value(bench.result, ref.metric)
+        data = data_diff(ref, bench.settings.get("data"))
         out.append(
             ReferenceCheck(
                 benchmark=bench.name,
@@ -130,10 +132,22 @@ def check_references(
                 variant=ref.variant,
                 settings_text=ref.settings,
                 source=ref.source,
-                settings_diff=diff,
+                settings_diff=diff + data,
             )
         )
     return out
+
+
+def data_diff(ref: ReferenceScore, data: DataProvenance | None) -> list[str]:
+    """The data commit a run read, where it is not the one its reference was measured on
+    (when the reference records one)."""
+    if ref.data_commit is None:
+        return []
+    read = data.commit if data is not None else None
+    if read is not None and read.startswith(ref.data_commit):
+        return []
+    said = f"{read[:12]}" if read else "a copy not fetched from the Hub (commit unknown)"
+    return [f"data commit {said} (reference {ref.data_commit[:12]})"]
 
 
 @dataclass

@@ -103,6 +103,7 @@ def summary(run: RunReport) -> Section:
         if b.sensitivity is not None and b.sensitivity.gap is not None
     ]
     notes += frame_notes(run)
+    notes += data_notes(run)
     notes.append(_policy_note(run))
     notes.append(f"reference matching: {MATCH_RULE}")
     headers = [
@@ -340,12 +341,19 @@ def frame_notes(run: RunReport) -> list[str]:
     ]
 
 
+def data_notes(run: RunReport) -> list[str]:
+    """Per benchmark: the data it read (release and commit, a hash of its annotations)."""
+    data = run.manifest.data
+    return [f"{name}: data {data[name].describe()}" for name in run.benchmarks if name in data]
+
+
 def settings(run: RunReport) -> Section:
     """The settings that change results, from config.json."""
     rc, manifest = run.result_config, run.manifest
     rows = [
         ["model", rc.model],
         ["model hash", rc.model_hash],
+        *([["model commit", rc.model_revision]] if rc.model_revision else []),
         ["engine", f"{rc.engine} {rc.engine_options or ''}".strip()],
         ["prompt variant", rc.variant or "each benchmark's pinned one"],
         ["fingerprint", manifest.fingerprint],
@@ -366,6 +374,8 @@ def settings(run: RunReport) -> Section:
             rows.append([b.name, f"variant {variant}, prompt {prompt}; {unknown}"])
             continue
         rows.append([b.name, f"{frames}; variant={variant}; max_tokens={cap}"])
+        if b.name in manifest.data:
+            rows.append([f"{b.name} data", manifest.data[b.name].describe()])
     return Section("Settings", ["setting", "value"], rows)
 
 

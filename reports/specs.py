@@ -79,7 +79,7 @@ def live_spec(
         return None, None, [f"no spec named {name!r} in the registry: pooled mean, not official"]
     for variant in [None, *sorted(base.variants)]:
         spec = base.with_variant(variant)
-        if recorded_hash and hash_json(spec.model_dump(mode="json")) == recorded_hash:
+        if recorded_hash and hash_json(spec.recorded()) == recorded_hash:
             return spec, variant, []
     variant = _variant_from_bench_list(base, bench_list)
     notes = []

@@ -99,19 +99,10 @@ def last_letter_rule() -> Iterator[str]:
 def tiny_disk(tmp_path: Path) -> Iterator[Path]:
     """A 64 KiB tmpfs mounted for the test (a disk that fills up); skipped where this
     process may not mount (not root)."""
-    import subprocess
+    from tests._tmpfs import tmpfs
 
-    mnt = tmp_path / "tiny_disk"
-    mnt.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)], capture_output=True
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
-    try:
+    with tmpfs(tmp_path / "tiny_disk", "64k") as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 class _ShmWatch:

@@ -19,14 +19,15 @@ VMME = get_benchmark("Video-MME")
 
 
 def _result_config(spec: Any = VMME) -> dict[str, Any]:
-    entry = {"spec_hash": hash_json(spec.model_dump(mode="json")), "frames": {"fps": 2.0}}
+    entry = {"spec_hash": hash_json(spec.recorded()), "frames": {"fps": 2.0}}
     rc = {"model": "m", "model_hash": "h", "engine": "vllm", "engine_options": {}}
     return {**rc, "variant": None, "judge": None, "benchmarks": {"Video-MME": entry}}
 
 
 def _dump(spec: Any) -> Any:
-    # a spec read back is the same model; only the YAML path it was loaded from is not kept
-    return spec.model_dump(mode="json") if spec is not None else None
+    # a spec read back is the same model as recorded; not kept: the YAML path it was loaded
+    # from and how its release is fetched (BenchmarkSpec.recorded)
+    return spec.recorded() if spec is not None else None
 
 
 def _schema_1(path: Path, specs: dict[str, Any] | None) -> Path:
@@ -59,7 +60,7 @@ def test_the_writer_refuses_a_result_setting_the_contract_does_not_name() -> Non
 
 
 def test_a_schema_1_run_with_specs_in_extra_loads_with_them_lifted(tmp_path: Path) -> None:
-    run = RunDir(_schema_1(tmp_path / "r", {"Video-MME": VMME.model_dump(mode="json")}))
+    run = RunDir(_schema_1(tmp_path / "r", {"Video-MME": VMME.recorded()}))
     m = run.manifest()
     assert m.schema_version == 1 and m.evalkit_version is None
     assert _dump(m.recorded_spec("Video-MME")) == _dump(VMME) and "specs" not in m.extra

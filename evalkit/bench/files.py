@@ -252,17 +252,47 @@ def read_rows(file: Path) -> list[tuple[str, Any]]:
     return out
 
 
-def iter_rows(spec: FileSpec, root: Path) -> Iterator[Row | Problem]:
-    """Rows of one file spec under ``root`` (a glob may match several files), or Problems."""
+def annotation_paths(spec: FileSpec, root: Path) -> list[Path]:
+    """The files one file spec reads under ``root`` (a glob may match several; where it
+    matches none, its ``or_else``'s); empty when none is there."""
+    paths = _own_paths(spec, root)
+    if paths or spec.or_else is None:
+        return paths
+    return annotation_paths(spec.or_else, root)
+
+
+def _own_paths(spec: FileSpec, root: Path) -> list[Path]:
     # The glob runs inside root, so brackets or stars in the root's own path are harmless.
     if glob.has_magic(spec.path):
         paths = sorted(root / p for p in glob.glob(spec.path, root_dir=root))
     else:
         paths = [root / spec.path]
-    if (not paths or not paths[0].exists()) and spec.or_else is not None:
+    return paths if paths and paths[0].exists() else []
+
+
+def annotation_digest(specs: Iterable[FileSpec], root: Path) -> str:
+    """A sha256 over the annotation files the file specs read under ``root`` (each file's
+    path relative to ``root`` and its bytes): two copies of a release hash alike exactly
+    when they hold the same annotations."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for fs in specs:
+        for path in annotation_paths(fs, root):
+            rel = path.relative_to(root).as_posix() if path.is_relative_to(root) else path.name
+            h.update(rel.encode() + b"\0")
+            with open(path, "rb") as f:
+                h.update(hashlib.file_digest(f, "sha256").digest())
+    return h.hexdigest()
+
+
+def iter_rows(spec: FileSpec, root: Path) -> Iterator[Row | Problem]:
+    """Rows of one file spec under ``root`` (a glob may match several files), or Problems."""
+    paths = _own_paths(spec, root)
+    if not paths and spec.or_else is not None:
         yield from iter_rows(spec.or_else, root)  # the release's other layout
         return
-    if not paths or not paths[0].exists():
+    if not paths:
         yield Problem(spec.path, None, None, f"annotation file not found under {root}")
         return
     for path in paths:

@@ -15,18 +15,36 @@ _STRICT = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
 
 
 class DataSource(BaseModel):
-    """Where the official release lives. Nothing is downloaded at run time: the user
-    fetches it (e.g. ``huggingface-cli download``) and passes the folder as ``--root``."""
+    """Where the official release lives. A release on the Hugging Face Hub is fetched on
+    first use (``evalkit bench fetch``, ``evalkit.hub``): the annotation files the spec
+    reads, then the media of the samples being run, loose or in ``archives``; a folder
+    given as ``--data-root`` (or ``local_path``) that holds the release is read as it is."""
 
     model_config = _STRICT
     hf_dataset: str | None = None
     """Hugging Face dataset id of the official release (``lmms-lab/Video-MME``)."""
     revision: str | None = None
-    """Pinned revision (commit hash or tag) of ``hf_dataset`` the spec was checked against."""
+    """Pinned revision (commit hash or tag) of ``hf_dataset`` the spec was checked against
+    (None: the commit current at the first fetch, recorded and used from then on)."""
     local_path: str | None = None
     """A default local folder holding the release (overridden by ``--root``)."""
     homepage: str | None = None
     """The benchmark's own page or repository, for the layout and licence."""
+    archives: list[str] = Field(default_factory=list)
+    """Globs over the release's files naming the archives that hold its media (zip, tar,
+    or a tar split in parts, ``videos.tar.part.*``); each is extracted once into a folder
+    of its own. Media not in an archive are fetched as loose files at the paths the spec
+    reads."""
+    media_elsewhere: str | None = None
+    """Where the media come from when the release on the Hub holds only the annotations
+    (YouTube ids, another site): said, with ``--video-root``, when they are missing."""
+    size: str | None = None
+    """The release's size as a public source documents it (``evalkit bench fetch --list``)."""
+    gated: bool = False
+    """The Hub asks each user to accept the release's terms before fetching its files."""
+    by_hand: str | None = None
+    """Why the release cannot be fetched as the spec reads it (its annotations live
+    elsewhere, or inside an archive the spec does not name): fetching it refuses with this."""
 
     @model_validator(mode="after")
     def _one_source(self) -> DataSource:

@@ -19,6 +19,7 @@ from typing import Any
 from evalkit.bench import answers
 from evalkit.bench.files import Loaded, Problems, Row, RowError, iter_rows, unique_id
 from evalkit.bench.layout import MediaPath
+from evalkit.bench.media_index import MediaIndex
 from evalkit.bench.spec import BenchmarkSpec
 from evalkit.errors import DataError, Problem
 from evalkit.registry import resolve_ref
@@ -45,14 +46,25 @@ class ValidationReport:
         return not self.problems.counts["error"]
 
 
-def load(spec: BenchmarkSpec, root: str | Path, *, check_media: bool = True) -> Loaded:
+def load(
+    spec: BenchmarkSpec,
+    root: str | Path,
+    *,
+    check_media: bool = True,
+    wanted: bool = False,
+    media_root: Path | None = None,
+) -> Loaded:
     """Samples of ``spec`` from the official layout under ``root``, with every problem.
 
     A bad row fails that row only: it is left out and named in ``.problems`` (file, row,
     field, reason). DataError only when nothing can be read at all: the root or an
-    annotation file is missing or unreadable, or not one row loads.
+    annotation file is missing or unreadable, or not one row loads. ``wanted`` (with
+    ``check_media=False``): a missing file the layout allows to be missing (``missing_ok``)
+    is named all the same (what a fetch must look for in the release). ``media_root``: where
+    the media paths are resolved, when not beside the annotations (a release of
+    annotations only whose videos were fetched elsewhere: ``--video-root``).
     """
-    out = _collect(spec, Path(root), check_media=check_media)
+    out = _collect(spec, Path(root), check_media=check_media, wanted=wanted, media_root=media_root)
     fatal = [p for p in out.invalid if p.row is None]
     if fatal or (not out and out.invalid):
         what = "files are missing or unreadable" if fatal else "not one row loaded"
@@ -133,6 +145,8 @@ def _collect(
     check_media: bool,
     keep: int | None = None,
     on_sample: Callable[[Sample], None] | None = None,
+    wanted: bool = False,
+    media_root: Path | None = None,
 ) -> Loaded:
     """Every row's fate; ``on_sample``, when given, gets each sample in place of the list
     (counted in ``streamed``, no ids set aside or sources kept)."""
@@ -150,7 +164,14 @@ def _collect(
                 continue
             out.rows += 1
             try:
-                sample = build_sample(spec, item, root, check_media=check_media, adapter=adapter)
+                sample = build_sample(
+                    spec,
+                    item,
+                    media_root or root,
+                    check_media=check_media,
+                    adapter=adapter,
+                    wanted=wanted,
+                )
             except RowError as exc:
                 out.problems.append(Problem(item.file, item.where, exc.field, exc.message))
                 # a bounded report (keep) has no use for the ids a run sets aside
@@ -372,6 +393,15 @@ def resolve_media(
         # A video may be a folder of frames (MVBench's episodic reasoning ships so).
         if c.is_file() or (what == "video" and c.is_dir()):
             return c, cands
+    # a fetched release: wherever its archives put the file (evalkit.bench.media_index)
+    index = MediaIndex.load(root)
+    hit = index.find(Path(os.path.relpath(c, root)).as_posix() for c in cands) if index else None
+    if hit is not None:
+        indexed = root / hit
+        # a file of an archive still being fetched while the run goes counts as found: the
+        # run waits for it (evalkit.hub.background)
+        there = indexed.is_file() or (index is not None and hit in index.pending)
+        return (indexed if there else None), [indexed, *cands]
     return None, cands
 
 
@@ -382,6 +412,7 @@ def _media(
     check: bool,
     start: float | None,
     end: float | None,
+    wanted: bool = False,
 ) -> tuple[list[Any], dict[str, Any]]:
     media: list[Any] = []
     extra: dict[str, Any] = {}
@@ -392,7 +423,7 @@ def _media(
         if found is None and not cands:
             continue
         if found is None:
-            if mp.missing_ok:
+            if mp.missing_ok and not wanted:
                 continue
             if check:
                 tried = ", ".join(os.path.relpath(c, root) for c in cands)
@@ -423,6 +454,7 @@ def build_sample(
     *,
     check_media: bool = True,
     adapter: Callable[..., Any] | None = None,
+    wanted: bool = False,
 ) -> Sample | None:
     """One row as a Sample (RowError names the field at fault); None when an adapter skips it.
 
@@ -446,7 +478,7 @@ def build_sample(
     if start is not None and end is not None and end <= start:
         raise RowError(m.end, f"segment end {end} is not after start {start}")
     fields = {name: _get(row, src) for name, src in m.fields.items()}
-    media, extra = _media(spec, row, root, check_media, start, end)
+    media, extra = _media(spec, row, root, check_media, start, end, wanted)
     data: dict[str, Any] = {
         "id": _sample_id(spec, row),
         "task_type": task_type,

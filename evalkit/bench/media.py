@@ -5,7 +5,7 @@ and said in one line (the count, the first paths, the folder searched)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +35,8 @@ class MissingMedia:
     """Missing files, kept or not."""
     known: dict[str, bool] = field(default_factory=dict, repr=False)
     """Path -> exists, so each file is looked at once."""
+    coming: Callable[[str], bool] | None = field(default=None, repr=False)
+    """Whether a file not there yet is on its way (an archive fetched while the run goes)."""
 
     def add(self, sample: Sample) -> None:
         """Check one more sample (``bench validate --data`` feeds them as rows are read)."""
@@ -42,7 +44,8 @@ class MissingMedia:
         gone = False
         for path in media_paths(sample):
             if path not in self.known:
-                self.known[path] = Path(path).exists()
+                there = Path(path).exists()
+                self.known[path] = there or (self.coming is not None and self.coming(path))
                 if not self.known[path]:
                     self.files += 1
                     if self.keep is None or len(self.paths) < self.keep:
@@ -60,11 +63,17 @@ class MissingMedia:
 
 
 def missing_media(
-    benchmark: str, samples: Iterable[Sample], searched: str, *, keep: int | None = None
+    benchmark: str,
+    samples: Iterable[Sample],
+    searched: str,
+    *,
+    keep: int | None = None,
+    coming: Callable[[str], bool] | None = None,
 ) -> MissingMedia:
     """Which of ``samples`` (read one at a time) name a video or image that does not exist
-    (one stat per file); ``keep``: the missing samples and paths kept (all are counted)."""
-    out = MissingMedia(benchmark, searched, keep=keep)
+    (one stat per file); ``keep``: the missing samples and paths kept (all are counted);
+    ``coming``: a file not there yet but on its way is not missing."""
+    out = MissingMedia(benchmark, searched, keep=keep, coming=coming)
     for s in samples:
         out.add(s)
     return out

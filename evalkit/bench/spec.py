@@ -20,6 +20,9 @@ from evalkit.video.types import FrameSpec, ImageSpec
 
 _STRICT = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
 
+FETCH_ONLY = ("archives", "media_elsewhere", "size", "gated", "by_hand")
+"""``DataSource`` fields that say how a release is fetched, not what is scored."""
+
 
 class OfficialPrompt(BaseModel):
     """The exact prompt a benchmark's official evaluation sends, pinned verbatim.
@@ -162,6 +165,9 @@ class ReferenceScore(BaseModel):
     """Frames, resolution and prompt the authors used, as they state them."""
     source: str
     """URL or paper table the number comes from (required)."""
+    data_commit: str | None = None
+    """The commit of ``data.hf_dataset`` the number was measured on, where its authors
+    say (``evalkit repro`` names a run that read another)."""
 
     @model_validator(mode="after")
     def _has_source(self) -> ReferenceScore:
@@ -305,6 +311,23 @@ class BenchmarkSpec(BaseModel):
                 f"{', '.join(missing)}: add one (or a '*' entry), or pin plain/thinking"
             )
         return self
+
+    def recorded(self) -> dict[str, Any]:
+        """The spec as a run records and hashes it (``spec_hash``, the manifest's specs):
+        its dump without the ``data`` fields that only say how the release is fetched
+        (:data:`FETCH_ONLY`) and the data commit a reference names (reports read the live
+        references): neither changes a result, and runs made before those fields existed
+        keep their fingerprint."""
+        out = self.model_dump(
+            mode="json",
+            exclude={"data": set(FETCH_ONLY), "references": {"__all__": {"data_commit"}}},
+        )
+        for override in out.get("variants", {}).values():  # a variant's own archives too
+            data = override.pop("data", None)
+            kept = {k: v for k, v in (data or {}).items() if k not in FETCH_ONLY}
+            if kept:
+                override["data"] = kept
+        return out
 
     def with_variant(self, variant: str | None) -> BenchmarkSpec:
         """This spec with the named variant's overrides applied (None = unchanged)."""

@@ -1,5 +1,6 @@
-"""``evalkit bench list | show NAME | validate NAME --root DIR | ids NAME --data-root DIR``:
-the pinned benchmark specs, a local copy's problems and its sample ids."""
+"""``evalkit bench list | show NAME | validate NAME [--root DIR] | ids NAME | fetch NAME |
+pin NAME``: the pinned benchmark specs, a copy's problems and sample ids, and releases
+fetched from the Hugging Face Hub (``evalkit.hub``)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from evalkit.bench.registry import registry
 from evalkit.bench.spec import BenchmarkSpec
 from evalkit.cli.checks import existing_dir, non_negative_int
+from evalkit.config import positive_int
 from evalkit.errors import ConfigError
 from evalkit.run.preflight import data_file
 
@@ -45,8 +47,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--data-root",
         dest="root",
         help="the downloaded official release (with NAME): its folder or the folder above "
-        "it, as evalkit run / score --data-root take it",
+        "it, as evalkit run / score --data-root take it (default: the release from the "
+        "Hub, fetched into EVALKIT_DATA on first use)",
     )
+    _no_fetch_flag(val)
     val.add_argument("--data", help="a unified JSON/JSONL file, as `evalkit run --data` reads it")
     val.add_argument("--video-root", help="where --data's media paths live (default: its folder)")
     val.add_argument("--decode", action="store_true", help="also decode every video")
@@ -59,6 +63,46 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     _media_flag(val)
     _ids_parser(sub)
+    _fetch_parser(sub)
+    pin = sub.add_parser(
+        "pin",
+        help="maintainers: write the commit of the snapshot fetched and validated into the spec",
+    )
+    pin.add_argument("name", help="benchmark name or alias")
+
+
+def _fetch_parser(sub: Any) -> None:
+    fetch = sub.add_parser(
+        "fetch",
+        help="fetch releases from the Hugging Face Hub into EVALKIT_DATA (--list: how each is)",
+    )
+    fetch.add_argument("names", nargs="?", help="NAME[,NAME...], each optionally NAME:VARIANT")
+    fetch.add_argument(
+        "--list",
+        action="store_true",
+        help="every benchmark: fetched whole, annotations only, or by hand, with source and size",
+    )
+    fetch.add_argument(
+        "--limit", type=positive_int, help="the media of the first N samples only (as run --limit)"
+    )
+    fetch.add_argument(
+        "--annotations-only",
+        action="store_true",
+        help="the annotation files only (what evalkit score and bench ids read)",
+    )
+    fetch.add_argument(
+        "--refresh",
+        action="store_true",
+        help="a spec that pins no revision: ask the Hub for its current commit again",
+    )
+
+
+def _no_fetch_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--no-fetch",
+        action="store_true",
+        help="never fetch from the Hub: a release not here already is an error",
+    )
 
 
 def _media_flag(val: argparse.ArgumentParser) -> None:
@@ -79,9 +123,10 @@ def _ids_parser(sub: Any) -> None:
         "--data-root",
         "--root",
         dest="root",
-        required=True,
-        help="the folder holding the release (or the folder above it, as evalkit run takes)",
+        help="the folder holding the release (or the folder above it, as evalkit run "
+        "takes; default: its annotations from the Hub, fetched on first use)",
     )
+    _no_fetch_flag(ids)
     ids.add_argument("--json", action="store_true", help="one JSON document instead of lines")
 
 
@@ -249,12 +294,14 @@ def _validate(args: argparse.Namespace) -> int:
             raise ConfigError("give NAME --root DIR or --data FILE, not both")
         data_file(args.data, as_bench="NAME: `evalkit bench validate {} --root DIR`")
         return _validate_data(args)
-    if not (args.name and args.root):
-        raise ConfigError("give NAME --root DIR, or --data FILE")
+    if not args.name:
+        raise ConfigError("give NAME [--root DIR], or --data FILE")
     from evalkit.bench.loader import validate
 
     spec = registry().get(args.name)
-    args.root = str(bench_root(spec, args.root, "--root"))
+    args.root = str(
+        bench_root(spec, args.root, "--root", media=not args.no_media, fetch=not args.no_fetch)
+    )
     keep = args.max_problems  # every problem counted; only those shown are kept
     report = (
         _no_media(spec, args)
@@ -274,15 +321,37 @@ def _validate(args: argparse.Namespace) -> int:
             "reasons_left_out": report.problems.left_out,
         }
         print(json.dumps({"benchmark": spec.label, **counts, **reasons}, indent=2))
+        if report.ok:
+            _mark_validated(Path(args.root), "annotations" if args.no_media else "media")
         return 0 if report.ok else 1
     print(f"{spec.label}: {report.valid} samples loaded from {args.root}")
     print(_counts_line(counts))
     _print_problems(report.problems, args.max_problems)
     if report.ok:
+        _mark_validated(Path(args.root), "annotations" if args.no_media else "media")
         print("no problems found" if not report.problems else "no invalid rows")
         return 0
     print(f"expected layout:\n{spec.layout}")
     return 1
+
+
+def _mark_validated(root: Path, what: str) -> None:
+    """A release fetched from the Hub records that it validated (``evalkit bench pin``)."""
+    from evalkit.hub.home import ReleaseState
+
+    state = ReleaseState.read(root)
+    if state is not None and state.validated != "media":
+        state.validated = what
+        state.write(root)
+
+
+def _pin(args: argparse.Namespace) -> int:
+    from evalkit.hub.pin import pin
+
+    spec = registry().get(args.name)
+    commit, path = pin(spec)
+    print(f"{spec.name}: data.revision pinned to {commit} in {path}")
+    return 0
 
 
 def _no_media(spec: BenchmarkSpec, args: argparse.Namespace) -> Any:
@@ -346,21 +415,33 @@ def _missing_json(m: Any) -> dict[str, Any]:
     }
 
 
-def bench_root(spec: BenchmarkSpec, root: str, flag: str = "--data-root") -> Path:
-    """The release folder ``root`` names: the benchmark's folder itself, or the folder
-    above it (``<root>/<name>``), found as ``evalkit run --data-root`` finds it."""
+def bench_root(
+    spec: BenchmarkSpec,
+    root: str | None,
+    flag: str = "--data-root",
+    *,
+    media: bool = True,
+    fetch: bool = True,
+) -> Path:
+    """The release folder ``root`` names (the benchmark's folder itself, or the folder
+    above it: ``<root>/<name>``), else its release from the Hub, found as ``evalkit run``
+    finds it (``media=False``: the annotations are all it needs)."""
     from evalkit.run.config import RunConfig
     from evalkit.run.plan import bench_root
 
-    existing_dir(root, flag)
-    return bench_root(RunConfig(model="-", bench=[spec.name], data_root=root), spec)
+    if root is not None:
+        existing_dir(root, flag)
+    cfg = RunConfig(model="-", bench=[spec.name], data_root=root, fetch=fetch)
+    return bench_root(cfg, spec, media=media)
 
 
 def _ids(args: argparse.Namespace) -> int:
     from evalkit.bench.loader import id_rule, load
 
     spec = registry().get(args.name)
-    loaded = load(spec, bench_root(spec, args.root), check_media=False)
+    loaded = load(
+        spec, bench_root(spec, args.root, media=False, fetch=not args.no_fetch), check_media=False
+    )
     if args.json:
         rows = [{"id": s.id, "fields": loaded.sources.get(s.id, {})} for s in loaded]
         doc = {"benchmark": spec.label, "rule": id_rule(spec), "samples": rows}
@@ -385,6 +466,36 @@ def _print_lines(lines: list[str]) -> None:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
+def _fetch(args: argparse.Namespace) -> int:
+    if args.list:
+        if args.names:
+            raise ConfigError("--list shows every benchmark: give no NAME with it")
+        from evalkit.hub.catalog import print_catalog
+
+        print_catalog(registry().specs())
+        return 0
+    if not args.names:
+        raise ConfigError("give NAME[,NAME...] to fetch (or --list)")
+    from evalkit.hub import Need, forget_commit, release_root
+
+    specs = [registry().get(name.strip()) for name in args.names.split(",") if name.strip()]
+    for spec in specs:
+        if args.refresh:
+            forget_commit(spec)
+        need = Need(media=not args.annotations_only, limit=args.limit)
+        folder = release_root(spec, need)
+        print(f"{spec.name}: {spec.data.hf_dataset}@{folder.name[:12]} in {folder}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     """Dispatch to the chosen action."""
-    return {"list": _list, "show": _show, "validate": _validate, "ids": _ids}[args.action](args)
+    actions = {
+        "list": _list,
+        "show": _show,
+        "validate": _validate,
+        "ids": _ids,
+        "fetch": _fetch,
+        "pin": _pin,
+    }
+    return actions[args.action](args)

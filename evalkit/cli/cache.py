@@ -121,7 +121,16 @@ def _video_args(p: argparse.ArgumentParser, required: bool = True) -> None:
         help="use this benchmark's pinned FrameSpec (as `evalkit run --bench NAME` does; "
         "FrameSpec flags override it) and, without VIDEO paths, its videos",
     )
-    p.add_argument("--data-root", help="folder with one sub-folder per benchmark (with --bench)")
+    p.add_argument(
+        "--data-root",
+        help="folder with one sub-folder per benchmark (with --bench; default: the release "
+        "from the Hub, fetched into EVALKIT_DATA on first use)",
+    )
+    p.add_argument(
+        "--no-fetch",
+        action="store_true",
+        help="never fetch from the Hub: a release not here already is an error",
+    )
     p.add_argument(
         "--model",
         help="checkpoint whose resize factor the run will use (as `evalkit run --model`)",
@@ -137,11 +146,16 @@ def _plan(args: argparse.Namespace) -> tuple[FrameSpec, list[Any]]:
         return model_from_args(args, FrameSpec), videos
     from evalkit.bench.registry import get_benchmark
     from evalkit.run.config import RunConfig
-    from evalkit.run.plan import model_factor, refs_of, resolve_benchmarks
+    from evalkit.run.plan import model_factor, model_source, refs_of, resolve_benchmarks
 
     base, _, variant = args.bench.partition(":")
-    cfg = RunConfig(model=args.model or "", bench=[args.bench], data_root=args.data_root)
-    factor = model_factor(cfg) if args.model else None
+    cfg = RunConfig(
+        model=args.model or "",
+        bench=[args.bench],
+        data_root=args.data_root,
+        fetch=not args.no_fetch,
+    )
+    factor = model_factor(model_source(cfg).path) if args.model else None
     spec = get_benchmark(base).with_variant(variant or None)
     if not videos and (args.data_root or spec.data.local_path or args.videos_required):
         (bench,) = resolve_benchmarks(cfg, factor)  # names the folders it tried if none

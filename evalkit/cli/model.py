@@ -1,4 +1,5 @@
-"""``evalkit model``: model utilities (``tiny``: build a tiny random Qwen-VL checkpoint)."""
+"""``evalkit model``: model utilities (``tiny``: build a tiny random Qwen-VL checkpoint;
+``fetch``: a model from the Hub into the local cache, as ``--model org/name`` loads it)."""
 
 from __future__ import annotations
 
@@ -20,10 +21,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="model family (default qwen2_5_vl)",
     )
     tiny.add_argument("--seed", type=int, default=0, help="weight seed (same seed, same bytes)")
+    fetch = sub.add_parser(
+        "fetch",
+        help="fetch a model from the Hugging Face Hub into its cache (what --model ID loads)",
+    )
+    fetch.add_argument("model", help="hub id org/name[@revision]")
 
 
 def run(args: argparse.Namespace) -> int:
-    """Build the requested model."""
+    """Build the requested model, or fetch one."""
+    if args.action == "fetch":
+        from evalkit.hub.models import model_from_hub
+
+        found = model_from_hub(args.model)
+        print(f"{args.model}: {found.repo_id}@{found.commit[:12]} in {found.path}")
+        return 0
     from evalkit.cli.checks import output_dir
     from evalkit.tiny_checkpoint import build_tiny_model
 

@@ -86,6 +86,10 @@ def run(args: argparse.Namespace) -> int:
                 f"{v.samples_in_benchmark} samples; its score is over that slice, the "
                 "reference over the whole benchmark"
             )
+    for v in results:  # the data a reference was measured on, where it says
+        for said in dict.fromkeys(d for c in v.checks for d in c.settings_diff):
+            if said.startswith("data commit"):
+                print(f"data differs: {v.benchmark} read {said}")
     checked = [v for v in results if v.checks]
     ok = bool(checked) and not failing
     if args.json:

@@ -86,7 +86,7 @@ _GROUPS = {
         "ray_connect_timeout_s",
     ),
 }
-_FIRST = ("bench", "model", "data", "video_root", "data_root", "allow_missing")
+_FIRST = ("bench", "model", "data", "video_root", "data_root", "allow_missing", "fetch")
 
 
 def _extra() -> dict[str, dict[str, Any]]:

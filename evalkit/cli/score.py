@@ -92,7 +92,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="benchmark name or alias (NAME or NAME:VARIANT), several comma-separated, or "
         "NAME:all for every variant its cross-variant headline combines (TempCompass:all)",
     )
-    p.add_argument("--data-root", help="folder holding the benchmark's official layout")
+    p.add_argument(
+        "--data-root",
+        help="folder holding the benchmark's official layout (default: its annotations "
+        "from the Hub, fetched into EVALKIT_DATA on first use)",
+    )
+    p.add_argument(
+        "--no-fetch",
+        action="store_true",
+        help="never fetch from the Hub: annotations not here already are an error",
+    )
     p.add_argument("--data", help="a unified JSON/JSONL file scored as an ad-hoc benchmark")
     p.add_argument("--video-root", help="folder of the ad-hoc file's relative media paths")
     p.add_argument(
@@ -176,6 +185,7 @@ def run(args: argparse.Namespace) -> int:
         force=args.force,
         rule=args.rule,
         judge=judge,
+        no_fetch=args.no_fetch,
     )
     for result in results:
         _print_result(result)
@@ -244,6 +254,7 @@ def score_predictions(
     rule: Literal["official", "official+judge", "evalkit"] | None = None,
     judge: JudgeConfig | None = None,
     judge_engine: Engine | None = None,
+    no_fetch: bool = False,
 ) -> list[ScoreResult]:
     """Score predictions files for one or more benchmarks (variants) into one run
     directory, one results store per benchmark variant (see the module)."""
@@ -276,6 +287,7 @@ def score_predictions(
         run_id=run_id,
         judge=judge,
         rule=rule,
+        fetch=not no_fetch,
     )
     loaded = [_benchmark(cfg, name) for name in cfg.bench] if bench else _data_benchmarks(cfg)
     benches = [b for b, _ in loaded]
@@ -509,13 +521,16 @@ def _benchmark(cfg: RunConfig, name: str | None = None) -> tuple[BenchRun, Loade
     and what the loader found (the row fields of each id, the rows set aside)."""
     from evalkit.bench.loader import load
     from evalkit.bench.registry import get_benchmark
-    from evalkit.run.plan import bench_root, bench_run
+    from evalkit.run.plan import bench_root, bench_run, provenance
 
     spec = get_benchmark(name or cfg.bench[0])  # NAME:VARIANT; unknown: RegistryError
-    samples = load(spec, bench_root(cfg, spec), check_media=False)
+    root = bench_root(cfg, spec, media=False)
+    samples = load(spec, root, check_media=False)
     # as evalkit run plans it: the variant pinned or asked (its pre-filled answer start
     # reaches the rules), the samples the data holds, NAME:VARIANT its own store
-    return bench_run(cfg, spec, samples, None), samples
+    run = bench_run(cfg, spec, samples, None)
+    run.data = provenance(spec, root)
+    return run, samples
 
 
 def _data_benchmarks(cfg: RunConfig) -> list[tuple[BenchRun, Loaded]]:
@@ -560,6 +575,7 @@ def _manifest(
         specs={b.name: b.spec for b in benches},
         data_benchmarks={b.name: b.data_info for b in benches if b.data_info},
         benchmark_samples={b.name: b.available for b in benches if b.available is not None},
+        data={b.name: b.data for b in benches if b.data is not None},
     )
 
 

@@ -62,6 +62,7 @@ def make_builder(
         miss_pool=pool,
         max_prompt_tokens=getattr(engine, "max_model_len", None),
         frame_log=frame_log,
+        media_gate=bench.media_gate,
     )
 
 
@@ -77,7 +78,7 @@ def make_engine(plan: RunPlan) -> Engine:
     way other harnesses run it). A backend that fails to start is an EngineStartError
     with its words in one line (its cause, with the traceback, chained)."""
     try:
-        return build_sized(plan.engine, plan.config.model, plan.engine_options)
+        return build_sized(plan.engine, model_here(plan), plan.engine_options)
     except EvalkitError:
         raise
     except Exception as exc:
@@ -103,6 +104,42 @@ def build_sized(
             dtype = str(getattr(engine_config(engine, model, options), "dtype", "auto"))
             options = fit(options, checkpoint_bytes(model, dtype), opt_flag=opt_flag)
     return build(engine, model, options)
+
+
+def model_here(plan: RunPlan) -> str:
+    """The model's folder on this machine: a model from the Hub is fetched here too when
+    this node of a cluster does not have the commit the plan was made with."""
+    model = plan.model
+    if model.revision is None or Path(model.path).is_dir():
+        return model.path
+    from evalkit.hub.models import hub_id, model_from_hub
+
+    parsed = hub_id(plan.config.model)
+    assert parsed is not None  # a revision is recorded only for hub ids
+    return str(model_from_hub(f"{parsed[0]}@{model.revision}", fetch=plan.config.fetch).path)
+
+
+def data_here(plan: RunPlan) -> None:
+    """Every release the plan read from the Hub, on this machine too: a node of a cluster
+    that lacks one fetches it (the media of the samples run; one fetch per node, the
+    others wait on its lock, and none where ``EVALKIT_DATA`` is a folder they share)."""
+    from evalkit.bench.media import media_paths
+    from evalkit.hub import Need, release_root
+
+    for bench in plan.benches:
+        data = bench.data
+        if data is None or data.commit is None:
+            continue
+        if all(Path(p).exists() for s in bench.samples for p in media_paths(s)):
+            continue
+        need = Need(limit=plan.config.limit)
+        here = release_root(bench.spec, need, fetch=plan.config.fetch)
+        if here != Path(data.root):
+            raise EvalkitError(
+                f"{bench.name}: this node keeps its releases in {here.parent.parent}, the "
+                f"driver in {Path(data.root).parent.parent}: give every node the same "
+                "EVALKIT_DATA (a shared folder fetches once for all)"
+            )
 
 
 @contextlib.asynccontextmanager

@@ -175,6 +175,10 @@ class RunConfig(BaseModel):
     allow_missing: bool = False
     """Run the samples whose media exist and record the others as failed (default: a
     missing video or image stops the run before any engine starts)."""
+    fetch: bool = True
+    """Fetch from the Hugging Face Hub on first use what is not here: a benchmark's release
+    (into EVALKIT_DATA), a model given by hub id. --no-fetch never asks the Hub: what is
+    missing is an error naming the command that fetches it (as with HF_HUB_OFFLINE=1)."""
 
     @model_validator(mode="after")
     def _judge_rule_needs_a_judge(self) -> RunConfig:

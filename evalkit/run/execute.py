@@ -84,7 +84,8 @@ async def aexecute(
 
     if isinstance(run, RunConfig):
         check_run(run, engine_given=engine is not None)  # before any run directory exists
-        run = plan_run(run)
+        # the archives of a release fetched from the Hub come while the engine starts
+        run = plan_run(run, background=True)
     cfg = run.config
     missing = media_preflight(cfg, run.benches)  # before the run directory and the engine
     with open_run(run, run_path(cfg), missing=missing, on_open=on_open) as opened:

@@ -17,7 +17,13 @@ from evalkit.engines.base import SamplingParams
 from evalkit.errors import ConfigError, Problem
 from evalkit.generation import describe as describe_sampling
 from evalkit.generation import sampling_for
-from evalkit.manifest import BenchmarkSettings, ResultConfig, RunManifest, hash_json
+from evalkit.manifest import (
+    BenchmarkSettings,
+    DataProvenance,
+    ResultConfig,
+    RunManifest,
+    hash_json,
+)
 from evalkit.prompts import PromptPlan
 from evalkit.run.config import JudgeConfig, RunConfig
 from evalkit.rundir import RunDir, hash_path
@@ -27,6 +33,7 @@ from evalkit.video.types import FrameSpec
 if TYPE_CHECKING:
     from evalkit.bench.spec import BenchmarkSpec
     from evalkit.bench.unified_known import DataBench
+    from evalkit.hub.background import Prefetch
 
 
 @dataclass
@@ -49,6 +56,22 @@ class BenchRun:
     slice, which ``evalkit repro`` says)."""
     media_root: str | None = None
     """The folder its media paths were resolved under (named when media are missing)."""
+    data: DataProvenance | None = None
+    """Which data it read (the release and commit, a hash of its annotation files)."""
+    media_gate: Prefetch | None = None
+    """Archives of its release still being fetched while the run goes (its samples wait
+    for theirs); None when every file is in place. Never set on a plan sent to replicas."""
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """The model as an engine loads it: ``--model`` itself (a folder, a served name), or
+    the snapshot of a hub id (``org/name[@revision]``) fetched into the local cache."""
+
+    path: str
+    """What the engine is built from."""
+    revision: str | None = None
+    """The commit of a model from the Hub (part of the run's identity); None otherwise."""
 
 
 @dataclass
@@ -67,6 +90,8 @@ class RunPlan:
     """The backend's settings, as given."""
     manifest: RunManifest
     """What the run directory records (``config.json``): the result config and fingerprint."""
+    model: ModelSource = field(default_factory=lambda: ModelSource(""))
+    """Where the model's files are (a hub id's snapshot in the local cache)."""
     id: str = ""
     """Which plan of a process this is (records and batches name it); the fingerprint
     unless the caller names it (several plans may then share one engine)."""
@@ -74,6 +99,8 @@ class RunPlan:
     def __post_init__(self) -> None:
         if not self.id:
             self.id = self.fingerprint
+        if not self.model.path:
+            self.model = ModelSource(self.config.model)
 
     @property
     def fingerprint(self) -> str:
@@ -92,30 +119,47 @@ class RunPlan:
         return [b.name for b in self.benches]
 
 
-def plan_run(cfg: RunConfig, *, check_media: bool = False) -> RunPlan:
+def plan_run(cfg: RunConfig, *, check_media: bool = False, background: bool = False) -> RunPlan:
     """Resolve ``cfg`` once: the benchmarks (specs, samples, invalid rows, media roots),
     each one's frame spec (the model's resize factor applied), sampling and prompt plan,
     the engine, and the manifest with the fingerprint. Rows whose media are missing are
     kept (``check_media=False``): the run's preflight names them all at once, or records
-    them failed under ``--allow-missing``."""
-    factor = model_factor(cfg) if reads_local_checkpoint(cfg.engine) else None
-    return plan_of(cfg, resolve_benchmarks(cfg, factor, check_media=check_media))
+    them failed under ``--allow-missing``. ``background``: the archives of a release
+    fetched from the Hub come while the run goes (``BenchRun.media_gate``)."""
+    model = model_source(cfg)  # a hub id is fetched here, before any engine starts
+    factor = model_factor(model.path) if reads_local_checkpoint(cfg.engine) else None
+    benches = resolve_benchmarks(cfg, factor, check_media=check_media, background=background)
+    return plan_of(cfg, benches, model)
 
 
-def plan_of(cfg: RunConfig, benches: list[BenchRun]) -> RunPlan:
+def model_source(cfg: RunConfig) -> ModelSource:
+    """Where ``cfg``'s model is: a hub id (``org/name[@revision]``) of an engine that loads
+    checkpoints is fetched into the local Hugging Face cache (unless ``--no-fetch``); a
+    folder, or a served model's name, is itself."""
+    from evalkit.hub.models import hub_id, model_from_hub
+
+    if not reads_local_checkpoint(cfg.engine) or hub_id(cfg.model) is None:
+        return ModelSource(cfg.model)
+    found = model_from_hub(cfg.model, fetch=cfg.fetch)
+    return ModelSource(str(found.path), found.commit)
+
+
+def plan_of(cfg: RunConfig, benches: list[BenchRun], model: ModelSource | None = None) -> RunPlan:
     """The plan of ``cfg`` running ``benches`` (resolved by :func:`plan_run`, or made by
     hand by a caller that brings its own samples: ``evalkit.testing.runs``)."""
+    model = model or ModelSource(cfg.model)
     return RunPlan(
         config=cfg,
         benches=benches,
         engine=engine_for_mode(cfg.engine, cfg.mode),
         engine_options=dict(cfg.engine_options),
-        manifest=run_manifest(cfg, benches),
+        manifest=run_manifest(cfg, benches, model),
+        model=model,
     )
 
 
 def resolve_benchmarks(
-    cfg: RunConfig, factor: int | None, *, check_media: bool = True
+    cfg: RunConfig, factor: int | None, *, check_media: bool = True, background: bool = False
 ) -> list[BenchRun]:
     """Load every requested benchmark's spec and samples. ``check_media=False`` keeps the
     rows whose media are missing (a run's preflight then names them all at once, or
@@ -127,12 +171,17 @@ def resolve_benchmarks(
     recorded = _resumed_names(cfg)
     for name in cfg.bench:
         spec = get_benchmark(name)  # NAME:VARIANT; an unknown variant is a RegistryError
-        root = bench_root(cfg, spec)
-        loaded = load(spec, root, check_media=check_media)
-        runs.append(bench_run(cfg, spec, loaded, factor, problems=loaded.problems))
-        runs[-1].media_root = str(root)
+        root, gate = locate(cfg, spec, background=background)
+        # a release of annotations only: its videos in --video-root, as its layout names them
+        media = Path(cfg.video_root) if cfg.video_root and spec.data.media_elsewhere else None
+        loaded = load(spec, root, check_media=check_media, media_root=media)
+        run = bench_run(cfg, spec, loaded, factor, problems=loaded.problems)
+        run.media_root, run.data, run.media_gate = str(media or root), provenance(spec, root), gate
+        if gate is not None:  # those whose media are here first, then archive by archive
+            run.samples.sort(key=gate.rank)
         if spec.variant and spec.name in recorded and spec.label not in recorded:
-            runs[-1].name = spec.name  # a run written before variants were NAME:VARIANT
+            run.name = spec.name  # a run written before variants were NAME:VARIANT
+        runs.append(run)
     if cfg.data:
         runs += data_bench_runs(cfg, factor)
     if not runs:
@@ -166,8 +215,31 @@ def data_bench_pairs(cfg: RunConfig, factor: int | None) -> list[tuple[BenchRun,
         run = bench_run(cfg, db.spec, db.samples, factor, problems=db.problems)
         run.name, run.data_info = db.name, db.info(Path(cfg.data))
         run.media_root = str(Path(cfg.video_root or Path(cfg.data).parent))
+        run.data = DataProvenance(annotations=_file_digest(Path(cfg.data)), root=cfg.data)
         out.append((run, db))
     return out
+
+
+def provenance(spec: BenchmarkSpec, root: Path) -> DataProvenance:
+    """What ``spec``'s data under ``root`` is: a release fetched from the Hub names its
+    dataset and commit (``evalkit.hub``); a copy given by hand, its folder."""
+    from evalkit.bench.files import annotation_digest
+    from evalkit.hub.home import ReleaseState
+
+    state = ReleaseState.read(root)
+    return DataProvenance(
+        dataset=state.dataset if state else None,
+        commit=state.commit if state else None,
+        annotations=annotation_digest(spec.files, root),
+        root=str(root),
+    )
+
+
+def _file_digest(path: Path) -> str:
+    import hashlib
+
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def bench_run(
@@ -192,23 +264,54 @@ def bench_run(
     )
 
 
-def bench_root(cfg: RunConfig, spec: BenchmarkSpec) -> Path:
-    """The folder holding ``spec``'s local copy (under ``--data-root`` or the spec's own
-    ``data.local_path``); ConfigError naming every folder tried."""
-    candidates = []
+def bench_root(cfg: RunConfig, spec: BenchmarkSpec, *, media: bool = True) -> Path:
+    """The folder holding ``spec``'s local copy (see :func:`locate`)."""
+    return locate(cfg, spec, media=media)[0]
+
+
+def locate(
+    cfg: RunConfig, spec: BenchmarkSpec, *, media: bool = True, background: bool = False
+) -> tuple[Path, Prefetch | None]:
+    """The folder holding ``spec``'s local copy: under ``--data-root`` or the spec's own
+    ``data.local_path`` where one holds its annotation files, else its release fetched from
+    the Hub into ``EVALKIT_DATA`` (the media of the first ``--limit`` samples with it, or
+    of all; ``media=False``: the annotations only; ``background``: its zips while the run
+    goes, the returned Prefetch). ConfigError naming every folder tried and, where
+    fetching is off, the command that fetches it."""
+    from evalkit.bench.files import annotation_paths
+
+    tried: list[Path] = []
     if cfg.data_root:
-        candidates += [Path(cfg.data_root) / spec.name, Path(cfg.data_root) / spec.key]
-        if len(cfg.bench) == 1:
-            candidates.append(Path(cfg.data_root))
+        for cand in (Path(cfg.data_root) / spec.name, Path(cfg.data_root) / spec.key):
+            tried.append(cand)
+            if cand.is_dir():  # a folder named for the benchmark: read as it is
+                return cand, None
+        root = Path(cfg.data_root)
+        if len(cfg.bench) == 1:  # one benchmark: --data-root may be its folder itself
+            tried.append(root)
+            holds = all(annotation_paths(fs, root) for fs in spec.files)
+            fetchable = spec.data.hf_dataset and not spec.data.by_hand
+            if root.is_dir() and (holds or not fetchable):
+                return root, None  # (a copy by hand lacking a file: the loader names it)
     if spec.data.local_path:
-        candidates.append(Path(spec.data.local_path).expanduser())
-    for cand in candidates:
-        if cand.is_dir():
-            return cand
-    tried = ", ".join(str(c) for c in candidates) or "nothing (no --data-root given)"
+        tried.append(Path(spec.data.local_path).expanduser())
+        if tried[-1].is_dir():
+            return tried[-1], None
+    where = ", ".join(str(c) for c in tried) or "nothing (no --data-root given)"
+    if spec.data.hf_dataset and not spec.data.by_hand:
+        from evalkit.hub import FetchDisabled, Need, open_release, release_root
+
+        need = Need(media=media, limit=cfg.limit)
+        try:
+            if background and media:
+                return open_release(spec, need, fetch=cfg.fetch)
+            return release_root(spec, need, fetch=cfg.fetch), None
+        except FetchDisabled as exc:
+            raise FetchDisabled(f"{exc} (no local copy found: tried {where})") from None
+    why = spec.data.by_hand or "its release is not on the Hugging Face Hub"
     raise ConfigError(
-        f"{spec.name}: no local copy found (tried {tried}); download the official release "
-        f"and pass --data-root DIR holding a '{spec.name}' folder (`evalkit bench show "
+        f"{spec.name}: no local copy found (tried {where}); {why}: lay it out by hand and "
+        f"pass --data-root DIR holding a '{spec.name}' folder (`evalkit bench show "
         f"{spec.name}` prints the expected layout)"
     )
 
@@ -221,33 +324,39 @@ def _frame_spec(cfg: RunConfig, pinned: FrameSpec, factor: int | None) -> FrameS
     return spec
 
 
-def model_factor(cfg: RunConfig) -> int | None:
+def model_factor(model: str) -> int | None:
     """The resize factor of the model's family, when the model is a local checkpoint."""
-    if not Path(cfg.model).is_dir():
+    if not Path(model).is_dir():
         return None
     from evalkit.engines.family import detect_family
 
-    return detect_family(cfg.model).factor
+    return detect_family(model).factor
 
 
-def result_config(cfg: RunConfig, benches: list[BenchRun]) -> ResultConfig:
+def result_config(
+    cfg: RunConfig, benches: list[BenchRun], model: ModelSource | None = None
+) -> ResultConfig:
     """The part of the configuration that can change a result (the run's fingerprint).
-    Only the keys set here are hashed (``ResultConfig.dump``): ``rule`` and
-    ``frame_cache`` are left unset at their defaults, as runs made before them hashed."""
+    Only the keys set here are hashed (``ResultConfig.dump``): ``rule``, ``frame_cache``
+    and ``model_revision`` are left unset at their defaults, as runs made before them
+    hashed."""
+    model = model or ModelSource(cfg.model)
     optional: dict[str, Any] = {"rule": cfg.rule} if cfg.rule else {}
+    if model.revision:
+        optional["model_revision"] = model.revision
     optional.update(
         fingerprint_settings(cfg.cache_identity, cfg.cache_codec, cfg.cache_jpeg_quality)
     )
     return ResultConfig(
         model=cfg.model,
-        model_hash=hash_path(cfg.model),
+        model_hash=hash_path(model.path),
         engine=cfg.engine,
         engine_options=_result_engine_options(cfg.engine, cfg.engine_options),
         variant=cfg.variant,
         judge=_result_judge(cfg.judge),
         benchmarks={
             b.name: BenchmarkSettings(
-                spec_hash=hash_json(b.spec.model_dump(mode="json")),
+                spec_hash=hash_json(b.spec.recorded()),
                 frames=b.frame_spec.model_dump(mode="json"),
                 **b.prompt.describe(b.spec.task_types),
                 **describe_sampling(b.sampling),
@@ -276,16 +385,20 @@ def _result_judge(jc: JudgeConfig | None) -> dict[str, Any] | None:
     return jc.model_dump(mode="json", exclude=set(throughput_only_fields(JudgeConfig)))
 
 
-def run_manifest(cfg: RunConfig, benches: list[BenchRun]) -> RunManifest:
+def run_manifest(
+    cfg: RunConfig, benches: list[BenchRun], model: ModelSource | None = None
+) -> RunManifest:
     """The run's manifest: result config (the fingerprint), settings, specs as run."""
-    extra = cfg.model_dump(mode="json", exclude={"resume", "force", "retry_failed"})
+    # how the run was started, not what it is: never compared on resume
+    extra = cfg.model_dump(mode="json", exclude={"resume", "force", "retry_failed", "fetch"})
     return RunManifest.build(
-        result_config(cfg, benches),
+        result_config(cfg, benches, model),
         extra,
         # the specs as run, so reports aggregate by the rules in force (ad-hoc sets included)
         specs={b.name: b.spec for b in benches},
         data_benchmarks={b.name: b.data_info for b in benches if b.data_info},
         benchmark_samples={b.name: b.available for b in benches if b.available is not None},
+        data={b.name: b.data for b in benches if b.data is not None},
     )
 
 

@@ -36,7 +36,7 @@ def check_run(cfg: RunConfig, engine_given: bool = False, probe: bool = True) ->
     if cfg.on_ray and cfg.mode == "sync":
         raise ConfigError("--mode sync is the single-engine baseline; drop --replicas for it")
     if not engine_given:
-        check_model(cfg.model, cfg.engine)
+        check_model(cfg.model, cfg.engine, fetch=cfg.fetch)
         check_engine_options(engine_for_mode(cfg.engine, cfg.mode), cfg)
         if probe and not cfg.resume:  # a resumed run asks once it has samples left to run
             probe_served(cfg)
@@ -75,9 +75,10 @@ def check_plugins() -> None:
         raise PluginError(f"a run needs every plug-in it may use; {len(found)} not loaded: {said}")
 
 
-def check_model(model: str, engine: str) -> None:
-    """A local checkpoint folder (with config.json) or a hub id already in the local
-    Hugging Face cache; the openai engine takes a served model name, unchecked."""
+def check_model(model: str, engine: str, *, fetch: bool = True) -> None:
+    """A local checkpoint folder (with config.json) or a hub id (``org/name[@revision]``,
+    fetched before the engine starts: without ``fetch``, or under HF_HUB_OFFLINE, it must
+    be in the local Hugging Face cache); the openai engine takes a served name, unchecked."""
     if not reads_local_checkpoint(engine):
         return
     path = Path(model).expanduser()
@@ -92,12 +93,16 @@ def check_model(model: str, engine: str) -> None:
         raise ConfigError(
             f"--model {model}: is a file; give the checkpoint folder (the one holding config.json)"
         )
-    if _looks_like_path(model) or not _in_hub_cache(model):
+    from evalkit.hub import hub_offline
+    from evalkit.hub.models import hub_id, model_from_hub
+
+    if hub_id(model) is None:
         raise ConfigError(
-            f"--model {model}: no such checkpoint folder (and not a model in the local "
-            "Hugging Face cache); check the path, or download the model first "
-            f"(`huggingface-cli download {model} --local-dir DIR`) and pass --model DIR"
+            f"--model {model}: no such checkpoint folder (and not a hub id org/name[@revision]); "
+            "check the path"
         )
+    if not fetch or hub_offline():
+        model_from_hub(model, fetch=False)  # in the cache, or one line naming the fetch
 
 
 def probe_served(cfg: RunConfig, *, judge_only: bool = False) -> None:
@@ -119,23 +124,6 @@ def probe_served(cfg: RunConfig, *, judge_only: bool = False) -> None:
             flag="--judge-engine",
             opt_flag="--judge-opt",
         )
-
-
-def _looks_like_path(model: str) -> bool:
-    # a hub id is "name" or "org/name"; anything else can only be meant as a folder
-    return model.startswith((".", "/", "~")) or model.count("/") > 1 or os.sep + os.sep in model
-
-
-def _in_hub_cache(repo_id: str) -> bool:
-    try:
-        from huggingface_hub import try_to_load_from_cache
-    except ImportError:
-        return False
-    try:
-        found = try_to_load_from_cache(repo_id, "config.json")
-    except ValueError:  # not a valid repo id
-        return False
-    return isinstance(found, str)
 
 
 def check_engine_options(name: str, cfg: RunConfig) -> None:
@@ -204,7 +192,15 @@ def media_preflight(cfg: RunConfig, benches: list[BenchRun]) -> dict[str, Missin
     """Resolve every sample's media of ``benches`` before any engine starts:
     ConfigError when some are missing (unless ``cfg.allow_missing``); the missing ones
     per benchmark otherwise."""
-    found = {b.name: missing_media(b.name, b.samples, b.media_root or ".") for b in benches}
+    found = {
+        b.name: missing_media(
+            b.name,
+            b.samples,
+            b.media_root or ".",
+            coming=b.media_gate.expects if b.media_gate is not None else None,
+        )
+        for b in benches
+    }
     check_media(list(found.values()), allow_missing=cfg.allow_missing)
     return {name: m for name, m in found.items() if m.missing}
 

@@ -134,9 +134,11 @@ class Replica:
     async def _setup(self) -> _Parts:
         from evalkit.engines.lifecycle import close_engine
         from evalkit.engines.logs import quiet_engine_logs
-        from evalkit.run.components import judge_for, make_cache, make_engine, miss_pool
+        from evalkit.run.components import data_here, judge_for, make_cache, make_engine, miss_pool
 
         quiet_engine_logs()  # the driver's console shows progress, not engine start-up logs
+        for h in self._held:  # a node that lacks a release fetches it (once per node: locked)
+            data_here(h.plan)
         held = self._held[0]  # the engine, judge and cache of the first run (alike in all)
         cfg = held.plan.config
         engine = make_engine(_inside_actor(held.plan))

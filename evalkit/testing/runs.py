@@ -9,10 +9,12 @@ samples' outcomes are scripted (``Rec``), never the shape of the directory.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from evalkit.manifest import DataProvenance
 from evalkit.records import SampleRecord, failed_record, ok_record
 from evalkit.rundir import RunDir
 from evalkit.sample import Sample
@@ -99,13 +101,15 @@ def write_run(
     prompt_variant: str | None = "plain",
     frames: dict[str, Any] | None = None,
     max_tokens: int | None = None,
+    data: dict[str, DataProvenance] | None = None,
 ) -> Path:
     """A run directory with one store per benchmark (registry names or ad-hoc names).
 
     ``frames`` overrides the spec's pinned frame settings, ``variant`` picks a spec variant
     (``--bench NAME:VARIANT``), ``prompt_variant`` is ``--variant`` (None: each spec's
-    pinned one), ``max_tokens`` is ``--max-tokens``. A name the registry does not know is an
-    ad-hoc ``--data`` file of that stem (rows of no known benchmark: a pooled mean).
+    pinned one), ``max_tokens`` is ``--max-tokens``, ``data`` the data each benchmark read
+    (as the run's plan records it). A name the registry does not know is an ad-hoc
+    ``--data`` file of that stem (rows of no known benchmark: a pooled mean).
     """
     run, fp, names = open_run(
         path,
@@ -116,6 +120,7 @@ def write_run(
         frames=frames,
         max_tokens=max_tokens,
         samples={name: [sample_of(r, name) for r in recs] for name, recs in benches.items()},
+        data=data,
     )
     for recs, stored in zip(benches.values(), names, strict=True):
         with run.store(stored) as store:
@@ -134,6 +139,7 @@ def open_run(
     frames: dict[str, Any] | None = None,
     max_tokens: int | None = None,
     samples: dict[str, list[Sample]] | None = None,
+    data: dict[str, DataProvenance] | None = None,
 ) -> tuple[RunDir, str, list[str]]:
     """Open the run as ``evalkit run`` would (``evalkit.run.open.open_run``); returns (run,
     fingerprint, the benchmarks' names in the run)."""
@@ -167,6 +173,9 @@ def open_run(
             runs.append(bench_run(cfg, spec, given, None))
         else:
             runs.append(_adhoc(cfg, path, name, given))
+        # what a run records of the data it read: here, nothing was read
+        empty = DataProvenance(annotations=hashlib.sha256().hexdigest(), root=str(path.parent))
+        runs[-1].data = (data or {}).get(name, empty)
     with open_run(plan_of(cfg, runs), path) as opened:
         return opened.dir, opened.fingerprint, [b.name for b in runs]
 
