@@ -96,12 +96,14 @@ class RunLock:
         self.path = self.run_path / LOCK_NAME
         self._fd = -1
         self._made_dir = False
+        self._made: list[Path] = []  # the folders acquire() made, deepest first
         self.stale: dict[str, Any] | None = None
         """The owner line of a dead holder this lock took over (for a warning)."""
 
     def acquire(self) -> RunLock:
         """Take the lock now or raise :class:`RunLockedError` naming the holder."""
-        self._made_dir = not self.run_path.exists()
+        self._made = _missing_ancestors(self.run_path)
+        self._made_dir = bool(self._made)
         self.run_path.mkdir(parents=True, exist_ok=True)
         fd = self._lock_file()
         try:
@@ -176,13 +178,23 @@ class RunLock:
         if self._made_dir and [p.name for p in self.run_path.iterdir()] == [LOCK_NAME]:
             self.path.unlink(missing_ok=True)
             with contextlib.suppress(OSError):  # another process got in meanwhile
-                self.run_path.rmdir()
+                for folder in self._made:  # the run directory, then the parents made for it
+                    folder.rmdir()
 
     def __enter__(self) -> RunLock:
         return self.acquire()
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def _missing_ancestors(path: Path) -> list[Path]:
+    """``path`` and those of its parents that do not exist yet, deepest first."""
+    missing = []
+    while not path.exists() and path != path.parent:
+        missing.append(path)
+        path = path.parent
+    return missing
 
 
 def _holder(fd: int, wait_s: float = 2.0) -> dict[str, Any]:
