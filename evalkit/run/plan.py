@@ -14,7 +14,8 @@ from evalkit.cache.key import fingerprint_settings
 from evalkit.config import throughput_only_fields
 from evalkit.engines import engine_for_mode, reads_local_checkpoint
 from evalkit.engines.base import SamplingParams
-from evalkit.errors import ConfigError, Problem
+from evalkit.engines.family import ModelFamily, run_family
+from evalkit.errors import ConfigError, EvalkitError, Problem
 from evalkit.generation import describe as describe_sampling
 from evalkit.generation import sampling_for
 from evalkit.manifest import BenchmarkSettings, ResultConfig, RunManifest, hash_json
@@ -48,6 +49,9 @@ class BenchRun:
     slice, which ``evalkit repro`` says)."""
     media_root: str | None = None
     """The folder its media paths were resolved under (named when media are missing)."""
+    frames_from: dict[str, str] = field(default_factory=dict)
+    """Which source gave its frame settings (``frames``/``pixels``: benchmark, family,
+    model or flags); empty when the model's family is not known (a served model)."""
 
 
 @dataclass
@@ -97,11 +101,11 @@ def plan_run(cfg: RunConfig, *, check_media: bool = False) -> RunPlan:
     the engine, and the manifest with the fingerprint. Rows whose media are missing are
     kept (``check_media=False``): the run's preflight names them all at once, or records
     them failed under ``--allow-missing``."""
-    factor = model_factor(cfg) if reads_local_checkpoint(cfg.engine) else None
-    return plan_of(cfg, resolve_benchmarks(cfg, factor, check_media=check_media))
+    family = model_family(cfg)
+    return plan_of(cfg, resolve_benchmarks(cfg, family, check_media=check_media), family)
 
 
-def plan_of(cfg: RunConfig, benches: list[BenchRun]) -> RunPlan:
+def plan_of(cfg: RunConfig, benches: list[BenchRun], family: ModelFamily | None = None) -> RunPlan:
     """The plan of ``cfg`` running ``benches`` (resolved by :func:`plan_run`, or made by
     hand by a caller that brings its own samples: ``evalkit.testing.runs``)."""
     return RunPlan(
@@ -109,12 +113,12 @@ def plan_of(cfg: RunConfig, benches: list[BenchRun]) -> RunPlan:
         benches=benches,
         engine=engine_for_mode(cfg.engine, cfg.mode),
         engine_options=dict(cfg.engine_options),
-        manifest=run_manifest(cfg, benches),
+        manifest=run_manifest(cfg, benches, family),
     )
 
 
 def resolve_benchmarks(
-    cfg: RunConfig, factor: int | None, *, check_media: bool = True
+    cfg: RunConfig, family: ModelFamily | None, *, check_media: bool = True
 ) -> list[BenchRun]:
     """Load every requested benchmark's spec and samples. ``check_media=False`` keeps the
     rows whose media are missing (a run's preflight then names them all at once, or
@@ -127,16 +131,16 @@ def resolve_benchmarks(
         spec = get_benchmark(name)  # NAME:VARIANT; an unknown variant is a RegistryError
         root = bench_root(cfg, spec)
         loaded = load(spec, root, check_media=check_media)
-        runs.append(bench_run(cfg, spec, loaded, factor, problems=loaded.problems))
+        runs.append(bench_run(cfg, spec, loaded, family, problems=loaded.problems))
         runs[-1].media_root = str(root)
     if cfg.data:
-        runs += data_bench_runs(cfg, factor)
+        runs += data_bench_runs(cfg, family)
     if not runs:
         raise ConfigError("nothing to run: give --bench NAME[,NAME...] and/or --data FILE")
     return runs
 
 
-def data_bench_runs(cfg: RunConfig, factor: int | None) -> list[BenchRun]:
+def data_bench_runs(cfg: RunConfig, family: ModelFamily | None) -> list[BenchRun]:
     """The benchmarks of ``cfg.data``: one per known source named by the rows (under its
     official spec and rule), the rest pooled. ``evalkit run --data`` and ``evalkit score
     --data`` both read a file through here, so a file means the same to both."""
@@ -145,7 +149,7 @@ def data_bench_runs(cfg: RunConfig, factor: int | None) -> list[BenchRun]:
     assert cfg.data is not None
     runs = []
     for db in data_benches(cfg.data, cfg.video_root):
-        run = bench_run(cfg, db.spec, db.samples, factor, problems=db.problems)
+        run = bench_run(cfg, db.spec, db.samples, family, problems=db.problems)
         run.name, run.data_info = db.name, db.info(Path(cfg.data))
         run.media_root = str(Path(cfg.video_root or Path(cfg.data).parent))
         runs.append(run)
@@ -156,16 +160,18 @@ def bench_run(
     cfg: RunConfig,
     spec: BenchmarkSpec,
     samples: list[Sample],
-    factor: int | None,
+    family: ModelFamily | None,
     problems: list[Problem] | None = None,
 ) -> BenchRun:
     """One benchmark as ``cfg`` runs it: frames, prompt plan, sampling, samples."""
     prompt = PromptPlan.for_spec(spec, cfg.variant)
     thinking = prompt.thinking(spec.task_types)
+    frame_spec, frames_from = frame_settings(cfg, spec.frames, family)
     return BenchRun(
         name=spec.name,
         spec=spec,
-        frame_spec=_frame_spec(cfg, spec.frames, factor),
+        frame_spec=frame_spec,
+        frames_from=frames_from,
         sampling=sampling_for(spec.generation, thinking, cfg.max_tokens),
         samples=samples[: cfg.limit] if cfg.limit else list(samples),
         prompt=prompt,
@@ -195,21 +201,38 @@ def bench_root(cfg: RunConfig, spec: BenchmarkSpec) -> Path:
     )
 
 
-def _frame_spec(cfg: RunConfig, pinned: FrameSpec, factor: int | None) -> FrameSpec:
-    spec = cfg.frames.apply(pinned)
-    if factor is not None and spec.factor != factor:
-        # the model decides the patch grid
-        spec = FrameSpec.model_validate({**spec.model_dump(), "factor": factor})
-    return spec
+_FRAME_FLAGS = {
+    "frames": {"fps", "nframes", "max_frames"},
+    "pixels": {"min_pixels", "max_pixels", "total_pixels"},
+}
 
 
-def model_factor(cfg: RunConfig) -> int | None:
-    """The resize factor of the model's family, when the model is a local checkpoint."""
-    if not Path(cfg.model).is_dir():
-        return None
-    from evalkit.engines.family import detect_family
+def frame_settings(
+    cfg: RunConfig, pinned: FrameSpec, family: ModelFamily | None
+) -> tuple[FrameSpec, dict[str, str]]:
+    """The frames a benchmark pinned as ``pinned`` runs under: the family's reference where
+    the spec leaves them to the model (``ModelFamily.frame_spec``), the run's --frames-*
+    flags over both, the model's grid always; and which source gave them."""
+    if family is None:  # a served model of unknown family: the spec and the flags, as given
+        return cfg.frames.apply(pinned), {}
+    flagged = {k for k, v in cfg.frames.model_dump().items() if v is not None}
+    try:
+        family.refuse_flags(flagged)
+    except EvalkitError as exc:
+        raise ConfigError(str(exc)) from None
+    spec, origin = family.frame_spec(pinned)
+    spec = family.on_grid(cfg.frames.apply(spec))
+    for group, names in _FRAME_FLAGS.items():
+        if flagged & names:
+            origin[group] = "flags"
+    return spec, origin
 
-    return detect_family(cfg.model).factor
+
+def model_family(cfg: RunConfig) -> ModelFamily | None:
+    """The family of the run's model: its checkpoint's, or the served model's as the
+    openai engine's ``family`` option names it; None when it cannot be known."""
+    named = cfg.engine_options.get("family")
+    return run_family(cfg.model, reads_local_checkpoint(cfg.engine), named)
 
 
 def result_config(cfg: RunConfig, benches: list[BenchRun]) -> ResultConfig:
@@ -258,9 +281,15 @@ def _result_judge(jc: JudgeConfig | None) -> dict[str, Any] | None:
     return jc.model_dump(mode="json", exclude=set(throughput_only_fields(JudgeConfig)))
 
 
-def run_manifest(cfg: RunConfig, benches: list[BenchRun]) -> RunManifest:
-    """The run's manifest: result config (the fingerprint), settings, specs as run."""
+def run_manifest(
+    cfg: RunConfig, benches: list[BenchRun], family: ModelFamily | None = None
+) -> RunManifest:
+    """The run's manifest: result config (the fingerprint), settings, specs as run, and the
+    model's family with the source of each benchmark's frame settings."""
     extra = cfg.model_dump(mode="json", exclude={"resume", "force", "retry_failed"})
+    recorded = None
+    if family is not None:
+        recorded = {**family.describe(), "frames_from": {b.name: b.frames_from for b in benches}}
     return RunManifest.build(
         result_config(cfg, benches),
         extra,
@@ -268,6 +297,7 @@ def run_manifest(cfg: RunConfig, benches: list[BenchRun]) -> RunManifest:
         specs={b.name: b.spec for b in benches},
         data_benchmarks={b.name: b.data_info for b in benches if b.data_info},
         benchmark_samples={b.name: b.available for b in benches if b.available is not None},
+        family=recorded,
     )
 
 

@@ -87,7 +87,12 @@ def video_max_pixels(spec: FrameSpec, nframes: int) -> float:
 
 
 def video_size(height: int, width: int, spec: FrameSpec, nframes: int) -> tuple[int, int]:
-    """Output (H, W) of ``nframes`` frames of a ``height`` x ``width`` video under ``spec``."""
+    """Output (H, W) of ``nframes`` frames of a ``height`` x ``width`` video under ``spec``
+    (its fixed ``size`` where it has one: the model family squashes every frame to it)."""
+    if spec.size is not None:
+        if min(height, width) <= 0:
+            raise ValueError(f"frame size must be positive, got {height}x{width}")
+        return spec.size
     return smart_resize(
         height, width, spec.factor, spec.min_pixels, video_max_pixels(spec, nframes)
     )

@@ -12,6 +12,12 @@ tests against the installed package:
 - indices = round(linspace(first, last, n)) computed the way torch does it on CPU
   (float32 with fused multiply-add, from both ends, round half to even).
 
+A model family whose authors pick frames another way says so in ``FrameSpec.sampling``
+(the count is decided as above in both cases): ``linspace`` takes
+``np.linspace(first, last, n, dtype=int)`` (rounded down: lmms-eval's LLaVA-OneVision
+``load_video``), ``segments`` the middle frame of each of n equal segments of the window
+(InternVL's ``get_index``: ``int(first + seg/2 + round(seg * i))``, seg = (last-first)/n).
+
 Where qwen-vl-utils raises, evalkit defines what happens instead (documented per case in
 :func:`sample_indices`): a clip or window shorter than one temporal patch repeats its
 frames to fill it, and a fixed ``nframes`` larger than the window repeats frames so the
@@ -117,4 +123,9 @@ def sample_indices(total_frames: int, source_fps: float, spec: FrameSpec) -> lis
     """
     first, last = frame_range(total_frames, source_fps, spec.start, spec.end)
     n = count_frames(last - first + 1, source_fps, spec)
+    if spec.sampling == "linspace":
+        return np.linspace(first, last, n, dtype=int).tolist()
+    if spec.sampling == "segments":
+        seg = (last - first) / n
+        return [int(first + seg / 2 + np.round(seg * i)) for i in range(n)]
     return torch_linspace_round(first, last, n)

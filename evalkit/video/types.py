@@ -7,10 +7,27 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 # Qwen-VL defaults (qwen-vl-utils): the pixel budgets are counted in 28x28 patches.
 _PATCH28 = 28 * 28
+
+Sampling = Literal["qwen", "linspace", "segments"]
+"""Which source frames a count picks: ``qwen`` = qwen-vl-utils' round(linspace) over the
+window (first and last frame included); ``linspace`` = ``np.linspace(first, last, n,
+dtype=int)``, rounded down (lmms-eval's LLaVA-OneVision ``load_video``); ``segments`` =
+the middle frame of each of n equal segments (InternVL's ``get_index``)."""
+
+# The fields a model family's frame contract adds, at the values every FrameSpec had before
+# them: a dump leaves them out at these values, so the cache keys and run fingerprints of
+# the Qwen families (which never set them) stay what they were.
+_CONTRACT_DEFAULTS: dict[str, Any] = {"size": None, "sampling": "qwen"}
 
 
 class FrameSpec(BaseModel):
@@ -48,6 +65,21 @@ class FrameSpec(BaseModel):
     """Start of the window to sample from, in seconds (None = start of the video)."""
     end: float | None = None
     """End of the window to sample from, in seconds (None = end of the video)."""
+    size: tuple[int, int] | None = None
+    """Every frame resized to exactly (H, W), aspect ratio not kept: the fixed input of a
+    family whose processor squashes each frame to one size (LLaVA-OneVision, InternVL);
+    None = the factor grid under the pixel budgets above."""
+    sampling: Sampling = "qwen"
+    """Which frames a count picks: qwen (round(linspace), the default), linspace (rounded
+    down: LLaVA-OneVision's reference) or segments (segment middles: InternVL's)."""
+
+    @model_serializer(mode="wrap")
+    def _leave_out_unset_contract(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        for name, default in _CONTRACT_DEFAULTS.items():
+            if name in data and data[name] == default:
+                del data[name]
+        return data
 
     @model_validator(mode="after")
     def _check(self) -> FrameSpec:
@@ -59,6 +91,8 @@ class FrameSpec(BaseModel):
             raise ValueError(f"min_pixels {self.min_pixels} > max_pixels {self.max_pixels}")
         if self.start is not None and self.end is not None and self.end <= self.start:
             raise ValueError(f"window end {self.end} must be after start {self.start}")
+        if self.size is not None and min(self.size) < 1:
+            raise ValueError(f"size {self.size} must be positive (H, W)")
         return self
 
     def window(self, start: float | None, end: float | None) -> FrameSpec:
