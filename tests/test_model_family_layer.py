@@ -225,3 +225,38 @@ def test_a_remote_code_family_needs_trust_remote_code_said(tmp_path: Path) -> No
         engine_model(VLLMConfig(model=str(model)))
     family, args = engine_model(VLLMConfig(model=str(model), trust_remote_code=True))
     assert family is not None and args["trust_remote_code"] is True
+
+
+def test_llava_onevision_never_has_two_frame_counts_in_flight_on_vllm() -> None:
+    import asyncio
+
+    from evalkit.engines.vllm_engine import FrameCountGate
+
+    def req(i: int, t: int) -> Request:
+        return Request(id=f"r{i}", text="<video> Q", videos=[make_frames(t, 56, 56)])
+
+    async def go(gate: FrameCountGate) -> list[tuple[str, int]]:
+        log: list[tuple[str, int]] = []
+
+        async def one(r: Request) -> None:
+            async with gate.admit(r):
+                log.append(("in", len(r.videos[0].array)))
+                await asyncio.sleep(0.01)
+                log.append(("out", len(r.videos[0].array)))
+
+        await asyncio.gather(*(one(req(i, t)) for i, t in enumerate([4, 8, 4, 8])))
+        return log
+
+    def most_counts_at_once(log: list[tuple[str, int]]) -> int:
+        inside: list[int] = []
+        most = 0
+        for what, t in log:
+            inside.append(t) if what == "in" else inside.remove(t)
+            most = max(most, len(set(inside)))
+        return most
+
+    llava = family_from_config({"model_type": "llava_onevision"})
+    assert most_counts_at_once(asyncio.run(go(FrameCountGate(llava)))) == 1
+    # control: a family without the limit runs both counts side by side
+    qwen = family_from_config({"model_type": "qwen2_5_vl"})
+    assert most_counts_at_once(asyncio.run(go(FrameCountGate(qwen)))) == 2

@@ -121,6 +121,10 @@ register_family(
         # transformers 5 writes the SigLIP tower as vision_tower.*; vLLM 0.32 loads
         # vision_tower.vision_model.* (seen with a tiny checkpoint saved by 5.19)
         weight_renames=(("vision_tower.", "vision_tower.vision_model."),),
+        # vLLM 0.32's _process_video_pixels returns (1, N, D) tensors for videos of unequal
+        # frame counts encoded in one step, and the engine dies ("Expected multimodal
+        # embeddings to be a sequence of 2D tensors"): seen in a sweep over two counts
+        one_frame_count_per_step=True,
         tiny=True,
         tested="tiny checkpoint: evalkit run and sweep on vLLM CPU; frame parity",
     )

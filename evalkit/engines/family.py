@@ -125,6 +125,9 @@ class FamilySpec:
     source clip's (GLM-4.1V reads ``do_sample_frames`` there, not in the kwargs)."""
     weight_renames: tuple[tuple[str, str], ...] = ()
     """(prefix transformers 5 writes, prefix vLLM 0.32 expects) for weight names."""
+    one_frame_count_per_step: bool = False
+    """vLLM encodes only videos of one frame count together for this family: evalkit's
+    vLLM engines never have videos of two frame counts in flight at once."""
     trust_remote_code: bool = False
     """Its checkpoints ship their own code: runs only with ``--trust-remote-code``."""
     trainable: bool = False

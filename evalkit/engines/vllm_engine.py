@@ -9,11 +9,13 @@ engines need an ``if __name__ == "__main__"`` guard (vLLM spawns its engine proc
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import os
 import threading
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -141,6 +143,41 @@ def vllm_prompt(request: Request, prompt: str, family: ModelFamily | None = None
     return out
 
 
+def frame_counts(request: Request) -> tuple[int, ...]:
+    """The frame count of each of a request's videos."""
+    return tuple(len(v.array) for v in request.videos)
+
+
+class FrameCountGate:
+    """Admits a request only while every request in flight has its videos' frame counts
+    (a family whose vLLM module encodes videos of one frame count per step); the others
+    wait until those in flight are done. Open (admits all) for any other family."""
+
+    def __init__(self, family: ModelFamily | None) -> None:
+        self.on = family is not None and family.family.one_frame_count_per_step
+        self._counts: tuple[int, ...] | None = None
+        self._inflight = 0
+        self._changed: asyncio.Condition | None = None  # made in the engine's event loop
+
+    @contextlib.asynccontextmanager
+    async def admit(self, request: Request) -> AsyncIterator[None]:
+        """Hold a place for ``request`` while it runs."""
+        counts = frame_counts(request)
+        if not self.on or not counts:
+            yield
+            return
+        changed = self._changed = self._changed or asyncio.Condition()
+        async with changed:
+            await changed.wait_for(lambda: self._inflight == 0 or self._counts == counts)
+            self._counts, self._inflight = counts, self._inflight + 1
+        try:
+            yield
+        finally:
+            async with changed:
+                self._inflight -= 1
+                changed.notify_all()
+
+
 def engine_model(config: VLLMConfig) -> tuple[ModelFamily | None, dict[str, Any]]:
     """The family of ``config.model`` (a local checkpoint) and the engine arguments that
     load it: a view of it with the weight names vLLM expects where it needs one
@@ -245,6 +282,7 @@ class VLLMEngine:
 
         self.config = config
         self.family, engine_args = engine_model(config)
+        self._gate = FrameCountGate(self.family)
         self.steps: list[StepRecord] = []
         loggers: Any = [_StepRecorder(self.steps)] if config.record_steps else None
         args = AsyncEngineArgs(**engine_args, disable_log_stats=True)
@@ -283,13 +321,14 @@ class VLLMEngine:
         # parallel sampling): keep the latest of every index, not just the last message.
         latest: dict[int, Any] = {}
         try:
-            async for out in self._engine.generate(
-                inputs, params, f"{request.id}#{next(self._ids)}"
-            ):
-                if timings.first_token is None and any(o.token_ids for o in out.outputs):
-                    timings.first_token = time.time()
-                latest.update((o.index, o) for o in out.outputs)
-                final = out
+            async with self._gate.admit(request):
+                async for out in self._engine.generate(
+                    inputs, params, f"{request.id}#{next(self._ids)}"
+                ):
+                    if timings.first_token is None and any(o.token_ids for o in out.outputs):
+                        timings.first_token = time.time()
+                    latest.update((o.index, o) for o in out.outputs)
+                    final = out
         except Exception as exc:
             # vLLM refuses bad input (prompt too long, malformed media) per request with a
             # ValueError or EngineGenerateError; the engine itself keeps running.
@@ -356,9 +395,20 @@ class VLLMBatchEngine:
         fam = self.family
         inputs = [vllm_prompt(r, render_prompt(self._tokenizer, r, fam), fam) for r in requests]
         params = [to_vllm_sampling(r.sampling) for r in requests]
+        # a family encoding one frame count per step gets one call per frame count
+        groups: dict[Any, list[int]] = {}
+        for i, r in enumerate(requests):
+            key = frame_counts(r) if FrameCountGate(fam).on else ()
+            groups.setdefault(key, []).append(i)
+        outputs: list[Any] = [None] * len(requests)
         with self._lock:
             submitted = time.time()
-            outputs = self._llm.generate(inputs, params, use_tqdm=False)
+            for idx in groups.values():
+                got = self._llm.generate(
+                    [inputs[i] for i in idx], [params[i] for i in idx], use_tqdm=False
+                )
+                for i, out in zip(idx, got, strict=True):
+                    outputs[i] = out
             finished = time.time()
         # LLM.generate reports no per-request first-token time: the batch is one unit.
         timings = [Timings(submitted=submitted, finished=finished) for _ in requests]
