@@ -260,3 +260,20 @@ def test_llava_onevision_never_has_two_frame_counts_in_flight_on_vllm() -> None:
     # control: a family without the limit runs both counts side by side
     qwen = family_from_config({"model_type": "qwen2_5_vl"})
     assert most_counts_at_once(asyncio.run(go(FrameCountGate(qwen)))) == 2
+
+
+def test_stride_picks_the_frames_glm_4_1v_processor_picks() -> None:
+    pytest.importorskip("torchvision")
+    from transformers import Glm4vVideoProcessor
+    from transformers.video_utils import VideoMetadata
+
+    glm = Glm4vVideoProcessor()
+    spec = family_from_config({"model_type": "glm4v"}).frame_spec(FrameSpec())[0]
+    compared = 0
+    for total in (1, 2, 3, 7, 60, 601, 9000, 20000):
+        for src_fps in (7.5, 23.976, 25.0, 30.0, 60.0):
+            meta = VideoMetadata(total_num_frames=total, fps=src_fps, duration=total / src_fps)
+            expected = glm.sample_frames(meta).tolist()
+            assert sample_indices(total, src_fps, spec) == expected, (total, src_fps)
+            compared += 1
+    assert compared == 40

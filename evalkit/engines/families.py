@@ -20,6 +20,7 @@ _QWEN_REF = FrameReference(
     max_frames=768,
     min_pixels=128 * 28 * 28,
     max_pixels=768 * 28 * 28,
+    resize="torchvision",
 )
 _QWEN_PROMPT = (
     "chat template: <|vision_start|><|video_pad|><|vision_end|> where the video goes, "
@@ -201,6 +202,7 @@ register_family(
             "beyond evalkit's 768-token one)",
             fps=2.0,
             max_frames=600,
+            sampling="stride",
             min_pixels=112 * 112,
             max_pixels=768 * 28 * 28,
             total_pixels=28 * 28 * 30000,

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from evalkit.errors import EvalkitError
 from evalkit.registry import Registry, RegistryError, normalize_name
-from evalkit.video.types import FrameSpec, Sampling
+from evalkit.video.types import FrameSpec, Resize, Sampling
 
 if TYPE_CHECKING:
     from evalkit.engines.base import Request
@@ -69,6 +69,9 @@ class FrameReference:
     """The frame cap at that rate."""
     sampling: Sampling = "qwen"
     """Which frames a count picks (see ``FrameSpec.sampling``)."""
+    resize: Resize = "transformers"
+    """How its reference path resamples frames (``FrameSpec.resize``): transformers' video
+    processor, or qwen-vl-utils' torchvision call for the Qwen families."""
     size: int | None = None
     """The square side every frame is resized to (a ``fixed`` grid family)."""
     min_pixels: int | None = None
@@ -241,7 +244,7 @@ class ModelFamily:
             values.update(nframes=ref.nframes, fps=ref.fps or pinned.fps)
             values["max_frames"] = ref.max_frames or pinned.max_frames
             values["min_frames"] = min(pinned.min_frames, values["max_frames"])
-        values.update(ref._pixels(), sampling=ref.sampling)
+        values.update(ref._pixels(), sampling=ref.sampling, resize=ref.resize)
         origin["pixels"] = "model" if fam.grid == "fixed" else "family"
         return self.on_grid(FrameSpec.model_validate(values)), origin
 

@@ -35,14 +35,20 @@ QWEN_FAMILIES = tuple(FAMILY_BUILDS)
 """The Qwen families among them (the ones the trainer trains)."""
 
 
-def build_tiny_model(out: str | Path, family: str = "qwen2_5_vl", seed: int = 0) -> Path:
-    """Write a tiny random ``family`` checkpoint to ``out``; same seed -> same bytes."""
+def build_tiny_model(
+    out: str | Path, family: str = "qwen2_5_vl", seed: int = 0, *, reference_frames: bool = False
+) -> Path:
+    """Write a tiny random ``family`` checkpoint to ``out``; same seed -> same bytes.
+
+    ``reference_frames``: its processor sized as the family's reference (384 x 384 frames
+    for LLaVA-OneVision, GLM-4.1V's pixel budgets) instead of CPU-small, the towers still
+    tiny: for frame-parity checks, which run the processors only."""
     import importlib
 
     if family not in _RECIPES:
         raise EvalkitError(f"unknown tiny model family {family!r}; choose one of {FAMILIES}")
     recipe = importlib.import_module(_RECIPES[family])
-    built: Path = recipe.build(Path(out), family, seed)
+    built: Path = recipe.build(Path(out), family, seed, reference_frames)
     return built
 
 

@@ -39,7 +39,7 @@ MAX_PIXELS = 64 * 28 * 28
 """Per-image budget; vLLM profiles the encoder with it, so it is small on CPU."""
 
 
-def build(out: Path, family: str, seed: int) -> Path:
+def build(out: Path, family: str, seed: int, reference_frames: bool = False) -> Path:
     """Write a tiny random GLM-4.1V checkpoint to ``out``."""
     import transformers as tf
 
@@ -89,9 +89,10 @@ def build(out: Path, family: str, seed: int) -> Path:
     size = {"shortest_edge": 4 * 28 * 28, "longest_edge": MAX_PIXELS}
     image = tf.Glm4vImageProcessor(size=size, **same)
     vsize = {"shortest_edge": 4 * 28 * 28, "longest_edge": 4 * MAX_PIXELS}
-    video = tf.Glm4vVideoProcessor(
-        size=vsize, max_image_size={"longest_edge": 4 * MAX_PIXELS}, **same
-    )
+    budgets = {"size": vsize, "max_image_size": {"longest_edge": 4 * MAX_PIXELS}}
+    if reference_frames:  # the real model's budgets (the processor's defaults): parity checks
+        budgets = {}
+    video = tf.Glm4vVideoProcessor(**budgets, **same)
     processor = tf.Glm4vProcessor(
         image_processor=image, tokenizer=tok, video_processor=video, chat_template=CHAT_TEMPLATE
     )

@@ -26,7 +26,7 @@ CHAT_TEMPLATE = chatml_template("<IMG_CONTEXT>\n", "<video>\n")
 IMAGENET = {"image_mean": [0.485, 0.456, 0.406], "image_std": [0.229, 0.224, 0.225]}
 
 
-def build(out: Path, family: str, seed: int) -> Path:
+def build(out: Path, family: str, seed: int, reference_frames: bool = False) -> Path:
     """Write a tiny random InternVL checkpoint to ``out``."""
     import transformers as tf
 
@@ -37,7 +37,7 @@ def build(out: Path, family: str, seed: int) -> Path:
         chat_template=CHAT_TEMPLATE,
         named=NAMED,
     )
-    side = TINY_FRAME
+    side = 448 if reference_frames else TINY_FRAME  # the real model's, for parity checks
     tokens = (side // 14) ** 2 // 4  # pixel shuffle 0.5 halves each side
     vision = {
         "hidden_size": 64,

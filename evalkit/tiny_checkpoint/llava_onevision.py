@@ -18,14 +18,14 @@ SPECIAL_TOKENS = [*CHATML_SPECIALS, "<image>", "<video>"]
 CHAT_TEMPLATE = chatml_template("<image>\n", "<video>\n")
 
 
-def build(out: Path, family: str, seed: int) -> Path:
+def build(out: Path, family: str, seed: int, reference_frames: bool = False) -> Path:
     """Write a tiny random LLaVA-OneVision checkpoint to ``out``."""
     import transformers as tf
 
     tok = train_tokenizer(
         SPECIAL_TOKENS, eos="<|im_end|>", pad="<|endoftext|>", chat_template=CHAT_TEMPLATE
     )
-    side = TINY_FRAME
+    side = 384 if reference_frames else TINY_FRAME  # the real model's, for parity checks
     vision = {
         "model_type": "siglip_vision_model",
         "hidden_size": 64,

@@ -224,8 +224,9 @@ def build_processor(spec: TinySpec, tokenizer: Any) -> Any:
     )
 
 
-def build(out: Path, family: str, seed: int) -> Path:
-    """Write a tiny random Qwen-family checkpoint to ``out``."""
+def build(out: Path, family: str, seed: int, reference_frames: bool = False) -> Path:
+    """Write a tiny random Qwen-family checkpoint to ``out`` (its processor's budgets are
+    the benchmark specs' own: ``reference_frames`` changes nothing)."""
     import transformers as tf
 
     spec = TinySpec(family=family)

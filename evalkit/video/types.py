@@ -18,11 +18,14 @@ from pydantic import (
 # Qwen-VL defaults (qwen-vl-utils): the pixel budgets are counted in 28x28 patches.
 _PATCH28 = 28 * 28
 
-Sampling = Literal["qwen", "linspace", "segments"]
+Resize = Literal["torchvision", "pil", "transformers"]
+"""How frames are resampled (see ``FrameSpec.resize``)."""
+Sampling = Literal["qwen", "linspace", "segments", "stride"]
 """Which source frames a count picks: ``qwen`` = qwen-vl-utils' round(linspace) over the
 window (first and last frame included); ``linspace`` = ``np.linspace(first, last, n,
 dtype=int)``, rounded down (lmms-eval's LLaVA-OneVision ``load_video``); ``segments`` =
-the middle frame of each of n equal segments (InternVL's ``get_index``)."""
+the middle frame of each of n equal segments (InternVL's ``get_index``); ``stride`` = one
+frame every 1/fps s, rounded up (GLM-4.1V's ``sample_frames``); see video.sampling."""
 
 # The fields a model family's frame contract adds, at the values every FrameSpec had before
 # them: a dump leaves them out at these values, so the cache keys and run fingerprints of
@@ -57,10 +60,13 @@ class FrameSpec(BaseModel):
     """Output H and W are multiples of this (patch x merge: 28 Qwen2/2.5-VL, 32 Qwen3-VL)."""
     temporal_patch: int = 2
     """The frame count is rounded to a multiple of this (Qwen's FRAME_FACTOR)."""
-    resize: Literal["torchvision", "pil"] = "torchvision"
+    resize: Resize = "torchvision"
     """Resampling of video frames: ``torchvision`` = qwen-vl-utils' own call (antialiased
-    bicubic on the uint8 tensor, bit-exact with the reference path); ``pil`` = PIL's
-    bicubic, a faster approximation (about 1-2% of pixel values differ by a few levels)."""
+    bicubic on the uint8 tensor, bit-exact with the reference path); ``transformers`` =
+    the call transformers' video processors make (the same bicubic through torchvision's
+    transforms.v2, whose uint8 kernel rounds otherwise: up to ~9 levels apart), the
+    reference of the families their processor resizes; ``pil`` = PIL's bicubic, a faster
+    approximation (about 1-2% of pixel values differ by a few levels)."""
     start: float | None = None
     """Start of the window to sample from, in seconds (None = start of the video)."""
     end: float | None = None
@@ -70,8 +76,9 @@ class FrameSpec(BaseModel):
     family whose processor squashes each frame to one size (LLaVA-OneVision, InternVL);
     None = the factor grid under the pixel budgets above."""
     sampling: Sampling = "qwen"
-    """Which frames a count picks: qwen (round(linspace), the default), linspace (rounded
-    down: LLaVA-OneVision's reference) or segments (segment middles: InternVL's)."""
+    """Which frames are picked: qwen (round(linspace), the default), linspace (rounded
+    down: LLaVA-OneVision's reference), segments (segment middles: InternVL's) or stride
+    (every 1/fps s, rounded up: GLM-4.1V's)."""
 
     @model_serializer(mode="wrap")
     def _leave_out_unset_contract(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
