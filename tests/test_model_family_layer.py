@@ -101,7 +101,7 @@ def test_frame_flags_win_over_both_and_are_recorded(tmp_path: Path) -> None:
 
 def test_a_pixel_flag_on_a_fixed_size_family_is_refused_in_one_line(tmp_path: Path) -> None:
     llava = detect_family(_checkpoint(tmp_path, "llava_onevision", 384))
-    cfg = RunConfig(model="m", frames=FrameOverrides(max_pixels=1000))
+    cfg = RunConfig(model="m", frames=FrameOverrides(max_pixels=500_000))
     with pytest.raises(
         ConfigError, match=r"--frames-max-pixels: no effect on LLaVA-OneVision.*384x384"
     ):
