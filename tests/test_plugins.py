@@ -43,6 +43,24 @@ toy = "toy_plugin.rules"
 
 [project.entry-points."evalkit.engines"]
 toy_echo = "toy_plugin.engine:SPEC"
+
+[project.entry-points."evalkit.families"]
+toy_vl = "toy_plugin.family:SPEC"
+"""
+
+FAMILY = """\
+from evalkit.engines.family import FamilySpec, FrameReference
+
+SPEC = FamilySpec(
+    name="toy_vl",
+    title="Toy-VL",
+    model_types=("toy_vl",),
+    architectures=("ToyVLForConditionalGeneration",),
+    reference=FrameReference(source="the toy plug-in's own card", nframes=8, size=224),
+    prompt="frames as images, each after 'Frame{i}: '",
+    grid="fixed",
+    feed="images",
+)
 """
 
 RULES = '''\
@@ -118,7 +136,8 @@ def _evalkit(target: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess
 def toy_target(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A temp target holding the installed toy plug-in package."""
     root = tmp_path_factory.mktemp("plugin")
-    files = {"rules.py": RULES, "engine.py": ENGINE, "specs/toybench.yaml": SPEC}
+    files = {"rules.py": RULES, "engine.py": ENGINE, "family.py": FAMILY}
+    files["specs/toybench.yaml"] = SPEC
     src = _package(root, "toy-plugin", "toy_plugin", TOY_ENTRY_POINTS, files)
     subprocess.run([*PIP, "--target", str(root / "target"), str(src)], check=True)
     return root / "target"
@@ -159,9 +178,33 @@ def test_an_installed_plugin_engine_is_a_registered_backend(toy_target: Path) ->
     assert proc.stdout.split() == ["True", "False"], proc.stderr
 
 
+def test_an_installed_plugin_family_feeds_its_checkpoints(toy_target: Path, tmp_path: Path) -> None:
+    proc = _evalkit(toy_target, "models", "toy_vl", "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    (row,) = json.loads(proc.stdout)
+    assert row["title"] == "Toy-VL" and row["reference"] == "8 frames (qwen), 224x224"
+    assert "frames as images" in row["video"]
+    (tmp_path / "ckpt").mkdir()
+    (tmp_path / "ckpt" / "config.json").write_text(json.dumps({"model_type": "toy_vl"}))
+    code = (
+        "from evalkit.engines.family import detect_family; "
+        "f = detect_family('ckpt'); print(f.family.title, f.size)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env=_env(toy_target),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.stdout.strip() == "Toy-VL (224, 224)", done.stderr
+
+
 @pytest.mark.parametrize(
     "group, argv",
     [
+        ("evalkit.families", ["models"]),
         ("evalkit.benchmarks", ["bench", "list"]),
         ("evalkit.rules", ["bench", "show", "LVBench"]),
         ("evalkit.engines", ["run", "--bench", "LVBench", "--model", "m"]),  # flags: engines
