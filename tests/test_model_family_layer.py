@@ -277,3 +277,20 @@ def test_stride_picks_the_frames_glm_4_1v_processor_picks() -> None:
             assert sample_indices(total, src_fps, spec) == expected, (total, src_fps)
             compared += 1
     assert compared == 40
+
+
+def test_evalkit_models_lists_every_family_and_details_one(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from evalkit.cli.main import main
+
+    assert main(["models"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines[:-1]] == FAMILIES.names()
+    assert any(line.startswith("llava_onevision") and "384x384" in line for line in lines)
+    assert main(["models", "glm4v_moe"]) == 0  # a model type names its family
+    detail = capsys.readouterr().out
+    assert detail.startswith("glm4v  GLM-4.1V / GLM-4.5V") and "Glm4vVideoProcessor" in detail
+    assert main(["models", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert {r["family"] for r in rows} == set(FAMILIES.names())

@@ -12,7 +12,9 @@ if TYPE_CHECKING:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``[NAME]`` (one family or a model type) and ``--json``."""
-    parser.add_argument("name", nargs="?", help="one family (or a config.json model_type)")
+    parser.add_argument(
+        "name", nargs="?", help="one family (or a config.json model_type): all it says"
+    )
     parser.add_argument("--json", action="store_true", help="the families as JSON")
 
 
@@ -24,6 +26,15 @@ def run(args: argparse.Namespace) -> int:
     rows = [_row(FAMILIES.get(n)) for n in names]
     if args.json:
         print(json.dumps(rows, indent=2))
+        return 0
+    if not args.name:  # one line each; NAME gives the prompt, the source and the rest
+        for row in rows:
+            tested = "not tested" if row["tested"].startswith("not tested") else "tested"
+            vllm = ", ".join(a.removesuffix("ForConditionalGeneration") for a in row["vllm"])
+            print(
+                f"{row['family']:<17} {vllm:<28} {row['feed']:<6} {row['reference']:<48} {tested}"
+            )
+        print("(evalkit models NAME: the prompt, the cache, the source, what is tested)")
         return 0
     for row in rows:
         print(f"{row['family']}  {row['title']}")
@@ -54,6 +65,7 @@ def _row(fam: FamilySpec) -> dict[str, Any]:
         "model_types": list(fam.model_types),
         "vllm": list(fam.architectures),
         "video": video,
+        "feed": fam.feed,
         "cache": fam.pixels,
         "prompt": fam.prompt,
         "reference": fam.reference.describe(),

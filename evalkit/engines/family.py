@@ -86,7 +86,8 @@ class FrameReference:
         if self.nframes is not None:
             frames = f"{self.nframes} frames ({self.sampling})"
         else:
-            frames = f"{self.fps:g} fps, <= {self.max_frames} frames"
+            rule = f" ({self.sampling})" if self.sampling != "qwen" else ""
+            frames = f"{self.fps:g} fps{rule}, <= {self.max_frames} frames"
         if self.size is not None:
             return f"{frames}, {self.size}x{self.size}"
         pixels = [f"{k} {v}" for k, v in self._pixels().items()]
