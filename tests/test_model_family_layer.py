@@ -294,3 +294,17 @@ def test_evalkit_models_lists_every_family_and_details_one(
     assert main(["models", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert {r["family"] for r in rows} == set(FAMILIES.names())
+
+
+def test_trust_remote_code_is_an_engine_option_only_when_given() -> None:
+    from evalkit.cli.main import command_parser
+    from evalkit.cli.run import config_from_args
+
+    base = ["--model", "m", "--bench", "SynthVideo"]
+    given = config_from_args(command_parser("run").parse_args([*base, "--trust-remote-code"]))
+    assert given.engine_options == {"trust_remote_code": True}
+    # left unset otherwise, so the fingerprints of runs made without it do not move
+    assert (
+        "trust_remote_code"
+        not in config_from_args(command_parser("run").parse_args(base)).engine_options
+    )
