@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     run_a = new_run_id("before-training") if args.train else None
     cfg = _run_config(args, model, work, run_a)
     t = step(f"3/{total} frame cache (evalkit cache build, 2 worker processes)")
-    bench = resolve_benchmarks(cfg, detect_family(model).factor)[0]
+    bench = resolve_benchmarks(cfg, detect_family(model))[0]
     report = build_cache(
         FrameCache(cfg.cache_root), refs_of(bench.samples), bench.frame_spec, workers=2
     )

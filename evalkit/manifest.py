@@ -211,6 +211,12 @@ class RunManifest(BaseModel):
     benchmark_samples: dict[str, int] = Field(default_factory=dict)
     """Samples each benchmark's data held when the run was opened, before ``--limit`` (a
     run of fewer covers a slice of it); empty in runs written before it was recorded."""
+    family: dict[str, Any] | None = None
+    """The model's family as the run fed it (``ModelFamily.describe``: its reference frame
+    settings and their source, which source won) and, under ``frames_from``, where each
+    benchmark's frame settings came from; None when the family was not known (a served
+    model, runs written before it was recorded). Not hashed: what it changes is in the
+    frame settings of ``result_config``."""
     versions: dict[str, str] = Field(default_factory=dict)
     """Versions of the packages that can change a result."""
     evalkit_version: str | None = None
@@ -236,6 +242,7 @@ class RunManifest(BaseModel):
         data_benchmarks: dict[str, dict[str, Any]] | None = None,
         benchmark_samples: dict[str, int] | None = None,
         data: dict[str, DataProvenance] | None = None,
+        family: dict[str, Any] | None = None,
     ) -> RunManifest:
         """The manifest of a run being opened now (fingerprint, versions, time filled in);
         ``result_config`` as built (a ResultConfig) or as read back (its JSON document)."""
@@ -250,6 +257,7 @@ class RunManifest(BaseModel):
             data_benchmarks=dict(data_benchmarks or {}),
             benchmark_samples=dict(benchmark_samples or {}),
             data=dict(data or {}),
+            family=family,
             versions=package_versions(),
             evalkit_version=evalkit.__version__,
             plugins=[PluginRecord.of(p) for p in plugins.loaded()],

@@ -133,9 +133,11 @@ def load_actor(model_dir: Path, device: str, dtype: torch.dtype, fsdp: bool) -> 
 
 def model_inputs(processor: Any, request: Any, device: str, dtype: torch.dtype) -> dict[str, Any]:
     """The processor output for ``request`` on ``device`` (pixels in the compute dtype)."""
+    from evalkit.engines.family import family_from_config
     from evalkit.engines.prompting import processor_inputs
 
-    out = processor_inputs(processor, 28, request)
+    qwen25 = family_from_config({"model_type": "qwen2_5_vl"})  # the 28-pixel grid it checks
+    out = processor_inputs(processor, qwen25, request)
     moved = {k: v.to(device) for k, v in out.items() if isinstance(v, torch.Tensor)}
     moved["pixel_values_videos"] = moved["pixel_values_videos"].to(dtype)
     return moved

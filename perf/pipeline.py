@@ -15,14 +15,15 @@
     is made a second time with the warm-up's decoding at the engine's CPU priority instead
     of below it (``cold_run_equal_priority_over_lower_priority_ratio``)
 
-Every configuration uses the same tiny random Qwen2.5-VL model, samples, FrameSpec and
-greedy settings. Prefix caching and vLLM's multimodal processor cache are OFF so that no
-configuration profits from an earlier one's work. The cache is built before (b)-(d); its
-build time is reported separately (``cache_build_s``). (b), (c) and (d) take a few
-seconds each, so they run ``--rounds`` times ((c) and (d) alternated on one engine) and
-the best wall time of each counts; every round's time is in the output too. Prints
-progress on stderr and ONE JSON object last on stdout, with a stage timeline per sample of
-(c) for the reports.
+Every configuration uses the same tiny random model (Qwen2.5-VL; ``--family F``: another
+family evalkit builds a tiny checkpoint of, fed its frames: its grid and reference count),
+samples, FrameSpec and greedy settings. Prefix caching and vLLM's multimodal processor
+cache are OFF so that no configuration profits from an earlier one's work. The cache is
+built before (b)-(d); its build time is reported separately (``cache_build_s``). (b), (c)
+and (d) take a few seconds each, so they run ``--rounds`` times ((c) and (d) alternated on
+one engine) and the best wall time of each counts; every round's time is in the output
+too. Prints progress on stderr and ONE JSON object last on stdout, with a stage timeline
+per sample of (c) for the reports.
 
 The gain a->c grows with the decode cost per sample, i.e. with video length and
 resolution: the default is 2-minute 720p clips (LVBench's are about an hour long).
@@ -230,8 +231,11 @@ def cold_arm(args: Any, samples: list[Any], spec: Any, vconf: Any, work: Path) -
                 "video_root": str(Path(samples[0].media[0].path).parent),
                 "engine_options": options,
                 "max_tokens": args.max_tokens,
+                # a fixed-size family takes no pixel settings: its count is what varies
                 "frames": spec.model_dump(
-                    include={"fps", "max_frames", "min_pixels", "max_pixels"}
+                    include={"nframes"}
+                    if spec.size
+                    else {"fps", "max_frames", "min_pixels", "max_pixels"}
                 ),
                 "cache_root": str(work / cache),
                 "cache_workers": args.cold_workers,
@@ -386,6 +390,11 @@ def main() -> None:
     )
     p.add_argument("--no-cold", action="store_true", help="skip the cold-run arm")
     p.add_argument("--cold-workers", type=int, default=2, help="decode processes of the cold arm")
+    p.add_argument(
+        "--family",
+        default="qwen2_5_vl",
+        help="model family of the tiny checkpoint (`evalkit models`: those it builds)",
+    )
     args = p.parse_args()
     if args.quick:
         args.videos, args.seconds, args.size = 3, 20.0, "640x360"
@@ -395,6 +404,7 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from evalkit.cache import FrameCache, build_cache
     from evalkit.engines.base import SamplingParams
+    from evalkit.engines.family import detect_family
     from evalkit.engines.vllm_engine import VLLMBatchEngine, VLLMConfig, VLLMEngine
     from evalkit.request_builder import RequestBuilder
     from evalkit.tiny_checkpoint import build_tiny_model
@@ -416,7 +426,8 @@ def main() -> None:
     sampling = SamplingParams(max_tokens=args.max_tokens)
     lengths = answer_lengths([s.id for s in samples], args.lengths, args.max_tokens)
     work = Path(tempfile.mkdtemp(prefix="evalkit-perf-"))
-    model = build_tiny_model(work / "model", "qwen2_5_vl", seed=0)
+    model = build_tiny_model(work / "model", args.family, seed=0)
+    spec = detect_family(model).frame_spec(spec)[0]  # as a run feeds the family
     cache = FrameCache(work / "cache")
     vconf = VLLMConfig(
         model=str(model),
@@ -441,7 +452,9 @@ def main() -> None:
         "batch": args.batch,
         "c_max_in_flight": 2 * args.batch,
         "rounds": args.rounds,
-        "frames_per_video": spec.max_frames,
+        "frames_per_video": spec.nframes or spec.max_frames,
+        "family": args.family,
+        "frame_spec": spec.model_dump(mode="json"),
     }
     if args.cold_only:
         out.update(cold_arm(args, samples, spec, vconf, work))

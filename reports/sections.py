@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from evalkit.rundir import config_diff
 from evalkit.startup import StartupTimes
@@ -360,13 +360,21 @@ def settings(run: RunReport) -> Section:
         ["created", str(manifest.created)],
         ["versions", ", ".join(f"{k} {v}" for k, v in manifest.versions.items())],
     ]
+    family = manifest.family or {}
+    if family:
+        rows.append(["model family", family_line(family)])
     for b in run.benchmarks.values():
         f = b.settings.get("frames") or {}
         frames = ", ".join(
             f"{k}={f[k]}"
-            for k in ("fps", "nframes", "max_frames", "max_pixels", "total_pixels")
+            for k in ("fps", "nframes", "max_frames", "max_pixels", "total_pixels", "size")
             if k in f
         )
+        if f.get("sampling"):
+            frames += f", sampling={f['sampling']}"
+        origin = (family.get("frames_from") or {}).get(b.name)
+        if origin:
+            frames += " (" + ", ".join(f"{k} from {v}" for k, v in origin.items()) + ")"
         variant, cap = b.settings.get("prompt_variant"), b.settings.get("max_tokens")
         if b.settings.get("engine") == "external":
             prompt = b.settings.get("prompt") or "not used: predictions made elsewhere"
@@ -377,6 +385,18 @@ def settings(run: RunReport) -> Section:
         if b.name in manifest.data:
             rows.append([f"{b.name} data", manifest.data[b.name].describe()])
     return Section("Settings", ["setting", "value"], rows)
+
+
+def family_line(family: dict[str, Any]) -> str:
+    """The model family as a run recorded it, in one line: name, feed, reference and source."""
+    size = family.get("size")
+    grid = f"fixed {size[0]}x{size[1]}" if size else family.get("grid", "?")
+    audio = f"; audio {family['audio']}" if family.get("audio") else ""
+    return (
+        f"{family.get('title')} ({family.get('model_type')}): {family.get('feed')} input, "
+        f"frames on the {grid} grid{audio}; reference {family.get('reference')} "
+        f"[{family.get('reference_source')}]; precedence: {family.get('precedence')}"
+    )
 
 
 def run_utilisation(run: RunReport) -> tuple[Section, dict[str, Utilisation | None]]:

@@ -19,7 +19,7 @@ import pytest
 from safetensors import safe_open
 
 from evalkit.cache import FrameCache
-from evalkit.cache.key import source_identity
+from evalkit.cache.key import SourceIdentity, cache_key, source_identity
 from evalkit.errors import CacheError, VideoError
 from evalkit.sample import VideoRef
 from evalkit.video.types import Frames, FrameSpec, VideoMeta
@@ -122,11 +122,27 @@ CHANGED = {
     "start": 0.5,
     "end": 2.5,
     "resize": "pil",
+    "size": (56, 84),
+    "sampling": "segments",
 }
 
 
 def test_every_framespec_field_is_covered_by_this_test() -> None:
     assert set(CHANGED) == set(FrameSpec.model_fields)
+
+
+def test_keys_of_specs_without_a_family_contract_are_those_made_before_it() -> None:
+    # computed by the code before FrameSpec had size/sampling: a Qwen run's cache stays warm
+    src = SourceIdentity("/data/v.mp4", 1234, 5678)
+    ref = VideoRef(path="/data/v.mp4")
+    fixed = FrameSpec(fps=None, nframes=32, factor=32, max_pixels=200704)
+    assert cache_key(src, ref, FrameSpec()) == (
+        "0cd314d2c88b6190ed8e26feb771fedb12393bc2948e7bc81ee101ad9d70461f"
+    )
+    assert cache_key(src, ref, fixed) == (
+        "3799b3a6ce9659674c3c9e7514f3f54983e3d33965f8282292f437a52bc0d461"
+    )
+    assert cache_key(src, ref, FrameSpec(size=(384, 384))) != cache_key(src, ref, FrameSpec())
 
 
 @pytest.mark.parametrize("field", sorted(CHANGED))

@@ -124,6 +124,7 @@ CASES: list[tuple[str, str]] = [
     ("model tiny afile", "afile"),
     ("model tiny out --family nosuch", "--family"),
     ("model nosuch", "nosuch"),
+    ("models llava_onevison", "did you mean 'llava_onevision'"),
     # the command itself
     ("nosuch", "nosuch"),
 ]

@@ -48,6 +48,24 @@ toy = "toy_plugin.rules"
 
 [project.entry-points."evalkit.engines"]
 toy_echo = "toy_plugin.engine:SPEC"
+
+[project.entry-points."evalkit.families"]
+toy_vl = "toy_plugin.family:SPEC"
+"""
+
+FAMILY = """\
+from evalkit.engines.family import FamilySpec, FrameReference
+
+SPEC = FamilySpec(
+    name="toy_vl",
+    title="Toy-VL",
+    model_types=("toy_vl",),
+    architectures=("ToyVLForConditionalGeneration",),
+    reference=FrameReference(source="the toy plug-in's own card", nframes=8, size=224),
+    prompt="frames as images, each after 'Frame{i}: '",
+    grid="fixed",
+    feed="images",
+)
 """
 
 RULES = '''\
@@ -163,7 +181,8 @@ def _install(root: Path, dist: str, pkg: str, entry_points: str, files: dict[str
 def toy_target(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A temp target holding the installed toy plug-in package."""
     root = tmp_path_factory.mktemp("plugin")
-    files = {"rules.py": RULES, "engine.py": ENGINE, "specs/toybench.yaml": SPEC}
+    files = {"rules.py": RULES, "engine.py": ENGINE, "family.py": FAMILY}
+    files["specs/toybench.yaml"] = SPEC
     return _install(root, "toy-plugin", "toy_plugin", TOY_ENTRY_POINTS, files)
 
 
@@ -240,16 +259,40 @@ def test_an_installed_plugin_engine_is_a_registered_backend(toy_target: Path) ->
     assert proc.stdout.split() == ["True", "False"], proc.stderr
 
 
+def test_an_installed_plugin_family_feeds_its_checkpoints(toy_target: Path, tmp_path: Path) -> None:
+    proc = _evalkit(toy_target, "models", "toy_vl", "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    (row,) = json.loads(proc.stdout)
+    assert row["title"] == "Toy-VL" and row["reference"] == "8 frames (qwen), 224x224"
+    assert "frames as images" in row["video"]
+    (tmp_path / "ckpt").mkdir()
+    (tmp_path / "ckpt" / "config.json").write_text(json.dumps({"model_type": "toy_vl"}))
+    code = (
+        "from evalkit.engines.family import detect_family; "
+        "f = detect_family('ckpt'); print(f.family.title, f.size)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env=_env(toy_target),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.stdout.strip() == "Toy-VL (224, 224)", done.stderr
+
+
 @pytest.mark.parametrize(
-    "group, argv, code",
+    "group, argv, code, shown",
     [
-        ("evalkit.benchmarks", ["bench", "list"], 0),  # a listing warns and goes on
-        ("evalkit.rules", ["bench", "show", "LVBench"], 0),
-        ("evalkit.engines", ["run", "--bench", "LVBench", "--model", "m"], 2),  # flags: engines
+        ("evalkit.families", ["models"], 0, "qwen2_5_vl"),  # a listing warns and goes on
+        ("evalkit.benchmarks", ["bench", "list"], 0, "LVBench"),
+        ("evalkit.rules", ["bench", "show", "LVBench"], 0, "LVBench"),
+        ("evalkit.engines", ["run", "--bench", "LVBench", "--model", "m"], 2, ""),  # flags
     ],
 )
 def test_a_broken_plugin_is_one_line_naming_it_and_evalkit_still_imports(
-    tmp_path: Path, group: str, argv: list[str], code: int
+    tmp_path: Path, group: str, argv: list[str], code: int, shown: str
 ) -> None:
     entry = f'[project.entry-points."{group}"]\nbroken = "broken_plugin.specs"\n'
     files = {"specs/__init__.py": "import not_a_module_anywhere\n"}
@@ -262,7 +305,7 @@ def test_a_broken_plugin_is_one_line_naming_it_and_evalkit_still_imports(
     assert "plug-in 'broken' = 'broken_plugin.specs' of broken-plugin 0.1" in line
     assert "not_a_module_anywhere" in line and "pip uninstall broken-plugin" in line
     assert ("warning" in line) == (code == 0)
-    assert "LVBench" in proc.stdout if code == 0 else not (tmp_path / "runs").exists()
+    assert shown in proc.stdout if code == 0 else not (tmp_path / "runs").exists()
 
 
 # -- plug-ins that must not load: shadowing, exiting, interrupting, hanging ---------------

@@ -24,7 +24,7 @@ import torch
 from torch import Tensor, nn
 
 from evalkit.engines.base import Request
-from evalkit.engines.family import ModelFamily, detect_family
+from evalkit.engines.family import ModelFamily, trainable_family
 from evalkit.engines.reference_rope import use_reference_rope
 from evalkit.errors import EvalkitError
 
@@ -90,11 +90,12 @@ class ActorPolicy(nn.Module):
         """Load a local checkpoint (processor + ``AutoModelForImageTextToText``) on CPU."""
         from transformers import AutoModelForImageTextToText, AutoProcessor
 
+        family = trainable_family(model_dir)  # before any weight loads
         processor = AutoProcessor.from_pretrained(model_dir)
         model = AutoModelForImageTextToText.from_pretrained(
             model_dir, dtype=getattr(torch, dtype), attn_implementation="sdpa"
         )
-        return cls(model, processor, detect_family(model_dir))
+        return cls(model, processor, family)
 
     def encode(self, request: Request) -> Encoded:
         """A request as prompt ids + visual tensors, placeholders checked."""

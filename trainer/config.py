@@ -515,7 +515,8 @@ class InputsConfig(_Section):
 
     @model_validator(mode="after")
     def _check(self) -> InputsConfig:
-        from evalkit.tiny_checkpoint import FAMILIES  # no torch at import
+        # the trainer trains the Qwen families only (no torch at import)
+        from evalkit.tiny_checkpoint import QWEN_FAMILIES as FAMILIES
 
         if self.tiny_model is not None and self.tiny_model not in FAMILIES:
             hint = did_you_mean(self.tiny_model, FAMILIES)

@@ -19,6 +19,7 @@ import torch
 
 from evalkit.engines.base import SamplingParams
 from evalkit.engines.cpu_memory import reserves_cpu_memory
+from evalkit.engines.family import trainable_family
 from evalkit.errors import DataError
 
 from .actor import ActorPolicy, maybe_fsdp
@@ -97,6 +98,7 @@ class GRPORecipe:
         cfg = self.cfg
         self.loggers = check_loggers(cfg)  # a listed logger's missing package: an error now
         prepare_inputs(cfg)  # built on demand, or refused before anything loads
+        trainable_family(cfg.model)  # a family the trainer does not train: one line, now
         if self._engine_here() and reserves_cpu_memory(cfg.rollout.engine):
             preflight(cpu_options(cfg.rollout.engine_options))  # before any model loads
         torch.manual_seed(cfg.seed)

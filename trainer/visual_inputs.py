@@ -43,7 +43,7 @@ def processor_inputs(processor: Any, family: ModelFamily, request: Request) -> A
     """Processor output for ``request`` (the same inputs evalkit's HF engine builds)."""
     from evalkit.engines.prompting import processor_inputs as build
 
-    return build(processor, family.factor, request)
+    return build(processor, family, request)
 
 
 def check_placeholders(

@@ -133,7 +133,8 @@ def _video_args(p: argparse.ArgumentParser, required: bool = True) -> None:
     )
     p.add_argument(
         "--model",
-        help="checkpoint whose resize factor the run will use (as `evalkit run --model`)",
+        help="checkpoint whose family's frame contract the run will use (as `evalkit run "
+        "--model`: its grid, and its reference frames where the benchmark leaves them)",
     )
     add_model_args(p, FrameSpec)
     p.set_defaults(videos_required=required)
@@ -146,7 +147,13 @@ def _plan(args: argparse.Namespace) -> tuple[FrameSpec, list[Any]]:
         return model_from_args(args, FrameSpec), videos
     from evalkit.bench.registry import get_benchmark
     from evalkit.run.config import RunConfig
-    from evalkit.run.plan import model_factor, model_source, refs_of, resolve_benchmarks
+    from evalkit.run.plan import (
+        frame_settings,
+        model_family,
+        model_source,
+        refs_of,
+        resolve_benchmarks,
+    )
 
     base, _, variant = args.bench.partition(":")
     cfg = RunConfig(
@@ -155,15 +162,13 @@ def _plan(args: argparse.Namespace) -> tuple[FrameSpec, list[Any]]:
         data_root=args.data_root,
         fetch=not args.no_fetch,
     )
-    factor = model_factor(model_source(cfg).path) if args.model else None
+    family = model_family(cfg, model_source(cfg).path) if args.model else None
     spec = get_benchmark(base).with_variant(variant or None)
     if not videos and (args.data_root or spec.data.local_path or args.videos_required):
-        (bench,) = resolve_benchmarks(cfg, factor)  # names the folders it tried if none
+        (bench,) = resolve_benchmarks(cfg, family)  # names the folders it tried if none
         pinned, videos = bench.frame_spec, list(dict.fromkeys(refs_of(bench.samples)))
     else:
-        pinned = (
-            spec.frames if factor is None else spec.frames.model_copy(update={"factor": factor})
-        )
+        pinned = frame_settings(cfg, spec.frames, family)[0]
     return model_from_args(args, FrameSpec, base=pinned), videos
 
 

@@ -22,7 +22,8 @@ from evalkit.errors import EvalkitError, disk_error
 # ``run(args) -> int``; it is imported only when its command runs.
 COMMANDS: dict[str, tuple[str, str]] = {
     "cache": ("evalkit.cli.cache", "build, verify, list and prune the frame cache"),
-    "model": ("evalkit.cli.model", "model utilities: a tiny random Qwen-VL checkpoint, fetch"),
+    "model": ("evalkit.cli.model", "model utilities: a tiny random checkpoint of a family, fetch"),
+    "models": ("evalkit.cli.models", "the model families evalkit feeds, with reference settings"),
     "bench": ("evalkit.cli.bench", "list, show and validate the pinned benchmark specs"),
     "synth": ("evalkit.cli.synth", "generate the SynthVideo benchmark"),
     "run": ("evalkit.cli.run", "evaluate a model on benchmarks (async pipeline on vLLM)"),

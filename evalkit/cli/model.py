@@ -1,4 +1,4 @@
-"""``evalkit model``: model utilities (``tiny``: build a tiny random Qwen-VL checkpoint;
+"""``evalkit model``: model utilities (``tiny``: build a tiny random checkpoint of a family;
 ``fetch``: a model from the Hub into the local cache, as ``--model org/name`` loads it)."""
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from evalkit.tiny_checkpoint import FAMILIES  # no torch at import
 
     sub = parser.add_subparsers(dest="action", required=True)
-    tiny = sub.add_parser("tiny", help="build a tiny random Qwen-VL checkpoint offline")
+    tiny = sub.add_parser("tiny", help="build a tiny random checkpoint of a family, offline")
     tiny.add_argument("out", help="output directory")
     tiny.add_argument(
         "--family",
         choices=list(FAMILIES),
         default="qwen2_5_vl",
-        help="model family (default qwen2_5_vl)",
+        help="model family (default qwen2_5_vl; `evalkit models` lists them all)",
     )
     tiny.add_argument("--seed", type=int, default=0, help="weight seed (same seed, same bytes)")
     fetch = sub.add_parser(

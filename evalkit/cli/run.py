@@ -161,6 +161,12 @@ def _engine_options(p: Any) -> None:
     for name, typ in _ENGINE_FLAGS.items():
         kind: Any = typ
         p.add_argument("--" + name.replace("_", "-"), type=kind, help=f"engine option {name}")
+    p.add_argument(
+        "--trust-remote-code",
+        action="store_true",
+        help="run code shipped with the checkpoint (families that need it: `evalkit models`); "
+        "recorded with the run",
+    )
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
@@ -171,6 +177,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     given = values_from_args(args, RunConfig)
     options = {name: getattr(args, name) for name in _ENGINE_FLAGS}
     options = {name: value for name, value in options.items() if value is not None}
+    if getattr(args, "trust_remote_code", False):  # unset otherwise: fingerprints unchanged
+        options["trust_remote_code"] = True
     options.update(_key_values(args.engine_opt, "--engine-opt"))
     if options:
         given["engine_options"] = options

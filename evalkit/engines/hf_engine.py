@@ -129,11 +129,11 @@ class HFEngine:
 
     def prompt(self, request: Request) -> str:
         """The chat prompt this engine feeds the processor for ``request``."""
-        return render_prompt(self.processor.tokenizer, request)
+        return render_prompt(self.processor.tokenizer, request, self.family)
 
     def inputs(self, request: Request) -> Any:
         """Processor output (token ids, pixel values, grids) for ``request``."""
-        return processor_inputs(self.processor, self.family.factor, request).to(self.config.device)
+        return processor_inputs(self.processor, self.family, request).to(self.config.device)
 
     def generate_sync(self, request: Request) -> Completion:
         """Generate for one request in the calling thread."""

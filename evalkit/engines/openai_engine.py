@@ -42,7 +42,8 @@ from pydantic import BaseModel, ConfigDict
 
 from evalkit.config import throughput_only
 from evalkit.engines.base import Completion, Request, SamplingParams, Timings
-from evalkit.engines.prompting import NO_RESAMPLE, content_items
+from evalkit.engines.family import NO_RESAMPLE, ModelFamily, named_family
+from evalkit.engines.prompting import content_items, media_images
 from evalkit.errors import ConfigError, EvalkitError, TransientError
 
 RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
@@ -85,6 +86,10 @@ class OpenAIConfig(BaseModel):
     probe: bool = throughput_only(True)
     """Before a run, ask the server once (``/models``, then a one-token request) so that a
     dead server or a model name it does not serve is one line in seconds."""
+    family: str | None = None
+    """The served model's family (a name `evalkit models` lists, or the served checkpoint's
+    folder, whose processor config gives its exact frame size): the run caches frames on
+    its grid and sends its processor settings (None: a Qwen-VL family, as before)."""
 
 
 def encode_image(array: np.ndarray, fmt: str = "png", quality: int = 95) -> str:
@@ -100,12 +105,14 @@ def encode_image(array: np.ndarray, fmt: str = "png", quality: int = 95) -> str:
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-def build_payload(request: Request, config: OpenAIConfig) -> dict[str, Any]:
-    """The chat-completions JSON body for ``request``."""
+def build_payload(
+    request: Request, config: OpenAIConfig, family: ModelFamily | None = None
+) -> dict[str, Any]:
+    """The chat-completions JSON body for ``request`` (fed as the served ``family`` is)."""
     fmt, q = config.frame_format, config.jpeg_quality
-    videos, images = iter(request.videos), iter(request.images)
+    videos, images = iter(request.videos), iter(media_images(request, family))
     content: list[dict[str, Any]] = []
-    for item in content_items(request):
+    for item in content_items(request, family):
         if item["type"] == "video":
             frames = ",".join(encode_image(f, fmt, q) for f in next(videos).array)
             url = f"data:video/jpeg;base64,{frames}"
@@ -145,10 +152,12 @@ def build_payload(request: Request, config: OpenAIConfig) -> dict[str, Any]:
         body["stop"] = list(s.stop)
     if config.stream:
         body["stream_options"] = {"include_usage": True}
+    fam = family.family if family is not None else None
     if request.videos or request.images:
-        body["mm_processor_kwargs"] = dict(NO_RESAMPLE)
-    if request.videos:
-        body["media_io_kwargs"] = {"video": _video_io_kwargs(request)}
+        body["mm_processor_kwargs"] = dict(fam.processor_kwargs if fam else NO_RESAMPLE)
+    if request.videos and (fam is None or fam.feed == "video"):
+        extra = fam.video_metadata if fam is not None else {}
+        body["media_io_kwargs"] = {"video": {**_video_io_kwargs(request), **extra}}
     return body
 
 
@@ -180,6 +189,7 @@ class OpenAIEngine:
         import httpx
 
         self.config = config
+        self.family = named_family(config.family) if config.family else None
         self._client: Any = httpx.AsyncClient(
             base_url=config.base_url.rstrip("/"),
             headers=_headers(config),
@@ -193,7 +203,9 @@ class OpenAIEngine:
         """POST the request (bounded, retried); return texts, token counts and times."""
         if self._client is None:
             raise EvalkitError("OpenAIEngine is closed")
-        body = json.dumps(build_payload(request, self.config))
+        if self.family is not None:
+            self.family.check_frames(request)
+        body = json.dumps(build_payload(request, self.config, self.family))
         async with self._slots:
             for attempt in range(self.config.max_retries + 1):
                 timings = Timings(submitted=time.time())

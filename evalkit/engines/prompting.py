@@ -4,27 +4,63 @@ Every backend goes through here, so vLLM, transformers and a remote server see t
 prompt for the same request. Where the media go: a request's text may mark them with
 ``<video>`` and ``<image>`` (the i-th ``<video>`` is ``request.videos[i]``); without markers
 all videos, then all images, come before the text, as Qwen's own examples do.
+
+A model family fed frames as images (``FamilySpec.feed == "images"``) gets each video as
+its frames, one image item each after the family's per-frame marker ("Frame1: "...), and
+the engines send those frames as images, in that order, before the request's own images.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from evalkit.engines.base import Request
+from evalkit.engines.family import NO_RESAMPLE as NO_RESAMPLE
 from evalkit.errors import EvalkitError
+
+if TYPE_CHECKING:
+    from evalkit.engines.family import ModelFamily
 
 VIDEO_MARK = "<video>"
 IMAGE_MARK = "<image>"
 _MARKS = re.compile(r"(<video>|<image>)")
 
-# vLLM/transformers take these so frames that were sampled and resized by evalkit's frame
-# cache are used as they are.
-NO_RESAMPLE = {"do_sample_frames": False, "do_resize": False}
+
+def content_items(request: Request, family: ModelFamily | None = None) -> list[dict[str, Any]]:
+    """The user turn as chat content items (``{"type": "video"|"image"|"text", ...}``);
+    with a family fed frames as images, each video as its frames (see the module)."""
+    items = _items(request)
+    if family is None or family.family.feed != "images":
+        return items
+    marker, videos = family.family.frame_marker, iter(request.videos)
+    out: list[dict[str, Any]] = []
+    for item in items:
+        if item["type"] != "video":
+            out.append(item)
+            continue
+        for i in range(len(next(videos).array)):
+            out += [{"type": "text", "text": marker.format(i=i + 1)}, {"type": "image"}]
+    return out
 
 
-def content_items(request: Request) -> list[dict[str, Any]]:
-    """The user turn as chat content items (``{"type": "video"|"image"|"text", ...}``)."""
+def media_images(request: Request, family: ModelFamily | None = None) -> list[np.ndarray]:
+    """The images a request sends, in prompt order: a family fed frames as images sends
+    its videos' frames (each video where its marker is), then the request's images."""
+    if family is None or family.family.feed != "images":
+        return list(request.images)
+    images, videos, stills = [], iter(request.videos), iter(request.images)
+    for item in _items(request):
+        if item["type"] == "video":
+            images += list(next(videos).array)
+        elif item["type"] == "image":
+            images.append(next(stills))
+    return images
+
+
+def _items(request: Request) -> list[dict[str, Any]]:
     parts = _MARKS.split(request.text)
     n_video, n_image = parts.count(VIDEO_MARK), parts.count(IMAGE_MARK)
     if n_video == 0 and n_image == 0:
@@ -49,16 +85,16 @@ def content_items(request: Request) -> list[dict[str, Any]]:
     return items
 
 
-def chat_messages(request: Request) -> list[dict[str, Any]]:
+def chat_messages(request: Request, family: ModelFamily | None = None) -> list[dict[str, Any]]:
     """System (if any) + one user turn, in the HF chat-template message format."""
     messages: list[dict[str, Any]] = []
     if request.system:
         messages.append({"role": "system", "content": request.system})
-    messages.append({"role": "user", "content": content_items(request)})
+    messages.append({"role": "user", "content": content_items(request, family)})
     return messages
 
 
-def render_prompt(tokenizer: Any, request: Request) -> str:
+def render_prompt(tokenizer: Any, request: Request, family: ModelFamily | None = None) -> str:
     """The prompt text through the checkpoint's chat template (generation prompt added),
     followed by the request's assistant prefix, which the model then continues.
 
@@ -68,7 +104,7 @@ def render_prompt(tokenizer: Any, request: Request) -> str:
     renders the same text for templates that keep an assistant message as written.
     """
     text = tokenizer.apply_chat_template(
-        chat_messages(request), tokenize=False, add_generation_prompt=True
+        chat_messages(request, family), tokenize=False, add_generation_prompt=True
     )
     if not isinstance(text, str):
         raise EvalkitError(f"request {request.id}: chat template did not render to text")
@@ -93,17 +129,19 @@ def check_frame_sizes(request: Request, factor: int) -> None:
             )
 
 
-def processor_inputs(processor: Any, factor: int, request: Request) -> Any:
+def processor_inputs(processor: Any, family: ModelFamily, request: Request) -> Any:
     """HF processor output for ``request``: the chat prompt plus the pre-sampled frames as-is."""
     from transformers.video_utils import VideoMetadata
 
-    check_frame_sizes(request, factor)
-    kwargs: dict[str, Any] = {"text": [render_prompt(processor.tokenizer, request)]}
-    if request.videos:
+    family.check_frames(request)
+    as_images = family.family.feed == "images"
+    kwargs: dict[str, Any] = {"text": [render_prompt(processor.tokenizer, request, family)]}
+    if request.videos and not as_images:
         kwargs["videos"] = [v.array for v in request.videos]
         kwargs["video_metadata"] = [VideoMetadata(**v.meta.to_vllm()) for v in request.videos]
-    if request.images:
-        kwargs["images"] = list(request.images)
-    if request.videos or request.images:
-        kwargs.update(NO_RESAMPLE)
+    images = media_images(request, family)
+    if images:
+        kwargs["images"] = images
+    if request.videos or images:
+        kwargs.update(family.family.processor_kwargs)
     return processor(**kwargs, return_tensors="pt")

@@ -9,11 +9,13 @@ engines need an ``if __name__ == "__main__"`` guard (vLLM spawns its engine proc
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import os
 import threading
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,9 +23,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from evalkit.config import throughput_only
 from evalkit.engines.base import Completion, Request, SamplingParams, Timings
-from evalkit.engines.family import detect_family
+from evalkit.engines.family import NO_RESAMPLE, ModelFamily, detect_family
 from evalkit.engines.lifecycle import Reaper, engine_shm, release_engine_shm
-from evalkit.engines.prompting import NO_RESAMPLE, check_frame_sizes, render_prompt
+from evalkit.engines.prompting import media_images, render_prompt
 from evalkit.errors import EvalkitError
 
 log = logging.getLogger(__name__)
@@ -129,18 +131,75 @@ def to_vllm_sampling(sampling: SamplingParams) -> Any:
     )
 
 
-def vllm_prompt(request: Request, prompt: str) -> dict[str, Any]:
-    """The vLLM input dict: prompt text + frames with their source metadata."""
+def vllm_prompt(request: Request, prompt: str, family: ModelFamily | None = None) -> dict[str, Any]:
+    """The vLLM input dict: prompt text + frames with their source metadata (as the model's
+    family takes them: its processor settings, its metadata keys, or frames as images)."""
+    fam = family.family if family is not None else None
     mm: dict[str, Any] = {}
-    if request.videos:
-        mm["video"] = [(v.array, v.meta.to_vllm()) for v in request.videos]
-    if request.images:
-        mm["image"] = list(request.images)
+    if request.videos and (fam is None or fam.feed == "video"):
+        extra = fam.video_metadata if fam is not None else {}
+        mm["video"] = [(v.array, {**v.meta.to_vllm(), **extra}) for v in request.videos]
+    images = media_images(request, family)
+    if images:
+        mm["image"] = images
     out: dict[str, Any] = {"prompt": prompt}
     if mm:
         out["multi_modal_data"] = mm
-        out["mm_processor_kwargs"] = dict(NO_RESAMPLE)
+        out["mm_processor_kwargs"] = dict(fam.processor_kwargs if fam else NO_RESAMPLE)
     return out
+
+
+def frame_counts(request: Request) -> tuple[int, ...]:
+    """The frame count of each of a request's videos."""
+    return tuple(len(v.array) for v in request.videos)
+
+
+class FrameCountGate:
+    """Admits a request only while every request in flight has its videos' frame counts
+    (a family whose vLLM module encodes videos of one frame count per step); the others
+    wait until those in flight are done. Open (admits all) for any other family."""
+
+    def __init__(self, family: ModelFamily | None) -> None:
+        self.on = family is not None and family.family.one_frame_count_per_step
+        self._counts: tuple[int, ...] | None = None
+        self._inflight = 0
+        self._changed: asyncio.Condition | None = None  # made in the engine's event loop
+
+    @contextlib.asynccontextmanager
+    async def admit(self, request: Request) -> AsyncIterator[None]:
+        """Hold a place for ``request`` while it runs."""
+        counts = frame_counts(request)
+        if not self.on or not counts:
+            yield
+            return
+        changed = self._changed = self._changed or asyncio.Condition()
+        async with changed:
+            await changed.wait_for(lambda: self._inflight == 0 or self._counts == counts)
+            self._counts, self._inflight = counts, self._inflight + 1
+        try:
+            yield
+        finally:
+            async with changed:
+                self._inflight -= 1
+                changed.notify_all()
+
+
+def engine_model(config: VLLMConfig) -> tuple[ModelFamily | None, dict[str, Any]]:
+    """The family of ``config.model`` (a local checkpoint) and the engine arguments that
+    load it: a view of it with the weight names vLLM expects where it needs one
+    (:mod:`evalkit.engines.checkpoint`); a family shipping its own code needs
+    ``trust_remote_code`` said explicitly."""
+    from evalkit.engines.checkpoint import loadable
+
+    family = detect_family(config.model) if os.path.isdir(config.model) else None
+    if family is not None and family.family.trust_remote_code and not config.trust_remote_code:
+        raise EvalkitError(
+            f"{config.model}: {family.family.title} runs code shipped with the checkpoint; "
+            "pass --trust-remote-code to allow it (it is recorded with the run)"
+        )
+    args = config.engine_args()
+    args["model"] = loadable(config.model, family)
+    return family, args
 
 
 def completion_from_output(
@@ -228,10 +287,11 @@ class VLLMEngine:
         from vllm.v1.engine.async_llm import AsyncLLM
 
         self.config = config
-        self.family = detect_family(config.model) if os.path.isdir(config.model) else None
+        self.family, engine_args = engine_model(config)
+        self._gate = FrameCountGate(self.family)
         self.steps: list[StepRecord] = []
         loggers: Any = [_StepRecorder(self.steps)] if config.record_steps else None
-        args = AsyncEngineArgs(**config.engine_args(), disable_log_stats=True)
+        args = AsyncEngineArgs(**engine_args, disable_log_stats=True)
         t0 = time.time()
         # before vLLM starts its engine processes, so that the watchdog sees them start
         self._reaper = Reaper().start()
@@ -251,29 +311,30 @@ class VLLMEngine:
 
     def prompt(self, request: Request) -> str:
         """The chat prompt this engine sends for ``request``."""
-        return render_prompt(self._tokenizer, request)
+        return render_prompt(self._tokenizer, request, self.family)
 
     async def generate(self, request: Request) -> Completion:
         """Stream one request through the engine; records submit/first-token/finish times."""
         if self._engine is None:
             raise EvalkitError("VLLMEngine is closed")
         if self.family is not None:
-            check_frame_sizes(request, self.family.factor)
+            self.family.check_frames(request)
         timings = Timings(submitted=time.time())
-        inputs = vllm_prompt(request, self.prompt(request))
+        inputs = vllm_prompt(request, self.prompt(request), self.family)
         params = to_vllm_sampling(request.sampling)
         final = None
         # A streamed n>1 request yields each step only the completions that changed (vLLM's
         # parallel sampling): keep the latest of every index, not just the last message.
         latest: dict[int, Any] = {}
         try:
-            async for out in self._engine.generate(
-                inputs, params, f"{request.id}#{next(self._ids)}"
-            ):
-                if timings.first_token is None and any(o.token_ids for o in out.outputs):
-                    timings.first_token = time.time()
-                latest.update((o.index, o) for o in out.outputs)
-                final = out
+            async with self._gate.admit(request):
+                async for out in self._engine.generate(
+                    inputs, params, f"{request.id}#{next(self._ids)}"
+                ):
+                    if timings.first_token is None and any(o.token_ids for o in out.outputs):
+                        timings.first_token = time.time()
+                    latest.update((o.index, o) for o in out.outputs)
+                    final = out
         except Exception as exc:
             # vLLM refuses bad input (prompt too long, malformed media) per request with a
             # ValueError or EngineGenerateError; the engine itself keeps running.
@@ -332,11 +393,11 @@ class VLLMBatchEngine:
         from vllm import LLM
 
         self.config = config
-        self.family = detect_family(config.model) if os.path.isdir(config.model) else None
+        self.family, engine_args = engine_model(config)
         t0 = time.time()
         self._reaper = Reaper().start()
         try:
-            self._llm: Any = LLM(**config.engine_args(), disable_log_stats=True)
+            self._llm: Any = LLM(**engine_args, disable_log_stats=True)
         except BaseException:
             self._reaper.stop()
             raise
@@ -357,12 +418,24 @@ class VLLMBatchEngine:
             return []
         for r in requests:
             if self.family is not None:
-                check_frame_sizes(r, self.family.factor)
-        inputs = [vllm_prompt(r, render_prompt(self._tokenizer, r)) for r in requests]
+                self.family.check_frames(r)
+        fam = self.family
+        inputs = [vllm_prompt(r, render_prompt(self._tokenizer, r, fam), fam) for r in requests]
         params = [to_vllm_sampling(r.sampling) for r in requests]
+        # a family encoding one frame count per step gets one call per frame count
+        groups: dict[Any, list[int]] = {}
+        for i, r in enumerate(requests):
+            key = frame_counts(r) if FrameCountGate(fam).on else ()
+            groups.setdefault(key, []).append(i)
+        outputs: list[Any] = [None] * len(requests)
         with self._lock:
             submitted = time.time()
-            outputs = self._llm.generate(inputs, params, use_tqdm=False)
+            for idx in groups.values():
+                got = self._llm.generate(
+                    [inputs[i] for i in idx], [params[i] for i in idx], use_tqdm=False
+                )
+                for i, out in zip(idx, got, strict=True):
+                    outputs[i] = out
             finished = time.time()
         # LLM.generate reports no per-request first-token time: the batch is one unit.
         timings = [Timings(submitted=submitted, finished=finished) for _ in requests]

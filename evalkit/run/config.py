@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from evalkit.config import throughput_only
 from evalkit.errors import ConfigError
 from evalkit.pipeline import PipelineConfig
-from evalkit.video.types import FrameSpec
+from evalkit.video.types import FrameSpec, Resize
 
 
 class FrameOverrides(BaseModel):
@@ -34,8 +34,9 @@ class FrameOverrides(BaseModel):
     """Per-frame pixel cap override."""
     total_pixels: int | None = None
     """Per-video pixel budget override."""
-    resize: Literal["torchvision", "pil"] | None = None
-    """Frame resampling override: torchvision (qwen-vl-utils' exact pixels) or pil (fast)."""
+    resize: Resize | None = None
+    """Frame resampling override: torchvision (qwen-vl-utils' exact pixels), transformers
+    (transformers' video processors' exact pixels) or pil (fast)."""
 
     def apply(self, spec: FrameSpec) -> FrameSpec:
         """``spec`` with the overridden fields replaced."""

@@ -14,7 +14,8 @@ from evalkit.cache.key import fingerprint_settings
 from evalkit.config import throughput_only_fields
 from evalkit.engines import engine_for_mode, reads_local_checkpoint
 from evalkit.engines.base import SamplingParams
-from evalkit.errors import ConfigError, Problem
+from evalkit.engines.family import ModelFamily, run_family
+from evalkit.errors import ConfigError, EvalkitError, Problem
 from evalkit.generation import describe as describe_sampling
 from evalkit.generation import sampling_for
 from evalkit.manifest import (
@@ -61,6 +62,9 @@ class BenchRun:
     media_gate: Prefetch | None = None
     """Archives of its release still being fetched while the run goes (its samples wait
     for theirs); None when every file is in place. Never set on a plan sent to replicas."""
+    frames_from: dict[str, str] = field(default_factory=dict)
+    """Which source gave its frame settings (``frames``/``pixels``: benchmark, family,
+    model or flags); empty when the model's family is not known (a served model)."""
 
 
 @dataclass(frozen=True)
@@ -127,9 +131,9 @@ def plan_run(cfg: RunConfig, *, check_media: bool = False, background: bool = Fa
     them failed under ``--allow-missing``. ``background``: the archives of a release
     fetched from the Hub come while the run goes (``BenchRun.media_gate``)."""
     model = model_source(cfg)  # a hub id is fetched here, before any engine starts
-    factor = model_factor(model.path) if reads_local_checkpoint(cfg.engine) else None
-    benches = resolve_benchmarks(cfg, factor, check_media=check_media, background=background)
-    return plan_of(cfg, benches, model)
+    family = model_family(cfg, model.path)
+    benches = resolve_benchmarks(cfg, family, check_media=check_media, background=background)
+    return plan_of(cfg, benches, model, family)
 
 
 def model_source(cfg: RunConfig) -> ModelSource:
@@ -144,7 +148,12 @@ def model_source(cfg: RunConfig) -> ModelSource:
     return ModelSource(str(found.path), found.commit)
 
 
-def plan_of(cfg: RunConfig, benches: list[BenchRun], model: ModelSource | None = None) -> RunPlan:
+def plan_of(
+    cfg: RunConfig,
+    benches: list[BenchRun],
+    model: ModelSource | None = None,
+    family: ModelFamily | None = None,
+) -> RunPlan:
     """The plan of ``cfg`` running ``benches`` (resolved by :func:`plan_run`, or made by
     hand by a caller that brings its own samples: ``evalkit.testing.runs``)."""
     model = model or ModelSource(cfg.model)
@@ -153,13 +162,17 @@ def plan_of(cfg: RunConfig, benches: list[BenchRun], model: ModelSource | None =
         benches=benches,
         engine=engine_for_mode(cfg.engine, cfg.mode),
         engine_options=dict(cfg.engine_options),
-        manifest=run_manifest(cfg, benches, model),
+        manifest=run_manifest(cfg, benches, model, family),
         model=model,
     )
 
 
 def resolve_benchmarks(
-    cfg: RunConfig, factor: int | None, *, check_media: bool = True, background: bool = False
+    cfg: RunConfig,
+    family: ModelFamily | None,
+    *,
+    check_media: bool = True,
+    background: bool = False,
 ) -> list[BenchRun]:
     """Load every requested benchmark's spec and samples. ``check_media=False`` keeps the
     rows whose media are missing (a run's preflight then names them all at once, or
@@ -175,7 +188,7 @@ def resolve_benchmarks(
         # a release of annotations only: its videos in --video-root, as its layout names them
         media = Path(cfg.video_root) if cfg.video_root and spec.data.media_elsewhere else None
         loaded = load(spec, root, check_media=check_media, media_root=media)
-        run = bench_run(cfg, spec, loaded, factor, problems=loaded.problems)
+        run = bench_run(cfg, spec, loaded, family, problems=loaded.problems)
         run.media_root, run.data, run.media_gate = str(media or root), provenance(spec, root), gate
         if gate is not None:  # those whose media are here first, then archive by archive
             run.samples.sort(key=gate.rank)
@@ -183,7 +196,7 @@ def resolve_benchmarks(
             run.name = spec.name  # a run written before variants were NAME:VARIANT
         runs.append(run)
     if cfg.data:
-        runs += data_bench_runs(cfg, factor)
+        runs += data_bench_runs(cfg, family)
     if not runs:
         raise ConfigError("nothing to run: give --bench NAME[,NAME...] and/or --data FILE")
     return runs
@@ -197,14 +210,16 @@ def _resumed_names(cfg: RunConfig) -> set[str]:
     return set(rundir.latest().get("result_config", {}).get("benchmarks") or {})
 
 
-def data_bench_runs(cfg: RunConfig, factor: int | None) -> list[BenchRun]:
+def data_bench_runs(cfg: RunConfig, family: ModelFamily | None) -> list[BenchRun]:
     """The benchmarks of ``cfg.data``: one per known source named by the rows (under its
     official spec and rule), the rest pooled. ``evalkit run --data`` and ``evalkit score
     --data`` both read a file through here, so a file means the same to both."""
-    return [run for run, _ in data_bench_pairs(cfg, factor)]
+    return [run for run, _ in data_bench_pairs(cfg, family)]
 
 
-def data_bench_pairs(cfg: RunConfig, factor: int | None) -> list[tuple[BenchRun, DataBench]]:
+def data_bench_pairs(
+    cfg: RunConfig, family: ModelFamily | None
+) -> list[tuple[BenchRun, DataBench]]:
     """Each benchmark of ``cfg.data`` as run, with what the file said of it (``DataBench``:
     the fields that name its samples, for ``evalkit score``)."""
     from evalkit.bench.unified_known import data_benches
@@ -212,7 +227,7 @@ def data_bench_pairs(cfg: RunConfig, factor: int | None) -> list[tuple[BenchRun,
     assert cfg.data is not None
     out = []
     for db in data_benches(cfg.data, cfg.video_root):
-        run = bench_run(cfg, db.spec, db.samples, factor, problems=db.problems)
+        run = bench_run(cfg, db.spec, db.samples, family, problems=db.problems)
         run.name, run.data_info = db.name, db.info(Path(cfg.data))
         run.media_root = str(Path(cfg.video_root or Path(cfg.data).parent))
         run.data = DataProvenance(annotations=_file_digest(Path(cfg.data)), root=cfg.data)
@@ -246,16 +261,18 @@ def bench_run(
     cfg: RunConfig,
     spec: BenchmarkSpec,
     samples: list[Sample],
-    factor: int | None,
+    family: ModelFamily | None,
     problems: list[Problem] | None = None,
 ) -> BenchRun:
     """One benchmark as ``cfg`` runs it: frames, prompt plan, sampling, samples."""
     prompt = PromptPlan.for_spec(spec, cfg.variant)
     thinking = prompt.thinking(spec.task_types)
+    frame_spec, frames_from = frame_settings(cfg, spec.frames, family)
     return BenchRun(
         name=spec.label,  # a variant is NAME:VARIANT: its own store, never the base's
         spec=spec,
-        frame_spec=_frame_spec(cfg, spec.frames, factor),
+        frame_spec=frame_spec,
+        frames_from=frames_from,
         sampling=sampling_for(spec.generation, thinking, cfg.max_tokens),
         samples=samples[: cfg.limit] if cfg.limit else list(samples),
         prompt=prompt,
@@ -316,21 +333,39 @@ def locate(
     )
 
 
-def _frame_spec(cfg: RunConfig, pinned: FrameSpec, factor: int | None) -> FrameSpec:
-    spec = cfg.frames.apply(pinned)
-    if factor is not None and spec.factor != factor:
-        # the model decides the patch grid
-        spec = FrameSpec.model_validate({**spec.model_dump(), "factor": factor})
-    return spec
+_FRAME_FLAGS = {
+    "frames": {"fps", "nframes", "max_frames"},
+    "pixels": {"min_pixels", "max_pixels", "total_pixels"},
+}
 
 
-def model_factor(model: str) -> int | None:
-    """The resize factor of the model's family, when the model is a local checkpoint."""
-    if not Path(model).is_dir():
-        return None
-    from evalkit.engines.family import detect_family
+def frame_settings(
+    cfg: RunConfig, pinned: FrameSpec, family: ModelFamily | None
+) -> tuple[FrameSpec, dict[str, str]]:
+    """The frames a benchmark pinned as ``pinned`` runs under: the family's reference where
+    the spec leaves them to the model (``ModelFamily.frame_spec``), the run's --frames-*
+    flags over both, the model's grid always; and which source gave them."""
+    if family is None:  # a served model of unknown family: the spec and the flags, as given
+        return cfg.frames.apply(pinned), {}
+    flagged = {k for k, v in cfg.frames.model_dump().items() if v is not None}
+    try:
+        family.refuse_flags(flagged)
+    except EvalkitError as exc:
+        raise ConfigError(str(exc)) from None
+    spec, origin = family.frame_spec(pinned)
+    spec = family.on_grid(cfg.frames.apply(spec))
+    for group, names in _FRAME_FLAGS.items():
+        if flagged & names:
+            origin[group] = "flags"
+    return spec, origin
 
-    return detect_family(model).factor
+
+def model_family(cfg: RunConfig, path: str | None = None) -> ModelFamily | None:
+    """The family of the run's model: its checkpoint's (``path``: where a hub id's files
+    are), or the served model's as the openai engine's ``family`` option names it; None
+    when it cannot be known."""
+    named = cfg.engine_options.get("family")
+    return run_family(path or cfg.model, reads_local_checkpoint(cfg.engine), named)
 
 
 def result_config(
@@ -386,11 +421,18 @@ def _result_judge(jc: JudgeConfig | None) -> dict[str, Any] | None:
 
 
 def run_manifest(
-    cfg: RunConfig, benches: list[BenchRun], model: ModelSource | None = None
+    cfg: RunConfig,
+    benches: list[BenchRun],
+    model: ModelSource | None = None,
+    family: ModelFamily | None = None,
 ) -> RunManifest:
-    """The run's manifest: result config (the fingerprint), settings, specs as run."""
+    """The run's manifest: result config (the fingerprint), settings, specs as run, and the
+    model's family with the source of each benchmark's frame settings."""
     # how the run was started, not what it is: never compared on resume
     extra = cfg.model_dump(mode="json", exclude={"resume", "force", "retry_failed", "fetch"})
+    recorded = None
+    if family is not None:
+        recorded = {**family.describe(), "frames_from": {b.name: b.frames_from for b in benches}}
     return RunManifest.build(
         result_config(cfg, benches, model),
         extra,
@@ -399,6 +441,7 @@ def run_manifest(
         data_benchmarks={b.name: b.data_info for b in benches if b.data_info},
         benchmark_samples={b.name: b.available for b in benches if b.available is not None},
         data={b.name: b.data for b in benches if b.data is not None},
+        family=recorded,
     )
 
 

@@ -27,12 +27,15 @@ from evalkit.video.types import Frames, FrameSpec
 
 SOURCE = "source size (not scaled)"
 MIN_UP = "min_pixels (scaled up)"
+FIXED = "the model's fixed frame size"
 
 
 def size_set_by(spec: FrameSpec, src_h: int, src_w: int, nframes: int) -> str:
     """Which budget set the size of ``nframes`` frames of a ``src_h`` x ``src_w`` video:
     a cap (max_pixels, total_pixels, the token cap, the min_pixels floor), the floor
     scaling a small source up, or none (the source size, rounded to the patch grid)."""
+    if spec.size is not None:
+        return FIXED
     cap, why = pixel_cap(spec, nframes)
     f = spec.factor
     rounded = max(f, round_by_factor(src_h, f)) * max(f, round_by_factor(src_w, f))

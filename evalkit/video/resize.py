@@ -87,7 +87,12 @@ def video_max_pixels(spec: FrameSpec, nframes: int) -> float:
 
 
 def video_size(height: int, width: int, spec: FrameSpec, nframes: int) -> tuple[int, int]:
-    """Output (H, W) of ``nframes`` frames of a ``height`` x ``width`` video under ``spec``."""
+    """Output (H, W) of ``nframes`` frames of a ``height`` x ``width`` video under ``spec``
+    (its fixed ``size`` where it has one: the model family squashes every frame to it)."""
+    if spec.size is not None:
+        if min(height, width) <= 0:
+            raise ValueError(f"frame size must be positive, got {height}x{width}")
+        return spec.size
     return smart_resize(
         height, width, spec.factor, spec.min_pixels, video_max_pixels(spec, nframes)
     )
@@ -103,14 +108,17 @@ def resize_frames(
 ) -> np.ndarray:
     """Resize uint8 T x H x W x 3 frames to ``height`` x ``width`` (bicubic, antialiased).
 
-    ``method``: ``torchvision`` (bit-exact with qwen-vl-utils) or ``pil`` (faster).
+    ``method``: ``torchvision`` (bit-exact with qwen-vl-utils), ``transformers`` (bit-exact
+    with transformers' video processors) or ``pil`` (faster).
     """
     if frames.shape[1:3] == (height, width):
         return np.ascontiguousarray(frames)
-    if method == "torchvision":
-        return _torchvision_resize(frames, height, width)
+    if method in ("torchvision", "transformers"):
+        return _torchvision_resize(frames, height, width, v2=method == "transformers")
     if method != "pil":
-        raise ValueError(f"unknown resize method {method!r}; use 'torchvision' or 'pil'")
+        raise ValueError(
+            f"unknown resize method {method!r}; use 'torchvision', 'transformers' or 'pil'"
+        )
     from PIL import Image
 
     out = np.empty((frames.shape[0], height, width, 3), np.uint8)
@@ -120,11 +128,12 @@ def resize_frames(
     return out
 
 
-def _torchvision_resize(frames: np.ndarray, height: int, width: int) -> np.ndarray:
+def _torchvision_resize(frames: np.ndarray, height: int, width: int, v2: bool) -> np.ndarray:
     try:
         import torch
         from torchvision.transforms import InterpolationMode
         from torchvision.transforms import functional as tvf
+        from torchvision.transforms.v2 import functional as tvf2
     except ImportError as exc:
         raise VideoError(
             "<resize>",
@@ -134,9 +143,8 @@ def _torchvision_resize(frames: np.ndarray, height: int, width: int) -> np.ndarr
     # The same tensor layout qwen-vl-utils hands to resize (T,H,W,C memory viewed as
     # T,C,H,W): the kernels' summation order, and so the rounding, follow the strides.
     video = torch.from_numpy(np.ascontiguousarray(frames)).permute(0, 3, 1, 2)
-    out = tvf.resize(
-        video, [height, width], interpolation=InterpolationMode.BICUBIC, antialias=True
-    )
+    resize = tvf2.resize if v2 else tvf.resize
+    out = resize(video, [height, width], interpolation=InterpolationMode.BICUBIC, antialias=True)
     return np.ascontiguousarray(out.permute(0, 2, 3, 1).numpy())
 
 

@@ -12,6 +12,15 @@ tests against the installed package:
 - indices = round(linspace(first, last, n)) computed the way torch does it on CPU
   (float32 with fused multiply-add, from both ends, round half to even).
 
+A model family whose authors pick frames another way says so in ``FrameSpec.sampling``
+(the count is decided as above in both cases): ``linspace`` takes
+``np.linspace(first, last, n, dtype=int)`` (rounded down: lmms-eval's LLaVA-OneVision
+``load_video``), ``segments`` the middle frame of each of n equal segments of the window
+(InternVL's ``get_index``: ``int(first + seg/2 + round(seg * i))``, seg = (last-first)/n);
+``stride`` one frame every 1/fps seconds, its index rounded up, or ``max_frames`` spread
+over the window when the window holds more (GLM-4.1V's ``sample_frames``; repeated
+indices dropped, the last repeated up to a multiple of the temporal patch).
+
 Where qwen-vl-utils raises, evalkit defines what happens instead (documented per case in
 :func:`sample_indices`): a clip or window shorter than one temporal patch repeats its
 frames to fill it, and a fixed ``nframes`` larger than the window repeats frames so the
@@ -71,11 +80,14 @@ def frame_range(
 
 
 def count_frames(window_frames: int, source_fps: float, spec: FrameSpec) -> int:
-    """How many frames to sample from a window of ``window_frames`` (qwen's smart_nframes).
+    """How many frames to sample from a window of ``window_frames`` (qwen's smart_nframes;
+    the ``stride`` rule's own count under it).
 
     Unlike qwen-vl-utils this never raises: the result is at least one temporal patch
     (``spec.temporal_patch``); the caller repeats frames when the window is shorter.
     """
+    if spec.sampling == "stride" and spec.nframes is None:
+        return len(stride_indices(0, window_frames - 1, source_fps, spec))
     tp = spec.temporal_patch
     if spec.nframes is not None:
         return max(tp, round_by_factor(spec.nframes, tp))
@@ -116,5 +128,34 @@ def sample_indices(total_frames: int, source_fps: float, spec: FrameSpec) -> lis
     Raises ValueError for an empty clip or a window that holds no frame.
     """
     first, last = frame_range(total_frames, source_fps, spec.start, spec.end)
+    if spec.sampling == "stride" and spec.nframes is None:
+        return stride_indices(first, last, source_fps, spec)
     n = count_frames(last - first + 1, source_fps, spec)
+    if spec.sampling == "linspace":
+        return np.linspace(first, last, n, dtype=int).tolist()
+    if spec.sampling == "segments":
+        seg = (last - first) / n
+        return [int(first + seg / 2 + np.round(seg * i)) for i in range(n)]
     return torch_linspace_round(first, last, n)
+
+
+def stride_indices(first: int, last: int, source_fps: float, spec: FrameSpec) -> list[int]:
+    """GLM-4.1V's ``Glm4vVideoProcessor.sample_frames`` over frames [first, last]: one
+    frame every 1/fps s (index rounded up) while the window is at most ``max_frames`` /
+    fps long, else ``max_frames`` spread over it; repeats dropped, the last frame repeated
+    up to a multiple of the temporal patch."""
+    assert spec.fps is not None  # the rule is rate-based; FrameSpec has one or nframes
+    window = last - first + 1
+    duration = window / source_fps
+    if duration * spec.fps <= spec.max_frames:
+        n = max(math.floor(duration * spec.fps), 1)
+        picks = [min(last, first + math.ceil(i * source_fps / spec.fps)) for i in range(n)]
+    elif spec.max_frames >= window:
+        picks = list(range(first, last + 1))
+    else:
+        seconds = np.linspace(0, duration, spec.max_frames, endpoint=True)
+        picks = [min(last, first + math.ceil(t * source_fps)) for t in seconds]
+    picks = list(dict.fromkeys(picks))
+    while len(picks) % spec.temporal_patch:
+        picks.append(picks[-1])
+    return picks

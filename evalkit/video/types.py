@@ -7,10 +7,30 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 # Qwen-VL defaults (qwen-vl-utils): the pixel budgets are counted in 28x28 patches.
 _PATCH28 = 28 * 28
+
+Resize = Literal["torchvision", "pil", "transformers"]
+"""How frames are resampled (see ``FrameSpec.resize``)."""
+Sampling = Literal["qwen", "linspace", "segments", "stride"]
+"""Which source frames a count picks: ``qwen`` = qwen-vl-utils' round(linspace) over the
+window (first and last frame included); ``linspace`` = ``np.linspace(first, last, n,
+dtype=int)``, rounded down (lmms-eval's LLaVA-OneVision ``load_video``); ``segments`` =
+the middle frame of each of n equal segments (InternVL's ``get_index``); ``stride`` = one
+frame every 1/fps s, rounded up (GLM-4.1V's ``sample_frames``); see video.sampling."""
+
+# The fields a model family's frame contract adds, at the values every FrameSpec had before
+# them: a dump leaves them out at these values, so the cache keys and run fingerprints of
+# the Qwen families (which never set them) stay what they were.
+_CONTRACT_DEFAULTS: dict[str, Any] = {"size": None, "sampling": "qwen"}
 
 
 class FrameSpec(BaseModel):
@@ -40,14 +60,33 @@ class FrameSpec(BaseModel):
     """Output H and W are multiples of this (patch x merge: 28 Qwen2/2.5-VL, 32 Qwen3-VL)."""
     temporal_patch: int = 2
     """The frame count is rounded to a multiple of this (Qwen's FRAME_FACTOR)."""
-    resize: Literal["torchvision", "pil"] = "torchvision"
+    resize: Resize = "torchvision"
     """Resampling of video frames: ``torchvision`` = qwen-vl-utils' own call (antialiased
-    bicubic on the uint8 tensor, bit-exact with the reference path); ``pil`` = PIL's
-    bicubic, a faster approximation (about 1-2% of pixel values differ by a few levels)."""
+    bicubic on the uint8 tensor, bit-exact with the reference path); ``transformers`` =
+    the call transformers' video processors make (the same bicubic through torchvision's
+    transforms.v2, whose uint8 kernel rounds otherwise: up to ~9 levels apart), the
+    reference of the families their processor resizes; ``pil`` = PIL's bicubic, a faster
+    approximation (about 1-2% of pixel values differ by a few levels)."""
     start: float | None = None
     """Start of the window to sample from, in seconds (None = start of the video)."""
     end: float | None = None
     """End of the window to sample from, in seconds (None = end of the video)."""
+    size: tuple[int, int] | None = None
+    """Every frame resized to exactly (H, W), aspect ratio not kept: the fixed input of a
+    family whose processor squashes each frame to one size (LLaVA-OneVision, InternVL);
+    None = the factor grid under the pixel budgets above."""
+    sampling: Sampling = "qwen"
+    """Which frames are picked: qwen (round(linspace), the default), linspace (rounded
+    down: LLaVA-OneVision's reference), segments (segment middles: InternVL's) or stride
+    (every 1/fps s, rounded up: GLM-4.1V's)."""
+
+    @model_serializer(mode="wrap")
+    def _leave_out_unset_contract(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        for name, default in _CONTRACT_DEFAULTS.items():
+            if name in data and data[name] == default:
+                del data[name]
+        return data
 
     @model_validator(mode="after")
     def _check(self) -> FrameSpec:
@@ -59,6 +98,8 @@ class FrameSpec(BaseModel):
             raise ValueError(f"min_pixels {self.min_pixels} > max_pixels {self.max_pixels}")
         if self.start is not None and self.end is not None and self.end <= self.start:
             raise ValueError(f"window end {self.end} must be after start {self.start}")
+        if self.size is not None and min(self.size) < 1:
+            raise ValueError(f"size {self.size} must be positive (H, W)")
         return self
 
     def window(self, start: float | None, end: float | None) -> FrameSpec:

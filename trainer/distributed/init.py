@@ -40,14 +40,14 @@ def load_policy(model_dir: str | Path, rank: int, init: InitMode) -> ActorPolicy
         raise ValueError(f"distributed.init must be all_load or rank0, got {init!r}")
     from transformers import AutoConfig, AutoModelForImageTextToText, AutoProcessor
 
-    from evalkit.engines.family import detect_family
+    from evalkit.engines.family import trainable_family
 
     config = AutoConfig.from_pretrained(model_dir)
     with torch.device("meta"):
         model = AutoModelForImageTextToText.from_config(
             config, dtype=torch.float32, attn_implementation="sdpa"
         )
-    return ActorPolicy(model, AutoProcessor.from_pretrained(model_dir), detect_family(model_dir))
+    return ActorPolicy(model, AutoProcessor.from_pretrained(model_dir), trainable_family(model_dir))
 
 
 def on_meta(module: nn.Module) -> bool:

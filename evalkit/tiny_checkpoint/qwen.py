@@ -8,13 +8,11 @@ meaningless but reproducible, which is what engine and pipeline tests need.
 
 from __future__ import annotations
 
-import json
-import random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evalkit.errors import EvalkitError
+from evalkit.tiny_checkpoint.common import chatml_template, save_checkpoint, train_tokenizer
 
 # Qwen's special tokens, in Qwen's order, so that ids are stable and look familiar.
 SPECIAL_TOKENS = [
@@ -37,67 +35,11 @@ SPECIAL_TOKENS = [
 # A Qwen2-VL-style template written for this project: a default system turn, each user
 # content item in order, and one <|vision_start|><|X_pad|><|vision_end|> per image/video
 # (the processor expands the pad token to the right number of visual tokens).
-CHAT_TEMPLATE = (
-    "{% for message in messages %}"
-    "{% if loop.first and message['role'] != 'system' %}"
-    "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
-    "{% endif %}"
-    "<|im_start|>{{ message['role'] }}\n"
-    "{% if message['content'] is string %}{{ message['content'] }}"
-    "{% else %}{% for item in message['content'] %}"
-    "{% if item['type'] == 'image' or 'image' in item or 'image_url' in item %}"
-    "<|vision_start|><|image_pad|><|vision_end|>"
-    "{% elif item['type'] == 'video' or 'video' in item %}"
-    "<|vision_start|><|video_pad|><|vision_end|>"
-    "{% elif 'text' in item %}{{ item['text'] }}"
-    "{% endif %}{% endfor %}{% endif %}"
-    "<|im_end|>\n"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+CHAT_TEMPLATE = chatml_template(
+    "<|vision_start|><|image_pad|><|vision_end|>",
+    "<|vision_start|><|video_pad|><|vision_end|>",
+    loose=True,
 )
-
-_WORDS_TEXT = (
-    "the a an of to in on at for with from by about what which who when where why how is are "
-    "was were be been do does did can could will would should may might must not no yes and "
-    "or but if then than this that these those there here it its he she they we you i me my "
-    "your video image frame clip scene person people man woman child dog cat car ball table "
-    "door room kitchen street park water tree sky red blue green yellow black white left "
-    "right up down before after first last next during while begins ends start end time "
-    "second minute hour count number how many times does appear happen action event object "
-    "color shape size question answer option options choose select correct best letter "
-    "following given describe explain reason think step final above below between near far "
-    "inside outside open close walk run jump sit stand hold pick put throw catch look watch "
-    "play eat drink cook read write talk speak move turn stop wait"
-)
-_WORDS = tuple(_WORDS_TEXT.split())
-_PUNCT = [".", ",", "?", "!", ":", ";", "(", ")", "'", '"', "-"]
-
-
-_SYLLABLES_TEXT = (
-    "ba be bi bo bu ca ce ci co cu da de di do du fa fe fi fo ga ge go ha he hi ho ka ke ki "
-    "ko la le li lo lu ma me mi mo mu na ne ni no nu pa pe pi po ra re ri ro ru sa se si so "
-    "ta te ti to tu va ve vi vo wa we wi ya yo za ze zi zo ing ed er est ly tion ment ness"
-)
-_SYLLABLES = tuple(_SYLLABLES_TEXT.split())
-
-
-def corpus(n_sentences: int = 1500) -> str:
-    """Some KB of deterministic pseudo-English with digits, letters and option markup."""
-    rng = random.Random(1234)  # fixed: the tokenizer must not depend on the weight seed
-    # Made-up words widen the merge statistics so the BPE reaches ~2k entries.
-    made_up = ["".join(rng.choices(_SYLLABLES, k=rng.randint(2, 4))) for _ in range(1500)]
-    lines = []
-    for i in range(n_sentences):
-        words = [rng.choice(_WORDS if rng.random() < 0.6 else made_up) for _ in range(8)]
-        if i % 5 == 0:
-            words.append(str(rng.randint(0, 2026)))
-        if i % 7 == 0:
-            words = [f"{'ABCDEFGHIJ'[rng.randint(0, 9)]}.", *words]
-        sentence = " ".join(words).capitalize() + rng.choice(_PUNCT)
-        lines.append(sentence)
-    lines.append("Answer with the option's letter from the given choices directly.")
-    lines.append("0 1 2 3 4 5 6 7 8 9 A B C D E F G H I J <think> </think> <answer> </answer>")
-    return "\n".join(lines)
 
 
 @dataclass(frozen=True)
@@ -196,34 +138,13 @@ FAMILY_BUILDS: dict[str, _FamilyBuild] = {
         rope={"mrope_section": [2, 1, 1], "mrope_interleaved": True},
     ),
 }
-FAMILIES = tuple(FAMILY_BUILDS)
 
 
 def build_tokenizer() -> Any:
-    """Train the byte-level BPE and wrap it as a ``PreTrainedTokenizerFast``."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=2048,
-        special_tokens=SPECIAL_TOKENS,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
+    """Train the byte-level BPE with Qwen's specials and wrap it as a tokenizer."""
+    return train_tokenizer(
+        SPECIAL_TOKENS, eos="<|im_end|>", pad="<|endoftext|>", chat_template=CHAT_TEMPLATE
     )
-    tok.train_from_iterator(corpus().splitlines(), trainer=trainer)
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        eos_token="<|im_end|>",
-        pad_token="<|endoftext|>",
-        unk_token=None,
-        additional_special_tokens=SPECIAL_TOKENS[1:],
-        model_max_length=32768,
-    )
-    fast.chat_template = CHAT_TEMPLATE
-    return fast
 
 
 def build_config(spec: TinySpec, tokenizer: Any) -> Any:
@@ -303,54 +224,17 @@ def build_processor(spec: TinySpec, tokenizer: Any) -> Any:
     )
 
 
-def build_tiny_model(out: str | Path, family: str = "qwen2_5_vl", seed: int = 0) -> Path:
-    """Write a tiny random ``family`` checkpoint to ``out``; same seed -> same bytes."""
-    if family not in FAMILY_BUILDS:
-        raise EvalkitError(f"unknown tiny model family {family!r}; choose one of {FAMILIES}")
-    import torch
+def build(out: Path, family: str, seed: int, reference_frames: bool = False) -> Path:
+    """Write a tiny random Qwen-family checkpoint to ``out`` (its processor's budgets are
+    the benchmark specs' own: ``reference_frames`` changes nothing)."""
     import transformers as tf
 
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     spec = TinySpec(family=family)
     tokenizer = build_tokenizer()
     config = build_config(spec, tokenizer)
-    with _seeded(torch, seed):
-        model: Any = getattr(tf, FAMILY_BUILDS[family].model)(config)
-    # stored in bfloat16, as real Qwen-VL checkpoints are: vLLM's dtype "auto" turns a
-    # float32 checkpoint into bfloat16 and warns once per tensor ("Attempted to load weight
-    # ... float32 into bfloat16"); bfloat16 weights load silently into bfloat16 and, as an
-    # exact widening, into float32 (--dtype float32, the HF engine, the trainer's actor)
-    model = model.to(torch.bfloat16).eval()
-    model.generation_config.do_sample = False
-    model.generation_config.eos_token_id = [
-        tokenizer.convert_tokens_to_ids("<|im_end|>"),
-        tokenizer.convert_tokens_to_ids("<|endoftext|>"),
-    ]
-    bars = tf.utils.logging.is_progress_bar_enabled()
-    tf.utils.logging.disable_progress_bar()  # "Writing model shards" for one 4 MB file
-    try:
-        model.save_pretrained(out, safe_serialization=True)
-    finally:
-        if bars:
-            tf.utils.logging.enable_progress_bar()
-    build_processor(spec, tokenizer).save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    (out / "evalkit_tiny.json").write_text(
-        json.dumps({"family": family, "seed": seed}, indent=2) + "\n", encoding="utf-8"
+    model_cls = getattr(tf, FAMILY_BUILDS[family].model)
+    processor = build_processor(spec, tokenizer)
+    stop = ["<|im_end|>", "<|endoftext|>"]
+    return save_checkpoint(
+        out, model_cls, config, processor, tokenizer, seed=seed, family=family, stop=stop
     )
-    return out
-
-
-class _seeded:
-    """Seed torch's CPU generator for the duration of a block, then restore it."""
-
-    def __init__(self, torch_mod: Any, seed: int) -> None:
-        self.torch, self.seed = torch_mod, seed
-
-    def __enter__(self) -> None:
-        self.state = self.torch.random.get_rng_state()
-        self.torch.manual_seed(self.seed)
-
-    def __exit__(self, *exc: object) -> None:
-        self.torch.random.set_rng_state(self.state)

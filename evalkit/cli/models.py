@@ -1,0 +1,75 @@
+"""``evalkit models``: every model family evalkit feeds, as the registry says (no torch)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from evalkit.engines.family import FamilySpec
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``[NAME]`` (one family or a model type) and ``--json``."""
+    parser.add_argument(
+        "name", nargs="?", help="one family (or a config.json model_type): all it says"
+    )
+    parser.add_argument("--json", action="store_true", help="the families as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the families: vLLM architectures, how video is fed, reference settings."""
+    from evalkit.engines.family import FAMILIES
+
+    names = [FAMILIES.canonical(args.name)] if args.name else FAMILIES.names()
+    rows = [_row(FAMILIES.get(n)) for n in names]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    if not args.name:  # one line each; NAME gives the prompt, the source and the rest
+        for row in rows:
+            tested = "not tested" if row["tested"].startswith("not tested") else "tested"
+            vllm = ", ".join(a.removesuffix("ForConditionalGeneration") for a in row["vllm"])
+            print(
+                f"{row['family']:<17} {vllm:<28} {row['feed']:<6} {row['reference']:<48} {tested}"
+            )
+        print("(evalkit models NAME: the prompt, the cache, the source, what is tested)")
+        return 0
+    for row in rows:
+        print(f"{row['family']}  {row['title']}")
+        for key in ("model_types", "vllm", "video", "cache", "prompt", "reference", "source"):
+            value = row[key]
+            print(f"  {key + ':':<12} {', '.join(value) if isinstance(value, list) else value}")
+        for key in ("needs", "tested"):
+            print(f"  {key + ':':<12} {row[key]}")
+    return 0
+
+
+def _row(fam: FamilySpec) -> dict[str, Any]:
+    needs = [n for n in ("--trust-remote-code" if fam.trust_remote_code else "",) if n]
+    if fam.audio:
+        needs.append(f"audio {fam.audio}")
+    if fam.trainable:
+        needs.append("trainable by evalkit's trainer")
+    if fam.tiny:
+        needs.append(f"`evalkit model tiny --family {fam.name}` builds one")
+    video = (
+        "a video, through vLLM's processor for the family"
+        if fam.feed == "video"
+        else f"its frames as images, each after {fam.frame_marker!r}"
+    )
+    return {
+        "family": fam.name,
+        "title": fam.title,
+        "model_types": list(fam.model_types),
+        "vllm": list(fam.architectures),
+        "video": video,
+        "feed": fam.feed,
+        "cache": fam.pixels,
+        "prompt": fam.prompt,
+        "reference": fam.reference.describe(),
+        "source": fam.reference.source,
+        "needs": "; ".join(needs) or "-",
+        "tested": fam.tested,
+    }

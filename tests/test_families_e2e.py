@@ -1,0 +1,105 @@
+"""Every non-Qwen family evalkit builds a tiny checkpoint of, end to end on the real vLLM
+CPU engine (heavy): ``evalkit model tiny --family F`` -> ``evalkit run --bench SynthVideo``
+-> ``evalkit report``, each sample answered, the family's frames as the cache gave them
+(its grid, its reference count) and the family recorded. LLaVA-OneVision also runs on two
+Ray replicas and through ``evalkit sweep`` over two frame counts. (The Qwen families run
+end to end in test_run_e2e.py, test_sweep_vllm.py and test_model_families.py.)
+
+Short on purpose: two yes/no questions, 8 answer tokens, one engine per run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("vllm")
+
+from evalkit.cli.main import main
+from evalkit.synthvideo import generate
+from tests._engine_env import engine_env
+
+pytestmark = pytest.mark.heavy
+
+ENGINE_FLAGS = (
+    "--engine vllm --dtype float32 --max-num-batched-tokens 512 --max-num-seqs 4 "
+    "--max-model-len 4096 --engine-opt enforce_eager=true --max-tokens 8"
+)
+ENGINE = ENGINE_FLAGS.split()
+# family -> (frames per video, frame size) the cache must give it on SynthVideo (whose spec
+# pins a rate: the family's reference wins; a fixed-size family gets its processor's size,
+# GLM-4.1V its 2 fps in pairs at the clip's own size on the 28-pixel grid)
+EXPECTED = {
+    "llava_onevision": ("32", "56x56"),
+    "internvl": ("32", "56x56"),
+    "glm4v": (None, "168x224"),
+}
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    root = tmp_path_factory.mktemp("families")
+    generate(root / "synth", 1, "test", 0, families=["yes_no", "moving_shape"])
+    env = {**engine_env(), "EVALKIT_CACHE": str(root / "cache"), "RAY_AUTH_MODE": "disabled"}
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in env.items():
+            mp.setenv(key, value)
+        mp.chdir(root)
+        yield root
+
+
+def _run(world: Path, family: str, *extra: str) -> Path:
+    model = world / family
+    if not model.is_dir():
+        assert main(["model", "tiny", str(model), "--family", family]) == 0
+    base = ["--model", str(model), "--bench", "SynthVideo", "--data-root", "synth"]
+    argv = ["run", *base, "--no-progress", "--run-id", family, *ENGINE, *extra]
+    assert main(argv) == 0
+    return world / "runs" / family
+
+
+def _check_run(run: Path, family: str) -> None:
+    records = [json.loads(x) for x in (run / "SynthVideo.jsonl").read_text().splitlines()]
+    assert len(records) == 2 and all(r["status"] == "ok" for r in records), records
+    assert all(r["tokens"]["output"] >= 1 for r in records)
+    seen = json.loads((run / "frames.json").read_text())["SynthVideo"]
+    frames, size = EXPECTED[family]
+    assert seen["size"] == {size: 2}, seen
+    if frames is not None:
+        assert seen["frames"] == {frames: 2}, seen
+    else:
+        assert all(int(n) % 2 == 0 for n in seen["frames"]), seen
+    manifest = json.loads((run / "config.json").read_text())
+    assert manifest["family"]["family"] == family
+    assert manifest["family"]["frames_from"]["SynthVideo"]["frames"] == "family"
+    assert main(["report", str(run)]) == 0
+    report = (run / "report" / "report.md").read_text()
+    assert "model family" in report and manifest["family"]["title"] in report
+
+
+@pytest.mark.parametrize("family", ["internvl", "glm4v"])
+def test_a_tiny_checkpoint_runs_synthvideo_to_a_report(world: Path, family: str) -> None:
+    _check_run(_run(world, family), family)
+
+
+def test_llava_onevision_runs_on_two_replicas_and_sweeps_two_frame_counts(world: Path) -> None:
+    # its tiny checkpoint names the SigLIP tower as transformers 5 saves it: vLLM loads it
+    # through evalkit's renamed view
+    _check_run(_run(world, "llava_onevision", "--replicas", "2"), "llava_onevision")
+    grid = ["--grid", "frames.nframes=4,8", "--sweep-dir", "sw", "--cache-workers", "1"]
+    base = ["--model", "llava_onevision", "--bench", "SynthVideo", "--data-root", "synth"]
+    assert main(["sweep", *base, "--no-progress", *ENGINE, *grid]) == 0
+    doc = json.loads((world / "sw" / "sweep.json").read_text())
+    assert len(doc["settings"]) == 2
+    for s in doc["settings"]:
+        run = world / "sw" / s["run"]
+        n = s["values"]["frames.nframes"]
+        seen = json.loads((run / "frames.json").read_text())["SynthVideo"]
+        assert seen["frames"] == {str(n): 2} and seen["size"] == {"56x56": 2}
+        records = (run / "SynthVideo.jsonl").read_text().splitlines()
+        assert [json.loads(x)["status"] for x in records] == ["ok", "ok"]
+        family = json.loads((run / "config.json").read_text())["family"]
+        assert family["frames_from"]["SynthVideo"]["frames"] == "flags"
