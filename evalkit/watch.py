@@ -535,7 +535,7 @@ class Follower:
     def _plan(self, ck: Checkpoint) -> RunPlan:
         """``ck``'s run plan: the benchmarks resolved once (per architecture), its own
         manifest (its model, so its fingerprint is what `evalkit run` gives it)."""
-        from evalkit.run.plan import plan_of, plan_run
+        from evalkit.run.plan import model_family, plan_of, plan_run
         from evalkit.run.preflight import check_run
 
         cfg = self.watch.settings_for(ck)
@@ -543,7 +543,7 @@ class Follower:
             check_run(cfg)
             self.benches = plan_run(cfg).benches
         fresh = [dataclasses.replace(b, samples=list(b.samples)) for b in self.benches]
-        return plan_of(cfg, fresh)
+        return plan_of(cfg, fresh, family=model_family(cfg))
 
     async def _run(self, ck: Checkpoint) -> RunResult:
         from evalkit.run.execute import aexecute
