@@ -170,7 +170,7 @@ def test_vllm_ending_a_request_without_an_answer_is_an_engine_failure(
 
     pytest.importorskip("vllm")
     from evalkit.engines.base import Request, SamplingParams
-    from evalkit.engines.vllm_engine import VLLMEngine
+    from evalkit.engines.vllm_engine import FrameCountGate, VLLMEngine
     from evalkit.errors import EvalkitError
 
     out = SimpleNamespace(index=0, text="", token_ids=tokens, finish_reason=finish, logprobs=None)
@@ -181,6 +181,7 @@ def test_vllm_ending_a_request_without_an_answer_is_an_engine_failure(
 
     engine = VLLMEngine.__new__(VLLMEngine)
     engine.family, engine._engine, engine._ids = None, Engine(), iter(range(9))
+    engine._gate = FrameCountGate(None)
     engine.prompt = lambda request: "prompt"  # type: ignore[method-assign]
     request = Request(id="s1", text="q", sampling=SamplingParams(max_tokens=4))
     with pytest.raises(EvalkitError, match=rf"finish_reason '{finish}' after {len(tokens)} token"):

@@ -10,13 +10,8 @@ import pytest
 
 from evalkit.engines import ENGINE_CONFIGS, ENGINES
 from evalkit.engines.base import Request
-from evalkit.engines.family import detect_family, family_from_config
-from evalkit.engines.prompting import (
-    chat_messages,
-    check_frame_sizes,
-    content_items,
-    render_prompt,
-)
+from evalkit.engines.family import check_frame_sizes, detect_family, family_from_config
+from evalkit.engines.prompting import chat_messages, content_items, render_prompt
 from evalkit.errors import EvalkitError
 from evalkit.registry import RegistryError
 from tests._engine_env import make_frames

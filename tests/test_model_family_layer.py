@@ -126,7 +126,7 @@ def test_the_manifest_records_the_family_and_where_each_benchmark_frames_came_fr
     cfg = RunConfig(model=str(model), bench=["SynthVideo"])
     family = detect_family(model)
     run = bench_run(cfg, get_benchmark("SynthVideo"), [], family)
-    manifest = plan_of(cfg, [run], family).manifest
+    manifest = plan_of(cfg, [run], family=family).manifest
     assert manifest.family is not None
     assert manifest.family["family"] == "llava_onevision"
     assert manifest.family["frames_from"] == {"SynthVideo": {"frames": "family", "pixels": "model"}}

@@ -278,8 +278,6 @@ class ModelFamily:
 
     def check_frames(self, request: Request) -> None:
         """Frames arrive resized: on the model's grid, or at its fixed size."""
-        from evalkit.engines.prompting import check_frame_sizes
-
         grid, size = self.family.grid, self.size or (0, 0)
         if grid == "factor":
             check_frame_sizes(request, self.factor)
@@ -403,3 +401,21 @@ def run_family(model: str, local: bool, named: str | None = None) -> ModelFamily
     if local and Path(model).is_dir():
         return detect_family(model)
     return None
+
+
+def check_frame_sizes(request: Request, factor: int) -> None:
+    """Frames arrive resized; H and W must be multiples of the model's patch x merge."""
+    for i, video in enumerate(request.videos):
+        _t, h, w, _c = video.array.shape
+        if h % factor or w % factor:
+            raise EvalkitError(
+                f"request {request.id}: video {i} frames are {h}x{w}, not multiples of {factor} "
+                "(patch x merge of this model); build the cache with FrameSpec.factor="
+                f"{factor}"
+            )
+    for i, image in enumerate(request.images):
+        h, w = image.shape[:2]
+        if h % factor or w % factor:
+            raise EvalkitError(
+                f"request {request.id}: image {i} is {h}x{w}, not multiples of {factor}"
+            )

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from evalkit.engines.base import Request
-from evalkit.engines.family import NO_RESAMPLE as NO_RESAMPLE
 from evalkit.errors import EvalkitError
 
 if TYPE_CHECKING:
@@ -109,24 +108,6 @@ def render_prompt(tokenizer: Any, request: Request, family: ModelFamily | None =
     if not isinstance(text, str):
         raise EvalkitError(f"request {request.id}: chat template did not render to text")
     return text + (request.assistant_prefix or "")
-
-
-def check_frame_sizes(request: Request, factor: int) -> None:
-    """Frames arrive resized; H and W must be multiples of the model's patch x merge."""
-    for i, video in enumerate(request.videos):
-        _t, h, w, _c = video.array.shape
-        if h % factor or w % factor:
-            raise EvalkitError(
-                f"request {request.id}: video {i} frames are {h}x{w}, not multiples of {factor} "
-                "(patch x merge of this model); build the cache with FrameSpec.factor="
-                f"{factor}"
-            )
-    for i, image in enumerate(request.images):
-        h, w = image.shape[:2]
-        if h % factor or w % factor:
-            raise EvalkitError(
-                f"request {request.id}: image {i} is {h}x{w}, not multiples of {factor}"
-            )
 
 
 def processor_inputs(processor: Any, family: ModelFamily, request: Request) -> Any:

@@ -14,21 +14,37 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from evalkit.errors import DataError
 
 if TYPE_CHECKING:
+    from evalkit.bench.spec import BenchmarkSpec
     from evalkit.hub.archives import Archive
-    from evalkit.hub.fetch import Fetch
+    from evalkit.hub.home import ReleaseState
+    from evalkit.hub.progress import FetchProgress
     from evalkit.sample import Sample
+
+
+class Fetcher(Protocol):
+    """What a prefetch asks of the fetch that made it (``evalkit.hub.fetch.Fetch``)."""
+
+    spec: BenchmarkSpec
+
+    def fetch_archive(
+        self, folder: Path, state: ReleaseState, archive: Archive, progress: FetchProgress
+    ) -> None:
+        """Download, verify and extract one archive into the release ``folder``."""
+
+    def finish(self, folder: Path, state: ReleaseState) -> None:
+        """Record the release as complete."""
 
 
 class Prefetch:
     """A release's remaining archives, fetched by a thread of their own."""
 
     def __init__(
-        self, fetch: Fetch, folder: Path, archives: list[Archive], pending: dict[str, str]
+        self, fetch: Fetcher, folder: Path, archives: list[Archive], pending: dict[str, str]
     ) -> None:
         self.fetch, self.folder, self.archives = fetch, folder, archives
         self.pending = {str(folder / rel): name for rel, name in pending.items()}
