@@ -24,37 +24,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from _tiny_engine import ENGINE_OPTIONS, offline_env
+
 FRAME_COUNTS = (4, 8)
 PIXEL_BUDGETS = (12544, 37632)  # 112x112 and SynthVideo's pinned 224x168
-ENGINE_OPTIONS = {
-    "dtype": "float32",
-    "enforce_eager": True,
-    "max_num_batched_tokens": 256,
-    "max_num_seqs": 8,
-    "max_model_len": 2048,
-}
 
 
 def log(msg: str) -> None:
     print(f"[perf/sweep] {msg}", file=sys.stderr, flush=True)
-
-
-def _env() -> None:
-    for k, v in {
-        "VLLM_CPU_KVCACHE_SPACE": "1",
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        "VLLM_LOGGING_LEVEL": "WARNING",
-        "VLLM_NO_USAGE_STATS": "1",
-    }.items():
-        os.environ.setdefault(k, v)
 
 
 def main() -> None:
@@ -66,7 +49,7 @@ def main() -> None:
     p.add_argument("--dry-run", action="store_true", help="set up and plan; no engine")
     p.add_argument("--many", type=int, default=0, help="N settings: processes and SIGTERM")
     args = p.parse_args()
-    _env()
+    offline_env()
     if args.many:
         print(json.dumps(many(args.many)))
         return

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import shutil
 import sys
 import tempfile
@@ -27,28 +26,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-ENGINE_OPTIONS = {
-    "dtype": "float32",
-    "enforce_eager": True,
-    "max_num_batched_tokens": 256,
-    "max_num_seqs": 8,
-    "max_model_len": 2048,
-}
+from _tiny_engine import ENGINE_OPTIONS, offline_env
 
 
 def log(msg: str) -> None:
     print(f"[perf/watch] {msg}", file=sys.stderr, flush=True)
-
-
-def _env() -> None:
-    for k, v in {
-        "VLLM_CPU_KVCACHE_SPACE": "1",
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        "VLLM_LOGGING_LEVEL": "WARNING",
-        "VLLM_NO_USAGE_STATS": "1",
-    }.items():
-        os.environ.setdefault(k, v)
 
 
 def checkpoints(base: Path, out: Path, n: int) -> list[Path]:
@@ -80,7 +62,7 @@ def main() -> None:
     p.add_argument("--families", default="yes_no,flash_count", help="SynthVideo families")
     p.add_argument("--dry-run", action="store_true", help="set up only; no engine")
     args = p.parse_args()
-    _env()
+    offline_env()
 
     import evalkit.run.execute as runner
     from evalkit.cache.build import build

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -48,24 +49,22 @@ def test_evaluation_runs_in_background_and_logs_next_to_training(tmp_path: Path)
     assert not list((tmp_path / "eval-snapshots").iterdir())  # snapshots removed after the run
 
 
-def test_real_pipeline_scores_the_snapshot(tmp_path: Path) -> None:
+def _evaluated(tmp_path: Path, *overrides: str) -> tuple[Any, Any]:
+    """A tiny model's actor and a config evaluating SynthVideo (one sample) every step."""
     from evalkit.synthvideo import generate
     from evalkit.tiny_checkpoint import build_tiny_model
     from evalkit.trainer.actor import ActorPolicy
 
     model = build_tiny_model(tmp_path / "tiny", "qwen2_5_vl", seed=0)
     generate(tmp_path / "SynthVideo", 1, split="test", seed=0, families=["yes_no"])
-    cfg = load_config(
-        None,
-        [
-            "schedule.eval_every=1",
-            "schedule.eval_benchmarks=[SynthVideo]",
-            f"schedule.eval_data_root={tmp_path}",
-            "schedule.eval_limit=1",
-            f"data.cache_root={tmp_path / 'cache'}",
-        ],
-    )
-    actor = ActorPolicy.from_pretrained(model)
+    schedule = ["schedule.eval_every=1", "schedule.eval_benchmarks=[SynthVideo]"]
+    schedule += [f"schedule.eval_data_root={tmp_path}", "schedule.eval_limit=1"]
+    cfg = load_config(None, [*schedule, f"data.cache_root={tmp_path / 'cache'}", *overrides])
+    return ActorPolicy.from_pretrained(model), cfg
+
+
+def test_real_pipeline_scores_the_snapshot(tmp_path: Path) -> None:
+    actor, cfg = _evaluated(tmp_path)
     log = MetricsLog(tmp_path / "out", 1, tensorboard=False)
     hook = EvalHook(cfg, tmp_path / "out", log.write)
     assert hook.maybe_run(1, actor.model, actor.processor)
@@ -85,26 +84,10 @@ def test_due_steps_share_one_warm_vllm_engine(tmp_path: Path) -> None:
     import torch
 
     pytest.importorskip("vllm")
-    from evalkit.synthvideo import generate
-    from evalkit.tiny_checkpoint import build_tiny_model
-    from evalkit.trainer.actor import ActorPolicy
-
-    model = build_tiny_model(tmp_path / "tiny", "qwen2_5_vl", seed=0)
-    generate(tmp_path / "SynthVideo", 1, split="test", seed=0, families=["yes_no"])
-    cfg = load_config(
-        None,
-        [
-            "schedule.eval_every=1",
-            "schedule.eval_benchmarks=[SynthVideo]",
-            f"schedule.eval_data_root={tmp_path}",
-            "schedule.eval_limit=1",
-            "schedule.eval_engine=vllm",
-            "schedule.eval_engine_options={dtype: float32, enforce_eager: true, "
-            "max_model_len: 2048}",
-            f"data.cache_root={tmp_path / 'cache'}",
-        ],
+    options = "{dtype: float32, enforce_eager: true, max_model_len: 2048}"
+    actor, cfg = _evaluated(
+        tmp_path, "schedule.eval_engine=vllm", f"schedule.eval_engine_options={options}"
     )
-    actor = ActorPolicy.from_pretrained(model)
     log = MetricsLog(tmp_path / "out", 2, tensorboard=False)
     hook = EvalHook(cfg, tmp_path / "out", log.write)
     for step in (1, 2):
