@@ -8,9 +8,16 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import av  # noqa: F401  (PyAV's FFmpeg first: see below)
 import pytest
 
 from evalkit.testing.index_video import write_index_video
+
+# PyAV's own FFmpeg libraries load before decord's in every test process: once decord's
+# (bundled) libraries are loaded first, PyAV's libvpx-vp9 encoder refuses to open
+# (avcodec_open2 EINVAL), so a test writing a .webm after any test that imported decord in
+# the same worker failed. evalkit's decode path reads a video's header with PyAV before
+# decord (evalkit.video.decode), so the product always loads them in this order.
 from tests._sensitivity_rules import last_letter_registered
 
 

@@ -129,6 +129,7 @@ def evalkit_pixels(model_dir: Path, video: Path, cache: FrameCache) -> np.ndarra
 
 def reference_pixels(model_dir: Path, video: Path) -> np.ndarray:
     """What the family's transformers processor makes of the frames its authors pick."""
+    import av  # noqa: F401  (PyAV's FFmpeg before decord's: its VP9 encoder fails otherwise)
     import decord
     from transformers import AutoProcessor
     from transformers.video_utils import VideoMetadata
