@@ -161,16 +161,28 @@ def test_validate_name_json_counts_invalid_rows(
 
 def _peak_mb(args: list[str], warm: list[str]) -> float:
     """Peak traced memory (MB) of ``evalkit bench validate ARGS`` (exit 1), after a run of
-    ``warm`` has loaded the registry (so only the rows' cost is measured)."""
-    import tracemalloc
+    ``warm`` has loaded the registry (so only the rows' cost is measured). In a process of
+    its own: tracemalloc counts every thread's allocations, and threads an earlier test
+    of this worker left running (a pool's, a sandbox starter's) would count too."""
+    import subprocess
+    import sys
 
-    main(["bench", "validate", *warm])
-    tracemalloc.start()
-    try:
-        assert main(["bench", "validate", *args]) == 1
-        return tracemalloc.get_traced_memory()[1] / 2**20
-    finally:
-        tracemalloc.stop()
+    script = (
+        "import contextlib, io, sys, tracemalloc\n"
+        "from evalkit.cli.main import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    main(['bench', 'validate', *{warm!r}])\n"
+        "tracemalloc.start()\n"
+        f"code = main(['bench', 'validate', *{args!r}])\n"
+        "peak = tracemalloc.get_traced_memory()[1] / 2**20\n"
+        "tracemalloc.stop()\n"
+        "print(f'PEAK {code} {peak}', file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    print(done.stdout, end="")  # what the measured run printed, for the test to read
+    code, peak = done.stderr.strip().splitlines()[-1].split()[1:]
+    assert code == "1", done.stderr[-2000:]
+    return float(peak)
 
 
 TINY_BAD_ROWS = 200_000
