@@ -106,3 +106,16 @@ def test_only_a_word_longer_than_a_line_is_cut() -> None:
     assert lines[0] == "> a short one then"
     assert all(cell_len(x) <= 30 for x in lines)
     assert "".join(x.removeprefix("  ") for x in lines[1:]).startswith(path)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_bench_fetch_list_fits(
+    width: int, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from evalkit.hub.catalog import row
+
+    monkeypatch.setenv("COLUMNS", str(width))
+    out = _run(capsys, "bench", "fetch", "--list")
+    rows = [row(spec) for spec in registry().specs()]
+    _check(out, width, [t for r in rows for t in (r.name, r.how, r.source, r.media, r.size)])
+    assert "Video-MME" in out and "101 GB" in out

@@ -470,9 +470,9 @@ def _fetch(args: argparse.Namespace) -> int:
     if args.list:
         if args.names:
             raise ConfigError("--list shows every benchmark: give no NAME with it")
-        from evalkit.hub.catalog import print_catalog
+        from evalkit.hub.catalog import catalog_lines
 
-        print_catalog(registry().specs())
+        _print_lines(catalog_lines(registry().specs()))
         return 0
     if not args.names:
         raise ConfigError("give NAME[,NAME...] to fetch (or --list)")

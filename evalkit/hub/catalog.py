@@ -4,7 +4,6 @@ it; all read from the specs' ``data`` sections."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -56,23 +55,21 @@ def row(spec: BenchmarkSpec) -> CatalogRow:
     return CatalogRow(spec.name, how, source, " ".join(media.split()), d.size or "-")
 
 
-def print_catalog(specs: Iterable[BenchmarkSpec]) -> None:
-    """The table on stdout, then what its columns mean."""
-    from rich.console import Console
-    from rich.table import Table
+def catalog_lines(specs: Iterable[BenchmarkSpec]) -> list[str]:
+    """The table within the terminal's width, then what its columns mean."""
+    from evalkit.textwidth import as_lines, table, terminal_width, wrap
 
     rows = [row(s) for s in specs]
-    table = Table(title=f"where each benchmark comes from ({len(rows)})", title_justify="left")
-    for h in ("benchmark", "fetched", "source", "media", "size"):
-        table.add_column(h, overflow="fold", no_wrap=h in ("benchmark", "size"))
-    for r in rows:
-        table.add_row(r.name, r.how, r.source, r.media, r.size)
-    width = Console().width if sys.stdout.isatty() else 160
-    Console(width=width).print(table)
-    print(
+    width = terminal_width()
+    headers = ["benchmark", "fetched", "source", "media", "size"]
+    cells = [[r.name, r.how, r.source, r.media, r.size] for r in rows]
+    title = f"where each benchmark comes from ({len(rows)})"
+    lines = as_lines(table(headers, cells, width, title=title, whole=("size",)), width)
+    legend = (
         "fetched: whole = annotations and media from the Hub, only the media of the samples "
         "run; annotations only = the media come from where the media column says (the "
         "missing ones are listed, pass them with --video-root); by hand = lay the release "
         "out yourself and pass --data-root. size: as a public source documents it (- : "
         "none found); `evalkit bench fetch NAME` says what it will download before it does."
     )
+    return lines + wrap(legend, width)
