@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+# perf/ itself: PYTHONSAFEPATH (tox) keeps a script's folder off sys.path
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _tiny_engine import ENGINE_OPTIONS, offline_env
 
 

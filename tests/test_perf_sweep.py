@@ -21,8 +21,24 @@ def test_perf_sweep_dry_run_plans_four_settings(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         timeout=160,
-        check=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path)},
+        env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONSAFEPATH": "1", "TMPDIR": str(tmp_path)},
     )
+    assert out.returncode == 0, out.stderr[-3000:]
     figures = json.loads(out.stdout.strip().splitlines()[-1])
     assert figures == {"videos": 2, "settings": 4, "dry_run": True}
+
+
+@pytest.mark.timeout(170)
+def test_perf_watch_dry_run_writes_its_checkpoints(tmp_path: Path) -> None:
+    """perf/watch.py sets up its checkpoints as tox runs it (PYTHONSAFEPATH: perf/ is not
+    on sys.path by itself)."""
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "perf" / "watch.py"), "--dry-run"],
+        capture_output=True,
+        text=True,
+        timeout=160,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONSAFEPATH": "1", "TMPDIR": str(tmp_path)},
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    figures = json.loads(out.stdout.strip().splitlines()[-1])
+    assert figures["dry_run"] is True and figures["checkpoints"] >= 2
