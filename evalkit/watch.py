@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from evalkit.run.execute import RunResult
     from evalkit.run.plan import BenchRun, RunPlan
     from evalkit.scalars import Sink
+    from evalkit.scale.driver import Fleet
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +68,11 @@ _VERL_MODEL = ("actor", "huggingface")
 # config.json keys that differ between saves of one architecture
 _VOLATILE = frozenset(
     {"_name_or_path", "transformers_version", "torch_dtype", "dtype", "_commit_hash"}
+)
+# run settings that change how fast a watch goes, never its records: another value on
+# restart goes on with the same watch
+_SPEED_ONLY = frozenset(
+    {"replicas", "ray_address", "cpus_per_replica", "replica_restarts", "ray_connect_timeout_s"}
 )
 _TOKENIZER_FILES = (
     "tokenizer.json",
@@ -316,7 +322,8 @@ class Watch:
         recorded = {"ckpt_dir": doc.get("ckpt_dir"), "model_base": doc.get("model_base")}
         mine = {"ckpt_dir": _abs(config.ckpt_dir), "model_base": _abs(config.model_base)}
         theirs, ours = doc.get("run", {}), watch.run_settings()
-        changed = [k for k in sorted(set(theirs) | set(ours)) if theirs.get(k) != ours.get(k)]
+        keys = (set(theirs) | set(ours)) - _SPEED_ONLY
+        changed = [k for k in sorted(keys) if theirs.get(k) != ours.get(k)]
         changed += [k for k in recorded if recorded[k] != mine[k]]
         if changed:
             raise ConfigError(
@@ -426,7 +433,8 @@ class Follower:
     say: Say = print
     scalars: Sink | None = None
     """Where headlines go besides the curve (``evalkit.scalars.Scalars``), or None."""
-    engine: Engine | None = None
+    engine: Engine | Fleet | None = None
+    """The warm engine; on Ray (``--replicas``), the replicas' fleet."""
     running: dict[str, str] | None = None
     """The identity (architecture, tokenizer) of the weights the engine holds."""
     dirty: bool = False
@@ -503,15 +511,15 @@ class Follower:
 
         new = identity(ck.path)
         why = differs(self.running, new) if self.running is not None else None
+        spec = engine_spec(self.watch.run.engine)
         warm = self.engine is not None and not self.dirty and why is None
-        if warm and isinstance(self.engine, ReloadsWeights):
+        if warm and spec.reloads_weights and isinstance(self.engine, ReloadsWeights):
             assert self.engine is not None
             self.dirty = True  # until the load is through
             await self.engine.load_weights(str(ck.path))
             self.dirty, self.running = False, new
             return "in place"
         if self.engine is not None:
-            spec = engine_spec(self.watch.run.engine)
             reason = why or ("the last load failed" if self.dirty else "")
             if not reason and not spec.reloads_weights:
                 reason = f"the {spec.name} engine cannot load weights in place"
@@ -526,11 +534,23 @@ class Follower:
         self.running, self.dirty = new, False
         return started
 
-    async def _start(self, ck: Checkpoint) -> Engine:
+    async def _start(self, ck: Checkpoint) -> Engine | Fleet:
         from evalkit.engines.lifecycle import in_daemon_thread
         from evalkit.run import execute
+        from evalkit.run.open import run_path
 
-        return await in_daemon_thread(execute.make_engine, self._plan(ck))
+        plan = self._plan(ck)
+        if plan.config.on_ray:  # the replicas start once, each checkpoint handed to them
+            from evalkit.scale.driver import Fleet
+
+            fleet = Fleet.open(plan.config)  # on this thread (see Fleet.open)
+            try:
+                await in_daemon_thread(fleet.start, plan, str(run_path(plan.config)))
+            except BaseException:
+                await fleet.close()
+                raise
+            return fleet
+        return await in_daemon_thread(execute.make_engine, plan)
 
     def _plan(self, ck: Checkpoint) -> RunPlan:
         """``ck``'s run plan: the benchmarks resolved once (per architecture), its own
@@ -546,17 +566,26 @@ class Follower:
         return plan_of(cfg, fresh, family=model_family(cfg))
 
     async def _run(self, ck: Checkpoint) -> RunResult:
+        from evalkit.engines.lifecycle import in_daemon_thread
         from evalkit.run.execute import aexecute
+        from evalkit.scale.driver import Fleet, run_plans
 
         assert self.engine is not None
+        if isinstance(self.engine, Fleet):  # its samples spread over the replicas
+            fleet = self.engine
+            (result,) = await in_daemon_thread(lambda: run_plans([self._plan(ck)], fleet=fleet))
+            return result
         return await aexecute(self._plan(ck), engine=self.engine)
 
     async def close(self) -> None:
-        """Close the engine, if one runs."""
+        """Close the engine (or the replicas), if one runs."""
         from evalkit.engines.lifecycle import close_engine
+        from evalkit.scale.driver import Fleet
 
         engine, self.engine = self.engine, None
-        if engine is not None:
+        if isinstance(engine, Fleet):
+            await engine.close()
+        elif engine is not None:
             await close_engine(engine)
 
 

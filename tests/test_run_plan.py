@@ -109,6 +109,71 @@ def test_a_replica_runs_its_plans_without_resolving_any_benchmark(
     assert not (tmp_path / "runs" / "r").exists()  # a replica writes no file of the run
 
 
+class Reloading(Counting):
+    """A Counting engine that takes weights in place (as vLLM's does)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loaded: list[str] = []
+
+    async def load_weights(self, path: str) -> None:
+        self.loaded.append(path)
+
+
+def test_a_replica_takes_the_next_checkpoint_s_weights_and_runs_and_refuses_stale_leases(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``evalkit watch --replicas``: a replica up on one plan loads the next checkpoint's
+    weights into its engine in place and adopts its plan (hand-out 1); a lease for the
+    hand-out it no longer holds is refused, never answered from the other plan."""
+    from evalkit.scale.replica import Replica
+
+    write_set(tmp_path, 3)
+    plan = plan_run(run_config(tmp_path))
+    nxt = plan_run(run_config(tmp_path, max_tokens=3))
+    engine = Reloading()
+    monkeypatch.setattr(components, "make_engine", lambda plan: engine)
+    replica = Replica([(plan, str(tmp_path / "step-0"))], None, "r0")
+    ids = [s.id for s in plan.bench(BENCH).samples]
+
+    async def steps() -> list[tuple[str, SampleRecord]]:
+        try:
+            first = await replica.run_batch([(BENCH, ids[0])])
+            assert {rec.fingerprint for _, rec in first} == {plan.fingerprint}
+            await replica.load_weights(str(tmp_path / "checkpoint-10"))
+            assert replica.adopt([(nxt, str(tmp_path / "step-10"))], 1) > 0
+            with pytest.raises(RuntimeError, match="holds the runs of hand-out 1"):
+                await replica.run_batch([(BENCH, ids[1])], 0)
+            return await replica.run_batch([(BENCH, i) for i in ids], 1)
+        finally:
+            await replica.close()
+
+    out = asyncio.run(steps())
+    assert engine.loaded == [str(tmp_path / "checkpoint-10")]
+    assert sorted(rec.id for _, rec in out) == sorted(ids)
+    assert {rec.fingerprint for _, rec in out} == {nxt.fingerprint}
+
+
+def test_a_replica_whose_engine_cannot_reload_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from evalkit.scale.replica import Replica
+
+    write_set(tmp_path, 1)
+    plan = plan_run(run_config(tmp_path))
+    monkeypatch.setattr(components, "make_engine", lambda plan: Counting())
+    replica = Replica([(plan, str(tmp_path / "r"))], None, "r0")
+
+    async def load() -> None:
+        try:
+            await replica.load_weights(str(tmp_path))
+        finally:
+            await replica.close()
+
+    with pytest.raises(TypeError, match="replica r0's engine cannot load weights in place"):
+        asyncio.run(load())
+
+
 def test_a_variant_run_written_before_it_was_named_name_variant_resumes_under_its_name(
     tmp_path: Path,
 ) -> None:

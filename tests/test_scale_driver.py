@@ -67,7 +67,7 @@ class FakeReplica:
         self.pid = Method(lambda: Ref(4242))  # answered at once: restarted already
         self.shm = Method(lambda: Ref(("node", [])))  # its engine holds no shared memory
 
-    def _batch(self, keys: list[Key]) -> Ref:
+    def _batch(self, keys: list[Key], generation: int = 0) -> Ref:
         self.calls += 1
         if self.calls in self.die_on:
             return Ref(error=ActorDiedError())
@@ -435,7 +435,7 @@ class RestartingReplica(FakeReplica):
         self.calls_while_restarting = 0
         self.pid = Method(self._pid)
 
-    def _batch(self, keys: list[Key]) -> Ref:
+    def _batch(self, keys: list[Key], generation: int = 0) -> Ref:
         self.calls += 1
         if self.restarting:
             self.calls_while_restarting += 1
@@ -504,3 +504,89 @@ def test_a_replica_dead_after_its_last_lease_leaves_the_others_frame_counts(
     got = frame_counts(_GetRay(), handles)
     assert got == [{"set": [((8, 84, 112, "pil"), 3)]}]
     assert "replica r1 died before its frame counts were read" in caplog.text
+
+
+class _ListRay(FakeRay):
+    """``get`` of a list too, as a fleet asks every replica at once."""
+
+    def get(self, ref: Any) -> Any:
+        if isinstance(ref, list):
+            return [FakeRay.get(self, r) for r in ref]
+        return FakeRay.get(self, ref)
+
+
+class CheckpointReplica(FakeReplica):
+    """A replica of a watch's fleet: it loads weights and adopts runs; with ``crash`` its
+    first batch kills it and Ray brings it back as it was built (hand-out 0, first
+    weights). Every call is logged in order."""
+
+    def __init__(self, name: str, crash: bool = False) -> None:
+        super().__init__(name)
+        self.crash, self.generation, self.weights = crash, 0, "base"
+        self.log: list[tuple[Any, ...]] = []
+        self.load_weights = Method(self._load)
+        self.adopt = Method(self._adopt)
+
+    def _load(self, path: str) -> Ref:
+        self.log.append(("load", path))
+        self.weights = path
+        return Ref(None)
+
+    def _adopt(self, held: list[Any], generation: int) -> Ref:
+        self.log.append(("adopt", held, generation))
+        self.generation = generation
+        return Ref(4242)
+
+    def _batch(self, keys: list[Key], generation: int = 0) -> Ref:
+        self.calls += 1
+        self.log.append(("batch", generation, self.generation, self.weights))
+        if self.crash and self.calls == 1:
+            self.generation, self.weights = 0, "base"  # restarted from its first arguments
+            return Ref(error=ActorDiedError())
+        return super()._batch(keys, generation)
+
+
+def test_a_fleet_hands_each_run_to_its_replicas_and_restores_one_ray_restarted(
+    tmp_path: Path,
+) -> None:
+    """``evalkit watch --replicas``: the replicas take each checkpoint's weights and runs
+    (a new hand-out), every lease names the hand-out, and a replica Ray restarted (back with
+    its first weights and runs) is given the current ones before any more work."""
+    import contextlib
+
+    from evalkit.scale.cluster import Session
+    from evalkit.scale.driver import Fleet
+    from evalkit.startup import StartupTimes
+
+    crashy, steady = CheckpointReplica("r0", crash=True), CheckpointReplica("r1")
+    handles = [ReplicaHandle(r.name, r, None) for r in (crashy, steady)]
+    ray = _ListRay()
+    fleet = Fleet(contextlib.ExitStack(), Session(ray))
+    fleet.handles, fleet.held, fleet.startup = handles, ["plan-0"], StartupTimes(engines_s=1.0)
+    assert fleet.take_startup() is not None and fleet.take_startup() is None  # the first run's
+    for step, n in ((10, 12), (20, 6)):
+        fleet.load_weights_now(f"ckpt-{step}")
+        assert fleet.adopt([f"plan-{step}"]) == handles
+        queue = WorkQueue([WorkItem(("b", f"s{i}"), 1.0) for i in range(n)], 2)
+        with Store(tmp_path / f"{step}.jsonl") as store:
+            driver = Driver(ray, queue, handles, {"b": store}, {"b": PipelineStats()}, depth=1)
+            driver.max_restarts = 1
+            fleet.attach(driver)
+            driver.run()
+            fleet.detach(driver)
+        lines = (tmp_path / f"{step}.jsonl").read_text().splitlines()
+        assert sorted(json.loads(x)["id"] for x in lines) == sorted(f"s{i}" for i in range(n))
+    # r0 crashed on its first batch of step 10; restored to ckpt-10 and hand-out 1 first
+    assert crashy.log[:3] == [
+        ("load", "ckpt-10"),
+        ("adopt", ["plan-10"], 1),
+        ("batch", 1, 1, "ckpt-10"),
+    ]
+    back = crashy.log[3:5]
+    assert back == [("load", "ckpt-10"), ("adopt", ["plan-10"], 1)], crashy.log
+    # every batch each replica ran was for the hand-out it held, on the weights of its step
+    for r in (crashy, steady):
+        batches = [e for e in r.log if e[0] == "batch"][1 if r is crashy else 0 :]
+        assert batches and all(e[1] == e[2] and e[3] == f"ckpt-{e[1] * 10}" for e in batches)
+    assert fleet.restarts == {"r0": 1, "r1": 0}  # Ray's restarts count across the runs
+    assert ray.killed == []

@@ -149,6 +149,8 @@ def test_a_watch_directory_is_continued_only_with_its_own_settings(tmp_path: Pat
     assert again.outcomes[10].status == "failed"  # recorded once: not tried again
     with pytest.raises(ConfigError, match=r"holds a watch of other settings \(differs in: limit\)"):
         _watch(tmp_path, limit=4)
+    # how many replicas evaluate it changes its speed, never its records
+    assert _watch(tmp_path, replicas=2, replica_restarts=1).outcomes[10].status == "failed"
 
 
 def test_each_checkpoint_runs_in_its_own_run_directory_resumed_after_a_kill(
@@ -217,7 +219,6 @@ def test_watch_refuses_what_it_cannot_do_in_one_line(
         (["watch", str(tmp_path / "none")], "CKPT_DIR"),
         ([*base, "--model-base", str(tmp_path)], "--model-base"),
         ([*base, "--engine", "openai"], "--engine openai: a watch loads each checkpoint"),
-        ([*base, "--replicas", "2"], "--replicas: a watch runs one warm engine"),
         ([*base, "--loggers", "tensorbard"], "--loggers"),
     ]
     for argv, said in cases:

@@ -160,3 +160,44 @@ def test_a_watch_follows_training_evaluates_each_checkpoint_once_and_equals_fres
         predictions |= {r["prediction"] for r in _records(watched).values()}
     base_predictions = {r["prediction"] for r in _records(watch_dir / "step-0").values()}
     assert predictions != base_predictions  # the weights really changed the replies
+
+
+@pytest.mark.timeout(600)
+def test_a_watch_on_two_ray_replicas_loads_checkpoints_in_place_and_equals_a_fresh_run(
+    tmp_path: Path,
+) -> None:
+    """``--replicas 2``: the replicas' engines start once (on the base) and take the next
+    checkpoint's weights in place; its run equals a fresh in-process ``evalkit run``."""
+    from tests._fake_training import write
+
+    base = build_tiny_model(tmp_path / "base", "qwen2_5_vl", seed=0)
+    generate(tmp_path / "synth", 4, "test", 0, families=["yes_no"])
+    ckpts, watch_dir = tmp_path / "ckpts", tmp_path / "watch"
+    ckpts.mkdir()
+    write(base, ckpts, 10, "atomic", 0.0)
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    env["RAY_AUTH_MODE"] = "disabled"
+    argv = ["watch", str(ckpts), "--model-base", str(base), "--watch-dir", str(watch_dir)]
+    argv += ["--settle-s", "0", "--once", "--replicas", "2"]
+    watched = subprocess.run(
+        _evalkit(*argv, root=tmp_path), env=env, capture_output=True, text=True, timeout=400
+    )
+    assert watched.returncode == 0, watched.stderr[-3000:] + watched.stdout[-2000:]
+    outcomes = _outcomes(watch_dir)
+    assert [outcomes[s]["loaded"] for s in ("0", "10")] == ["engine started", "in place"]
+    startup = json.loads((watch_dir / "step-0" / "startup.json").read_text())
+    assert startup["replicas"] == 2
+    lines = (watch_dir / "step-10" / "SynthVideo.jsonl").read_text().splitlines()
+    assert {json.loads(x)["replica"] for x in lines} <= {"r0", "r1"}
+
+    argv = ["run", "--model", str(ckpts / "checkpoint-10"), "--runs-dir", str(tmp_path / "runs")]
+    fresh = subprocess.run(
+        _evalkit(*argv, "--run-id", "fresh", root=tmp_path),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert fresh.returncode == 0, fresh.stderr[-3000:]
+    assert _records(watch_dir / "step-10") == _records(tmp_path / "runs" / "fresh")
+    assert _records(watch_dir / "step-10") != _records(watch_dir / "step-0")

@@ -23,9 +23,6 @@ if TYPE_CHECKING:
 _REFUSED = {
     "resume": "a watch resumes by itself: run the same command again (or give --watch-dir)",
     "run_id": "each checkpoint's run is named step-N in the watch directory",
-    "replicas": "a watch runs one warm engine in this process; --replicas is not supported yet",
-    "ray_address": "a watch runs one warm engine in this process; --ray-address is not "
-    "supported yet",
 }
 
 

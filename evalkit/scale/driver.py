@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -51,6 +52,7 @@ from evalkit.store import Store
 
 if TYPE_CHECKING:
     from evalkit.scale.judge_service import JudgeClient
+    from evalkit.startup import StartupTimes
 
 log = logging.getLogger(__name__)
 
@@ -118,12 +120,14 @@ def run_plans(
     depth: int = DEPTH,
     on_open: Callable[[Path], None] | None = None,
     before_work: Callable[[], object] | None = None,
+    fleet: Fleet | None = None,
 ) -> list[RunResult]:
     """Run ``plans``, each into its own run directory, on one set of replicas (the first
     plan's ``replicas``, engine and model: a sweep's settings differ in request settings
     only) through one work queue; a RunResult per plan. ``before_work()`` is called once
     the replicas' engines are up, before the first lease (a sweep finishes decoding its
-    videos there)."""
+    videos there). ``fleet``: replicas already up (:class:`Fleet`), handed these plans,
+    and left up at the end; default: replicas started for these plans and stopped."""
     from evalkit.run.preflight import media_preflight
 
     require_ray()
@@ -131,15 +135,15 @@ def run_plans(
     # before Ray, the run directories, any engine
     missing = [media_preflight(p.config, p.benches) for p in plans]
     with contextlib.ExitStack() as stack:
-        session = None
-        if cfg.ray_address:  # the cluster answers before anything is written (else: no run dir)
+        session = fleet.session if fleet is not None else None
+        if session is None and cfg.ray_address:  # the cluster answers before any run dir
             timeout = cfg.ray_connect_timeout_s
             session = stack.enter_context(ray_session(cfg.ray_address, connect_timeout_s=timeout))
         runs = [
             stack.enter_context(open_run(p, run_path(p.config), missing=m, on_open=on_open))
             for p, m in zip(plans, missing, strict=True)
         ]
-        return _Run(runs, session, before_work).execute(on_progress, batch_size, depth)
+        return _Run(runs, session, before_work, fleet).execute(on_progress, batch_size, depth)
 
 
 @dataclass
@@ -161,6 +165,8 @@ class _Run:
     """The connection to the cluster at ``ray_address`` (None: a local instance, started
     once there is work to do)."""
     before_work: Callable[[], object] | None = None
+    fleet: Fleet | None = None
+    """Replicas already up, to hand these runs (None: started here and stopped)."""
 
     def execute(
         self, on_progress: Progress | None, batch_size: int | None, depth: int
@@ -224,25 +230,30 @@ class _Run:
         assert self.session is not None
         first, ray = self.runs[0].plan, self.session.ray
         cfg = first.config
-        tp = int(first.engine_options.get("tensor_parallel_size") or 1)
-        placement = placement_for(ray, first.engine, tp, cfg.cpus_per_replica)
-        judge = stack.enter_context(shared_judge(cfg, ray))
         # the plans cross to the replicas once (the object store), never re-resolved there
         held = [(r.plan, str(r.path)) for r in self.runs]
-        args = (ray.put(held), judge)
-        t0 = time.perf_counter()
-        with self._warming():
-            handles = start_replicas(
-                ray, Replica, args, cfg.replicas, placement, depth + 2, cfg.replica_restarts
+        fleet = self.fleet
+        if fleet is None:
+            tp = int(first.engine_options.get("tensor_parallel_size") or 1)
+            placement = placement_for(ray, first.engine, tp, cfg.cpus_per_replica)
+            judge = stack.enter_context(shared_judge(cfg, ray))
+            args = (ray.put(held), judge)
+            t0 = time.perf_counter()
+            with self._warming():
+                handles = start_replicas(
+                    ray, Replica, args, cfg.replicas, placement, depth + 2, cfg.replica_restarts
+                )
+            startup: StartupTimes | None = StartupTimes(
+                ray_s=self.session.started_s,
+                engines_s=time.perf_counter() - t0,
+                replicas=cfg.replicas,
+                ray_address=cfg.ray_address,
             )
-        startup = StartupTimes(
-            ray_s=self.session.started_s,
-            engines_s=time.perf_counter() - t0,
-            replicas=cfg.replicas,
-            ray_address=cfg.ray_address,
-        )
+        else:
+            handles, startup = fleet.adopt(held), fleet.take_startup()
         for run in self.runs:
-            startup.write(run.dir)
+            if startup is not None:
+                startup.write(run.dir)
         graceful = False
         try:
             if self.before_work is not None:
@@ -251,11 +262,18 @@ class _Run:
             stats = {lane: ln.stats for lane, ln in by_lane.items()}
             driver = Driver(ray, queue, handles, stores, stats, on_progress, depth)
             driver.max_restarts = cfg.replica_restarts
-            driver.run()
+            if fleet is not None:
+                fleet.attach(driver)
+            try:
+                driver.run()
+            finally:
+                if fleet is not None:
+                    fleet.detach(driver)
             graceful = True
             merge_frame_counts(held, frame_counts(ray, handles))
         finally:
-            stop_replicas(ray, handles, graceful=graceful)
+            if fleet is None:
+                stop_replicas(ray, handles, graceful=graceful)
 
 
 def frame_counts(ray: Any, handles: Sequence[ReplicaHandle]) -> list[Any]:
@@ -362,6 +380,13 @@ class Driver:
         """Each live replica's (node id, /dev/shm entries its engine holds), as reported."""
         self.asks: dict[Any, tuple[str, int]] = {}  # shm() call -> (replica, its restarts)
         self.releases: list[tuple[str, str, list[str], Any]] = []  # (replica, node, names, ref)
+        self.generation = 0
+        """The hand-out of runs the replicas hold (:class:`Fleet`: one per checkpoint)."""
+        self.restore: Callable[[ReplicaHandle], None] | None = None
+        """Brings a replica Ray restarted back to the current runs and weights before it
+        gets work again (:meth:`Fleet.restore`); None: it is built with them already."""
+        self.stopping: threading.Event | None = None
+        """Set from another thread: the run stops at the next turn (:class:`Stopped`)."""
 
     def run(self) -> None:
         """Until every queued sample has its record (or no replica is left)."""
@@ -372,6 +397,8 @@ class Driver:
             for name in self.handles:
                 self._ask_shm(name)
             while not self.queue.finished():
+                if self.stopping is not None and self.stopping.is_set():
+                    raise Stopped("stopped before every sample had its record")
                 self._top_up()
                 if not self.in_flight and not self.probes:
                     raise RuntimeError(self._stuck())
@@ -404,7 +431,7 @@ class Driver:
                 lease = self.queue.lease(name)
                 if lease is None:
                     return
-                ref = handle.actor.run_batch.remote(lease.keys)
+                ref = handle.actor.run_batch.remote(lease.keys, self.generation)
                 self.in_flight[ref] = (name, lease)
                 busy[name] = busy.get(name, 0) + 1
                 self.state[name].leased += len(lease.items)
@@ -473,10 +500,19 @@ class Driver:
         handle, state = self.handles[name], self.state[name]
         try:
             state.pid = self.ray.get(ref)
+            if self.restore is not None:
+                self.restore(handle)
             self._ask_shm(name)  # the restarted engine's own
             return
         except RayActorError:
             pass
+        except Exception as exc:  # it is back but cannot take the current weights or runs
+            log.warning("replica %s restarted but was not restored (%s): it gets no more work",
+                        name, " ".join(str(exc).split())[:300])  # fmt: skip
+            handle.alive = state.alive = False
+            with contextlib.suppress(Exception):
+                self.ray.kill(handle.actor, no_restart=True)
+            return
         if time.monotonic() < deadline:
             self.probes[handle.actor.pid.remote()] = (name, deadline)
             return
@@ -564,3 +600,170 @@ class Driver:
             pending=self.queue.pending,
             replicas={k: ReplicaState(**vars(v)) for k, v in self.state.items()},
         )
+
+
+STOP_WAIT_S = 5.0
+"""How long closing a fleet waits for the run in progress to stop taking records."""
+
+
+class Stopped(RuntimeError):
+    """A replicated run stopped from another thread (:attr:`Driver.stopping`); the records
+    accepted so far are kept, the rest resume."""
+
+
+class Fleet:
+    """Replica actors kept up across successive runs, each handed to them in turn
+    (``evalkit watch --replicas N``: one run per checkpoint, its weights loaded into every
+    replica's engine in place, so the engines start once). The replicas start on the
+    first plan (its engine, model, judge and frame cache); every later plan must want the
+    same engine, its weights aside. A replica Ray restarts comes back as it was built (the
+    first plan, the first weights): it is brought to the current weights and runs before it
+    gets work again (:meth:`restore`), and a lease names the hand-out of runs it is for, so
+    a replica holding other runs refuses it rather than answer from them."""
+
+    def __init__(self, stack: contextlib.ExitStack, session: Session) -> None:
+        self._stack = stack
+        self.session = session
+        self.handles: list[ReplicaHandle] = []
+        self.held: list[Any] = []
+        """The runs the replicas hold now (:data:`evalkit.scale.replica.Run` each)."""
+        self.generation = 0
+        self.weights: str | None = None
+        """The checkpoint folder loaded in place last (None: the first plan's model)."""
+        self.restarts: dict[str, int] = {}
+        """Restarts each replica has had (Ray's ``max_restarts`` counts across runs)."""
+        self.startup: StartupTimes | None = None
+        self._driver: Driver | None = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def open(cls, cfg: RunConfig) -> Fleet:
+        """Connect to Ray: the cluster at ``ray_address``, else a local instance. On the
+        thread that outlives the fleet (the command's main thread): Ray starts a local
+        instance's processes with a parent-death signal, which Linux sends when the
+        *thread* that started them ends. Ray's own SIGTERM handler (installed by
+        ``ray.init``) is taken back off: the command's handles the signal."""
+        import signal
+
+        require_ray()
+        main = threading.current_thread() is threading.main_thread()
+        previous = signal.getsignal(signal.SIGTERM) if main else None
+        stack = contextlib.ExitStack()
+        try:
+            timeout = cfg.ray_connect_timeout_s
+            session = stack.enter_context(ray_session(cfg.ray_address, connect_timeout_s=timeout))
+        except BaseException:
+            stack.close()
+            raise
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
+        return cls(stack, session)
+
+    def start(self, plan: RunPlan, path: str) -> None:
+        """The shared judge and ``replicas`` actors on ``plan``'s engine, each set up (any
+        thread: this waits for the engines); ``path`` is the run directory ``plan``'s
+        records will go to."""
+        from evalkit.scale.replica import Replica
+        from evalkit.startup import StartupTimes
+
+        cfg, ray = plan.config, self.session.ray
+        tp = int(plan.engine_options.get("tensor_parallel_size") or 1)
+        placement = placement_for(ray, plan.engine, tp, cfg.cpus_per_replica)
+        judge = self._stack.enter_context(shared_judge(cfg, ray))
+        held = [(plan, path)]
+        t0 = time.perf_counter()
+        self.handles = start_replicas(
+            ray, Replica, (ray.put(held), judge), cfg.replicas, placement, DEPTH + 2,
+            cfg.replica_restarts,
+        )  # fmt: skip
+        self._stack.callback(stop_replicas, ray, self.handles)
+        self.held = held
+        self.startup = StartupTimes(
+            ray_s=self.session.started_s,
+            engines_s=time.perf_counter() - t0,
+            replicas=cfg.replicas,
+            ray_address=cfg.ray_address,
+        )
+
+    def live(self) -> list[ReplicaHandle]:
+        """The replicas not given up."""
+        return [h for h in self.handles if h.alive]
+
+    def load_weights_now(self, path: str) -> None:
+        """Load checkpoint folder ``path`` into every live replica's engine in place; any
+        failure is raised (the engines may then hold mixed weights: start a new fleet)."""
+        ray = self.session.ray
+        ray.get([h.actor.load_weights.remote(path) for h in self.live()])
+        self.weights = path
+
+    async def load_weights(self, path: str) -> None:
+        """:meth:`load_weights_now` off the event loop (the ``ReloadsWeights`` protocol)."""
+        from evalkit.engines.lifecycle import in_daemon_thread
+
+        await in_daemon_thread(self.load_weights_now, path)
+
+    def adopt(self, held: list[Any]) -> list[ReplicaHandle]:
+        """Hand ``held`` to every live replica (a new hand-out); the replicas that took it.
+        One that died meanwhile is given up; none left is an error."""
+        from ray.exceptions import RayActorError
+
+        ray = self.session.ray
+        self.generation += 1
+        asked = [(h, h.actor.adopt.remote(held, self.generation)) for h in self.live()]
+        for h, ref in asked:
+            try:
+                h.pid = ray.get(ref)
+            except RayActorError as exc:
+                log.warning("replica %s was lost between runs (%s)", h.name, type(exc).__name__)
+                h.alive = False
+        self.held = held
+        if not self.live():
+            raise RuntimeError("every replica died; start the watch again to go on")
+        return self.handles
+
+    def restore(self, handle: ReplicaHandle) -> None:
+        """Bring ``handle``, restarted by Ray, to the current weights and runs."""
+        ray = self.session.ray
+        if self.weights is not None:
+            ray.get(handle.actor.load_weights.remote(self.weights))
+        ray.get(handle.actor.adopt.remote(self.held, self.generation))
+
+    def take_startup(self) -> StartupTimes | None:
+        """The fleet's start-up times, for the first run that uses it only."""
+        startup, self.startup = self.startup, None
+        return startup
+
+    def attach(self, driver: Driver) -> None:
+        """``driver`` runs the current hand-out on this fleet."""
+        driver.generation = self.generation
+        driver.restore = self.restore
+        driver.stopping = threading.Event()
+        for name, n in self.restarts.items():
+            driver.state[name].restarts = n
+        with self._lock:
+            self._driver = driver
+
+    def detach(self, driver: Driver) -> None:
+        """``driver`` is done: its replicas' restarts are remembered."""
+        self.restarts = {name: st.restarts for name, st in driver.state.items()}
+        with self._lock:
+            self._driver = None
+
+    def close_now(self) -> None:
+        """Stop a run in progress (its records so far are kept), the replicas, the judge
+        and the Ray session."""
+        with self._lock:
+            driver = self._driver
+        if driver is not None and driver.stopping is not None:
+            driver.stopping.set()
+            deadline = time.monotonic() + STOP_WAIT_S
+            while self._driver is not None and time.monotonic() < deadline:
+                time.sleep(0.05)  # the driver looks at ``stopping`` every turn (<= 1 s)
+        self._stack.close()
+
+    async def close(self) -> None:
+        """:meth:`close_now` off the event loop."""
+        from evalkit.engines.lifecycle import in_daemon_thread
+
+        await in_daemon_thread(self.close_now)

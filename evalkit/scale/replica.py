@@ -106,8 +106,9 @@ class Replica:
         self.judge_engine = judge
         """The shared judge service's client (None: no judge, or one built here)."""
         self.name = name
-        self._held = [_hold(plan, path) for plan, path in runs]
-        self._lanes = {lane: (self._held[i], b) for lane, (i, b) in lanes(runs).items()}
+        self._hold_runs(runs)
+        self.generation = 0
+        """Which hand-out of runs it holds (:meth:`adopt`); a batch names the one it is for."""
         self._stack = contextlib.AsyncExitStack()
         self._parts: _Parts | None = None
         self._setting_up = asyncio.Lock()
@@ -148,9 +149,45 @@ class Replica:
         pool = self._stack.enter_context(miss_pool(cfg.cache_workers))
         return _Parts(engine, judge, pool, make_cache(cfg))
 
-    async def run_batch(self, keys: list[tuple[str, str]]) -> list[tuple[str, SampleRecord]]:
+    def _hold_runs(self, runs: Sequence[Run]) -> None:
+        self._held = [_hold(plan, path) for plan, path in runs]
+        self._lanes = {lane: (self._held[i], b) for lane, (i, b) in lanes(runs).items()}
+
+    async def load_weights(self, path: str) -> None:
+        """Load checkpoint folder ``path``'s weights into this replica's engine in place
+        (``evalkit watch``: the next checkpoint, same architecture)."""
+        from evalkit.engines.base import ReloadsWeights
+
+        await self.setup()
+        assert self._parts is not None
+        engine = self._parts.engine
+        if not isinstance(engine, ReloadsWeights):
+            raise TypeError(f"replica {self.name}'s engine cannot load weights in place")
+        await engine.load_weights(path)
+
+    def adopt(self, runs: Sequence[Run], generation: int) -> int:
+        """Hold ``runs`` from now on instead of those held so far (``evalkit watch``: the
+        next checkpoint's plans, on the engine, judge and cache already up; the runs must
+        want the same engine). Returns the actor's pid."""
+        if not runs:
+            raise ValueError("a replica needs at least one run plan")
+        self._hold_runs(runs)
+        self.generation = generation
+        return os.getpid()
+
+    async def run_batch(
+        self, keys: list[tuple[str, str]], generation: int = 0
+    ) -> list[tuple[str, SampleRecord]]:
         """Run the leased samples, (lane, sample id) each, through the pipeline of their
-        run and benchmark; (lane, record) of each."""
+        run and benchmark; (lane, record) of each. ``generation`` is the hand-out of runs
+        the lease is for: a replica holding other runs (restarted by Ray with the runs it
+        was first given, and not handed the current ones) refuses it rather than answer
+        from the wrong plan or weights."""
+        if generation != self.generation:
+            raise RuntimeError(
+                f"replica {self.name} holds the runs of hand-out {self.generation}, the "
+                f"lease is for hand-out {generation}"
+            )
         await self.setup()
         by_lane: dict[str, list[Sample]] = {}
         for lane, sid in keys:

@@ -64,8 +64,11 @@ class EchoReplica:
         await self.setup()
         return shm_report(self._shm_before)
 
-    async def run_batch(self, keys: list[Key]) -> list[tuple[str, SampleRecord]]:
-        """One ``ok`` record per key (lane, sample id), stamped with this replica."""
+    async def run_batch(
+        self, keys: list[Key], generation: int = 0
+    ) -> list[tuple[str, SampleRecord]]:
+        """One ``ok`` record per key (lane, sample id), stamped with this replica (one
+        hand-out of runs: ``generation`` is not checked)."""
         if self.delay_s:
             import asyncio
 
