@@ -43,11 +43,22 @@ def test_the_tests_local_instance_is_not_the_running_cluster(other_cluster: str)
 def test_evalkit_s_ray_session_starts_its_own_beside_the_running_cluster(
     other_cluster: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import signal
+
     from evalkit.scale.cluster import ray_session
 
+    def ours(signum: int, frame: object) -> None:
+        """The command's SIGTERM handler (evalkit's Termination)."""
+
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
-    with ray_session(num_cpus=1) as session:
-        assert session.started_s is not None and _gcs(session.ray) != other_cluster
+    previous = signal.signal(signal.SIGTERM, ours)
+    try:
+        with ray_session(num_cpus=1) as session:
+            assert session.started_s is not None and _gcs(session.ray) != other_cluster
+            # ray.init installs its own (exit status 15, no line, engines not closed)
+            assert signal.getsignal(signal.SIGTERM) is ours
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     assert not session.ray.is_initialized()
 
 

@@ -59,15 +59,34 @@ def ray_session(
         yield Session(ray)
         return
     t0 = time.perf_counter()
-    if address:
-        connect(ray, address, connect_timeout_s)
-    else:
-        # "local": a new instance of our own, never another user's cluster found on the box
-        ray.init(address="local", num_cpus=num_cpus, include_dashboard=False)
+    with _own_sigterm():
+        if address:
+            connect(ray, address, connect_timeout_s)
+        else:
+            # "local": a new instance of our own, never another user's cluster on the box
+            ray.init(address="local", num_cpus=num_cpus, include_dashboard=False)
     try:
         yield Session(ray, time.perf_counter() - t0)
     finally:
         ray.shutdown()
+
+
+@contextlib.contextmanager
+def _own_sigterm() -> Iterator[None]:
+    """``ray.init`` on the main thread installs a SIGTERM handler of its own (it exits
+    with status 15): the command's own (``evalkit.engines.lifecycle.Termination``: one
+    line, engines closed, 143) is put back."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 _TODO = (

@@ -641,13 +641,8 @@ class Fleet:
         """Connect to Ray: the cluster at ``ray_address``, else a local instance. On the
         thread that outlives the fleet (the command's main thread): Ray starts a local
         instance's processes with a parent-death signal, which Linux sends when the
-        *thread* that started them ends. Ray's own SIGTERM handler (installed by
-        ``ray.init``) is taken back off: the command's handles the signal."""
-        import signal
-
+        *thread* that started them ends."""
         require_ray()
-        main = threading.current_thread() is threading.main_thread()
-        previous = signal.getsignal(signal.SIGTERM) if main else None
         stack = contextlib.ExitStack()
         try:
             timeout = cfg.ray_connect_timeout_s
@@ -655,9 +650,6 @@ class Fleet:
         except BaseException:
             stack.close()
             raise
-        finally:
-            if previous is not None:
-                signal.signal(signal.SIGTERM, previous)
         return cls(stack, session)
 
     def start(self, plan: RunPlan, path: str) -> None:
