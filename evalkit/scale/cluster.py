@@ -297,6 +297,10 @@ def start_replicas(
             _set_up(ray, h.name, setup)
         for h, pid in zip(handles, ray.get([h.actor.pid.remote() for h in handles]), strict=True):
             h.pid = pid
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM: the actors end now (an engine still
+        # starting blocks its actor's loop, so a close would wait for the start to finish)
+        stop_replicas(ray, handles, graceful=False, close_s=0.0)
+        raise
     except BaseException:
         stop_replicas(ray, handles, graceful=False)
         raise
@@ -320,13 +324,18 @@ def _set_up(ray: Any, name: str, setup: Any) -> None:
         ) from None
 
 
-def stop_replicas(ray: Any, handles: list[ReplicaHandle], *, graceful: bool = True) -> None:
+def stop_replicas(
+    ray: Any, handles: list[ReplicaHandle], *, graceful: bool = True, close_s: float | None = None
+) -> None:
     """Close the live replicas' engines, end the actors, free their groups. Not
     ``graceful`` (the run failed or was interrupted): engines get a short while to stop,
-    so their engine processes do not outlive the actors."""
+    so their engine processes do not outlive the actors; ``close_s`` sets that while (0:
+    the actors are ended at once, Ray ending their engine processes with them)."""
     live = [h for h in handles if h.alive]
+    wait_s = close_s if close_s is not None else 120 if graceful else 20
     with contextlib.suppress(Exception):  # a replica that dies while closing is gone anyway
-        ray.get([h.actor.close.remote() for h in live], timeout=120 if graceful else 20)
+        if wait_s > 0:
+            ray.get([h.actor.close.remote() for h in live], timeout=wait_s)
     for h in handles:
         with contextlib.suppress(Exception):
             ray.kill(h.actor, no_restart=True)
