@@ -370,3 +370,16 @@ def test_latest_only_evaluates_the_newest_and_records_the_rest_as_skipped(
     }
     assert said[0] == "--latest-only: skipped steps 1, 2"
     assert watch.outcomes[1].reason == "--latest-only: step 3 was ready too"
+
+
+def test_a_terminated_watch_says_how_to_go_on() -> None:
+    """A watch has no --resume: its SIGTERM line says to start it again."""
+    import signal
+
+    from evalkit.engines.lifecycle import Termination
+
+    term = Termination()
+    term.signum = signal.SIGTERM
+    assert term.summary("watch").endswith("(start the same watch again to go on)")
+    assert term.summary("sweep").endswith("(go on with `evalkit sweep --resume SWEEP_DIR`)")
+    assert term.summary("run").endswith("(resume the run with --resume)")

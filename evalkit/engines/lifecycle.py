@@ -308,10 +308,12 @@ class Termination:
         name = "SIGTERM" if self.signum == signal.SIGTERM else "interrupted (SIGINT)"
         took = f" in {time.monotonic() - self.at:.1f} s" if self.at is not None else ""
         what = "terminated (SIGTERM)" if self.signum == signal.SIGTERM else name
-        return (
-            f"evalkit {command}: {what}; stopped{took}; every record written so far is kept "
-            "(resume the run with --resume)"
-        )
+        again = {
+            "watch": "start the same watch again to go on",
+            "sweep": "go on with `evalkit sweep --resume SWEEP_DIR`",
+        }.get(command, "resume the run with --resume")
+        kept = "every record written so far is kept"
+        return f"evalkit {command}: {what}; stopped{took}; {kept} ({again})"
 
     def _handle(self, signum: int, frame: object) -> None:
         if self.signum is not None:  # a second signal: no more waiting
