@@ -522,14 +522,20 @@ def sections(report: SweepReport) -> list[Section]:
     return out
 
 
-def render_terminal(sweep_dir: Path, *, bootstrap: int = 1000, seed: int = 0) -> str:
-    """The sweep report as terminal text (what ``evalkit sweep`` prints at its end)."""
+def render_terminal(
+    sweep_dir: Path, *, bootstrap: int = 1000, seed: int = 0, width: int | None = None
+) -> str:
+    """The sweep report as terminal text (what ``evalkit sweep`` prints at its end), within
+    ``width`` columns (default: the terminal's, ``COLUMNS``, else 100)."""
     from rich.console import Console
+
+    from evalkit.textwidth import terminal_width
 
     from .render import to_terminal
 
     buf = io.StringIO()
-    console = Console(file=buf, width=200, force_terminal=False, color_system=None)
+    width = width or terminal_width()
+    console = Console(file=buf, width=width, force_terminal=False, color_system=None)
     to_terminal(sections(load_sweep(sweep_dir, bootstrap=bootstrap, seed=seed)), console)
     return buf.getvalue()
 

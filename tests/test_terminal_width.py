@@ -119,3 +119,24 @@ def test_bench_fetch_list_fits(
     rows = [row(spec) for spec in registry().specs()]
     _check(out, width, [t for r in rows for t in (r.name, r.how, r.source, r.media, r.size)])
     assert "Video-MME" in out and "101 GB" in out
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_sweep_summary_fits(
+    width: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What ``evalkit sweep`` prints at its end (it was laid out at 200 columns)."""
+    from evalkit.reports.sweep import load_sweep, render_terminal, sections
+    from tests.test_reports_sweep import make_sweep
+
+    monkeypatch.setenv("COLUMNS", str(width))
+    root = make_sweep(tmp_path / "sweep")
+    out = render_terminal(root, bootstrap=10)
+    texts = [
+        t
+        for s in sections(load_sweep(root, bootstrap=10))
+        if s.rows
+        for t in [s.title, *s.headers, *s.notes, *(c for row in s.rows for c in row)]
+    ]
+    _check(out, width, texts)
+    assert "Video-MME: score by setting" in out
