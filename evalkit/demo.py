@@ -186,10 +186,11 @@ def _report(runs: list[Path], total: int, trained: str = "") -> None:
     from rich.console import Console
 
     from evalkit.reports import build_report, write_report
+    from evalkit.textwidth import terminal_width
 
     step(f"{total}/{total} evalkit report" + (" A vs B" if len(runs) > 1 else ""))
     rep = build_report(runs, bootstrap=200)
-    console = Console(width=max(Console().width, 120))
+    console = Console(width=terminal_width())
     files = write_report(rep, runs[0] / "report", ["table", "md", "html", "json"], console)
     if len(runs) > 1:
         from evalkit.demo_train import family_deltas, print_deltas

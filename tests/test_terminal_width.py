@@ -140,3 +140,21 @@ def test_the_sweep_summary_fits(
     ]
     _check(out, width, texts)
     assert "Video-MME: score by setting" in out
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_repro_fits(
+    width: int,
+    videomme_run: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``repro``'s verdict table (a rich table laid out at 200 columns when piped, and
+    split words in a narrow terminal)."""
+    monkeypatch.setenv("COLUMNS", str(width))
+    capsys.readouterr()
+    main(["repro", str(videomme_run), "--model-name", "Qwen2.5-VL-7B-Instruct"])
+    out = capsys.readouterr().out
+    headers = ["benchmark", "reference", "verdict", "settings differing from reference"]
+    _check(out, width, headers)
+    assert "Video-MME" in out and "reproduction check" in out

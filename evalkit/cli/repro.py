@@ -15,7 +15,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from rich.table import Table
+    from rich.console import RenderableType
 
 if TYPE_CHECKING:
     from evalkit.reports.model import RunReport
@@ -55,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
     from evalkit.errors import ConfigError
     from evalkit.reports.load import load_run
     from evalkit.reports.reference import MATCH_RULE, verdicts
+    from evalkit.textwidth import terminal_width, wrap
 
     path = args.run or args.run_opt
     if not path:
@@ -63,14 +64,11 @@ def run(args: argparse.Namespace) -> int:
         writable_file(args.json, "--json")
     run_ = load_run(path, failed="exclude" if args.exclude_failed else "zero")
     results = verdicts(run_, args.tolerance, args.model_name)
-    table = _verdict_table(run_, results)
-    console = Console(width=None if sys.stdout.isatty() else 200)
-    console.print(table)
-    console.print(
-        f"tolerance ±{args.tolerance:g} points; matching: {MATCH_RULE}",
-        markup=False,
-        highlight=False,
-    )
+    width = terminal_width()  # COLUMNS, the terminal, else 100 when piped
+    console = Console(width=width)
+    console.print(_verdict_table(run_, results, width))
+    for line in wrap(f"tolerance ±{args.tolerance:g} points; matching: {MATCH_RULE}", width):
+        console.print(line, markup=False, highlight=False)
     failing = [v for v in results if v.status in ("miss", "no score")]
     if args.strict:
         failing += [v for v in results if v.status == "no reference"]
@@ -128,46 +126,33 @@ def _verdict_line(
     return f"repro: OK ({', '.join(said)})"
 
 
-def _verdict_table(run_: RunReport, results: list[Any]) -> Table:
-    """One row per (benchmark, reference metric); a benchmark without references gets one."""
-    from rich.table import Table
+def _verdict_table(run_: RunReport, results: list[Any], width: int) -> RenderableType:
+    """One row per (benchmark, reference metric); a benchmark without references gets one;
+    within ``width`` columns, words never split."""
+    from evalkit.textwidth import table
 
-    table = Table(title=f"reproduction check: {run_.run_id} ({run_.model})", title_justify="left")
-    for col in (
-        "benchmark",
-        "metric",
-        "reference",
-        "ours",
-        "± se",
-        "delta",
-        "verdict",
-        "settings differing from reference",
-    ):
-        table.add_column(col, overflow="fold")
+    headers = ["benchmark", "metric", "reference", "ours", "± se", "delta", "verdict",
+               "settings differing from reference"]  # fmt: skip
+    rows: list[list[str]] = []
     for v in results:
         if not v.checks:
-            table.add_row(
-                v.benchmark,
-                "-",
-                "-",
-                _n(run_.benchmarks[v.benchmark].overall),
-                _n(v.stderr),
-                "-",
-                v.status,
-                "-",
-            )
+            ours = _n(run_.benchmarks[v.benchmark].overall)
+            rows.append([v.benchmark, "-", "-", ours, _n(v.stderr), "-", v.status, "-"])
         for c in v.checks:
-            table.add_row(
-                v.benchmark,
-                c.metric,
-                f"{c.reference:g} ({c.model})",
-                _n(c.value),
-                _n(v.stderr) if c.metric == "overall" else "-",
-                _n(c.delta),
-                c.verdict,
-                ", ".join(c.settings_diff) or "none",
+            rows.append(
+                [
+                    v.benchmark,
+                    c.metric,
+                    f"{c.reference:g} ({c.model})",
+                    _n(c.value),
+                    _n(v.stderr) if c.metric == "overall" else "-",
+                    _n(c.delta),
+                    c.verdict,
+                    ", ".join(c.settings_diff) or "none",
+                ]
             )
-    return table
+    title = f"reproduction check: {run_.run_id} ({run_.model})"
+    return table(headers, rows, width, title=title)
 
 
 def _n(v: float | None) -> str:
