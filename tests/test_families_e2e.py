@@ -31,9 +31,12 @@ ENGINE_FLAGS = (
 ENGINE = ENGINE_FLAGS.split()
 # family -> (frames per video, frame size) the cache must give it on SynthVideo (whose spec
 # pins a rate: the family's reference wins; a fixed-size family gets its processor's size,
-# GLM-4.1V its 2 fps in pairs at the clip's own size on the 28-pixel grid)
+# GLM-4.1V its 2 fps in pairs at the clip's own size on the 28-pixel grid, LLaVA-NeXT-Video
+# its 32 frames at the clip's own size, under its pixel cap and on its 8-pixel patches: its
+# processor crops them)
 EXPECTED = {
     "llava_onevision": ("32", "56x56"),
+    "llava_next_video": ("32", "168x224"),
     "internvl": ("32", "56x56"),
     "glm4v": (None, "168x224"),
 }
@@ -80,7 +83,7 @@ def _check_run(run: Path, family: str) -> None:
     assert "model family" in report and manifest["family"]["title"] in report
 
 
-@pytest.mark.parametrize("family", ["internvl", "glm4v"])
+@pytest.mark.parametrize("family", ["internvl", "glm4v", "llava_next_video"])
 def test_a_tiny_checkpoint_runs_synthvideo_to_a_report(world: Path, family: str) -> None:
     _check_run(_run(world, family), family)
 

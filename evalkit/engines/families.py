@@ -147,6 +147,12 @@ register_family(
         "processor",
         grid="processor",  # shortest edge then a centre crop: left to its processor
         temporal_patch=1,
+        # transformers 5 writes the CLIP tower as vision_tower.*; vLLM 0.32 loads
+        # vision_tower.vision_model.* (seen with a tiny checkpoint saved by 5.19)
+        weight_renames=(("vision_tower.", "vision_tower.vision_model."),),
+        tiny=True,
+        tested="tiny checkpoint: evalkit run on vLLM CPU; frame parity measured (same frames, "
+        "resized twice: mean abs difference <= 1.7 levels)",
     )
 )
 register_family(

@@ -152,6 +152,13 @@ class FamilySpec:
         return {**(NO_SAMPLING if self.grid == "processor" else NO_RESAMPLE), **extra}
 
     @property
+    def tokens_from_frames(self) -> bool:
+        """The cache's frames bound the video's tokens from below (one per factor x factor
+        pixels per temporal patch, as the request builder counts them before decoding);
+        not so where the processor resizes or crops them itself (a ``processor`` grid)."""
+        return self.grid != "processor"
+
+    @property
     def pixels(self) -> str:
         """Which pixels the frame cache stores, in words."""
         return {

@@ -26,6 +26,7 @@ from evalkit.tiny_checkpoint.qwen import (
 _RECIPES = {
     **dict.fromkeys(FAMILY_BUILDS, "evalkit.tiny_checkpoint.qwen"),
     "llava_onevision": "evalkit.tiny_checkpoint.llava_onevision",
+    "llava_next_video": "evalkit.tiny_checkpoint.llava_next_video",
     "internvl": "evalkit.tiny_checkpoint.internvl",
     "glm4v": "evalkit.tiny_checkpoint.glm4v",
 }
