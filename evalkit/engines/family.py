@@ -144,6 +144,9 @@ class FamilySpec:
     """What evalkit's own tests run of it."""
     image_pad: str = "<|image_pad|>"
     video_pad: str = "<|video_pad|>"
+    hf_model: str | None = None
+    """The transformers class evalkit's HF engine loads its checkpoints with, where
+    ``AutoModelForImageTextToText`` does not take them (an Omni checkpoint: its thinker)."""
 
     @property
     def processor_kwargs(self) -> dict[str, Any]:
