@@ -1,14 +1,16 @@
-"""Every non-Qwen family evalkit builds a tiny checkpoint of, end to end on the real vLLM
+"""Every family beyond the Qwen-VL ones that evalkit builds a tiny checkpoint of (LLaVA-
+OneVision, LLaVA-NeXT-Video, InternVL, GLM-4.1V, Qwen2.5-Omni), end to end on the real vLLM
 CPU engine (heavy): ``evalkit model tiny --family F`` -> ``evalkit run --bench SynthVideo``
 -> ``evalkit report``, each sample answered, the family's frames as the cache gave them
 (its grid, its reference count) and the family recorded. LLaVA-OneVision also runs on two
-Ray replicas and through ``evalkit sweep`` over two frame counts. (The Qwen families run
+Ray replicas and through ``evalkit sweep`` over two frame counts. (The Qwen-VL families run
 end to end in test_run_e2e.py, test_sweep_vllm.py and test_model_families.py.)
 
-Each family's greedy tokens on vLLM equal transformers' own (the HF engine: its processor and
-``model.generate``) for the same requests.
+Each family's greedy answers on vLLM (text, prompt and output token counts) equal
+transformers' own (the HF engine: its processor and ``model.generate``) for the same requests.
 
-Short on purpose: two yes/no questions, 8 answer tokens, one engine per run.
+Short on purpose: two yes/no questions, 8 answer tokens, one engine per run (the HF runs
+take under a second each).
 """
 
 from __future__ import annotations

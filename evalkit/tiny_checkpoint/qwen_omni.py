@@ -8,9 +8,8 @@ from pathlib import Path
 
 from evalkit.tiny_checkpoint.common import (
     CHATML_SPECIALS,
-    TEXT_SIZES,
     chatml_template,
-    padded_vocab,
+    qwen2_text,
     save_checkpoint,
     train_tokenizer,
 )
@@ -45,20 +44,12 @@ def build(out: Path, family: str, seed: int, reference_frames: bool = False) -> 
         named=NAMED,
     )
     ids = {t: tok.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
-    text = {
-        "vocab_size": padded_vocab(tok),
-        **TEXT_SIZES,
-        "rope_parameters": {
-            "rope_type": "default",
-            "rope_theta": 1_000_000.0,
-            "mrope_section": [4, 6, 6],
-        },
-        "bos_token_id": ids["<|endoftext|>"],
-        "eos_token_id": ids["<|im_end|>"],
-        "pad_token_id": ids["<|endoftext|>"],
-        # said here as in the thinker's config: vLLM reads the text config's (default True:
-        # an lm_head tied to the embeddings, other tokens than transformers' thinker gives)
-        "tie_word_embeddings": False,
+    text = qwen2_text(tok)  # untied lm_head: said in the text config too, which vLLM reads
+    del text["model_type"]  # (its default ties it: other tokens than transformers' thinker)
+    text["rope_parameters"] = {
+        "rope_type": "default",
+        "rope_theta": 1_000_000.0,
+        "mrope_section": [4, 6, 6],
     }
     vision = {
         "depth": 2,
