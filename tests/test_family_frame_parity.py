@@ -1,8 +1,9 @@
-"""Frame parity per family (heavy: three processors, six parity videos): the pixel values
+"""Frame parity per family (heavy: four processors, six parity videos): the pixel values
 each family's vision tower receives through evalkit (frame cache -> request -> vLLM's
 processor) equal those of its own reference path (its authors' frame picks through its
 transformers processor), to the level, on odd-size, portrait, long, short, variable-rate
-and large videos; the one place they cannot be equal is pinned as measured."""
+and large videos; where they cannot be equal (GLM-4.1V's large frames, LLaVA-NeXT-Video's
+second resize) the difference is pinned as measured."""
 
 from __future__ import annotations
 
@@ -41,6 +42,14 @@ def test_the_vision_tower_sees_the_reference_pixels(
         # GLM-4.1V's processor keeps a 1280x720 frame whole (its budget is per video)
         large = row.pop("large 1280x720")
         assert large.diff is None and "(5760, 1176) vs reference (9568, 1176)" in large.note
+    if family == "llava_next_video":
+        # its processor resizes by the shortest edge and centre crops; the cache (the
+        # "processor" grid) first rounds frames to the 14-pixel patch under qwen-vl-utils'
+        # floor and cap: the same frames, resampled twice. Measured: mean 0.5-1.7 levels,
+        # max 183-252 at the index pattern's sharp edges (every frame one later: mean 20-30)
+        assert all(c.mean is not None and c.mean < 2.5 for c in row.values()), row
+        assert all(c.note == "(32, 3, 336, 336)" for c in row.values()), row
+        return
     assert {name: cell.diff for name, cell in row.items()} == dict.fromkeys(row, 0.0)
 
 

@@ -1,7 +1,7 @@
-"""Checkpoints as transformers 5 saves them: a LLaVA-OneVision whose SigLIP tower vLLM 0.32
-would not find loads through a renamed view (the user's folder untouched); a checkpoint
-that needs no renaming is served as it is; one that cannot be renamed is refused in one
-line naming the mismatch."""
+"""Checkpoints as transformers 5 saves them: a LLaVA-OneVision whose SigLIP tower (or a
+LLaVA-NeXT-Video whose CLIP tower) vLLM 0.32 would not find loads through a renamed view
+(the user's folder untouched); a checkpoint that needs no renaming is served as it is; one
+that cannot be renamed is refused in one line naming the mismatch."""
 
 from __future__ import annotations
 
@@ -34,7 +34,16 @@ def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def test_a_tower_saved_under_other_names_is_served_renamed(llava: Path, views: Path) -> None:
+@pytest.fixture(scope="module")
+def next_video(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_model(tmp_path_factory.mktemp("ckpt") / "next", "llava_next_video")
+
+
+@pytest.mark.parametrize("family", ["llava", "next_video"])
+def test_a_tower_saved_under_other_names_is_served_renamed(
+    family: str, request: pytest.FixtureRequest, views: Path
+) -> None:
+    llava: Path = request.getfixturevalue(family)
     before = {p.name: _digest(p) for p in llava.iterdir()}
     names, _ = read_header(llava / "model.safetensors")
     assert "vision_tower.embeddings.patch_embedding.weight" in names  # as 5.19 saves it

@@ -308,3 +308,27 @@ def test_trust_remote_code_is_an_engine_option_only_when_given() -> None:
         "trust_remote_code"
         not in config_from_args(command_parser("run").parse_args(base)).engine_options
     )
+
+
+def test_a_family_whose_processor_sizes_the_frames_is_not_refused_on_the_caches_count(
+    tmp_path: Path,
+) -> None:
+    # the request builder counts a video's tokens from the cached frames, Qwen's way; for
+    # LLaVA-NeXT-Video (frames cropped and pooled by its processor) that count is 18816 for
+    # 32 SynthVideo frames against the 512 its tower makes of them: the engine decides
+    from evalkit.bench.registry import get_benchmark
+    from evalkit.cache import FrameCache
+    from evalkit.run.components import make_builder
+    from evalkit.run.plan import bench_run
+    from evalkit.video.budget import FrameLog
+
+    class Engine:
+        max_model_len = 4096
+
+    cache = FrameCache(tmp_path / "cache")
+    for model_type, checked in [("llava_next_video", None), ("llava_onevision", 4096)]:
+        family = detect_family(_checkpoint(tmp_path, model_type, 384))
+        cfg = RunConfig(model="m", bench=["SynthVideo"])
+        run = bench_run(cfg, get_benchmark("SynthVideo"), [], family)
+        builder = make_builder(cfg, run, cache, Engine(), None, FrameLog())  # type: ignore[arg-type]
+        assert builder.max_prompt_tokens == checked, model_type

@@ -84,6 +84,10 @@ register_family(
         audio=_OMNI_AUDIO,
         image_pad="<|IMAGE|>",
         video_pad="<|VIDEO|>",
+        hf_model="Qwen2_5OmniThinkerForConditionalGeneration",
+        tiny=True,
+        tested="tiny checkpoint (thinker): evalkit run on vLLM CPU; vLLM and transformers "
+        "(its thinker class) give the same tokens",
     )
 )
 register_family(
@@ -127,7 +131,8 @@ register_family(
         # embeddings to be a sequence of 2D tensors"): seen in a sweep over two counts
         one_frame_count_per_step=True,
         tiny=True,
-        tested="tiny checkpoint: evalkit run and sweep on vLLM CPU; frame parity",
+        tested="tiny checkpoint: evalkit run and sweep on vLLM CPU; vLLM and transformers give "
+        "the same tokens; frame parity",
     )
 )
 register_family(
@@ -147,6 +152,13 @@ register_family(
         "processor",
         grid="processor",  # shortest edge then a centre crop: left to its processor
         temporal_patch=1,
+        # transformers 5 writes the CLIP tower as vision_tower.*; vLLM 0.32 loads
+        # vision_tower.vision_model.* (seen with a tiny checkpoint saved by 5.19)
+        weight_renames=(("vision_tower.", "vision_tower.vision_model."),),
+        tiny=True,
+        tested="tiny checkpoint: evalkit run on vLLM CPU; vLLM and transformers give the same "
+        "tokens; frame parity measured (same frames, resized twice: mean abs difference "
+        "<= 1.7 levels)",
     )
 )
 register_family(
@@ -168,7 +180,8 @@ register_family(
         grid="fixed",
         temporal_patch=1,
         tiny=True,
-        tested="tiny checkpoint: evalkit run on vLLM CPU; frame parity",
+        tested="tiny checkpoint: evalkit run on vLLM CPU; vLLM and transformers give the same "
+        "tokens; frame parity",
     )
 )
 register_family(
@@ -211,7 +224,8 @@ register_family(
         "writes each temporal patch as <|begin_of_image|>...<|end_of_image|> and its second",
         video_metadata={"do_sample_frames": False},
         tiny=True,
-        tested="tiny checkpoint: evalkit run on vLLM CPU; frame parity",
+        tested="tiny checkpoint: evalkit run on vLLM CPU; vLLM and transformers give the same "
+        "tokens; frame parity",
         image_pad="<|image|>",
         video_pad="<|video|>",
     )

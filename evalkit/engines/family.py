@@ -144,12 +144,22 @@ class FamilySpec:
     """What evalkit's own tests run of it."""
     image_pad: str = "<|image_pad|>"
     video_pad: str = "<|video_pad|>"
+    hf_model: str | None = None
+    """The transformers class evalkit's HF engine loads its checkpoints with, where
+    ``AutoModelForImageTextToText`` does not take them (an Omni checkpoint: its thinker)."""
 
     @property
     def processor_kwargs(self) -> dict[str, Any]:
         """``mm_processor_kwargs``: sampling off, and the resize off on a model grid."""
         extra = {"use_audio_in_video": False} if self.audio else {}
         return {**(NO_SAMPLING if self.grid == "processor" else NO_RESAMPLE), **extra}
+
+    @property
+    def tokens_from_frames(self) -> bool:
+        """The cache's frames bound the video's tokens from below (one per factor x factor
+        pixels per temporal patch, as the request builder counts them before decoding);
+        not so where the processor resizes or crops them itself (a ``processor`` grid)."""
+        return self.grid != "processor"
 
     @property
     def pixels(self) -> str:

@@ -109,7 +109,8 @@ class HFEngine:
 
     def __init__(self, config: HFConfig) -> None:
         import torch
-        from transformers import AutoModelForImageTextToText, AutoProcessor
+        import transformers
+        from transformers import AutoProcessor
 
         from evalkit.engines.reference_rope import use_reference_rope
 
@@ -117,7 +118,10 @@ class HFEngine:
         self.family = detect_family(config.model)
         t0 = time.time()
         self.processor = AutoProcessor.from_pretrained(config.model)
-        model: Any = AutoModelForImageTextToText.from_pretrained(
+        model_cls = getattr(
+            transformers, self.family.family.hf_model or "AutoModelForImageTextToText"
+        )
+        model: Any = model_cls.from_pretrained(
             config.model,
             dtype=getattr(torch, config.dtype),
             attn_implementation=config.attn_implementation,

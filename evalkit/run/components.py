@@ -60,7 +60,9 @@ def make_builder(
         sampling=bench.sampling,
         require_cache=cfg.require_cache,
         miss_pool=pool,
-        max_prompt_tokens=getattr(engine, "max_model_len", None),
+        max_prompt_tokens=getattr(engine, "max_model_len", None)
+        if bench.check_prompt_tokens
+        else None,
         frame_log=frame_log,
         media_gate=bench.media_gate,
     )

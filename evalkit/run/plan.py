@@ -65,6 +65,10 @@ class BenchRun:
     frames_from: dict[str, str] = field(default_factory=dict)
     """Which source gave its frame settings (``frames``/``pixels``: benchmark, family,
     model or flags); empty when the model's family is not known (a served model)."""
+    check_prompt_tokens: bool = True
+    """Refuse a sample whose frames cannot fit the model's context before decoding them
+    (off where the family's processor, not the cache, sizes the frames:
+    ``FamilySpec.tokens_from_frames``)."""
 
 
 @dataclass(frozen=True)
@@ -273,6 +277,7 @@ def bench_run(
         spec=spec,
         frame_spec=frame_spec,
         frames_from=frames_from,
+        check_prompt_tokens=family is None or family.family.tokens_from_frames,
         sampling=sampling_for(spec.generation, thinking, cfg.max_tokens),
         samples=samples[: cfg.limit] if cfg.limit else list(samples),
         prompt=prompt,

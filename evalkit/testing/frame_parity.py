@@ -69,9 +69,13 @@ class Cell:
     """Max abs difference of pixel values (0-255), None when not comparable."""
     note: str = ""
     """Frames and size compared, or why they could not be."""
+    mean: float | None = None
+    """Mean abs difference (0-255), None when not comparable."""
 
     def __str__(self) -> str:
-        return f"{self.diff:g}" if self.diff is not None else f"n/a ({self.note})"
+        if self.diff is None:
+            return f"n/a ({self.note})"
+        return f"{self.diff:g}" if not self.diff else f"{self.diff:g} (mean {self.mean:.2f})"
 
 
 def _segments(total: int, n: int) -> list[int]:
@@ -155,7 +159,8 @@ def compare(model_dir: Path, video: Path, cache: FrameCache) -> Cell:
     ours, ref = evalkit_pixels(model_dir, video, cache), reference_pixels(model_dir, video)
     if ours.shape != ref.shape:
         return Cell(None, f"evalkit {tuple(ours.shape)} vs reference {tuple(ref.shape)}")
-    return Cell(float(np.abs(ours - ref).max()), f"{tuple(ours.shape)}")
+    diff = np.abs(ours - ref)
+    return Cell(float(diff.max()), f"{tuple(ours.shape)}", float(diff.mean()))
 
 
 def table(
@@ -168,7 +173,7 @@ def table(
     }
 
 
-PARITY_FAMILIES = ("llava_onevision", "internvl", "glm4v")
+PARITY_FAMILIES = ("llava_onevision", "llava_next_video", "internvl", "glm4v")
 """The families with a tiny checkpoint whose reference path is transformers' processor."""
 
 
@@ -193,7 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     for family, row in cells.items():
         print(f"| {family} | " + " | ".join(str(c) for c in row.values()) + " |")
     doc = {
-        f: {v: {"diff": c.diff, "note": c.note} for v, c in row.items()} for f, row in cells.items()
+        f: {v: {"diff": c.diff, "mean": c.mean, "note": c.note} for v, c in row.items()}
+        for f, row in cells.items()
     }
     print(json.dumps(doc))
     return 0

@@ -26,8 +26,10 @@ from evalkit.tiny_checkpoint.qwen import (
 _RECIPES = {
     **dict.fromkeys(FAMILY_BUILDS, "evalkit.tiny_checkpoint.qwen"),
     "llava_onevision": "evalkit.tiny_checkpoint.llava_onevision",
+    "llava_next_video": "evalkit.tiny_checkpoint.llava_next_video",
     "internvl": "evalkit.tiny_checkpoint.internvl",
     "glm4v": "evalkit.tiny_checkpoint.glm4v",
+    "qwen2_5_omni": "evalkit.tiny_checkpoint.qwen_omni",
 }
 FAMILIES = tuple(_RECIPES)
 """Every family ``build_tiny_model`` builds (the Qwen ones first)."""
