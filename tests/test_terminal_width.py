@@ -158,3 +158,41 @@ def test_repro_fits(
     headers = ["benchmark", "reference", "verdict", "settings differing from reference"]
     _check(out, width, headers)
     assert "Video-MME" in out and "reproduction check" in out
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_models_fits(
+    width: int, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``evalkit models`` (fixed columns up to 200 characters wide) and ``models NAME``."""
+    from evalkit.cli.models import _row
+    from evalkit.engines.family import FAMILIES
+
+    monkeypatch.setenv("COLUMNS", str(width))
+    rows = [_row(FAMILIES.get(n)) for n in FAMILIES.names()]
+    _check(_run(capsys, "models"), width, [r["family"] for r in rows])
+    for row in rows:
+        texts = [str(v) for k, v in row.items() if k in ("prompt", "source", "tested")]
+        _check(_run(capsys, "models", row["family"]), width, texts)
+
+
+def test_a_reader_that_stops_early_gets_no_traceback(tmp_path: Path) -> None:
+    """``evalkit models glm4v | head -1``: the pipe closes before the output is written
+    (printed by ``print``; what rich prints ends quietly by rich's own rule, exit 1)."""
+    import os
+    import subprocess
+    import sys
+
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone: the first write fails with EPIPE
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "evalkit", "models", "glm4v"],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        os.close(write)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import os
 import sys
 import warnings
 from collections.abc import Iterator
@@ -155,6 +156,9 @@ def _command(name: str, argv: list[str]) -> int:
             code = int(module.run(args) or 0)
     except KeyboardInterrupt:
         return _terminated(name, term)
+    except BrokenPipeError:  # a reader that stopped early (`| head`) has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
+        return 0
     except Exception as exc:
         if term.signum is not None:  # what the signal's unwinding raised on its way out
             return _terminated(name, term)

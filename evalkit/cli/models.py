@@ -27,22 +27,34 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    if not args.name:  # one line each; NAME gives the prompt, the source and the rest
-        for row in rows:
-            tested = "not tested" if row["tested"].startswith("not tested") else "tested"
-            vllm = ", ".join(a.removesuffix("ForConditionalGeneration") for a in row["vllm"])
-            print(
-                f"{row['family']:<17} {vllm:<28} {row['feed']:<6} {row['reference']:<48} {tested}"
-            )
+    from rich.console import Console
+
+    from evalkit.textwidth import table, terminal_width, wrap
+
+    width = terminal_width()
+    if not args.name:  # a row each; NAME gives the prompt, the source and the rest
+        body = [
+            [
+                row["family"],
+                ", ".join(a.removesuffix("ForConditionalGeneration") for a in row["vllm"]),
+                row["feed"],
+                row["reference"],
+                "no" if row["tested"].startswith("not tested") else "yes",
+            ]
+            for row in rows
+        ]
+        headers = ["family", "vLLM architecture", "fed as", "reference frames", "tested here"]
+        Console(width=width).print(table(headers, body, width, whole=["family"]))
         print("(evalkit models NAME: the prompt, the cache, the source, what is tested)")
         return 0
     for row in rows:
         print(f"{row['family']}  {row['title']}")
-        for key in ("model_types", "vllm", "video", "cache", "prompt", "reference", "source"):
+        for key in ("model_types", "vllm", "video", "cache", "prompt", "reference", "source",
+                    "needs", "tested"):  # fmt: skip
             value = row[key]
-            print(f"  {key + ':':<12} {', '.join(value) if isinstance(value, list) else value}")
-        for key in ("needs", "tested"):
-            print(f"  {key + ':':<12} {row[key]}")
+            text = ", ".join(value) if isinstance(value, list) else str(value)
+            label = f"  {key + ':':<12} "
+            print("\n".join(wrap(text, width, label, " " * len(label))))
     return 0
 
 
