@@ -67,7 +67,7 @@ CASES: list[tuple[str, str]] = [
     # watch: the folder, the base model, what a watch cannot do
     (f"watch missing {SYNTH}", "CKPT_DIR missing"),
     (f"watch emptydir --model-base emptydir {SYNTH}", "--model-base emptydir"),
-    (f"watch emptydir {SYNTH} --replicas 2", "--replicas"),
+    (f"watch emptydir {SYNTH} --resume runs/x", "--resume"),
     # run: flags cut short or unknown, config files
     (f"{RUN} --max-token 3", "--max-token"),
     (f"{RUN} --lim 3", "--lim"),

@@ -91,7 +91,10 @@ def test_records_are_the_pipelines_with_the_headline_rule_and_the_others(
 
 
 def test_report_and_repro_read_the_scored_run(
-    tmp_path: Path, data_root: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    data_root: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     assert _score(tmp_path, data_root, _write(tmp_path / "p.jsonl", PREDICTIONS)) == 0
     run = tmp_path / "runs" / "ext"
@@ -104,6 +107,7 @@ def test_report_and_repro_read_the_scored_run(
     doc = json.loads((out / "report.json").read_text())["runs"][0]["benchmarks"]["Video-MME"]
     assert doc["overall"] == pytest.approx(50.0) and doc["counts"]["failed"] == 2
     capsys.readouterr()
+    monkeypatch.setenv("COLUMNS", "200")  # the settings cell on one line (widths: elsewhere)
     assert main(["repro", str(run)]) == 1  # 50.0 against the published 65.1
     repro = capsys.readouterr().out
     assert "miss" in repro and "frames and max_tokens unknown" in repro

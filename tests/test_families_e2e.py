@@ -10,12 +10,16 @@ Each family's greedy answers on vLLM (text, prompt and output token counts) equa
 transformers' own (the HF engine: its processor and ``model.generate``) for the same requests.
 
 Short on purpose: two yes/no questions, 8 answer tokens, one engine per run (the HF runs
-take under a second each).
+take under a second each). Each command runs as users run it, in a process of its own: in
+this one, a run beside the test harness's captured output once left that output closed
+(every later test on the worker then failed at its teardown), a state no user's process has.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -61,13 +65,20 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         yield root
 
 
+def _evalkit(*argv: str) -> None:
+    """``evalkit ARGV`` in a process of its own (the world's folder and environment)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "evalkit", *argv], capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, (argv, done.stdout[-2000:], done.stderr[-3000:])
+
+
 def _run(world: Path, family: str, *extra: str, engine: list[str] = ENGINE, tag: str = "") -> Path:
     model = world / family
     if not model.is_dir():
-        assert main(["model", "tiny", str(model), "--family", family]) == 0
+        _evalkit("model", "tiny", str(model), "--family", family)
     base = ["--model", str(model), "--bench", "SynthVideo", "--data-root", "synth"]
-    argv = ["run", *base, "--no-progress", "--run-id", family + tag, *engine, *extra]
-    assert main(argv) == 0
+    _evalkit("run", *base, "--no-progress", "--run-id", family + tag, *engine, *extra)
     return world / "runs" / (family + tag)
 
 
@@ -103,7 +114,7 @@ def test_llava_onevision_runs_on_two_replicas_and_sweeps_two_frame_counts(world:
     _check_run(_run(world, "llava_onevision", "--replicas", "2"), "llava_onevision")
     grid = ["--grid", "frames.nframes=4,8", "--sweep-dir", "sw", "--cache-workers", "1"]
     base = ["--model", "llava_onevision", "--bench", "SynthVideo", "--data-root", "synth"]
-    assert main(["sweep", *base, "--no-progress", *ENGINE, *grid]) == 0
+    _evalkit("sweep", *base, "--no-progress", *ENGINE, *grid)
     doc = json.loads((world / "sw" / "sweep.json").read_text())
     assert len(doc["settings"]) == 2
     for s in doc["settings"]:
