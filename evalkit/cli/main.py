@@ -154,6 +154,7 @@ def _command(name: str, argv: list[str]) -> int:
     try:
         with term:
             code = int(module.run(args) or 0)
+            sys.stdout.flush()  # a pipe's block buffer: a closed reader shows here, not at exit
     except KeyboardInterrupt:
         return _terminated(name, term)
     except BrokenPipeError:  # a reader that stopped early (`| head`) has what it wanted
