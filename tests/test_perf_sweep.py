@@ -14,31 +14,28 @@ import pytest
 ROOT = Path(__file__).parents[1]
 
 
-@pytest.mark.timeout(170)
-def test_perf_sweep_dry_run_plans_four_settings(tmp_path: Path) -> None:
+def _dry_run(script: str, tmp_path: Path, *args: str) -> dict[str, object]:
+    """``perf/SCRIPT --dry-run ARGS`` as tox runs it (PYTHONSAFEPATH: perf/ is not on
+    sys.path by itself); its figures (the last line)."""
     out = subprocess.run(
-        [sys.executable, str(ROOT / "perf" / "sweep.py"), "--dry-run", "--per-family", "1"],
+        [sys.executable, str(ROOT / "perf" / script), "--dry-run", *args],
         capture_output=True,
         text=True,
         timeout=160,
         env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONSAFEPATH": "1", "TMPDIR": str(tmp_path)},
     )
     assert out.returncode == 0, out.stderr[-3000:]
-    figures = json.loads(out.stdout.strip().splitlines()[-1])
+    figures: dict[str, object] = json.loads(out.stdout.strip().splitlines()[-1])
+    return figures
+
+
+@pytest.mark.timeout(170)
+def test_perf_sweep_dry_run_plans_four_settings(tmp_path: Path) -> None:
+    figures = _dry_run("sweep.py", tmp_path, "--per-family", "1")
     assert figures == {"videos": 2, "settings": 4, "dry_run": True}
 
 
 @pytest.mark.timeout(170)
 def test_perf_watch_dry_run_writes_its_checkpoints(tmp_path: Path) -> None:
-    """perf/watch.py sets up its checkpoints as tox runs it (PYTHONSAFEPATH: perf/ is not
-    on sys.path by itself)."""
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "perf" / "watch.py"), "--dry-run"],
-        capture_output=True,
-        text=True,
-        timeout=160,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONSAFEPATH": "1", "TMPDIR": str(tmp_path)},
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    figures = json.loads(out.stdout.strip().splitlines()[-1])
-    assert figures["dry_run"] is True and figures["checkpoints"] >= 2
+    figures = _dry_run("watch.py", tmp_path)
+    assert figures["dry_run"] is True and int(str(figures["checkpoints"])) >= 2
