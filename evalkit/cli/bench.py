@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -458,12 +457,8 @@ def _ids(args: argparse.Namespace) -> int:
 
 
 def _print_lines(lines: list[str]) -> None:
-    """Print ``lines``; a reader that stops early (``| head``) has what it wanted."""
-    try:
-        print("\n".join(lines))
-        sys.stdout.flush()
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    """Print ``lines`` (a reader that stops early, ``| head``: see ``cli.main._command``)."""
+    print("\n".join(lines))
 
 
 def _fetch(args: argparse.Namespace) -> int:
