@@ -2,9 +2,10 @@
 OneVision, LLaVA-NeXT-Video, InternVL, GLM-4.1V, Qwen2.5-Omni), end to end on the real vLLM
 CPU engine (heavy): ``evalkit model tiny --family F`` -> ``evalkit run --bench SynthVideo``
 -> ``evalkit report``, each sample answered, the family's frames as the cache gave them
-(its grid, its reference count) and the family recorded. LLaVA-OneVision also runs on two
-Ray replicas and through ``evalkit sweep`` over two frame counts. (The Qwen-VL families run
-end to end in test_run_e2e.py, test_sweep_vllm.py and test_model_families.py.)
+(its grid, its reference count) and the family recorded; and the same through ``evalkit
+sweep`` over two frame counts (one engine, two run directories, each reported).
+LLaVA-OneVision runs on two Ray replicas. (The Qwen-VL families run end to end in
+test_run_e2e.py, test_sweep_vllm.py and test_model_families.py.)
 
 Each family's greedy answers on vLLM (text, prompt and output token counts) equal
 transformers' own (the HF engine: its processor and ``model.generate``) for the same requests.
@@ -44,6 +45,7 @@ ENGINE = ENGINE_FLAGS.split()
 # GLM-4.1V its 2 fps in pairs at the clip's own size on the 28-pixel grid, LLaVA-NeXT-Video
 # its 32 frames at the clip's own size, under its pixel cap and on its 8-pixel patches: its
 # processor crops them; Qwen2.5-Omni the spec's frames as pinned, as the Qwen families)
+BUILT = ["llava_onevision", "llava_next_video", "internvl", "glm4v", "qwen2_5_omni"]
 EXPECTED = {
     "llava_onevision": ("32", "56x56"),
     "llava_next_video": ("32", "168x224"),
@@ -73,21 +75,29 @@ def _evalkit(*argv: str) -> None:
     assert done.returncode == 0, (argv, done.stdout[-2000:], done.stderr[-3000:])
 
 
-def _run(world: Path, family: str, *extra: str, engine: list[str] = ENGINE, tag: str = "") -> Path:
+def _base(world: Path, family: str) -> list[str]:
+    """The flags naming the family's tiny checkpoint (built on first use) and SynthVideo."""
     model = world / family
     if not model.is_dir():
         _evalkit("model", "tiny", str(model), "--family", family)
-    base = ["--model", str(model), "--bench", "SynthVideo", "--data-root", "synth"]
+    return ["--model", str(model), "--bench", "SynthVideo", "--data-root", "synth"]
+
+
+def _run(world: Path, family: str, *extra: str, engine: list[str] = ENGINE, tag: str = "") -> Path:
+    base = _base(world, family)
     _evalkit("run", *base, "--no-progress", "--run-id", family + tag, *engine, *extra)
     return world / "runs" / (family + tag)
 
 
-def _check_run(run: Path, family: str) -> None:
+def _check_run(run: Path, family: str, nframes: int | None = None) -> None:
+    """Each sample answered, the family's frames (its reference count, or ``nframes`` set
+    by a flag) at its size, the family recorded and reported."""
     records = [json.loads(x) for x in (run / "SynthVideo.jsonl").read_text().splitlines()]
     assert len(records) == 2 and all(r["status"] == "ok" for r in records), records
     assert all(r["tokens"]["output"] >= 1 for r in records)
     seen = json.loads((run / "frames.json").read_text())["SynthVideo"]
     frames, size = EXPECTED[family]
+    frames = str(nframes) if nframes is not None else frames
     assert seen["size"] == {size: 2}, seen
     if frames is not None:
         assert seen["frames"] == {frames: 2}, seen
@@ -97,40 +107,37 @@ def _check_run(run: Path, family: str) -> None:
     assert manifest["family"]["family"] == family
     pinned = FAMILIES.get(family).qwen_terms  # the benchmark's frames, as the Qwen families
     frames_from = manifest["family"]["frames_from"]["SynthVideo"]["frames"]
-    assert frames_from == ("benchmark" if pinned else "family")
+    assert frames_from == ("flags" if nframes else "benchmark" if pinned else "family")
     assert main(["report", str(run)]) == 0
     report = (run / "report" / "report.md").read_text()
     assert "model family" in report and manifest["family"]["title"] in report
 
 
-@pytest.mark.parametrize("family", ["internvl", "glm4v", "llava_next_video", "qwen2_5_omni"])
+@pytest.mark.parametrize("family", [f for f in BUILT if f != "llava_onevision"])
 def test_a_tiny_checkpoint_runs_synthvideo_to_a_report(world: Path, family: str) -> None:
     _check_run(_run(world, family), family)
 
 
-def test_llava_onevision_runs_on_two_replicas_and_sweeps_two_frame_counts(world: Path) -> None:
+def test_llava_onevision_runs_on_two_replicas(world: Path) -> None:
     # its tiny checkpoint names the SigLIP tower as transformers 5 saves it: vLLM loads it
     # through evalkit's renamed view
     _check_run(_run(world, "llava_onevision", "--replicas", "2"), "llava_onevision")
-    grid = ["--grid", "frames.nframes=4,8", "--sweep-dir", "sw", "--cache-workers", "1"]
-    base = ["--model", "llava_onevision", "--bench", "SynthVideo", "--data-root", "synth"]
-    _evalkit("sweep", *base, "--no-progress", *ENGINE, *grid)
-    doc = json.loads((world / "sw" / "sweep.json").read_text())
-    assert len(doc["settings"]) == 2
+
+
+@pytest.mark.parametrize("family", BUILT)
+def test_a_tiny_checkpoint_sweeps_two_frame_counts(world: Path, family: str) -> None:
+    # one engine for both settings (LLaVA-OneVision's never has two frame counts in one
+    # encoder step: FamilySpec.one_frame_count_per_step)
+    sweep = world / f"sweep-{family}"
+    grid = ["--grid", "frames.nframes=4,8", "--sweep-dir", str(sweep), "--cache-workers", "1"]
+    _evalkit("sweep", *_base(world, family), "--no-progress", *ENGINE, *grid)
+    doc = json.loads((sweep / "sweep.json").read_text())
+    assert sorted(s["values"]["frames.nframes"] for s in doc["settings"]) == [4, 8]
     for s in doc["settings"]:
-        run = world / "sw" / s["run"]
-        n = s["values"]["frames.nframes"]
-        seen = json.loads((run / "frames.json").read_text())["SynthVideo"]
-        assert seen["frames"] == {str(n): 2} and seen["size"] == {"56x56": 2}
-        records = (run / "SynthVideo.jsonl").read_text().splitlines()
-        assert [json.loads(x)["status"] for x in records] == ["ok", "ok"]
-        family = json.loads((run / "config.json").read_text())["family"]
-        assert family["frames_from"]["SynthVideo"]["frames"] == "flags"
+        _check_run(sweep / s["run"], family, nframes=s["values"]["frames.nframes"])
 
 
-@pytest.mark.parametrize(
-    "family", ["llava_onevision", "llava_next_video", "internvl", "glm4v", "qwen2_5_omni"]
-)
+@pytest.mark.parametrize("family", BUILT)
 def test_transformers_generates_the_tokens_vllm_generated(world: Path, family: str) -> None:
     # the same requests (request builder, frame cache) through the HF engine: the family's
     # transformers processor and model.generate(do_sample=False), against the vLLM run's
