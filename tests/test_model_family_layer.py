@@ -243,6 +243,19 @@ def test_a_remote_code_family_is_recognised_and_needs_trust_remote_code_said(
     assert args["trust_remote_code"] is True
 
 
+def test_a_run_of_a_remote_code_family_without_the_flag_stops_before_its_run_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from evalkit.cli.main import main
+
+    model, runs = _checkpoint(tmp_path, "molmo2"), tmp_path / "runs"
+    args = ["run", "--model", str(model), "--bench", "SynthVideo", "--runs-dir", str(runs)]
+    assert main(args) != 0
+    err = capsys.readouterr().err.strip()
+    assert "--trust-remote-code" in err and "Molmo2" in err and "\n" not in err
+    assert not runs.exists()  # refused in preflight: the engine never started
+
+
 def test_minicpmv_takes_the_reference_of_its_checkpoints_version() -> None:
     v45 = family_from_config({"model_type": "minicpmv", "version": 4.5})
     v26 = family_from_config({"model_type": "minicpmv", "version": 2.6})

@@ -422,6 +422,16 @@ def run_family(model: str, local: bool, named: str | None = None) -> ModelFamily
     return None
 
 
+def require_trust(family: ModelFamily | None, model: str, trusted: bool) -> None:
+    """EvalkitError in one line naming ``--trust-remote-code`` when ``family`` ships its own
+    code and the engine was not told to trust it."""
+    if family is not None and family.family.trust_remote_code and not trusted:
+        raise EvalkitError(
+            f"{model}: {family.family.title} runs code shipped with the checkpoint; "
+            "pass --trust-remote-code to allow it (it is recorded with the run)"
+        )
+
+
 def check_frame_sizes(request: Request, factor: int) -> None:
     """Frames arrive resized; H and W must be multiples of the model's patch x merge."""
     for i, video in enumerate(request.videos):
