@@ -320,7 +320,14 @@ _MINICPM_PROMPT = (
 )
 for _name, _title, _arch, _extra in [
     ("minicpmv", "MiniCPM-V 2.6 / 4.0 / 4.5", "MiniCPMV", "; video from version 2.6 on"),
-    ("minicpmo", "MiniCPM-o 2.6 (vision only)", "MiniCPMO", "; the audio track is not sent"),
+    (
+        "minicpmo",
+        "MiniCPM-o 2.6 (vision only)",
+        "MiniCPMO",
+        "; the audio track is not sent. MiniCPM-o 4.5 (also minicpmo, version 4.5) reads video "
+        "with minicpmo.utils get_video_frame_audio_segments, not read here: it gets the 2.6 "
+        "setting",
+    ),
 ]:
     register_family(
         FamilySpec(
