@@ -217,14 +217,66 @@ def test_the_trainer_refuses_a_family_it_does_not_train_in_one_line(tmp_path: Pa
     assert trainable_family(_checkpoint(tmp_path, "qwen2_5_vl")).factor == 28
 
 
-def test_a_remote_code_family_needs_trust_remote_code_said(tmp_path: Path) -> None:
+REMOTE_CODE = [n for n, f in FAMILIES.items() if f.trust_remote_code]
+
+
+def test_the_remote_code_families_are_the_ones_issue_38_names() -> None:
+    assert set(REMOTE_CODE) == {
+        "internvl_chat", "interns1", "keye", "keye_vl1_5", "llava_onevision2", "minicpmo",
+        "minicpmv", "molmo2", "ovis2_5",
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("name", REMOTE_CODE)
+def test_a_remote_code_family_is_recognised_and_needs_trust_remote_code_said(
+    tmp_path: Path, name: str
+) -> None:
     from evalkit.engines.vllm_engine import VLLMConfig, engine_model
 
-    model = _checkpoint(tmp_path, "internvl_chat", 448)
-    with pytest.raises(EvalkitError, match="pass --trust-remote-code"):
+    model = _checkpoint(tmp_path, FAMILIES.get(name).model_types[0], 448)
+    assert detect_family(model).family.name == name
+    with pytest.raises(EvalkitError, match="pass --trust-remote-code") as info:
         engine_model(VLLMConfig(model=str(model)))
+    assert "\n" not in str(info.value)
     family, args = engine_model(VLLMConfig(model=str(model), trust_remote_code=True))
-    assert family is not None and args["trust_remote_code"] is True
+    assert family is not None and family.family.name == name
+    assert args["trust_remote_code"] is True
+
+
+def test_a_run_of_a_remote_code_family_without_the_flag_stops_before_its_run_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from evalkit.cli.main import main
+
+    model, runs = _checkpoint(tmp_path, "molmo2"), tmp_path / "runs"
+    args = ["run", "--model", str(model), "--bench", "SynthVideo", "--runs-dir", str(runs)]
+    assert main(args) != 0
+    err = capsys.readouterr().err.strip()
+    assert "--trust-remote-code" in err and "Molmo2" in err and "\n" not in err
+    assert not runs.exists()  # refused in preflight: the engine never started
+
+
+def test_minicpmv_takes_the_reference_of_its_checkpoints_version() -> None:
+    v45 = family_from_config({"model_type": "minicpmv", "version": 4.5})
+    v26 = family_from_config({"model_type": "minicpmv", "version": 2.6})
+    assert (v45.family.reference.fps, v45.family.reference.max_frames) == (5.0, 180)
+    assert (v26.family.reference.fps, v26.family.reference.max_frames) == (1.0, 64)
+    spec, _origin = v45.frame_spec(PINNED)
+    assert (spec.fps, spec.max_frames, spec.sampling) == (5.0, 180, "segments")
+    assert "3D-resampler" in v45.describe()["reference_source"]
+
+
+@pytest.mark.parametrize("name", REMOTE_CODE)
+def test_evalkit_models_says_a_remote_code_family_needs_the_flag_and_its_source(
+    capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    from evalkit.cli.main import main
+
+    assert main(["models", name, "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    fam = FAMILIES.get(name)
+    assert row["source"].startswith(fam.reference.source)
+    assert "--trust-remote-code" in row["needs"] and row["tested"].startswith("not tested here")
 
 
 def test_llava_onevision_never_has_two_frame_counts_in_flight_on_vllm() -> None:

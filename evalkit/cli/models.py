@@ -80,8 +80,14 @@ def _row(fam: FamilySpec) -> dict[str, Any]:
         "feed": fam.feed,
         "cache": fam.pixels,
         "prompt": fam.prompt,
-        "reference": fam.reference.describe(),
-        "source": fam.reference.source,
+        "reference": "; ".join(
+            [fam.reference.describe()]
+            + [f"config version {v}: {r.describe()}" for v, r in fam.version_references]
+        ),
+        "source": "; ".join(
+            [fam.reference.source]
+            + [f"config version {v}: {r.source}" for v, r in fam.version_references]
+        ),
         "needs": "; ".join(needs) or "-",
         "tested": fam.tested,
     }

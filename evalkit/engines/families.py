@@ -284,9 +284,50 @@ register_family(
         temporal_patch=1,
     )
 )
-for _name, _title, _arch in [
-    ("keye", "Keye-VL", "KeyeForConditionalGeneration"),
-    ("keye_vl1_5", "Keye-VL 1.5", "KeyeVL1_5ForConditionalGeneration"),
+# Families whose checkpoints ship their own code (config.json auto_map): recognised and run
+# with --trust-remote-code only; no tiny checkpoint (their classes are not in transformers
+# 5.19), so none is run here. Each reference is pinned from its authors' card or code; what
+# FrameReference cannot express is said in its source.
+_REMOTE = "not tested here (remote code)"
+_MINICPMV_1FPS = FrameReference(
+    source="OpenBMB/MiniCPM-V docs/minicpm_v2dot6_en.md 'Video understanding' (MiniCPM-V 2.6) and "
+    "README 'Chat with Video' for MiniCPM-V 4.0 / MiniCPM-o 2.6 (e2559a5, 53c0174): encode_video, "
+    "MAX_NUM_FRAMES=64, one frame every round(avg_fps) frames from frame 0, past 64 "
+    "uniform_sample (segment middles) of those; use_image_id=False, max_slice_nums=2. evalkit: "
+    "1 fps by its stride rule (index ceil(i x source fps); past 64, 64 spread over the clip). "
+    "Not reproduced: max_slice_nums=2 (vLLM 0.32 encodes each video frame as one 448-px slice, "
+    "MiniCPMVProcessingInfo.get_video_max_slice_num = 1)",
+    fps=1.0,
+    max_frames=64,
+    sampling="stride",
+    max_pixels=448 * 448,
+)
+_MINICPMV_45 = FrameReference(
+    source="OpenBMB/MiniCPM-V README at 06e220c ('add minicpm-v-4.5') 'Chat with Video': "
+    "encode_video(choose_fps=5), MAX_NUM_FRAMES=180, MAX_NUM_PACKING=3, uniform_sample (segment "
+    "middles) over every frame; use_image_id=False, max_slice_nums=1, temporal_ids. Not "
+    "reproduced: the 3D-resampler packing (past 180 frames up to 3 frames share 64 tokens, grouped "
+    "by temporal_ids at TIME_SCALE 0.1 s): vLLM 0.32 passes no temporal_ids and encodes each frame "
+    "as its own 64 tokens, so evalkit caps at 180 frames",
+    fps=5.0,
+    max_frames=180,
+    sampling="segments",
+    max_pixels=448 * 448,
+)
+_MINICPM_PROMPT = (
+    "chat template with (<video>./</video>); vLLM's processor expands it to one 448-px "
+    "<image>...</image> slice per frame, no image ids"
+)
+for _name, _title, _arch, _extra in [
+    ("minicpmv", "MiniCPM-V 2.6 / 4.0 / 4.5", "MiniCPMV", "; video from version 2.6 on"),
+    (
+        "minicpmo",
+        "MiniCPM-o 2.6 (vision only)",
+        "MiniCPMO",
+        "; the audio track is not sent. MiniCPM-o 4.5 (also minicpmo, version 4.5) reads video "
+        "with minicpmo.utils get_video_frame_audio_segments, not read here: it gets the 2.6 "
+        "setting",
+    ),
 ]:
     register_family(
         FamilySpec(
@@ -294,17 +335,180 @@ for _name, _title, _arch in [
             title=f"{_title} (remote code)",
             model_types=(_name,),
             architectures=(_arch,),
-            reference=FrameReference(
-                source="none pinned: the checkpoint's own processor decides (remote code; "
-                "its slow-fast scheme is not reproduced; evalkit caps frames at qwen-vl-utils' "
-                "2 fps and pixel budget and leaves the rest to it)",
-                fps=2.0,
-                max_frames=768,
-                max_pixels=768 * 28 * 28,
-            ),
-            prompt="the checkpoint's chat template and processor",
+            reference=_MINICPMV_1FPS,
+            version_references=(("4.5", _MINICPMV_45),) if _name == "minicpmv" else (),
+            prompt=_MINICPM_PROMPT + _extra,
             grid="processor",
+            temporal_patch=1,
             trust_remote_code=True,
-            tested="not tested here (remote code)",
+            tested=_REMOTE,
         )
     )
+register_family(
+    FamilySpec(
+        name="ovis2_5",
+        title="Ovis2.5 (remote code)",
+        model_types=("ovis2_5",),
+        architectures=("Ovis2_5",),
+        reference=FrameReference(
+            source="AIDC-AI/Ovis ovis/serve/infer_basic_demo.py run_video_example (num_frames=8, "
+            "indices int(i * total_frames / num_frames), min_pixels=448*448, "
+            "max_pixels=896*896). evalkit takes the 8 segment middles: the demo takes the "
+            "segment starts (each index half a segment earlier)",
+            nframes=8,
+            sampling="segments",
+            min_pixels=448 * 448,
+            max_pixels=896 * 896,
+        ),
+        prompt="the checkpoint's chat template with <video>; vLLM's processor expands it",
+        grid="processor",
+        trust_remote_code=True,
+        tested=_REMOTE,
+    )
+)
+register_family(
+    FamilySpec(
+        name="llava_onevision2",
+        title="LLaVA-OneVision-2 (remote code)",
+        model_types=("llava_onevision2",),
+        architectures=("LlavaOnevision2ForConditionalGeneration",),
+        reference=FrameReference(
+            source="lmms-eval lmms_eval/models/chat/llava_onevision2.py, the authors' wrapper "
+            "(qwen_vl_utils.fetch_video: fps=1.0, max_num_frames=32, min_pixels=256*28*28, "
+            "max_pixels=1605632). Not reproduced: the wrapper sends the frames as images, each "
+            "after '<t seconds>'; evalkit sends one video through vLLM's OV2 processor; its "
+            "codec backend (use_codec) is not used",
+            fps=1.0,
+            max_frames=32,
+            min_pixels=256 * 28 * 28,
+            max_pixels=1605632,
+            resize="torchvision",
+        ),
+        prompt="the checkpoint's chat template: <|vision_start|><|video_pad|><|vision_end|>, "
+        "expanded by vLLM's OV2 processor",
+        grid="processor",
+        trust_remote_code=True,
+        tested=_REMOTE,
+    )
+)
+register_family(
+    FamilySpec(
+        name="molmo2",
+        title="Molmo2 (remote code)",
+        model_types=("molmo2",),
+        architectures=("Molmo2ForConditionalGeneration",),
+        reference=FrameReference(
+            source="allenai/Molmo2-8B video_preprocessor_config.json (Molmo2VideoProcessor: "
+            "frame_sample_mode uniform_last_frame, max_fps 2, num_frames 384, 378x378), the rule "
+            "as vLLM 0.32 molmo2.py _sample_frames applies it: a frame every 1/2 s plus the last "
+            "one while the clip is at most 383/2 s long, else np.linspace(0, total - 1, "
+            "384).astype(int). evalkit: 2 fps, <= 384 frames, np.linspace rounded down; the short "
+            "clips' appended last frame and rounded steps are not reproduced",
+            fps=2.0,
+            max_frames=384,
+            sampling="linspace",
+            max_pixels=378 * 378,
+        ),
+        prompt="the checkpoint's chat template with <|video|>; vLLM's processor writes each "
+        "frame with its timestamp (from the frames' indices)",
+        grid="processor",
+        temporal_patch=1,
+        trust_remote_code=True,
+        tested=_REMOTE,
+    )
+)
+register_family(
+    FamilySpec(
+        name="interns1",
+        title="Intern-S1 (remote code)",
+        model_types=("interns1",),
+        architectures=("InternS1ForConditionalGeneration",),
+        reference=FrameReference(
+            source="no Intern-S1 frame setting found (its InternS1VideoProcessor is transformers' "
+            "InternVLVideoProcessor, which samples nothing by default); taken from its vision "
+            "tower's lineage, the InternVL3 model card's video example: "
+            "load_video(num_segments=32, input_size=448), segment middles",
+            nframes=32,
+            sampling="segments",
+            size=448,
+        ),
+        prompt="the checkpoint's chat template; the processor writes 'Frame{i}: <img>...</img>' "
+        "per frame, one 448 tile each",
+        grid="fixed",
+        temporal_patch=1,
+        trust_remote_code=True,
+        tested=_REMOTE,
+    )
+)
+register_family(
+    FamilySpec(
+        name="keye",
+        title="Keye-VL (remote code)",
+        model_types=("keye",),
+        architectures=("KeyeForConditionalGeneration",),
+        reference=FrameReference(
+            source="Kwai-Keye/Keye keye-vl-utils 1.0.0 vision_process.py (a copy of qwen-vl-utils: "
+            "FPS 2, FPS_MIN/MAX_FRAMES 4/768, VIDEO_MIN/MAX_PIXELS 128/768 x 28x28, "
+            "VIDEO_TOTAL_PIXELS 128000 x 28x28 x 0.9, round(linspace), torchvision bicubic); "
+            "README: process_vision_info with 'fps': 2.0",
+            fps=2.0,
+            max_frames=768,
+            min_pixels=128 * 28 * 28,
+            max_pixels=768 * 28 * 28,
+            total_pixels=int(128000 * 28 * 28 * 0.9),
+            resize="torchvision",
+        ),
+        prompt="the checkpoint's chat template: <|vision_start|><|video_pad|><|vision_end|>, "
+        "expanded by the processor",
+        grid="processor",
+        trust_remote_code=True,
+        tested=_REMOTE,
+    )
+)
+register_family(
+    FamilySpec(
+        name="keye_vl1_5",
+        title="Keye-VL 1.5 (remote code)",
+        model_types=("keye_vl1_5",),
+        architectures=("KeyeVL1_5ForConditionalGeneration",),
+        reference=FrameReference(
+            source="keye-vl-utils 1.5.2 vision_process.py (FPS 2, at most the source rate; "
+            "frame cap VIDEO_TOTAL_PIXELS / VIDEO_MIN_PIXELS = 2048; round(linspace), count "
+            "not rounded to 2; VIDEO_MIN/MAX_TOKENS 48/768 x 28x28 per frame, "
+            "VIDEO_TOTAL_PIXELS 65536 x 28x28). Not reproduced: its slow-fast scheme (a frame "
+            "within 0.9 HSV patch similarity of the last key frame is a fast frame at 0.3x the "
+            "tokens, sent as frame_types) and per-frame timestamps: evalkit sends vLLM 0.32 "
+            "neither, so every frame is a slow one; its per-video token search is approximated "
+            "by total_pixels",
+            fps=2.0,
+            max_frames=2048,
+            min_pixels=48 * 28 * 28,
+            max_pixels=768 * 28 * 28,
+            total_pixels=65536 * 28 * 28,
+        ),
+        prompt="the checkpoint's chat template: <|vision_start|><|video_pad|><|vision_end|>; "
+        "vLLM's processor writes a frame token before each frame",
+        grid="processor",
+        trust_remote_code=True,
+        tested=_REMOTE,
+    )
+)
+register_family(
+    FamilySpec(
+        name="minicpmv4_7",
+        title="MiniCPM-V 4.7",
+        model_types=("minicpmv4_7",),
+        architectures=("MiniCPMV4_7ForConditionalGeneration",),
+        reference=FrameReference(
+            source="transformers 5.19 MiniCPMV4_6VideoProcessor defaults, the video processor it "
+            "maps minicpmv4_7 to (one frame per second of the clip, <= max_num_frames 128; "
+            "scale_resolution 448)",
+            fps=1.0,
+            max_frames=128,
+            max_pixels=448 * 448,
+        ),
+        prompt="chat template; the processor places each frame",
+        grid="processor",
+        temporal_patch=1,
+    )
+)

@@ -28,7 +28,7 @@ gave each benchmark's frames (``RunManifest.family``).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal
@@ -147,6 +147,10 @@ class FamilySpec:
     hf_model: str | None = None
     """The transformers class evalkit's HF engine loads its checkpoints with, where
     ``AutoModelForImageTextToText`` does not take them (an Omni checkpoint: its thinker)."""
+    version_references: tuple[tuple[str, FrameReference], ...] = ()
+    """(config.json ``version``, reference) where checkpoints of one model type are
+    evaluated differently by version (MiniCPM-V 2.6/4.0 and 4.5 are all ``minicpmv``);
+    ``reference`` is the one of any other version."""
 
     @property
     def processor_kwargs(self) -> dict[str, Any]:
@@ -171,10 +175,15 @@ class FamilySpec:
         }[self.grid]
 
     def bind(self, config: dict[str, Any], folder: Path | None = None) -> ModelFamily:
-        """This family as one checkpoint has it (its patch sizes, its processor's size)."""
+        """This family as one checkpoint has it (its patch sizes, its processor's size, its
+        version's reference)."""
         vision = config.get("vision_config") or {}
         patch = vision.get("patch_size", self.patch_size)
-        size = _fixed_size(folder, self) if self.grid == "fixed" else None
+        version = str(config.get("version"))
+        spec = next(
+            (replace(self, reference=r) for v, r in self.version_references if v == version), self
+        )
+        size = _fixed_size(folder, spec) if self.grid == "fixed" else None
         return ModelFamily(
             name=str(config.get("model_type", self.name)),
             patch_size=int(patch[0] if isinstance(patch, list) else patch),
@@ -183,7 +192,7 @@ class FamilySpec:
             image_pad=self.image_pad,
             video_pad=self.video_pad,
             size=size,
-            spec=self,
+            spec=spec,
         )
 
 
@@ -411,6 +420,16 @@ def run_family(model: str, local: bool, named: str | None = None) -> ModelFamily
     if local and Path(model).is_dir():
         return detect_family(model)
     return None
+
+
+def require_trust(family: ModelFamily | None, model: str, trusted: bool) -> None:
+    """EvalkitError in one line naming ``--trust-remote-code`` when ``family`` ships its own
+    code and the engine was not told to trust it."""
+    if family is not None and family.family.trust_remote_code and not trusted:
+        raise EvalkitError(
+            f"{model}: {family.family.title} runs code shipped with the checkpoint; "
+            "pass --trust-remote-code to allow it (it is recorded with the run)"
+        )
 
 
 def check_frame_sizes(request: Request, factor: int) -> None:

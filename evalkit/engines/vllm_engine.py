@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from evalkit.config import throughput_only
 from evalkit.engines.base import Completion, Request, SamplingParams, Timings
-from evalkit.engines.family import NO_RESAMPLE, ModelFamily, detect_family
+from evalkit.engines.family import NO_RESAMPLE, ModelFamily, detect_family, require_trust
 from evalkit.engines.lifecycle import Reaper, engine_shm, release_engine_shm
 from evalkit.engines.prompting import media_images, render_prompt
 from evalkit.errors import EvalkitError
@@ -192,11 +192,7 @@ def engine_model(config: VLLMConfig) -> tuple[ModelFamily | None, dict[str, Any]
     from evalkit.engines.checkpoint import loadable
 
     family = detect_family(config.model) if os.path.isdir(config.model) else None
-    if family is not None and family.family.trust_remote_code and not config.trust_remote_code:
-        raise EvalkitError(
-            f"{config.model}: {family.family.title} runs code shipped with the checkpoint; "
-            "pass --trust-remote-code to allow it (it is recorded with the run)"
-        )
+    require_trust(family, config.model, config.trust_remote_code)
     args = config.engine_args()
     args["model"] = loadable(config.model, family)
     return family, args

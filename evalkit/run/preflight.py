@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from evalkit.bench.media import MissingMedia, describe_missing, missing_media
 from evalkit.engines import engine_for_mode, reads_local_checkpoint
-from evalkit.errors import ConfigError
+from evalkit.errors import ConfigError, EvalkitError
 from evalkit.plugins import PluginError, problems
 
 if TYPE_CHECKING:
@@ -131,7 +131,24 @@ def check_engine_options(name: str, cfg: RunConfig) -> None:
     from evalkit.engines import engine_config
 
     # RegistryError: an unknown engine, with a hint; ConfigError: a bad option, in one line
-    engine_config(name, cfg.model, cfg.engine_options, where="--engine-opt for engine")
+    config = engine_config(name, cfg.model, cfg.engine_options, where="--engine-opt for engine")
+    trusted = getattr(config, "trust_remote_code", None)
+    if isinstance(trusted, bool):  # an engine that can run a checkpoint's own code
+        check_trust(cfg.model, trusted)
+
+
+def check_trust(model: str, trusted: bool) -> None:
+    """A local checkpoint of a family that ships its own code needs --trust-remote-code,
+    said before any run directory exists (the engine would refuse it only once started)."""
+    from evalkit.engines.family import detect_family, require_trust
+
+    if not Path(model).expanduser().is_dir():
+        return
+    try:
+        family = detect_family(Path(model).expanduser())
+    except EvalkitError:
+        return  # not a known family: the run's plan says so, in its own words
+    require_trust(family, model, trusted)
 
 
 def data_file(path: str, as_bench: str = "--bench {}") -> Path:
