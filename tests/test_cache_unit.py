@@ -124,6 +124,7 @@ CHANGED = {
     "resize": "pil",
     "size": (56, 84),
     "sampling": "segments",
+    "keep_size": True,
 }
 
 
@@ -143,6 +144,8 @@ def test_keys_of_specs_without_a_family_contract_are_those_made_before_it() -> N
         "3799b3a6ce9659674c3c9e7514f3f54983e3d33965f8282292f437a52bc0d461"
     )
     assert cache_key(src, ref, FrameSpec(size=(384, 384))) != cache_key(src, ref, FrameSpec())
+    kept = cache_key(src, ref, FrameSpec(keep_size=True))
+    assert kept != cache_key(src, ref, FrameSpec()) and "keep_size" not in FrameSpec().model_dump()
 
 
 @pytest.mark.parametrize("field", sorted(CHANGED))

@@ -43,12 +43,13 @@ ENGINE = ENGINE_FLAGS.split()
 # family -> (frames per video, frame size) the cache must give it on SynthVideo (whose spec
 # pins a rate: the family's reference wins; a fixed-size family gets its processor's size,
 # GLM-4.1V its 2 fps in pairs at the clip's own size on the 28-pixel grid, LLaVA-NeXT-Video
-# its 32 frames at the clip's own size, under its pixel cap and on its 8-pixel patches: its
-# processor crops them; Qwen2.5-Omni the spec's frames as pinned, as the Qwen families)
+# its 32 frames at the clip's own size, on no grid (its processor resizes and crops them:
+# it reads clips made 230x170, on no patch grid, so that vLLM and transformers must take
+# such frames); Qwen2.5-Omni the spec's frames as pinned, as the Qwen families)
 BUILT = ["llava_onevision", "llava_next_video", "internvl", "glm4v", "qwen2_5_omni"]
 EXPECTED = {
     "llava_onevision": ("32", "56x56"),
-    "llava_next_video": ("32", "168x224"),
+    "llava_next_video": ("32", "170x230"),
     "internvl": ("32", "56x56"),
     "glm4v": (None, "168x224"),
     "qwen2_5_omni": (None, "168x224"),
@@ -58,7 +59,9 @@ EXPECTED = {
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     root = tmp_path_factory.mktemp("families")
-    generate(root / "synth", 1, "test", 0, families=["yes_no", "moving_shape"])
+    kinds = ["yes_no", "moving_shape"]
+    generate(root / "synth", 1, "test", 0, families=kinds)
+    generate(root / "synth-off-grid", 1, "test", 0, width=230, height=170, families=kinds)
     env = {**engine_env(), "EVALKIT_CACHE": str(root / "cache"), "RAY_AUTH_MODE": "disabled"}
     with pytest.MonkeyPatch.context() as mp:
         for key, value in env.items():
@@ -80,7 +83,13 @@ def _base(world: Path, family: str) -> list[str]:
     model = world / family
     if not model.is_dir():
         _evalkit("model", "tiny", str(model), "--family", family)
-    return ["--model", str(model), "--bench", "SynthVideo", "--data-root", "synth"]
+    return ["--model", str(model), "--bench", "SynthVideo", "--data-root", _data(family)]
+
+
+def _data(family: str) -> str:
+    """The SynthVideo copy a family reads: 224x168 (on the patch grids), or 230x170 (on
+    none) for a family whose processor resizes the frames itself."""
+    return "synth-off-grid" if FAMILIES.get(family).grid == "processor" else "synth"
 
 
 def _run(world: Path, family: str, *extra: str, engine: list[str] = ENGINE, tag: str = "") -> Path:

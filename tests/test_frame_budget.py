@@ -38,8 +38,22 @@ SMALL = FrameSpec(fps=2.0, min_pixels=4 * P)  # the 120x160 test clip keeps its 
         (FrameSpec(min_pixels=16 * P, total_pixels=64 * P), 64, (720, 1280), MIN_PIXELS),
         (FrameSpec(min_pixels=4 * P), 16, (112, 168), SOURCE),
         (FrameSpec(), 16, (112, 168), MIN_UP),  # the default floor: 128 tokens a frame
+        # the clip's own size (a processor-grid family): only max_pixels can set it
+        (FrameSpec(keep_size=True), 16, (112, 168), SOURCE),
+        (FrameSpec(keep_size=True, max_pixels=4096 * P), 16, (720, 1280), SOURCE),
+        (FrameSpec(keep_size=True, max_pixels=768 * P), 16, (720, 1280), MAX_PIXELS),
     ],
-    ids=["total", "max_pixels", "token cap", "min floor", "source", "scaled up"],
+    ids=[
+        "total",
+        "max_pixels",
+        "token cap",
+        "min floor",
+        "source",
+        "scaled up",
+        "kept",
+        "kept large",
+        "kept capped",
+    ],
 )
 def test_the_budget_that_sets_the_frame_size_is_named(
     spec: FrameSpec, nframes: int, src: tuple[int, int], why: str
@@ -54,6 +68,7 @@ def test_the_budget_that_sets_the_frame_size_is_named(
         FrameSpec(fps=10.0, total_pixels=20 * 128 * P, min_pixels=4 * P),
         FrameSpec(nframes=8, max_pixels=64 * P, min_pixels=4 * P),
         FrameSpec(fps=4.0, start=0.5, end=2.0),
+        FrameSpec(nframes=8, max_pixels=100 * 100, keep_size=True),
     ],
 )
 def test_the_header_predicts_the_frames_decoding_gives(index_video: Path, spec: FrameSpec) -> None:

@@ -26,6 +26,7 @@ from evalkit.errors import ConfigError, EvalkitError
 from evalkit.registry import RegistryError
 from evalkit.run.config import FrameOverrides, RunConfig
 from evalkit.run.plan import frame_settings
+from evalkit.video.resize import video_size
 from evalkit.video.sampling import sample_indices
 from evalkit.video.types import FrameSpec
 from tests._engine_env import make_frames
@@ -66,7 +67,7 @@ def test_a_qwen_family_runs_the_benchmark_frames_as_pinned(tmp_path: Path) -> No
     spec, origin = frame_settings(RunConfig(model="m"), PINNED, qwen3)
     assert spec == PINNED.model_copy(update={"factor": 32})
     assert origin == {"frames": "benchmark", "pixels": "benchmark"}
-    assert "size" not in spec.model_dump() and "sampling" not in spec.model_dump()
+    assert not {"size", "sampling", "keep_size"} & set(spec.model_dump())
 
 
 def test_a_fixed_size_family_takes_its_reference_where_the_spec_gives_a_rate(
@@ -114,6 +115,46 @@ def test_a_grid_family_takes_its_reference_budgets(tmp_path: Path) -> None:
     assert (spec.fps, spec.max_frames, spec.total_pixels) == (2.0, 600, 28 * 28 * 30000)
     assert (spec.factor, spec.temporal_patch, spec.size) == (28, 2, None)
     assert origin == {"frames": "family", "pixels": "family"}
+
+
+def test_a_processor_grid_family_keeps_the_clips_own_size_under_its_pixel_cap() -> None:
+    nextvideo = family_from_config({"model_type": "llava_next_video"})
+    spec, origin = frame_settings(RunConfig(model="m"), PINNED, nextvideo)
+    assert (spec.nframes, spec.sampling, spec.keep_size, spec.size) == (32, "linspace", True, None)
+    assert spec.max_pixels == nextvideo.family.reference.max_pixels
+    assert origin == {"frames": "family", "pixels": "family"}
+    # no patch grid, no floor, no token cap: an odd frame stays itself, a large one only
+    # shrinks into max_pixels
+    assert video_size(93, 167, spec, 32) == (93, 167)
+    assert video_size(720, 1280, spec, 32) == (504, 896)
+    for grid_family in ("glm4v", "qwen2_5_vl"):  # control: the grid families round to it
+        other = frame_settings(
+            RunConfig(model="m"), PINNED, family_from_config({"model_type": grid_family})
+        )[0]
+        assert not other.keep_size and video_size(93, 167, other, 32) != (93, 167)
+
+
+def test_a_pixel_flag_that_cannot_act_on_a_processor_grid_family_is_refused() -> None:
+    nextvideo = family_from_config({"model_type": "llava_next_video"})
+    cfg = RunConfig(model="m", frames=FrameOverrides(min_pixels=50_000, total_pixels=10**7))
+    with pytest.raises(
+        ConfigError, match=r"--frames-min-pixels, --frames-total-pixels: no effect on LLaVA-NeXT"
+    ):
+        frame_settings(cfg, PINNED, nextvideo)
+    capped = RunConfig(model="m", frames=FrameOverrides(max_pixels=100_000))
+    spec, origin = frame_settings(capped, PINNED, nextvideo)
+    assert spec.max_pixels == 100_000 and origin["pixels"] == "flags"
+
+
+def test_frames_of_any_size_reach_vllm_for_a_processor_grid_family() -> None:
+    nextvideo = family_from_config({"model_type": "llava_next_video"})
+    odd = Request(id="r", text="<video> What?", videos=[make_frames(4, 93, 167)])
+    nextvideo.check_frames(odd)  # what the vLLM, HF and openai engines ask before sending
+    inputs = vllm_prompt(odd, "p", nextvideo)
+    assert inputs["multi_modal_data"]["video"][0][0].shape == (4, 93, 167, 3)
+    assert inputs["mm_processor_kwargs"] == {"do_sample_frames": False}  # its resize stays on
+    with pytest.raises(EvalkitError, match="93x167, not multiples of 28"):  # control
+        family_from_config({"model_type": "glm4v"}).check_frames(odd)
 
 
 def test_the_manifest_records_the_family_and_where_each_benchmark_frames_came_from(

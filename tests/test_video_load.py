@@ -79,6 +79,18 @@ def test_specs_choose_indices_and_sizes(clips: dict[str, Path], spec: FrameSpec)
     _check_frames(clips["mp4_h264"], spec)
 
 
+def test_kept_size_frames_are_the_decoded_source_pixels(tmp_path: Path) -> None:
+    # a processor-grid family's input: an odd-sized clip comes out as decord decodes it
+    import decord
+
+    path = write_index_video(tmp_path / "odd.mp4", 30, 25.0, 167, 93, pix_fmt="yuv444p")
+    spec = FrameSpec(fps=None, nframes=5, temporal_patch=1, sampling="linspace", keep_size=True)
+    frames = load_video(path, spec)
+    source = decord.VideoReader(str(path)).get_batch(frames.meta.indices).asnumpy()
+    assert frames.array.shape == (5, 93, 167, 3) and np.array_equal(frames.array, source)
+    assert (frames.meta.height, frames.meta.width) == (93, 167)
+
+
 def test_variable_frame_rate_reports_real_timestamps(clips: dict[str, Path]) -> None:
     frames = load_video(
         clips["vfr_mp4"], FrameSpec(fps=4.0, min_pixels=64 * 64, max_pixels=112 * 112)

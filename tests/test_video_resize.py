@@ -49,6 +49,27 @@ def test_a_frame_is_never_above_768_patches_whatever_max_pixels_says() -> None:
     assert h * w <= 768 * 28 * 28
 
 
+def test_kept_size_frames_stay_the_clips_own_below_max_pixels() -> None:
+    # no grid, no min_pixels floor, no token cap (768 patches of 28 would cap this one)
+    spec = FrameSpec(keep_size=True, max_pixels=2 * 10**6, min_pixels=128 * 28 * 28)
+    assert video_size(93, 167, spec, 32) == (93, 167)
+    assert video_size(720, 1280, spec, 32) == (720, 1280)
+    assert video_size(720, 1280, FrameSpec(max_pixels=2 * 10**6), 32) != (720, 1280)
+
+
+def test_kept_size_frames_above_max_pixels_shrink_into_it_keeping_their_aspect() -> None:
+    spec = FrameSpec(keep_size=True, max_pixels=336 * 336 * 4)
+    assert video_size(720, 1280, spec, 32) == (504, 896)  # scale 0.7 exactly, not 503x895
+    h, w = video_size(1081, 1919, spec, 32)
+    assert h * w <= spec.max_pixels and (h + 1) * (w + 1) > spec.max_pixels
+    assert abs(w / h - 1919 / 1081) < 0.01
+
+
+def test_keep_size_and_a_fixed_size_exclude_each_other() -> None:
+    with pytest.raises(ValueError, match="keep_size and size"):
+        FrameSpec(keep_size=True, size=(384, 384))
+
+
 def test_resize_frames_gives_the_requested_shape_and_keeps_content() -> None:
     frames = np.stack([index_frame(i, 160, 120) for i in (3, 9)])
     out = resize_frames(frames, 84, 112)

@@ -10,7 +10,10 @@ through the entry-point group ``evalkit.families``). It says
   patch grid under the pixel budgets (Qwen's smart resize: what the vision tower sees);
   ``fixed`` = resized to the one size the family's processor squashes every frame to
   (read from the checkpoint's processor config: what the vision tower sees); ``processor``
-  = capped by the pixel budget and left to the processor, whose own resize is kept on;
+  = kept at the clip's own size (``FrameSpec.keep_size``: no grid, no floor, no token cap)
+  and left to the processor, whose own resize is kept on, so that it resizes the source
+  pixels once, as its reference path does; only a frame above the family's ``max_pixels``
+  is scaled down first (the one place its pixels can differ from the reference's);
 - the prompt around the media (the checkpoint's chat template; per-frame markers or
   timestamps where the family's processor writes them);
 - its reference frame settings (:class:`FrameReference`) with their source.
@@ -171,7 +174,8 @@ class FamilySpec:
         return {
             "factor": "resized to the patch grid (patch x merge) under the pixel budgets",
             "fixed": "resized to the processor's fixed frame size",
-            "processor": "capped by the pixel budget; the processor resizes",
+            "processor": "the clip's own size (scaled down only above max_pixels); the "
+            "processor resizes",
         }[self.grid]
 
     def bind(self, config: dict[str, Any], folder: Path | None = None) -> ModelFamily:
@@ -275,24 +279,36 @@ class ModelFamily:
             update: dict[str, Any] = {"factor": self.factor}
         elif fam.grid == "fixed":
             update = {"size": self.size, "temporal_patch": self.temporal_patch}
-        else:  # factor, or processor (aligned to the patch; the processor resizes)
-            factor = self.factor if fam.grid == "factor" else self.patch_size
-            update = {"factor": factor, "temporal_patch": self.temporal_patch}
+        elif fam.grid == "processor":  # the clip's own size: the processor resizes once
+            update = {
+                "keep_size": True,
+                "factor": self.patch_size,
+                "temporal_patch": self.temporal_patch,
+            }
+        else:
+            update = {"factor": self.factor, "temporal_patch": self.temporal_patch}
         if all(getattr(spec, k) == v for k, v in update.items()):
             return spec
         return FrameSpec.model_validate({**spec.model_dump(), **update})
 
     def refuse_flags(self, flagged: set[str]) -> None:
-        """A ``--frames-*`` pixel flag on a fixed-size family is an error (it would do nothing)."""
-        if self.family.grid != "fixed" or not flagged & _PIXEL_FIELDS:
+        """A ``--frames-*`` pixel flag that would do nothing is an error: any of them on a
+        fixed-size family, the floor and the per-video budget on a processor-grid one."""
+        grid = self.family.grid
+        dead = {"fixed": _PIXEL_FIELDS, "processor": _PIXEL_FIELDS - {"max_pixels"}}
+        refused = flagged & dead.get(grid, frozenset())
+        if not refused:
             return
-        names = ", ".join(
-            f"--frames-{f.replace('_', '-')}" for f in sorted(flagged & _PIXEL_FIELDS)
-        )
-        h, w = self.size or (0, 0)
+        names = ", ".join(f"--frames-{f.replace('_', '-')}" for f in sorted(refused))
+        if grid == "fixed":
+            h, w = self.size or (0, 0)
+            why, keep = f"resizes every frame to {h}x{w}", "frame count flags apply"
+        else:
+            why = "sizes the frames itself (the cache keeps the clip's own size)"
+            keep = "--frames-max-pixels caps the stored frames"
         raise EvalkitError(
-            f"{names}: no effect on {self.family.title} ({self.name}), whose processor resizes "
-            f"every frame to {h}x{w}; leave the pixel flags out (frame count flags apply)"
+            f"{names}: no effect on {self.family.title} ({self.name}), whose processor {why}; "
+            f"leave {'it' if len(refused) == 1 else 'them'} out ({keep})"
         )
 
     def check_frames(self, request: Request) -> None:

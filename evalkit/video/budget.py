@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.errors import VideoError
-from evalkit.video.resize import pixel_cap, video_size
+from evalkit.video.resize import MAX_PIXELS, pixel_cap, video_size
 from evalkit.video.sampling import count_frames, frame_range, round_by_factor
 from evalkit.video.types import Frames, FrameSpec
 
@@ -36,6 +36,8 @@ def size_set_by(spec: FrameSpec, src_h: int, src_w: int, nframes: int) -> str:
     scaling a small source up, or none (the source size, rounded to the patch grid)."""
     if spec.size is not None:
         return FIXED
+    if spec.keep_size:
+        return MAX_PIXELS if src_h * src_w > spec.max_pixels else SOURCE
     cap, why = pixel_cap(spec, nframes)
     f = spec.factor
     rounded = max(f, round_by_factor(src_h, f)) * max(f, round_by_factor(src_w, f))

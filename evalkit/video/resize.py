@@ -86,13 +86,28 @@ def video_max_pixels(spec: FrameSpec, nframes: int) -> float:
     return pixel_cap(spec, nframes)[0]
 
 
+def kept_size(height: int, width: int, max_pixels: int) -> tuple[int, int]:
+    """(H, W) of a frame kept at the clip's own size: itself, or scaled down into
+    ``max_pixels`` (aspect kept, sides rounded down) where it is larger. No grid, no floor."""
+    if height * width <= max_pixels:
+        return height, width
+    scale = math.sqrt(max_pixels / (height * width))
+    # floor of an exact quotient (1280x720 into 672x672 is 0.7: 896x504, not 895x503)
+    h, w = (max(1, math.floor(side * scale + 1e-9)) for side in (height, width))
+    while h * w > max(1, max_pixels):  # the tolerance above never lets a frame over the cap
+        taller = h > 1 and (w == 1 or h * width >= w * height)
+        h, w = (h - 1, w) if taller else (h, w - 1)
+    return h, w
+
+
 def video_size(height: int, width: int, spec: FrameSpec, nframes: int) -> tuple[int, int]:
     """Output (H, W) of ``nframes`` frames of a ``height`` x ``width`` video under ``spec``
-    (its fixed ``size`` where it has one: the model family squashes every frame to it)."""
-    if spec.size is not None:
+    (its fixed ``size`` where it has one: the model family squashes every frame to it; the
+    clip's own size under ``max_pixels`` with ``keep_size``: the family's processor resizes)."""
+    if spec.size is not None or spec.keep_size:
         if min(height, width) <= 0:
             raise ValueError(f"frame size must be positive, got {height}x{width}")
-        return spec.size
+        return spec.size or kept_size(height, width, spec.max_pixels)
     return smart_resize(
         height, width, spec.factor, spec.min_pixels, video_max_pixels(spec, nframes)
     )

@@ -30,7 +30,7 @@ frame every 1/fps s, rounded up (GLM-4.1V's ``sample_frames``); see video.sampli
 # The fields a model family's frame contract adds, at the values every FrameSpec had before
 # them: a dump leaves them out at these values, so the cache keys and run fingerprints of
 # the Qwen families (which never set them) stay what they were.
-_CONTRACT_DEFAULTS: dict[str, Any] = {"size": None, "sampling": "qwen"}
+_CONTRACT_DEFAULTS: dict[str, Any] = {"size": None, "sampling": "qwen", "keep_size": False}
 
 
 class FrameSpec(BaseModel):
@@ -74,11 +74,16 @@ class FrameSpec(BaseModel):
     size: tuple[int, int] | None = None
     """Every frame resized to exactly (H, W), aspect ratio not kept: the fixed input of a
     family whose processor squashes each frame to one size (LLaVA-OneVision, InternVL);
-    None = the factor grid under the pixel budgets above."""
+    None = the factor grid under the pixel budgets above (or the clip's own: ``keep_size``)."""
     sampling: Sampling = "qwen"
     """Which frames are picked: qwen (round(linspace), the default), linspace (rounded
     down: LLaVA-OneVision's reference), segments (segment middles: InternVL's) or stride
     (every 1/fps s, rounded up: GLM-4.1V's)."""
+    keep_size: bool = False
+    """Frames keep the clip's own size, scaled down (aspect kept, sides rounded down) only
+    where one is larger than ``max_pixels``: the input of a family whose processor resizes
+    (and crops) frames itself, so that it resizes the source pixels once, as its reference
+    path does. ``factor``, ``min_pixels``, ``total_pixels`` and the token cap do not apply."""
 
     @model_serializer(mode="wrap")
     def _leave_out_unset_contract(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -94,12 +99,14 @@ class FrameSpec(BaseModel):
             raise ValueError("FrameSpec needs a finite fps > 0 or nframes")
         if self.min_frames > self.max_frames:
             raise ValueError(f"min_frames {self.min_frames} > max_frames {self.max_frames}")
-        if self.min_pixels > self.max_pixels:
+        if self.min_pixels > self.max_pixels and not self.keep_size:  # no floor to keep
             raise ValueError(f"min_pixels {self.min_pixels} > max_pixels {self.max_pixels}")
         if self.start is not None and self.end is not None and self.end <= self.start:
             raise ValueError(f"window end {self.end} must be after start {self.start}")
         if self.size is not None and min(self.size) < 1:
             raise ValueError(f"size {self.size} must be positive (H, W)")
+        if self.keep_size and self.size is not None:
+            raise ValueError(f"keep_size and size {self.size} exclude each other")
         return self
 
     def window(self, start: float | None, end: float | None) -> FrameSpec:
