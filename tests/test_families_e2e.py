@@ -1,7 +1,7 @@
 """Every family beyond the Qwen-VL ones that evalkit builds a tiny checkpoint of (LLaVA-
-OneVision, LLaVA-NeXT-Video, InternVL, GLM-4.1V, Qwen2.5-Omni), end to end on the real vLLM
-CPU engine (heavy): ``evalkit model tiny --family F`` -> ``evalkit run --bench SynthVideo``
--> ``evalkit report``, each sample answered, the family's frames as the cache gave them
+OneVision, LLaVA-NeXT-Video, InternVL, GLM-4.1V, Gemma 4, Qwen2.5-Omni), end to end on the
+real vLLM CPU engine (heavy): ``evalkit model tiny --family F`` -> ``evalkit run --bench
+SynthVideo`` -> ``evalkit report``, each sample answered, the family's frames as the cache gave them
 (its grid, its reference count) and the family recorded; and the same through ``evalkit
 sweep`` over two frame counts (one engine, two run directories, each reported).
 LLaVA-OneVision runs on two Ray replicas. (The Qwen-VL families run end to end in
@@ -46,12 +46,13 @@ ENGINE = ENGINE_FLAGS.split()
 # its 32 frames at the clip's own size, on no grid (its processor resizes and crops them:
 # it reads clips made 230x170, on no patch grid, so that vLLM and transformers must take
 # such frames); Qwen2.5-Omni the spec's frames as pinned, as the Qwen families)
-BUILT = ["llava_onevision", "llava_next_video", "internvl", "glm4v", "qwen2_5_omni"]
+BUILT = ["llava_onevision", "llava_next_video", "internvl", "glm4v", "gemma4", "qwen2_5_omni"]
 EXPECTED = {
     "llava_onevision": ("32", "56x56"),
     "llava_next_video": ("32", "170x230"),
     "internvl": ("32", "56x56"),
     "glm4v": (None, "168x224"),
+    "gemma4": ("32", "170x230"),
     "qwen2_5_omni": (None, "168x224"),
 }
 

@@ -189,6 +189,20 @@ def test_linspace_and_segments_pick_the_frames_the_authors_code_picks() -> None:
         assert sample_indices(total, 30.0, seg) == internvl_get_index(total - 1, 32)
 
 
+def test_arange_picks_the_frames_gemma4s_video_processor_picks() -> None:
+    # Gemma4VideoProcessor keeps transformers' default sample_frames
+    video_utils = pytest.importorskip("transformers.video_utils")
+    spec = FrameSpec(fps=None, nframes=32, temporal_patch=1, sampling="arange")
+    for total in (32, 33, 75, 97, 600, 1800, 7201):
+        meta = video_utils.VideoMetadata(total_num_frames=total, fps=30.0)
+        theirs = video_utils.default_sample_indices_fn(meta, num_frames=32).tolist()
+        assert sample_indices(total, 30.0, spec) == theirs
+    # where transformers refuses (fewer frames than 32) evalkit repeats frames instead
+    assert sample_indices(5, 10.0, spec) == (np.arange(32) * 5 // 32).tolist()
+    window = spec.window(1.0, 2.0)  # frames 30..60 at 30 fps: the same rule over the window
+    assert sample_indices(300, 30.0, window) == (30 + np.arange(32) * 31 // 32).tolist()
+
+
 def _glm_request() -> Request:
     return Request(id="r", text="<video> What?", videos=[make_frames(4, 56, 84)])
 

@@ -1,4 +1,5 @@
-"""The tiny random Qwen-VL checkpoint: offline, deterministic, loadable by transformers."""
+"""The tiny random checkpoints (Qwen-VL; Gemma 4's layout): offline, deterministic, loadable by
+transformers."""
 
 from __future__ import annotations
 
@@ -108,3 +109,28 @@ def test_cli_builds_the_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert rc == 0
     assert (tmp_path / "cli" / "model.safetensors").is_file()
     assert "built tiny qwen2_5_vl" in capsys.readouterr().out
+
+
+def test_gemma4_template_and_processor_lay_out_a_video_as_gemma_4s_do(tmp_path: Path) -> None:
+    import numpy as np
+    from transformers import AutoProcessor
+    from transformers.video_utils import VideoMetadata
+
+    processor = AutoProcessor.from_pretrained(build_tiny_model(tmp_path / "g4", "gemma4"))
+    messages = [{"role": "user", "content": [{"type": "video"}, {"type": "text", "text": "Why?"}]}]
+    text = processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    # the real template's turns, one marker per video, the empty thought channel (thinking off)
+    assert (
+        text
+        == "<bos><|turn>user\n<|video|>Why?<turn|>\n<|turn>model\n<|channel>thought\n<channel|>"
+    )
+    frames = np.zeros((2, 168, 224, 3), dtype=np.uint8)
+    meta = VideoMetadata(
+        total_num_frames=60, fps=30.0, frames_indices=[0, 45], width=224, height=168
+    )
+    out = processor(text=[text], videos=[frames], video_metadata=[meta], do_sample_frames=False)
+    prompt = processor.tokenizer.decode(out["input_ids"][0])
+    # each frame: its mm:ss, then its soft tokens (336x432 px: 63 of the 70) between <|image>
+    # and <image|>
+    soft = "<|video|>" * 63
+    assert f"00:00 <|image>{soft}<image|> 00:01 <|image>{soft}<image|>Why?" in prompt

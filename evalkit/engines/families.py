@@ -232,6 +232,11 @@ register_family(
         video_pad="<|video|>",
     )
 )
+# Gemma 4's video processor as Google ships it (google/gemma-4-*-it processor_config.json:
+# num_frames 32, max_soft_tokens 70, patch 16, pooling 3) with transformers 5.19's
+# sampling for it (Gemma4VideoProcessor keeps BaseVideoProcessor.sample_frames:
+# video_utils.default_sample_indices_fn, arange(32) * total // 32); vLLM 0.32 encodes
+# video frames at the same 70 soft tokens, 32 frames at most (gemma4_mm.py).
 register_family(
     FamilySpec(
         name="gemma4",
@@ -239,15 +244,25 @@ register_family(
         model_types=("gemma4",),
         architectures=("Gemma4ForConditionalGeneration",),
         reference=FrameReference(
-            source="transformers 5.19 Gemma4VideoProcessor defaults (num_frames 32, "
-            "patch 16, max_soft_tokens 70, pooling 3: aspect kept, sides multiples of 48)",
+            source="google/gemma-4-*-it processor_config.json video_processor (num_frames 32, "
+            "max_soft_tokens 70, patch_size 16, pooling_kernel_size 3: aspect kept, sides "
+            "multiples of 48, <= 630 patches); frames: transformers 5.19 "
+            "Gemma4VideoProcessor.sample_frames = video_utils.default_sample_indices_fn "
+            "(np.arange(32) * total // 32)",
             nframes=32,
+            sampling="arange",
             max_pixels=70 * 9 * 16 * 16,
         ),
-        prompt="chat template; the processor expands each frame with its timestamp",
-        grid="processor",
+        prompt="chat template: one <|video|> per video in the user turn; the processor writes "
+        "each frame as 'mm:ss <|image>', its soft tokens (<= 70) as <|video|>, '<image|>'",
+        grid="processor",  # aspect-kept resize to multiples of 48 under 630 patches
         patch_size=16,
         temporal_patch=1,
+        image_pad="<|image|>",
+        video_pad="<|video|>",
+        tiny=True,
+        tested="tiny checkpoint: evalkit run on vLLM CPU; vLLM and transformers give the same "
+        "tokens; frame parity measured",
     )
 )
 register_family(

@@ -6,8 +6,8 @@ short, variable frame rate).
   a benchmark that pins a rate) -> a Request -> ``vllm_prompt`` -> vLLM's multimodal
   processor for the family, in process (no engine);
 - reference: the frames the authors' sampling picks (decord, as their code reads video)
-  through the family's transformers video processor with its own resize (GLM-4.1V: its
-  processor samples the frames itself from the whole clip and its metadata).
+  through the family's transformers video processor with its own resize (GLM-4.1V, Gemma
+  4: its processor samples the frames itself from the whole clip and its metadata).
 
 Both are compared before normalisation (``do_rescale`` and ``do_normalize`` off on both
 sides: vLLM defers normalisation for some families), as pixel values on the 0-255 scale.
@@ -84,10 +84,16 @@ def _segments(total: int, n: int) -> list[int]:
     return [int(seg / 2 + np.round(seg * i)) for i in range(n)]
 
 
+PROCESSOR_SAMPLES = frozenset({"glm4v", "gemma4"})
+"""Families whose authors' frame sampling is their transformers processor's own (GLM-4.1V:
+2 fps; Gemma 4: transformers' default, 32 frames): their reference path lets it sample,
+whatever evalkit's FrameReference says (so a wrong reference shows as a difference)."""
+
+
 def reference_indices(family: ModelFamily, total: int) -> list[int] | None:
     """The frames the family's authors' code picks (None: its processor picks them)."""
     ref = family.family.reference
-    if ref.nframes is None:
+    if ref.nframes is None or family.family.name in PROCESSOR_SAMPLES:
         return None
     if ref.sampling == "segments":
         return _segments(total, ref.nframes)
@@ -144,7 +150,7 @@ def reference_pixels(model_dir: Path, video: Path) -> np.ndarray:
     processor = AutoProcessor.from_pretrained(model_dir).video_processor
     picks = reference_indices(family, total)
     kwargs: dict[str, Any] = {"do_rescale": False, "do_normalize": False, "return_tensors": "pt"}
-    if picks is None:  # the processor samples (GLM-4.1V: 2 fps over the clip's metadata)
+    if picks is None:  # the processor samples (GLM-4.1V: 2 fps; Gemma 4: 32 frames)
         picks = list(range(total))
         meta = VideoMetadata(total_num_frames=total, fps=fps, duration=total / fps)
         kwargs.update(video_metadata=[meta], do_sample_frames=True)
@@ -155,8 +161,14 @@ def reference_pixels(model_dir: Path, video: Path) -> np.ndarray:
 
 
 def compare(model_dir: Path, video: Path, cache: FrameCache) -> Cell:
-    """Max abs difference of the two paths' pixel values for ``video``."""
-    ours, ref = evalkit_pixels(model_dir, video, cache), reference_pixels(model_dir, video)
+    """Max abs difference of the two paths' pixel values for ``video``; a reference path
+    that refuses the video (transformers' default sampling: fewer frames than it samples)
+    is a cell saying so."""
+    ours = evalkit_pixels(model_dir, video, cache)
+    try:
+        ref = reference_pixels(model_dir, video)
+    except ValueError as exc:
+        return Cell(None, f"reference refuses: {str(exc).splitlines()[0][:120]}")
     if ours.shape != ref.shape:
         return Cell(None, f"evalkit {tuple(ours.shape)} vs reference {tuple(ref.shape)}")
     diff = np.abs(ours - ref)
@@ -173,7 +185,7 @@ def table(
     }
 
 
-PARITY_FAMILIES = ("llava_onevision", "llava_next_video", "internvl", "glm4v")
+PARITY_FAMILIES = ("llava_onevision", "llava_next_video", "internvl", "glm4v", "gemma4")
 """The families with a tiny checkpoint whose reference path is transformers' processor."""
 
 

@@ -19,7 +19,9 @@ A model family whose authors pick frames another way says so in ``FrameSpec.samp
 (InternVL's ``get_index``: ``int(first + seg/2 + round(seg * i))``, seg = (last-first)/n);
 ``stride`` one frame every 1/fps seconds, its index rounded up, or ``max_frames`` spread
 over the window when the window holds more (GLM-4.1V's ``sample_frames``; repeated
-indices dropped, the last repeated up to a multiple of the temporal patch).
+indices dropped, the last repeated up to a multiple of the temporal patch); ``arange``
+frame ``first + i * window // n`` for i < n (transformers' ``default_sample_indices_fn``,
+the ``sample_frames`` of every video processor that keeps the default: Gemma 4's).
 
 Where qwen-vl-utils raises, evalkit defines what happens instead (documented per case in
 :func:`sample_indices`): a clip or window shorter than one temporal patch repeats its
@@ -133,6 +135,8 @@ def sample_indices(total_frames: int, source_fps: float, spec: FrameSpec) -> lis
     n = count_frames(last - first + 1, source_fps, spec)
     if spec.sampling == "linspace":
         return np.linspace(first, last, n, dtype=int).tolist()
+    if spec.sampling == "arange":
+        return (first + np.arange(n) * (last - first + 1) // n).tolist()
     if spec.sampling == "segments":
         seg = (last - first) / n
         return [int(first + seg / 2 + np.round(seg * i)) for i in range(n)]

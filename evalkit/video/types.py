@@ -20,12 +20,14 @@ _PATCH28 = 28 * 28
 
 Resize = Literal["torchvision", "pil", "transformers"]
 """How frames are resampled (see ``FrameSpec.resize``)."""
-Sampling = Literal["qwen", "linspace", "segments", "stride"]
+Sampling = Literal["qwen", "linspace", "segments", "stride", "arange"]
 """Which source frames a count picks: ``qwen`` = qwen-vl-utils' round(linspace) over the
 window (first and last frame included); ``linspace`` = ``np.linspace(first, last, n,
 dtype=int)``, rounded down (lmms-eval's LLaVA-OneVision ``load_video``); ``segments`` =
 the middle frame of each of n equal segments (InternVL's ``get_index``); ``stride`` = one
-frame every 1/fps s, rounded up (GLM-4.1V's ``sample_frames``); see video.sampling."""
+frame every 1/fps s, rounded up (GLM-4.1V's ``sample_frames``); ``arange`` = frame
+``first + i * window // n`` (transformers' default ``sample_frames``: the first frame in,
+the last out; Gemma 4's video processor); see video.sampling."""
 
 # The fields a model family's frame contract adds, at the values every FrameSpec had before
 # them: a dump leaves them out at these values, so the cache keys and run fingerprints of
@@ -77,8 +79,9 @@ class FrameSpec(BaseModel):
     None = the factor grid under the pixel budgets above (or the clip's own: ``keep_size``)."""
     sampling: Sampling = "qwen"
     """Which frames are picked: qwen (round(linspace), the default), linspace (rounded
-    down: LLaVA-OneVision's reference), segments (segment middles: InternVL's) or stride
-    (every 1/fps s, rounded up: GLM-4.1V's)."""
+    down: LLaVA-OneVision's reference), segments (segment middles: InternVL's), stride
+    (every 1/fps s, rounded up: GLM-4.1V's) or arange (i * window // n: transformers'
+    default, Gemma 4's)."""
     keep_size: bool = False
     """Frames keep the clip's own size, scaled down (aspect kept, sides rounded down) only
     where one is larger than ``max_pixels``: the input of a family whose processor resizes
