@@ -221,3 +221,21 @@ def test_decoding_beside_an_engine_start_leaves_it_a_core_at_a_lower_priority(
     cfg = RunConfig(model="m", cache_root=str(tmp_path / "cache"), cache_workers=2)
     sw.decode_once([([VideoRef(path=str(path))], [SPEC])], cfg)
     assert seen and set(seen) == {(1, 1, nice)}  # the warm-up's and the sweep's
+
+
+def _preloaded(_: int = 0) -> tuple[bool, int]:
+    import sys
+
+    torch = sys.modules.get("torch")
+    return torch is not None, torch.get_num_threads() if torch is not None else 0
+
+
+def test_decoding_workers_fork_with_the_decoder_and_torch_imported_once() -> None:
+    """Every pool's workers fork from one server that imported the decoder and torch: a
+    pool after the first starts without importing them again (a spawned worker imported
+    torch on its first resize, seconds of a core each), and each still gets its threads."""
+    from evalkit.cache import build
+
+    for threads in (1, 2):
+        with build.decoding_pool(1, threads=threads) as pool:
+            assert pool.submit(_preloaded).result() == (True, threads)
