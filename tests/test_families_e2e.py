@@ -1,10 +1,10 @@
 """Every family beyond the Qwen-VL ones that evalkit builds a tiny checkpoint of (LLaVA-
-OneVision, LLaVA-NeXT-Video, InternVL, GLM-4.1V, Qwen2.5-Omni), end to end on the real vLLM
-CPU engine (heavy): ``evalkit model tiny --family F`` -> ``evalkit run --bench SynthVideo``
--> ``evalkit report``, each sample answered, the family's frames as the cache gave them
-(its grid, its reference count) and the family recorded. LLaVA-OneVision also runs on two
-Ray replicas and through ``evalkit sweep`` over two frame counts. (The Qwen-VL families run
-end to end in test_run_e2e.py, test_sweep_vllm.py and test_model_families.py.)
+OneVision, LLaVA-NeXT-Video, InternVL, GLM-4.1V, Qwen2.5-Omni, MiniCPM-V 4.6), end to end on
+the real vLLM CPU engine (heavy): ``evalkit model tiny --family F`` -> ``evalkit run --bench
+SynthVideo`` -> ``evalkit report``, each sample answered, the family's frames as the cache
+gave them (its grid, its reference count) and the family recorded. LLaVA-OneVision also runs
+on two Ray replicas and through ``evalkit sweep`` over two frame counts. (The Qwen-VL
+families run end to end in test_run_e2e.py, test_sweep_vllm.py and test_model_families.py.)
 
 Each family's greedy answers on vLLM (text, prompt and output token counts) equal
 transformers' own (the HF engine: its processor and ``model.generate``) for the same requests.
