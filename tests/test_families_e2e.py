@@ -1,10 +1,10 @@
 """Every family beyond the Qwen-VL ones that evalkit builds a tiny checkpoint of (LLaVA-
-OneVision, LLaVA-NeXT-Video, InternVL, GLM-4.1V, Gemma 4, Qwen2.5-Omni), end to end on the
-real vLLM CPU engine (heavy): ``evalkit model tiny --family F`` -> ``evalkit run --bench
-SynthVideo`` -> ``evalkit report``, each sample answered, the family's frames as the cache gave them
-(its grid, its reference count) and the family recorded; and the same through ``evalkit
-sweep`` over two frame counts (one engine, two run directories, each reported).
-LLaVA-OneVision runs on two Ray replicas. (The Qwen-VL families run end to end in
+OneVision, LLaVA-NeXT-Video, InternVL, GLM-4.1V, Gemma 4, Qwen2.5-Omni, MiniCPM-V 4.6), end to
+end on the real vLLM CPU engine (heavy): ``evalkit model tiny --family F`` -> ``evalkit run
+--bench SynthVideo`` -> ``evalkit report``, each sample answered, the family's frames as the
+cache gave them (its grid, its reference count) and the family recorded; and the same
+through ``evalkit sweep`` over two frame counts (one engine, two run directories, each
+reported). LLaVA-OneVision runs on two Ray replicas. (The Qwen-VL families run end to end in
 test_run_e2e.py, test_sweep_vllm.py and test_model_families.py.)
 
 Each family's greedy answers on vLLM (text, prompt and output token counts) equal
@@ -40,20 +40,41 @@ ENGINE_FLAGS = (
     "--max-model-len 4096 --engine-opt enforce_eager=true --max-tokens 8"
 )
 ENGINE = ENGINE_FLAGS.split()
+# vLLM's CPU kernel for Qwen3.5's gated delta-net layers (MiniCPM-V 4.6's language model)
+# runs in bfloat16 only ("CPU GDN attention requires BF16"). The HF engine stays in float32
+# (the checkpoint's bfloat16 weights widened exactly), which gives vLLM's tokens; its own
+# bfloat16 path rounds otherwise (seen: a flip at a top-2 logit margin of 0.008, token 3)
+VLLM_DTYPE = {"minicpmv4_6": "bfloat16"}
+# Greedy tokens of bfloat16 vLLM and float32 transformers agree only where the top-2 logit
+# margin of each step is above bfloat16's rounding; a tiny random model's margins are small
+# (seed 0 of MiniCPM-V 4.6: 0.002-0.008 at some step of these prompts, one flip each way).
+# Seed 12's smallest on these two prompts is 0.022 (measured with transformers, float32)
+SEED = {"minicpmv4_6": "12"}
 # family -> (frames per video, frame size) the cache must give it on SynthVideo (whose spec
 # pins a rate: the family's reference wins; a fixed-size family gets its processor's size,
 # GLM-4.1V its 2 fps in pairs at the clip's own size on the 28-pixel grid, LLaVA-NeXT-Video
 # its 32 frames at the clip's own size, on no grid (its processor resizes and crops them:
 # it reads clips made 230x170, on no patch grid, so that vLLM and transformers must take
-# such frames); Qwen2.5-Omni the spec's frames as pinned, as the Qwen families)
-BUILT = ["llava_onevision", "llava_next_video", "internvl", "glm4v", "gemma4", "qwen2_5_omni"]
-EXPECTED = {
+# such frames; Gemma 4 alike); Qwen2.5-Omni the spec's frames as pinned, as the Qwen
+# families; MiniCPM-V 4.6 a frame per second of each clip, 4.75 s and 7 s, at the clip's
+# own size)
+BUILT = [
+    "llava_onevision",
+    "llava_next_video",
+    "internvl",
+    "glm4v",
+    "gemma4",
+    "qwen2_5_omni",
+    "minicpmv4_6",
+]
+EXPECTED: dict[str, tuple[str | dict[str, int] | None, str]] = {
     "llava_onevision": ("32", "56x56"),
     "llava_next_video": ("32", "170x230"),
     "internvl": ("32", "56x56"),
     "glm4v": (None, "168x224"),
     "gemma4": ("32", "170x230"),
     "qwen2_5_omni": (None, "168x224"),
+    "minicpmv4_6": ({"5": 1, "7": 1}, "168x224"),
 }
 
 
@@ -83,19 +104,31 @@ def _base(world: Path, family: str) -> list[str]:
     """The flags naming the family's tiny checkpoint (built on first use) and SynthVideo."""
     model = world / family
     if not model.is_dir():
-        _evalkit("model", "tiny", str(model), "--family", family)
+        seed = ["--seed", SEED[family]] if family in SEED else []
+        _evalkit("model", "tiny", str(model), "--family", family, *seed)
     return ["--model", str(model), "--bench", "SynthVideo", "--data-root", _data(family)]
 
 
 def _data(family: str) -> str:
     """The SynthVideo copy a family reads: 224x168 (on the patch grids), or 230x170 (on
-    none) for a family whose processor resizes the frames itself."""
-    return "synth-off-grid" if FAMILIES.get(family).grid == "processor" else "synth"
+    none) for a family whose processor resizes the frames itself (but MiniCPM-V 4.6: its
+    seed's logit margins were measured on the 224x168 frames, see SEED)."""
+    if family == "minicpmv4_6" or FAMILIES.get(family).grid != "processor":
+        return "synth"
+    return "synth-off-grid"
+
+
+def _engine(family: str, engine: list[str] = ENGINE) -> list[str]:
+    """``engine`` with the family's vLLM dtype where it has one (after ENGINE's: the last
+    --dtype wins)."""
+    dtype = ["--dtype", VLLM_DTYPE[family]] if engine is ENGINE and family in VLLM_DTYPE else []
+    return [*engine, *dtype]
 
 
 def _run(world: Path, family: str, *extra: str, engine: list[str] = ENGINE, tag: str = "") -> Path:
     base = _base(world, family)
-    _evalkit("run", *base, "--no-progress", "--run-id", family + tag, *engine, *extra)
+    run_id = ["--run-id", family + tag]
+    _evalkit("run", *base, "--no-progress", *run_id, *_engine(family, engine), *extra)
     return world / "runs" / (family + tag)
 
 
@@ -109,7 +142,9 @@ def _check_run(run: Path, family: str, nframes: int | None = None) -> None:
     frames, size = EXPECTED[family]
     frames = str(nframes) if nframes is not None else frames
     assert seen["size"] == {size: 2}, seen
-    if frames is not None:
+    if isinstance(frames, dict):
+        assert seen["frames"] == frames, seen
+    elif frames is not None:
         assert seen["frames"] == {frames: 2}, seen
     else:
         assert all(int(n) % 2 == 0 for n in seen["frames"]), seen
@@ -140,7 +175,7 @@ def test_a_tiny_checkpoint_sweeps_two_frame_counts(world: Path, family: str) -> 
     # encoder step: FamilySpec.one_frame_count_per_step)
     sweep = world / f"sweep-{family}"
     grid = ["--grid", "frames.nframes=4,8", "--sweep-dir", str(sweep), "--cache-workers", "1"]
-    _evalkit("sweep", *_base(world, family), "--no-progress", *ENGINE, *grid)
+    _evalkit("sweep", *_base(world, family), "--no-progress", *_engine(family), *grid)
     doc = json.loads((sweep / "sweep.json").read_text())
     assert sorted(s["values"]["frames.nframes"] for s in doc["settings"]) == [4, 8]
     for s in doc["settings"]:

@@ -386,6 +386,35 @@ def test_stride_picks_the_frames_glm_4_1v_processor_picks() -> None:
     assert compared == 40
 
 
+def test_seconds_picks_the_frames_minicpm_v_4_6_processor_picks() -> None:
+    pytest.importorskip("torchvision")
+    from transformers import MiniCPMV4_6VideoProcessor
+    from transformers.video_utils import VideoMetadata
+
+    minicpm = MiniCPMV4_6VideoProcessor()
+    spec = family_from_config({"model_type": "minicpmv4_6"}).frame_spec(FrameSpec())[0]
+    assert spec.sampling == "seconds" and spec.fps == 1.0 and spec.max_frames == 128
+    compared = 0
+    # short clips (a frame a second) and ones past 128 s (a 0.1 s grid thinned to 128)
+    for total in (1, 2, 3, 7, 60, 601, 3841, 9000, 20000):
+        for src_fps in (7.5, 23.976, 25.0, 30.0, 60.0):
+            meta = VideoMetadata(total_num_frames=total, fps=src_fps, duration=total / src_fps)
+            expected = [int(i) for i in minicpm.sample_frames(meta)]
+            assert sample_indices(total, src_fps, spec) == expected, (total, src_fps)
+            compared += 1
+    assert compared == 45
+
+
+def test_minicpm_v_4_6_requests_reach_vllm_without_frame_sampling_kwargs() -> None:
+    # vLLM 0.32 hands a MiniCPM-V 4.6 request's mm_processor_kwargs to the image processor
+    # it runs on each frame, which raises on do_sample_frames; the HF engine's video
+    # processor samples unless told not to
+    fam = family_from_config({"model_type": "minicpmv4_6"})
+    request = Request(id="r", text="<video> Q", videos=[make_frames(4, 56, 56)])
+    assert vllm_prompt(request, "p", fam)["mm_processor_kwargs"] == {}
+    assert fam.family.processor_kwargs == {"do_sample_frames": False}
+
+
 def test_evalkit_models_lists_every_family_and_details_one(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -86,7 +86,8 @@ register_family(
         video_pad="<|VIDEO|>",
         hf_model="Qwen2_5OmniThinkerForConditionalGeneration",
         tiny=True,
-        tested="tiny checkpoint (thinker): evalkit run on vLLM CPU; vLLM and transformers "
+        tested="tiny checkpoint (thinker): evalkit run and sweep on vLLM CPU; vLLM and "
+        "transformers "
         "(its thinker class) give the same tokens",
     )
 )
@@ -159,7 +160,8 @@ register_family(
         # vision_tower.vision_model.* (seen with a tiny checkpoint saved by 5.19)
         weight_renames=(("vision_tower.", "vision_tower.vision_model."),),
         tiny=True,
-        tested="tiny checkpoint: evalkit run on vLLM CPU; vLLM and transformers give the same "
+        tested="tiny checkpoint: evalkit run and sweep on vLLM CPU; vLLM and transformers give "
+        "the same "
         "tokens; frame parity 0 (frames above 672x672 px: capped by evalkit)",
     )
 )
@@ -182,7 +184,8 @@ register_family(
         grid="fixed",
         temporal_patch=1,
         tiny=True,
-        tested="tiny checkpoint: evalkit run on vLLM CPU; vLLM and transformers give the same "
+        tested="tiny checkpoint: evalkit run and sweep on vLLM CPU; vLLM and transformers give "
+        "the same "
         "tokens; frame parity",
     )
 )
@@ -226,7 +229,8 @@ register_family(
         "writes each temporal patch as <|begin_of_image|>...<|end_of_image|> and its second",
         video_metadata={"do_sample_frames": False},
         tiny=True,
-        tested="tiny checkpoint: evalkit run on vLLM CPU; vLLM and transformers give the same "
+        tested="tiny checkpoint: evalkit run and sweep on vLLM CPU; vLLM and transformers give "
+        "the same "
         "tokens; frame parity",
         image_pad="<|image|>",
         video_pad="<|video|>",
@@ -261,7 +265,8 @@ register_family(
         image_pad="<|image|>",
         video_pad="<|video|>",
         tiny=True,
-        tested="tiny checkpoint: evalkit run on vLLM CPU; vLLM and transformers give the same "
+        tested="tiny checkpoint: evalkit run and sweep on vLLM CPU; vLLM and transformers give "
+        "the same "
         "tokens; frame parity measured",
     )
 )
@@ -290,15 +295,34 @@ register_family(
         model_types=("minicpmv4_6",),
         architectures=("MiniCPMV4_6ForConditionalGeneration",),
         reference=FrameReference(
-            source="transformers 5.19 MiniCPMV4_6VideoProcessor defaults (sample_frames: one "
-            "frame per second of the clip, <= max_num_frames 128; scale_resolution 448)",
+            source="OpenBMB/MiniCPM-V README (0dbb566), MiniCPM-V 4.6 'Video Inference' "
+            "(max_num_frames=128, stack_frames=1, max_slice_nums=1, use_image_id=False); "
+            "transformers 5.19 "
+            "MiniCPMV4_6VideoProcessor.sample_frames (a frame per second; a 0.1 s grid thinned "
+            "to 128 past 128 s) and scale_resolution 448 (no slices: each frame resized to "
+            "about 448x448 on a 56-px grid, aspect kept)",
             fps=1.0,
             max_frames=128,
+            sampling="seconds",
+            # frames above 448x448 would be sliced where a checkpoint's video processor keeps
+            # max_slice_nums > 1 (its default, 9): the cap keeps slices off in vLLM, which
+            # reads max_slice_nums from the checkpoint only; no floor: the processor scales
+            # every frame to about 448x448 itself
+            min_pixels=56 * 56,
             max_pixels=448 * 448,
         ),
-        prompt="chat template; the processor places each frame",
+        prompt="chat template: <|video_pad|> where the video goes; the processor writes "
+        "<image_id>i</image_id> (vLLM 0.32 always; the authors leave it out for video) and "
+        "<image>...</image> per frame",
         grid="processor",
         temporal_patch=1,
+        # vLLM 0.32 runs the image processor on each frame with the request's
+        # mm_processor_kwargs, which refuses do_sample_frames; it never samples frames
+        vllm_kwargs={},
+        tiny=True,
+        tested="tiny checkpoint: evalkit run on vLLM CPU (bfloat16: its CPU kernel for the "
+        "Qwen3.5 delta-net layers) and sweep; vLLM and transformers give the same tokens; "
+        "frame parity 0 (above 448x448: scaled down first, max 44 levels on 1280x720)",
     )
 )
 # Families whose checkpoints ship their own code (config.json auto_map): recognised and run

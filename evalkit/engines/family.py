@@ -154,12 +154,21 @@ class FamilySpec:
     """(config.json ``version``, reference) where checkpoints of one model type are
     evaluated differently by version (MiniCPM-V 2.6/4.0 and 4.5 are all ``minicpmv``);
     ``reference`` is the one of any other version."""
+    vllm_kwargs: dict[str, Any] | None = None
+    """``mm_processor_kwargs`` for vLLM where not :attr:`processor_kwargs` (MiniCPM-V 4.6:
+    vLLM 0.32 hands them to the image processor it runs on each frame, which refuses
+    ``do_sample_frames``; its video path never samples frames)."""
 
     @property
     def processor_kwargs(self) -> dict[str, Any]:
         """``mm_processor_kwargs``: sampling off, and the resize off on a model grid."""
         extra = {"use_audio_in_video": False} if self.audio else {}
         return {**(NO_SAMPLING if self.grid == "processor" else NO_RESAMPLE), **extra}
+
+    @property
+    def vllm_processor_kwargs(self) -> dict[str, Any]:
+        """``mm_processor_kwargs`` of a vLLM request (engine or server) for the family."""
+        return dict(self.processor_kwargs if self.vllm_kwargs is None else self.vllm_kwargs)
 
     @property
     def tokens_from_frames(self) -> bool:

@@ -154,7 +154,7 @@ def build_payload(
         body["stream_options"] = {"include_usage": True}
     fam = family.family if family is not None else None
     if request.videos or request.images:
-        body["mm_processor_kwargs"] = dict(fam.processor_kwargs if fam else NO_RESAMPLE)
+        body["mm_processor_kwargs"] = fam.vllm_processor_kwargs if fam else dict(NO_RESAMPLE)
     if request.videos and (fam is None or fam.feed == "video"):
         extra = fam.video_metadata if fam is not None else {}
         body["media_io_kwargs"] = {"video": {**_video_io_kwargs(request), **extra}}

@@ -145,7 +145,7 @@ def vllm_prompt(request: Request, prompt: str, family: ModelFamily | None = None
     out: dict[str, Any] = {"prompt": prompt}
     if mm:
         out["multi_modal_data"] = mm
-        out["mm_processor_kwargs"] = dict(fam.processor_kwargs if fam else NO_RESAMPLE)
+        out["mm_processor_kwargs"] = fam.vllm_processor_kwargs if fam else dict(NO_RESAMPLE)
     return out
 
 

@@ -7,7 +7,8 @@ short, variable frame rate).
   processor for the family, in process (no engine);
 - reference: the frames the authors' sampling picks (decord, as their code reads video)
   through the family's transformers video processor with its own resize (GLM-4.1V, Gemma
-  4: its processor samples the frames itself from the whole clip and its metadata).
+  4 and MiniCPM-V 4.6: their processors sample the frames themselves from the whole clip
+  and its metadata).
 
 Both are compared before normalisation (``do_rescale`` and ``do_normalize`` off on both
 sides: vLLM defers normalisation for some families), as pixel values on the 0-255 scale.
@@ -102,16 +103,29 @@ def reference_indices(family: ModelFamily, total: int) -> list[int] | None:
 
 def _pixels(out: Mapping[str, object]) -> np.ndarray:
     """``pixel_values_videos`` of a processor's output (vLLM's wraps it in a field element)
-    as float, leading axes of one dropped."""
+    as float, leading axes of one dropped. MiniCPM-V 4.6's: transformers packs the frames'
+    patches along the last axis (1, C, patch, sum of widths), vLLM keeps a frame per row
+    (``video_pixel_values``: T, C, patch, width): the rows laid end to end, as there."""
     import torch
 
-    values = out["pixel_values_videos"]
+    values = out["pixel_values_videos" if "pixel_values_videos" in out else "video_pixel_values"]
     data = getattr(values, "data", values) if not isinstance(values, torch.Tensor) else values
     assert isinstance(data, torch.Tensor)
+    if "video_pixel_values" in out:  # vLLM's MiniCPM-V 4.6 (frames of one size: no padding)
+        data = torch.cat(list(data), dim=-1)
     array = data.float().numpy()
     while array.ndim > 2 and array.shape[0] == 1:
         array = array[0]
     return array
+
+
+def _unnormalised(family: ModelFamily) -> dict[str, Any]:
+    """Processor kwargs for pixel values on the 0-255 scale: rescaling and normalisation
+    off, or (MiniCPM-V 4.6, whose video processor cuts uint8 frames into patches with
+    ``unfold``, which takes no integer tensors) a rescale by 1.0, which makes them floats."""
+    if family.family.name == "minicpmv4_6":
+        return {"do_rescale": True, "rescale_factor": 1.0, "do_normalize": False}
+    return {"do_rescale": False, "do_normalize": False}
 
 
 def evalkit_pixels(model_dir: Path, video: Path, cache: FrameCache) -> np.ndarray:
@@ -132,7 +146,7 @@ def evalkit_pixels(model_dir: Path, video: Path, cache: FrameCache) -> np.ndarra
     config = ModelConfig(model=str(model_dir), dtype="float32", max_model_len=4096)
     processor = MULTIMODAL_REGISTRY.create_processor(config)
     items = processor.data_parser.parse_mm_data(inputs["multi_modal_data"])
-    kwargs = {**inputs["mm_processor_kwargs"], "do_rescale": False, "do_normalize": False}
+    kwargs = {**inputs["mm_processor_kwargs"], **_unnormalised(family)}
     result = processor(inputs["prompt"], items, hf_processor_mm_kwargs=kwargs)
     return _pixels(result["mm_kwargs"]["video"][0])
 
@@ -149,8 +163,9 @@ def reference_pixels(model_dir: Path, video: Path) -> np.ndarray:
     total, fps = len(reader), float(reader.get_avg_fps())
     processor = AutoProcessor.from_pretrained(model_dir).video_processor
     picks = reference_indices(family, total)
-    kwargs: dict[str, Any] = {"do_rescale": False, "do_normalize": False, "return_tensors": "pt"}
-    if picks is None:  # the processor samples (GLM-4.1V: 2 fps; Gemma 4: 32 frames)
+    kwargs: dict[str, Any] = {**_unnormalised(family), "return_tensors": "pt"}
+    if picks is None:  # the processor samples (GLM-4.1V 2 fps, Gemma 4 32 frames,
+        # MiniCPM-V 4.6 1 fps)
         picks = list(range(total))
         meta = VideoMetadata(total_num_frames=total, fps=fps, duration=total / fps)
         kwargs.update(video_metadata=[meta], do_sample_frames=True)
@@ -185,7 +200,14 @@ def table(
     }
 
 
-PARITY_FAMILIES = ("llava_onevision", "llava_next_video", "internvl", "glm4v", "gemma4")
+PARITY_FAMILIES = (
+    "llava_onevision",
+    "llava_next_video",
+    "internvl",
+    "glm4v",
+    "gemma4",
+    "minicpmv4_6",
+)
 """The families with a tiny checkpoint whose reference path is transformers' processor."""
 
 

@@ -31,6 +31,7 @@ _RECIPES = {
     "glm4v": "evalkit.tiny_checkpoint.glm4v",
     "qwen2_5_omni": "evalkit.tiny_checkpoint.qwen_omni",
     "gemma4": "evalkit.tiny_checkpoint.gemma4",
+    "minicpmv4_6": "evalkit.tiny_checkpoint.minicpmv",
 }
 FAMILIES = tuple(_RECIPES)
 """Every family ``build_tiny_model`` builds (the Qwen ones first)."""

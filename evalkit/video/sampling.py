@@ -21,7 +21,12 @@ A model family whose authors pick frames another way says so in ``FrameSpec.samp
 over the window when the window holds more (GLM-4.1V's ``sample_frames``; repeated
 indices dropped, the last repeated up to a multiple of the temporal patch); ``arange``
 frame ``first + i * window // n`` for i < n (transformers' ``default_sample_indices_fn``,
-the ``sample_frames`` of every video processor that keeps the default: Gemma 4's).
+the ``sample_frames`` of every video processor that keeps the default: Gemma 4's);
+``seconds`` the frame at each 1/fps s of the window, its index rounded down (as many as
+the window's duration rounded up), or, where the window is longer than ``max_frames`` /
+fps, a frame every 0.1 s thinned by ``np.linspace(..., max_frames, dtype=int)``
+(MiniCPM-V 4.6's ``MiniCPMV4_6VideoProcessor.sample_frames``, ``stack_frames`` 1;
+repeats kept, as there).
 
 Where qwen-vl-utils raises, evalkit defines what happens instead (documented per case in
 :func:`sample_indices`): a clip or window shorter than one temporal patch repeats its
@@ -90,6 +95,8 @@ def count_frames(window_frames: int, source_fps: float, spec: FrameSpec) -> int:
     """
     if spec.sampling == "stride" and spec.nframes is None:
         return len(stride_indices(0, window_frames - 1, source_fps, spec))
+    if spec.sampling == "seconds" and spec.nframes is None:
+        return len(seconds_indices(0, window_frames - 1, source_fps, spec))
     tp = spec.temporal_patch
     if spec.nframes is not None:
         return max(tp, round_by_factor(spec.nframes, tp))
@@ -132,6 +139,8 @@ def sample_indices(total_frames: int, source_fps: float, spec: FrameSpec) -> lis
     first, last = frame_range(total_frames, source_fps, spec.start, spec.end)
     if spec.sampling == "stride" and spec.nframes is None:
         return stride_indices(first, last, source_fps, spec)
+    if spec.sampling == "seconds" and spec.nframes is None:
+        return seconds_indices(first, last, source_fps, spec)
     n = count_frames(last - first + 1, source_fps, spec)
     if spec.sampling == "linspace":
         return np.linspace(first, last, n, dtype=int).tolist()
@@ -160,6 +169,28 @@ def stride_indices(first: int, last: int, source_fps: float, spec: FrameSpec) ->
         seconds = np.linspace(0, duration, spec.max_frames, endpoint=True)
         picks = [min(last, first + math.ceil(t * source_fps)) for t in seconds]
     picks = list(dict.fromkeys(picks))
+    while len(picks) % spec.temporal_patch:
+        picks.append(picks[-1])
+    return picks
+
+
+def seconds_indices(first: int, last: int, source_fps: float, spec: FrameSpec) -> list[int]:
+    """MiniCPM-V 4.6's ``MiniCPMV4_6VideoProcessor.sample_frames`` (``stack_frames`` 1)
+    over frames [first, last]: the frame at each 1/fps s while the window is at most
+    ``max_frames`` / fps long, else one every 0.1 s thinned to ``max_frames``; the last
+    frame repeated up to a multiple of the temporal patch."""
+    assert spec.fps is not None  # the rule is rate-based; FrameSpec has one or nframes
+    duration = (last - first + 1) / source_fps
+    if duration * spec.fps > spec.max_frames:
+        stamps = [round(i * 0.1, 1) for i in range(int(duration / 0.1))]
+        picks = [min(int(t * source_fps), last - first) for t in stamps]
+        if len(picks) > spec.max_frames:
+            keep = np.linspace(0, len(picks) - 1, spec.max_frames, dtype=int)
+            picks = [picks[i] for i in keep]
+    else:
+        n = max(math.ceil(duration * spec.fps), 1)
+        picks = [int(i / spec.fps * source_fps) for i in range(n)]
+    picks = [first + p for p in picks]
     while len(picks) % spec.temporal_patch:
         picks.append(picks[-1])
     return picks

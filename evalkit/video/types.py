@@ -20,14 +20,16 @@ _PATCH28 = 28 * 28
 
 Resize = Literal["torchvision", "pil", "transformers"]
 """How frames are resampled (see ``FrameSpec.resize``)."""
-Sampling = Literal["qwen", "linspace", "segments", "stride", "arange"]
+Sampling = Literal["qwen", "linspace", "segments", "stride", "arange", "seconds"]
 """Which source frames a count picks: ``qwen`` = qwen-vl-utils' round(linspace) over the
 window (first and last frame included); ``linspace`` = ``np.linspace(first, last, n,
 dtype=int)``, rounded down (lmms-eval's LLaVA-OneVision ``load_video``); ``segments`` =
 the middle frame of each of n equal segments (InternVL's ``get_index``); ``stride`` = one
 frame every 1/fps s, rounded up (GLM-4.1V's ``sample_frames``); ``arange`` = frame
 ``first + i * window // n`` (transformers' default ``sample_frames``: the first frame in,
-the last out; Gemma 4's video processor); see video.sampling."""
+the last out; Gemma 4's video processor); ``seconds`` = the frame at each whole 1/fps s,
+rounded down, or on a long clip a 0.1 s grid thinned to the cap (MiniCPM-V 4.6's
+``sample_frames``); see video.sampling."""
 
 # The fields a model family's frame contract adds, at the values every FrameSpec had before
 # them: a dump leaves them out at these values, so the cache keys and run fingerprints of
