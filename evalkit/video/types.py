@@ -20,12 +20,15 @@ _PATCH28 = 28 * 28
 
 Resize = Literal["torchvision", "pil", "transformers"]
 """How frames are resampled (see ``FrameSpec.resize``)."""
-Sampling = Literal["qwen", "linspace", "segments", "stride"]
+Sampling = Literal["qwen", "linspace", "segments", "stride", "leading"]
 """Which source frames a count picks: ``qwen`` = qwen-vl-utils' round(linspace) over the
 window (first and last frame included); ``linspace`` = ``np.linspace(first, last, n,
 dtype=int)``, rounded down (lmms-eval's LLaVA-OneVision ``load_video``); ``segments`` =
 the middle frame of each of n equal segments (InternVL's ``get_index``); ``stride`` = one
-frame every 1/fps s, rounded up (GLM-4.1V's ``sample_frames``); see video.sampling."""
+frame every 1/fps s, rounded up (GLM-4.1V's ``sample_frames``); ``leading`` = one frame
+every 1/fps s, rounded to the nearest, or the first frame of each of n equal intervals when
+the rate gives fewer than ``min_frames`` or more than ``max_frames`` (ERNIE-4.5-VL's
+``frames_sample="leading"``); see video.sampling."""
 
 # The fields a model family's frame contract adds, at the values every FrameSpec had before
 # them: a dump leaves them out at these values, so the cache keys and run fingerprints of
@@ -77,8 +80,9 @@ class FrameSpec(BaseModel):
     None = the factor grid under the pixel budgets above."""
     sampling: Sampling = "qwen"
     """Which frames are picked: qwen (round(linspace), the default), linspace (rounded
-    down: LLaVA-OneVision's reference), segments (segment middles: InternVL's) or stride
-    (every 1/fps s, rounded up: GLM-4.1V's)."""
+    down: LLaVA-OneVision's reference), segments (segment middles: InternVL's), stride
+    (every 1/fps s, rounded up: GLM-4.1V's) or leading (every 1/fps s rounded, else
+    interval starts: ERNIE-4.5-VL's)."""
 
     @model_serializer(mode="wrap")
     def _leave_out_unset_contract(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
