@@ -30,6 +30,7 @@ _RECIPES = {
     "internvl": "evalkit.tiny_checkpoint.internvl",
     "glm4v": "evalkit.tiny_checkpoint.glm4v",
     "qwen2_5_omni": "evalkit.tiny_checkpoint.qwen_omni",
+    "ernie4_5_vl_moe": "evalkit.tiny_checkpoint.ernie4_5_vl",
 }
 FAMILIES = tuple(_RECIPES)
 """Every family ``build_tiny_model`` builds (the Qwen ones first)."""
