@@ -1,6 +1,7 @@
 """Every family beyond the Qwen-VL ones that evalkit builds a tiny checkpoint of (LLaVA-
 OneVision, LLaVA-NeXT-Video, InternVL, GLM-4.1V, Qwen2.5-Omni), end to end on the real vLLM
-CPU engine (heavy): ``evalkit model tiny --family F`` -> ``evalkit run --bench SynthVideo``
+CPU engine (heavy; ERNIE-4.5-VL, which vLLM 0.32 cannot serve in transformers 5's format,
+on the HF engine): ``evalkit model tiny --family F`` -> ``evalkit run --bench SynthVideo``
 -> ``evalkit report``, each sample answered, the family's frames as the cache gave them
 (its grid, its reference count) and the family recorded. LLaVA-OneVision also runs on two
 Ray replicas and through ``evalkit sweep`` over two frame counts. (The Qwen-VL families run
@@ -43,13 +44,17 @@ ENGINE = ENGINE_FLAGS.split()
 # pins a rate: the family's reference wins; a fixed-size family gets its processor's size,
 # GLM-4.1V its 2 fps in pairs at the clip's own size on the 28-pixel grid, LLaVA-NeXT-Video
 # its 32 frames at the clip's own size, under its pixel cap and on its 8-pixel patches: its
-# processor crops them; Qwen2.5-Omni the spec's frames as pinned, as the Qwen families)
+# processor crops them; Qwen2.5-Omni the spec's frames as pinned, as the Qwen families;
+# ERNIE-4.5-VL its 16-frame floor (a clip under 8 s) on the 14-pixel patch, raised to its
+# 299 x 28 x 28 pixel floor: a size that changes when the cache keeps a processor-grid
+# family's frames at their own size)
 EXPECTED = {
     "llava_onevision": ("32", "56x56"),
     "llava_next_video": ("32", "168x224"),
     "internvl": ("32", "56x56"),
     "glm4v": (None, "168x224"),
     "qwen2_5_omni": (None, "168x224"),
+    "ernie4_5_vl_moe": ("16", "420x560"),
 }
 
 
@@ -106,6 +111,27 @@ def _check_run(run: Path, family: str) -> None:
 @pytest.mark.parametrize("family", ["internvl", "glm4v", "llava_next_video", "qwen2_5_omni"])
 def test_a_tiny_checkpoint_runs_synthvideo_to_a_report(world: Path, family: str) -> None:
     _check_run(_run(world, family), family)
+
+
+def test_ernie_runs_on_the_hf_engine_and_vllm_refuses_its_transformers_format(
+    world: Path,
+) -> None:
+    # vLLM 0.32's ERNIE-4.5-VL module reads Baidu's remote-code config and processor
+    # (engine start: "'Ernie4_5_VLMoeConfig' object has no attribute 'spatial_conv_size'"):
+    # evalkit refuses the checkpoint in one line; the HF engine runs it (MoE with text and
+    # vision experts, its processor drawing each frame's timestamp)
+    family = "ernie4_5_vl_moe"
+    _check_run(_run(world, family, engine=["--engine", "hf", "--max-tokens", "8"]), family)
+    base = ["--model", family, "--bench", "SynthVideo", "--data-root", "synth"]
+    done = subprocess.run(
+        [sys.executable, "-m", "evalkit", "run", *base, "--no-progress", "--run-id", "ev", *ENGINE],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode != 0
+    assert "vLLM 0.32 serves ERNIE-4.5-VL only as Baidu's remote-code" in done.stderr
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
 
 
 def test_llava_onevision_runs_on_two_replicas_and_sweeps_two_frame_counts(world: Path) -> None:

@@ -188,7 +188,7 @@ def engine_model(config: VLLMConfig) -> tuple[ModelFamily | None, dict[str, Any]
     """The family of ``config.model`` (a local checkpoint) and the engine arguments that
     load it: a view of it with the weight names vLLM expects where it needs one
     (:mod:`evalkit.engines.checkpoint`); a family shipping its own code needs
-    ``trust_remote_code`` said explicitly."""
+    ``trust_remote_code`` said explicitly; a family vLLM 0.32 cannot serve is refused."""
     from evalkit.engines.checkpoint import loadable
 
     family = detect_family(config.model) if os.path.isdir(config.model) else None
@@ -197,6 +197,8 @@ def engine_model(config: VLLMConfig) -> tuple[ModelFamily | None, dict[str, Any]
             f"{config.model}: {family.family.title} runs code shipped with the checkpoint; "
             "pass --trust-remote-code to allow it (it is recorded with the run)"
         )
+    if family is not None and family.family.vllm_refusal:
+        raise EvalkitError(f"{config.model}: {family.family.vllm_refusal}")
     args = config.engine_args()
     args["model"] = loadable(config.model, family)
     return family, args
