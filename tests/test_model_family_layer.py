@@ -375,3 +375,14 @@ def test_vllm_refuses_ernie_in_transformers_format_in_one_line(tmp_path: Path) -
     model = _checkpoint(tmp_path, "ernie4_5_vl_moe")
     with pytest.raises(EvalkitError, match=r"remote-code.*spatial_conv_size.*--engine hf"):
         engine_model(VLLMConfig(model=str(model)))
+
+
+def test_a_run_refuses_ernie_on_vllm_before_anything_is_cached(tmp_path: Path) -> None:
+    from evalkit.run.preflight import check_served_family
+
+    model = str(_checkpoint(tmp_path, "ernie4_5_vl_moe"))
+    for engine in ("vllm", "vllm_batch"):
+        with pytest.raises(ConfigError, match=r"^--model .*ernie4_5_vl_moe: vLLM 0\.32 serves"):
+            check_served_family(model, engine)
+    check_served_family(model, "hf")  # the HF engine runs it
+    check_served_family(str(_checkpoint(tmp_path, "glm4v")), "vllm")  # vLLM serves GLM

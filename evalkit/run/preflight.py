@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from evalkit.bench.media import MissingMedia, describe_missing, missing_media
 from evalkit.engines import engine_for_mode, reads_local_checkpoint
-from evalkit.errors import ConfigError
+from evalkit.errors import ConfigError, EvalkitError
 from evalkit.plugins import PluginError, problems
 
 if TYPE_CHECKING:
@@ -38,6 +38,7 @@ def check_run(cfg: RunConfig, engine_given: bool = False, probe: bool = True) ->
     if not engine_given:
         check_model(cfg.model, cfg.engine, fetch=cfg.fetch)
         check_engine_options(engine_for_mode(cfg.engine, cfg.mode), cfg)
+        check_served_family(cfg.model, engine_for_mode(cfg.engine, cfg.mode))
         if probe and not cfg.resume:  # a resumed run asks once it has samples left to run
             probe_served(cfg)
     if cfg.data:
@@ -132,6 +133,23 @@ def check_engine_options(name: str, cfg: RunConfig) -> None:
 
     # RegistryError: an unknown engine, with a hint; ConfigError: a bad option, in one line
     engine_config(name, cfg.model, cfg.engine_options, where="--engine-opt for engine")
+
+
+def check_served_family(model: str, engine: str) -> None:
+    """A local checkpoint of a family vLLM 0.32 cannot serve, given to an engine that runs
+    vLLM's model classes: ConfigError in one line, before any frame is cached."""
+    from evalkit.engines import ENGINE_SPECS, engine_spec
+    from evalkit.engines.family import detect_family
+
+    path = Path(model).expanduser()
+    if engine not in ENGINE_SPECS or not engine_spec(engine).vllm_model or not path.is_dir():
+        return
+    try:
+        refusal = detect_family(path).family.vllm_refusal
+    except EvalkitError:  # not a family's checkpoint: the engine says so when it loads it
+        return
+    if refusal:
+        raise ConfigError(f"--model {model}: {refusal}")
 
 
 def data_file(path: str, as_bench: str = "--bench {}") -> Path:
