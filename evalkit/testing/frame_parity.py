@@ -9,7 +9,9 @@ short, variable frame rate).
 - reference: the frames the authors' sampling picks (decord, as their code reads video)
   through the family's transformers video processor with its own resize (GLM-4.1V: its
   processor samples the frames itself from the whole clip and its metadata; ERNIE-4.5-VL:
-  its processor samples at the reference's 2 fps and draws each frame's timestamp).
+  its processor samples at the reference's 2 fps, the frames Baidu's rule picks on these
+  videos (the two differ by a frame at some source rates: test_model_family_layer), and
+  draws each frame's timestamp).
 
 Both are compared before normalisation (``do_rescale`` and ``do_normalize`` off on both
 sides: vLLM defers normalisation for some families), as pixel values on the 0-255 scale.
