@@ -1,8 +1,10 @@
 """Every family beyond the Qwen-VL ones that evalkit builds a tiny checkpoint of (LLaVA-
-OneVision, LLaVA-NeXT-Video, InternVL, GLM-4.1V, Gemma 4, Qwen2.5-Omni, MiniCPM-V 4.6), end to
-end on the real vLLM CPU engine (heavy): ``evalkit model tiny --family F`` -> ``evalkit run
---bench SynthVideo`` -> ``evalkit report``, each sample answered, the family's frames as the
-cache gave them (its grid, its reference count) and the family recorded; and the same
+OneVision, LLaVA-NeXT-Video, InternVL, GLM-4.1V, Gemma 4, Qwen2.5-Omni, MiniCPM-V 4.6,
+ERNIE-4.5-VL), end to end on the real vLLM CPU engine (heavy; ERNIE-4.5-VL, which vLLM 0.32
+cannot serve in transformers 5's format, on the HF engine): ``evalkit model tiny --family F``
+-> ``evalkit run --bench SynthVideo`` -> ``evalkit report``, each sample answered, the
+family's frames as the cache gave them (its grid, its reference count) and the family
+recorded; and the same
 through ``evalkit sweep`` over two frame counts (one engine, two run directories, each
 reported). LLaVA-OneVision runs on two Ray replicas. (The Qwen-VL families run end to end in
 test_run_e2e.py, test_sweep_vllm.py and test_model_families.py.)
@@ -57,7 +59,7 @@ SEED = {"minicpmv4_6": "12"}
 # it reads clips made 230x170, on no patch grid, so that vLLM and transformers must take
 # such frames; Gemma 4 alike); Qwen2.5-Omni the spec's frames as pinned, as the Qwen
 # families; MiniCPM-V 4.6 a frame per second of each clip, 4.75 s and 7 s, at the clip's
-# own size)
+# own size; ERNIE-4.5-VL its 16-frame floor (a clip under 8 s) at the clip's own size)
 BUILT = [
     "llava_onevision",
     "llava_next_video",
@@ -75,6 +77,7 @@ EXPECTED: dict[str, tuple[str | dict[str, int] | None, str]] = {
     "gemma4": ("32", "170x230"),
     "qwen2_5_omni": (None, "168x224"),
     "minicpmv4_6": ({"5": 1, "7": 1}, "168x224"),
+    "ernie4_5_vl_moe": ("16", "170x230"),
 }
 
 
@@ -161,6 +164,27 @@ def _check_run(run: Path, family: str, nframes: int | None = None) -> None:
 @pytest.mark.parametrize("family", [f for f in BUILT if f != "llava_onevision"])
 def test_a_tiny_checkpoint_runs_synthvideo_to_a_report(world: Path, family: str) -> None:
     _check_run(_run(world, family), family)
+
+
+def test_ernie_runs_on_the_hf_engine_and_vllm_refuses_its_transformers_format(
+    world: Path,
+) -> None:
+    # vLLM 0.32's ERNIE-4.5-VL module reads Baidu's remote-code config and processor
+    # (engine start: "'Ernie4_5_VLMoeConfig' object has no attribute 'spatial_conv_size'"):
+    # evalkit refuses the checkpoint in one line before the run starts; the HF engine runs
+    # it (MoE with text and vision experts, its processor drawing each frame's timestamp)
+    family = "ernie4_5_vl_moe"
+    _check_run(_run(world, family, engine=["--engine", "hf", "--max-tokens", "8"]), family)
+    base = ["--model", family, "--bench", "SynthVideo", "--data-root", "synth"]
+    done = subprocess.run(
+        [sys.executable, "-m", "evalkit", "run", *base, "--no-progress", "--run-id", "ev", *ENGINE],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode != 0 and not (world / "runs" / "ev").exists()  # refused up front
+    assert "vLLM 0.32 serves ERNIE-4.5-VL only as Baidu's remote-code" in done.stderr
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
 
 
 def test_llava_onevision_runs_on_two_replicas(world: Path) -> None:

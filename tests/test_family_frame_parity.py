@@ -1,10 +1,11 @@
-"""Frame parity per family (heavy: six processors, six parity videos): the pixel values
+"""Frame parity per family (heavy: seven processors, six parity videos): the pixel values
 each family's vision tower receives through evalkit (frame cache -> request -> vLLM's
 processor) equal those of its own reference path (its authors' frame picks through its
 transformers processor), to the level, on odd-size, portrait, long, short, variable-rate
 and large videos; where they cannot be equal (GLM-4.1V's, LLaVA-NeXT-Video's, Gemma 4's
 and MiniCPM-V 4.6's large frames, above the pixel cap evalkit stores them under) the
-difference is pinned as measured."""
+difference is pinned as measured. ERNIE-4.5-VL's processor draws each frame's timestamp
+into it, on both sides: 0 on every video (its cap, 1196 x 28 x 28 px, is above 1280x720)."""
 
 from __future__ import annotations
 

@@ -469,3 +469,56 @@ def test_a_family_whose_processor_sizes_the_frames_is_not_refused_on_the_caches_
         run = bench_run(cfg, get_benchmark("SynthVideo"), [], family)
         builder = make_builder(cfg, run, cache, Engine(), None, FrameLog())  # type: ignore[arg-type]
         assert builder.max_prompt_tokens == checked, model_type
+
+
+def test_leading_picks_the_frames_ernie_4_5_vl_authors_pick() -> None:
+    # Baidu FastDeploy ernie4_5_vl_processor: int(duration x 2) frames at 2 fps, index
+    # round(t x fps) (half to even); under 16 or over 180, that many interval starts
+    spec = family_from_config({"model_type": "ernie4_5_vl_moe"}).frame_spec(FrameSpec())[0]
+    assert (spec.fps, spec.min_frames, spec.max_frames, spec.sampling) == (2, 16, 180, "leading")
+    ten_s = sample_indices(250, 25.0, spec)  # 20 frames at 2 fps: 12.5 s apart, rounded
+    assert ten_s[:6] == [0, 12, 25, 38, 50, 62] and len(ten_s) == 20
+    three_s = sample_indices(75, 25.0, spec)  # 6 < 16: 16 interval starts, floor(i x 75/16)
+    assert three_s == [0, 4, 9, 14, 18, 23, 28, 32, 37, 42, 46, 51, 56, 60, 65, 70]
+    ten_min = sample_indices(18000, 30.0, spec)  # 1200 > 180: 180 interval starts
+    assert ten_min == list(range(0, 18000, 100))
+    assert sample_indices(5, 10.0, spec) == [0, 1, 2, 3, 4, 4]  # every frame, last repeated
+
+
+def test_leading_agrees_with_transformers_ernie_processor_on_whole_rate_steps() -> None:
+    # transformers' port floors where Baidu rounds: the two pick the same frames when the
+    # source rate is a multiple of 2 fps, or the count is clamped to 16 or 180 frames
+    pytest.importorskip("torchvision")
+    from transformers import Ernie4_5_VLMoeVideoProcessor
+    from transformers.video_utils import VideoMetadata
+
+    ernie = Ernie4_5_VLMoeVideoProcessor(draw_on_frames=False)
+    spec = family_from_config({"model_type": "ernie4_5_vl_moe"}).frame_spec(FrameSpec())[0]
+    cases = [(t, f) for t in (5, 60, 601, 9000) for f in (30.0, 60.0)]
+    cases += [(t, f) for t in (7, 20000) for f in (7.5, 23.976, 25.0)] + [(75, 25.0)]
+    for total, src_fps in cases:
+        meta = VideoMetadata(total_num_frames=total, fps=src_fps, duration=total / src_fps)
+        theirs = ernie.sample_frames(meta, fps=2).tolist()
+        ours = sample_indices(total, src_fps, spec)
+        assert ours[: len(theirs)] == theirs and len(ours) - len(theirs) in (0, 1), total
+    meta = VideoMetadata(total_num_frames=250, fps=25.0, duration=10.0)
+    assert ernie.sample_frames(meta, fps=2).tolist()[:4] == [0, 12, 25, 37]  # floor: 37.5
+
+
+def test_vllm_refuses_ernie_in_transformers_format_in_one_line(tmp_path: Path) -> None:
+    from evalkit.engines.vllm_engine import VLLMConfig, engine_model
+
+    model = _checkpoint(tmp_path, "ernie4_5_vl_moe")
+    with pytest.raises(EvalkitError, match=r"remote-code.*spatial_conv_size.*--engine hf"):
+        engine_model(VLLMConfig(model=str(model)))
+
+
+def test_a_run_refuses_ernie_on_vllm_before_anything_is_cached(tmp_path: Path) -> None:
+    from evalkit.run.preflight import check_served_family
+
+    model = str(_checkpoint(tmp_path, "ernie4_5_vl_moe"))
+    for engine in ("vllm", "vllm_batch"):
+        with pytest.raises(ConfigError, match=r"^--model .*ernie4_5_vl_moe: vLLM 0\.32 serves"):
+            check_served_family(model, engine)
+    check_served_family(model, "hf")  # the HF engine runs it
+    check_served_family(str(_checkpoint(tmp_path, "glm4v")), "vllm")  # vLLM serves GLM

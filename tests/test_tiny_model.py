@@ -104,6 +104,29 @@ def test_qwen3_vl_family_builds_with_patch_16(tmp_path: Path) -> None:
     assert detect_family(out).factor == 32
 
 
+def test_ernie_family_builds_an_moe_whose_template_places_the_video_as_ernie_does(
+    tmp_path: Path,
+) -> None:
+    from transformers import AutoProcessor
+
+    out = build_tiny_model(tmp_path / "ernie", "ernie4_5_vl_moe", seed=0)
+    text = json.loads((out / "config.json").read_text())["text_config"]
+    assert text["mlp_layer_types"] == ["dense", "sparse"] and text["moe_num_experts"] == 4
+    processor = AutoProcessor.from_pretrained(out)
+    assert processor.video_processor.draw_on_frames  # its font travels with the checkpoint
+    video = [{"type": "video"}, {"type": "text", "text": "Why?"}]
+    chat = [
+        {"role": "user", "content": video},
+        {"role": "assistant", "content": "No."},
+        {"role": "user", "content": "And?"},
+    ]
+    prompt = processor.apply_chat_template(chat)
+    assert prompt == (
+        "<|begin_of_sentence|>User: Video 1:<|VIDEO_START|><|VIDEO_PLACEHOLDER|><|VIDEO_END|>"
+        "Why?\nAssistant: No.<|end_of_sentence|>User: And?\n"
+    )
+
+
 def test_cli_builds_the_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rc = cli_main(["model", "tiny", str(tmp_path / "cli"), "--seed", "1"])
     assert rc == 0

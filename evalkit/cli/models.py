@@ -66,11 +66,15 @@ def _row(fam: FamilySpec) -> dict[str, Any]:
         needs.append("trainable by evalkit's trainer")
     if fam.tiny:
         needs.append(f"`evalkit model tiny --family {fam.name}` builds one")
+    if fam.vllm_refusal:
+        needs.append("--engine hf (vLLM refuses its transformers 5 checkpoints)")
     video = (
         "a video, through vLLM's processor for the family"
         if fam.feed == "video"
         else f"its frames as images, each after {fam.frame_marker!r}"
     )
+    if fam.vllm_refusal:
+        video = f"a video, through its transformers processor (HF engine): {fam.vllm_refusal}"
     return {
         "family": fam.name,
         "title": fam.title,

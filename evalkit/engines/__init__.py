@@ -68,6 +68,9 @@ class EngineSpec:
     """Its workers hold their own copy of the weights and can load new ones in memory (vLLM's
     ``worker_extension_cls``): the trainer can host it beside a training rank, colocated, and
     give it the actor's weights after each step (trainer.weight_sync)."""
+    vllm_model: bool = False
+    """It runs the checkpoint in vLLM's own model classes: a family vLLM 0.32 cannot serve
+    (``FamilySpec.vllm_refusal``) is refused before a run starts, not after its cache is built."""
 
 
 ENGINE_SPECS: Registry[EngineSpec] = Registry("engine", base=EngineSpec, group="evalkit.engines")
@@ -192,6 +195,7 @@ register_engine(
         reserves_memory=True,
         reloads_weights=True,
         weight_sync=True,
+        vllm_model=True,
     )
 )
 register_engine(
@@ -204,6 +208,7 @@ register_engine(
         tensor_parallel=True,
         reserves_memory=True,
         weight_sync=True,
+        vllm_model=True,
     )
 )
 register_engine(

@@ -71,6 +71,16 @@ for _name, _title, _types, _arch, _patch, _prompt in [
         )
     )
 
+# vLLM 0.32's Ernie4_5_VLMoeForConditionalGeneration is written for Baidu's remote-code
+# checkpoints (model_type ernie4_5_moe_vl): it reads spatial_conv_size, pixel_hidden_size,
+# im_patch_id from a flat config and calls their processor with '<|video@placeholder|>';
+# transformers 5's format (nested text/vision configs, Ernie4_5_VLMoeProcessor) fails there.
+_ERNIE_VLLM = (
+    "vLLM 0.32 serves ERNIE-4.5-VL only as Baidu's remote-code checkpoints (model_type "
+    "ernie4_5_moe_vl, --trust-remote-code): a checkpoint in transformers 5's format "
+    "(ernie4_5_vl_moe) fails there (its config has no spatial_conv_size; vLLM's processor "
+    "cannot call Ernie4_5_VLMoeProcessor); run it with --engine hf"
+)
 _OMNI_AUDIO = "off: the audio track is neither decoded nor sent (use_audio_in_video=False)"
 register_family(
     FamilySpec(
@@ -277,15 +287,29 @@ register_family(
         model_types=("ernie4_5_vl_moe",),
         architectures=("Ernie4_5_VLMoeForConditionalGeneration",),
         reference=FrameReference(
-            source="transformers 5.19 Ernie4_5_VLMoeVideoProcessor defaults (16-180 frames, "
-            "299-1196 x 28x28 px per frame)",
+            source="Baidu FastDeploy fastdeploy/input/ernie4_5_vl_processor (process.py "
+            "DataProcessor: video_fps 2, video_min_frames 16, video_max_frames 180, "
+            "video_frames_sample 'leading', video_min/max_pixels 299/1196 x 28x28, each "
+            "frame's timestamp drawn into it; process_video.py get_frame_indices); "
+            "transformers 5.19 Ernie4_5_VLMoeVideoProcessor has the same frame and pixel "
+            "bounds",
             fps=2.0,
+            min_frames=16,
             max_frames=180,
+            sampling="leading",
             min_pixels=299 * 28 * 28,
             max_pixels=1196 * 28 * 28,
         ),
-        prompt="chat template; the processor draws each frame's timestamp into it",
+        prompt="chat template: 'Video 1:<|VIDEO_START|><|VIDEO_PLACEHOLDER|><|VIDEO_END|>' "
+        "where the video goes, expanded by the processor, which draws each frame's "
+        "timestamp into it",
         grid="processor",
+        image_pad="<|IMAGE_PLACEHOLDER|>",
+        video_pad="<|VIDEO_PLACEHOLDER|>",
+        vllm_refusal=_ERNIE_VLLM,
+        tiny=True,
+        tested="tiny checkpoint (MoE, text and vision experts): evalkit run on the HF "
+        "engine; frame parity 0 (timestamps drawn); vLLM 0.32 refuses the transformers-5 format",
     )
 )
 register_family(

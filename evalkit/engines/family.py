@@ -70,6 +70,8 @@ class FrameReference:
     """A sampling rate (with ``max_frames``), where the count is not fixed."""
     max_frames: int | None = None
     """The frame cap at that rate."""
+    min_frames: int | None = None
+    """The frame floor at that rate (None: the benchmark's)."""
     sampling: Sampling = "qwen"
     """Which frames a count picks (see ``FrameSpec.sampling``)."""
     resize: Resize = "transformers"
@@ -90,7 +92,8 @@ class FrameReference:
             frames = f"{self.nframes} frames ({self.sampling})"
         else:
             rule = f" ({self.sampling})" if self.sampling != "qwen" else ""
-            frames = f"{self.fps:g} fps{rule}, <= {self.max_frames} frames"
+            floor = f"{self.min_frames}-" if self.min_frames is not None else "<= "
+            frames = f"{self.fps:g} fps{rule}, {floor}{self.max_frames} frames"
         if self.size is not None:
             return f"{frames}, {self.size}x{self.size}"
         pixels = [f"{k} {v}" for k, v in self._pixels().items()]
@@ -147,6 +150,9 @@ class FamilySpec:
     """What evalkit's own tests run of it."""
     image_pad: str = "<|image_pad|>"
     video_pad: str = "<|video_pad|>"
+    vllm_refusal: str = ""
+    """Why vLLM 0.32 cannot serve this family's checkpoints as transformers 5 saves them
+    (empty: it serves them): evalkit's vLLM engines refuse them in one line saying so."""
     hf_model: str | None = None
     """The transformers class evalkit's HF engine loads its checkpoints with, where
     ``AutoModelForImageTextToText`` does not take them (an Omni checkpoint: its thinker)."""
@@ -276,7 +282,8 @@ class ModelFamily:
             origin["frames"] = "family"
             values.update(nframes=ref.nframes, fps=ref.fps or pinned.fps)
             values["max_frames"] = ref.max_frames or pinned.max_frames
-            values["min_frames"] = min(pinned.min_frames, values["max_frames"])
+            floor = ref.min_frames if ref.min_frames is not None else pinned.min_frames
+            values["min_frames"] = min(floor, values["max_frames"])
         values.update(ref._pixels(), sampling=ref.sampling, resize=ref.resize)
         origin["pixels"] = "model" if fam.grid == "fixed" else "family"
         return self.on_grid(FrameSpec.model_validate(values)), origin

@@ -110,8 +110,11 @@ def render_prompt(tokenizer: Any, request: Request, family: ModelFamily | None =
     return text + (request.assistant_prefix or "")
 
 
-def processor_inputs(processor: Any, family: ModelFamily, request: Request) -> Any:
-    """HF processor output for ``request``: the chat prompt plus the pre-sampled frames as-is."""
+def processor_inputs(
+    processor: Any, family: ModelFamily, request: Request, **overrides: Any
+) -> Any:
+    """HF processor output for ``request``: the chat prompt plus the pre-sampled frames as-is
+    (``overrides``: more processor kwargs, e.g. normalisation off for a parity check)."""
     from transformers.video_utils import VideoMetadata
 
     family.check_frames(request)
@@ -125,4 +128,4 @@ def processor_inputs(processor: Any, family: ModelFamily, request: Request) -> A
         kwargs["images"] = images
     if request.videos or images:
         kwargs.update(family.family.processor_kwargs)
-    return processor(**kwargs, return_tensors="pt")
+    return processor(**kwargs, **overrides, return_tensors="pt")

@@ -188,11 +188,13 @@ def engine_model(config: VLLMConfig) -> tuple[ModelFamily | None, dict[str, Any]
     """The family of ``config.model`` (a local checkpoint) and the engine arguments that
     load it: a view of it with the weight names vLLM expects where it needs one
     (:mod:`evalkit.engines.checkpoint`); a family shipping its own code needs
-    ``trust_remote_code`` said explicitly."""
+    ``trust_remote_code`` said explicitly; a family vLLM 0.32 cannot serve is refused."""
     from evalkit.engines.checkpoint import loadable
 
     family = detect_family(config.model) if os.path.isdir(config.model) else None
     require_trust(family, config.model, config.trust_remote_code)
+    if family is not None and family.family.vllm_refusal:
+        raise EvalkitError(f"{config.model}: {family.family.vllm_refusal}")
     args = config.engine_args()
     args["model"] = loadable(config.model, family)
     return family, args

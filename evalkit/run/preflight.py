@@ -38,6 +38,7 @@ def check_run(cfg: RunConfig, engine_given: bool = False, probe: bool = True) ->
     if not engine_given:
         check_model(cfg.model, cfg.engine, fetch=cfg.fetch)
         check_engine_options(engine_for_mode(cfg.engine, cfg.mode), cfg)
+        check_served_family(cfg.model, engine_for_mode(cfg.engine, cfg.mode))
         if probe and not cfg.resume:  # a resumed run asks once it has samples left to run
             probe_served(cfg)
     if cfg.data:
@@ -149,6 +150,23 @@ def check_trust(model: str, trusted: bool) -> None:
     except EvalkitError:
         return  # not a known family: the run's plan says so, in its own words
     require_trust(family, model, trusted)
+
+
+def check_served_family(model: str, engine: str) -> None:
+    """A local checkpoint of a family vLLM 0.32 cannot serve, given to an engine that runs
+    vLLM's model classes: ConfigError in one line, before any frame is cached."""
+    from evalkit.engines import ENGINE_SPECS, engine_spec
+    from evalkit.engines.family import detect_family
+
+    path = Path(model).expanduser()
+    if engine not in ENGINE_SPECS or not engine_spec(engine).vllm_model or not path.is_dir():
+        return
+    try:
+        refusal = detect_family(path).family.vllm_refusal
+    except EvalkitError:  # not a family's checkpoint: the engine says so when it loads it
+        return
+    if refusal:
+        raise ConfigError(f"--model {model}: {refusal}")
 
 
 def data_file(path: str, as_bench: str = "--bench {}") -> Path:

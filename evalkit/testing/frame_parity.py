@@ -4,11 +4,14 @@ short, variable frame rate).
 
 - evalkit: the frame cache under the run's FrameSpec for the family (its reference, as on
   a benchmark that pins a rate) -> a Request -> ``vllm_prompt`` -> vLLM's multimodal
-  processor for the family, in process (no engine);
+  processor for the family, in process (no engine); for a family vLLM 0.32 cannot serve
+  (ERNIE-4.5-VL in transformers 5's format) the HF engine's processor call instead;
 - reference: the frames the authors' sampling picks (decord, as their code reads video)
   through the family's transformers video processor with its own resize (GLM-4.1V, Gemma
   4 and MiniCPM-V 4.6: their processors sample the frames themselves from the whole clip
-  and its metadata).
+  and its metadata; ERNIE-4.5-VL: its processor samples at the reference's 2 fps, the
+  frames Baidu's rule picks on these videos (the two differ by a frame at some source
+  rates: test_model_family_layer), and draws each frame's timestamp).
 
 Both are compared before normalisation (``do_rescale`` and ``do_normalize`` off on both
 sides: vLLM defers normalisation for some families), as pixel values on the 0-255 scale.
@@ -129,7 +132,28 @@ def _unnormalised(family: ModelFamily) -> dict[str, Any]:
 
 
 def evalkit_pixels(model_dir: Path, video: Path, cache: FrameCache) -> np.ndarray:
-    """What vLLM's processor hands the vision tower for ``video`` through evalkit."""
+    """What evalkit's engine hands the vision tower for ``video``: vLLM's processor, or the
+    HF engine's (the checkpoint's transformers processor) for a family vLLM cannot serve."""
+    family = detect_family(model_dir)
+    spec, _ = family.frame_spec(FrameSpec())  # a benchmark pinning a rate: the reference
+    frames = cache.get(VideoRef(path=str(video)), spec)
+    request = Request(id=video.stem, text="<video> What happens?", videos=[frames])
+    if family.family.vllm_refusal:
+        return _hf_engine_pixels(model_dir, family, request)
+    return _vllm_pixels(model_dir, family, request)
+
+
+def _hf_engine_pixels(model_dir: Path, family: ModelFamily, request: Request) -> np.ndarray:
+    from transformers import AutoProcessor
+
+    from evalkit.engines.prompting import processor_inputs
+
+    processor = AutoProcessor.from_pretrained(model_dir)
+    off = {"do_rescale": False, "do_normalize": False}
+    return _pixels(processor_inputs(processor, family, request, **off))
+
+
+def _vllm_pixels(model_dir: Path, family: ModelFamily, request: Request) -> np.ndarray:
     from transformers import AutoTokenizer
     from vllm.config import ModelConfig
     from vllm.multimodal import MULTIMODAL_REGISTRY
@@ -137,10 +161,6 @@ def evalkit_pixels(model_dir: Path, video: Path, cache: FrameCache) -> np.ndarra
     from evalkit.engines.prompting import render_prompt
     from evalkit.engines.vllm_engine import vllm_prompt
 
-    family = detect_family(model_dir)
-    spec, _ = family.frame_spec(FrameSpec())  # a benchmark pinning a rate: the reference
-    frames = cache.get(VideoRef(path=str(video)), spec)
-    request = Request(id=video.stem, text="<video> What happens?", videos=[frames])
     prompt = render_prompt(AutoTokenizer.from_pretrained(model_dir), request, family)
     inputs = vllm_prompt(request, prompt, family)
     config = ModelConfig(model=str(model_dir), dtype="float32", max_model_len=4096)
@@ -169,6 +189,8 @@ def reference_pixels(model_dir: Path, video: Path) -> np.ndarray:
         picks = list(range(total))
         meta = VideoMetadata(total_num_frames=total, fps=fps, duration=total / fps)
         kwargs.update(video_metadata=[meta], do_sample_frames=True)
+        if family.family.reference.sampling == "leading":  # ERNIE's: its rate, passed
+            kwargs["fps"] = family.family.reference.fps
     else:
         kwargs["do_sample_frames"] = False
     frames = reader.get_batch(picks).asnumpy()
@@ -207,6 +229,7 @@ PARITY_FAMILIES = (
     "glm4v",
     "gemma4",
     "minicpmv4_6",
+    "ernie4_5_vl_moe",
 )
 """The families with a tiny checkpoint whose reference path is transformers' processor."""
 

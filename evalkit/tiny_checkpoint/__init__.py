@@ -32,6 +32,7 @@ _RECIPES = {
     "qwen2_5_omni": "evalkit.tiny_checkpoint.qwen_omni",
     "gemma4": "evalkit.tiny_checkpoint.gemma4",
     "minicpmv4_6": "evalkit.tiny_checkpoint.minicpmv",
+    "ernie4_5_vl_moe": "evalkit.tiny_checkpoint.ernie4_5_vl",
 }
 FAMILIES = tuple(_RECIPES)
 """Every family ``build_tiny_model`` builds (the Qwen ones first)."""

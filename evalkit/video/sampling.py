@@ -26,7 +26,11 @@ the ``sample_frames`` of every video processor that keeps the default: Gemma 4's
 the window's duration rounded up), or, where the window is longer than ``max_frames`` /
 fps, a frame every 0.1 s thinned by ``np.linspace(..., max_frames, dtype=int)``
 (MiniCPM-V 4.6's ``MiniCPMV4_6VideoProcessor.sample_frames``, ``stack_frames`` 1;
-repeats kept, as there).
+repeats kept, as there); ``leading``
+ERNIE-4.5-VL's rule (Baidu's FastDeploy ``ernie4_5_vl_processor``: ``_set_video_frame_args``
+then ``get_frame_indices(frames_sample="leading")``): int(duration x fps) frames at the rate,
+or, where that is under ``min_frames`` or over ``max_frames``, the first frame of each of
+that many equal intervals (at most one per frame); the last repeated up to the temporal patch.
 
 Where qwen-vl-utils raises, evalkit defines what happens instead (documented per case in
 :func:`sample_indices`): a clip or window shorter than one temporal patch repeats its
@@ -93,10 +97,8 @@ def count_frames(window_frames: int, source_fps: float, spec: FrameSpec) -> int:
     Unlike qwen-vl-utils this never raises: the result is at least one temporal patch
     (``spec.temporal_patch``); the caller repeats frames when the window is shorter.
     """
-    if spec.sampling == "stride" and spec.nframes is None:
-        return len(stride_indices(0, window_frames - 1, source_fps, spec))
-    if spec.sampling == "seconds" and spec.nframes is None:
-        return len(seconds_indices(0, window_frames - 1, source_fps, spec))
+    if spec.sampling in _RATE_RULES and spec.nframes is None:
+        return len(_RATE_RULES[spec.sampling](0, window_frames - 1, source_fps, spec))
     tp = spec.temporal_patch
     if spec.nframes is not None:
         return max(tp, round_by_factor(spec.nframes, tp))
@@ -137,10 +139,8 @@ def sample_indices(total_frames: int, source_fps: float, spec: FrameSpec) -> lis
     Raises ValueError for an empty clip or a window that holds no frame.
     """
     first, last = frame_range(total_frames, source_fps, spec.start, spec.end)
-    if spec.sampling == "stride" and spec.nframes is None:
-        return stride_indices(first, last, source_fps, spec)
-    if spec.sampling == "seconds" and spec.nframes is None:
-        return seconds_indices(first, last, source_fps, spec)
+    if spec.sampling in _RATE_RULES and spec.nframes is None:
+        return _RATE_RULES[spec.sampling](first, last, source_fps, spec)
     n = count_frames(last - first + 1, source_fps, spec)
     if spec.sampling == "linspace":
         return np.linspace(first, last, n, dtype=int).tolist()
@@ -194,3 +194,30 @@ def seconds_indices(first: int, last: int, source_fps: float, spec: FrameSpec) -
     while len(picks) % spec.temporal_patch:
         picks.append(picks[-1])
     return picks
+
+
+def leading_indices(first: int, last: int, source_fps: float, spec: FrameSpec) -> list[int]:
+    """ERNIE-4.5-VL's frames over [first, last] (FastDeploy's ``get_frame_indices`` with
+    ``frames_sample="leading"``, its count from ``_set_video_frame_args``): frames at
+    round(k / fps x source_fps) for k = 0, 1, ... inside the window while int(duration x
+    fps) lies in [min_frames, max_frames]; else that count clamped into the range (at most
+    the window's frames), each the first frame of one of as many equal intervals; the last
+    repeated up to a multiple of the temporal patch (its processor copies the last frame)."""
+    assert spec.fps is not None  # the rule is rate-based; FrameSpec has one or nframes
+    window = last - first + 1
+    duration = window / source_fps
+    count = int(duration * spec.fps)
+    if spec.min_frames <= count <= spec.max_frames:
+        seconds = np.arange(0, duration, 1 / spec.fps)
+        picks = [first + int(i) for i in np.around(seconds * source_fps) if i < window]
+    else:
+        n = min(max(count, spec.min_frames), spec.max_frames, window)
+        starts = np.linspace(0, window, n + 1).astype(int)[:-1]
+        picks = [first + int(i) for i in starts]
+    while len(picks) % spec.temporal_patch:
+        picks.append(picks[-1])
+    return picks
+
+
+_RATE_RULES = {"stride": stride_indices, "seconds": seconds_indices, "leading": leading_indices}
+"""The rules that pick frames by their own rate rule (their count follows from it)."""

@@ -20,7 +20,7 @@ _PATCH28 = 28 * 28
 
 Resize = Literal["torchvision", "pil", "transformers"]
 """How frames are resampled (see ``FrameSpec.resize``)."""
-Sampling = Literal["qwen", "linspace", "segments", "stride", "arange", "seconds"]
+Sampling = Literal["qwen", "linspace", "segments", "stride", "arange", "seconds", "leading"]
 """Which source frames a count picks: ``qwen`` = qwen-vl-utils' round(linspace) over the
 window (first and last frame included); ``linspace`` = ``np.linspace(first, last, n,
 dtype=int)``, rounded down (lmms-eval's LLaVA-OneVision ``load_video``); ``segments`` =
@@ -29,7 +29,9 @@ frame every 1/fps s, rounded up (GLM-4.1V's ``sample_frames``); ``arange`` = fra
 ``first + i * window // n`` (transformers' default ``sample_frames``: the first frame in,
 the last out; Gemma 4's video processor); ``seconds`` = the frame at each whole 1/fps s,
 rounded down, or on a long clip a 0.1 s grid thinned to the cap (MiniCPM-V 4.6's
-``sample_frames``); see video.sampling."""
+``sample_frames``); ``leading`` = one frame every 1/fps s, rounded to the nearest, or the
+first frame of each of n equal intervals when the rate gives fewer than ``min_frames`` or
+more than ``max_frames`` (ERNIE-4.5-VL's ``frames_sample="leading"``); see video.sampling."""
 
 # The fields a model family's frame contract adds, at the values every FrameSpec had before
 # them: a dump leaves them out at these values, so the cache keys and run fingerprints of
@@ -82,8 +84,9 @@ class FrameSpec(BaseModel):
     sampling: Sampling = "qwen"
     """Which frames are picked: qwen (round(linspace), the default), linspace (rounded
     down: LLaVA-OneVision's reference), segments (segment middles: InternVL's), stride
-    (every 1/fps s, rounded up: GLM-4.1V's) or arange (i * window // n: transformers'
-    default, Gemma 4's)."""
+    (every 1/fps s, rounded up: GLM-4.1V's), arange (i * window // n: transformers'
+    default, Gemma 4's), seconds (MiniCPM-V 4.6's) or leading (every 1/fps s rounded, else
+    interval starts: ERNIE-4.5-VL's)."""
     keep_size: bool = False
     """Frames keep the clip's own size, scaled down (aspect kept, sides rounded down) only
     where one is larger than ``max_pixels``: the input of a family whose processor resizes
