@@ -1,5 +1,5 @@
 """Every family beyond the Qwen-VL ones that evalkit builds a tiny checkpoint of (LLaVA-
-OneVision, LLaVA-NeXT-Video, InternVL, GLM-4.1V, Qwen2.5-Omni), end to end on the real vLLM
+OneVision, LLaVA-NeXT-Video, InternVL, GLM-4.1V, Qwen2.5-Omni, Qwen3-Omni), end to end on the real vLLM
 CPU engine (heavy): ``evalkit model tiny --family F`` -> ``evalkit run --bench SynthVideo``
 -> ``evalkit report``, each sample answered, the family's frames as the cache gave them
 (its grid, its reference count) and the family recorded. LLaVA-OneVision also runs on two
@@ -43,13 +43,15 @@ ENGINE = ENGINE_FLAGS.split()
 # pins a rate: the family's reference wins; a fixed-size family gets its processor's size,
 # GLM-4.1V its 2 fps in pairs at the clip's own size on the 28-pixel grid, LLaVA-NeXT-Video
 # its 32 frames at the clip's own size, under its pixel cap and on its 8-pixel patches: its
-# processor crops them; Qwen2.5-Omni the spec's frames as pinned, as the Qwen families)
+# processor crops them; the Omni families the spec's frames as pinned, as the Qwen families,
+# on their 28- and 32-pixel grids)
 EXPECTED = {
     "llava_onevision": ("32", "56x56"),
     "llava_next_video": ("32", "168x224"),
     "internvl": ("32", "56x56"),
     "glm4v": (None, "168x224"),
     "qwen2_5_omni": (None, "168x224"),
+    "qwen3_omni_moe": (None, "160x224"),
 }
 
 
@@ -103,7 +105,9 @@ def _check_run(run: Path, family: str) -> None:
     assert "model family" in report and manifest["family"]["title"] in report
 
 
-@pytest.mark.parametrize("family", ["internvl", "glm4v", "llava_next_video", "qwen2_5_omni"])
+@pytest.mark.parametrize(
+    "family", ["internvl", "glm4v", "llava_next_video", "qwen2_5_omni", "qwen3_omni_moe"]
+)
 def test_a_tiny_checkpoint_runs_synthvideo_to_a_report(world: Path, family: str) -> None:
     _check_run(_run(world, family), family)
 
@@ -129,7 +133,8 @@ def test_llava_onevision_runs_on_two_replicas_and_sweeps_two_frame_counts(world:
 
 
 @pytest.mark.parametrize(
-    "family", ["llava_onevision", "llava_next_video", "internvl", "glm4v", "qwen2_5_omni"]
+    "family",
+    ["llava_onevision", "llava_next_video", "internvl", "glm4v", "qwen2_5_omni", "qwen3_omni_moe"],
 )
 def test_transformers_generates_the_tokens_vllm_generated(world: Path, family: str) -> None:
     # the same requests (request builder, frame cache) through the HF engine: the family's

@@ -102,6 +102,10 @@ register_family(
         patch_size=16,
         qwen_terms=True,
         audio=_OMNI_AUDIO,
+        hf_model="Qwen3OmniMoeThinkerForConditionalGeneration",
+        tiny=True,
+        tested="tiny checkpoint (thinker, MoE): evalkit run on vLLM CPU; vLLM and transformers "
+        "(its thinker class) give the same tokens",
     )
 )
 

@@ -30,6 +30,7 @@ _RECIPES = {
     "internvl": "evalkit.tiny_checkpoint.internvl",
     "glm4v": "evalkit.tiny_checkpoint.glm4v",
     "qwen2_5_omni": "evalkit.tiny_checkpoint.qwen_omni",
+    "qwen3_omni_moe": "evalkit.tiny_checkpoint.qwen_omni",
 }
 FAMILIES = tuple(_RECIPES)
 """Every family ``build_tiny_model`` builds (the Qwen ones first)."""
