@@ -1,7 +1,7 @@
 """Every family beyond the Qwen-VL ones that evalkit builds a tiny checkpoint of (LLaVA-
-OneVision, LLaVA-NeXT-Video, InternVL, GLM-4.1V, Qwen2.5-Omni, Qwen3-Omni), end to end on the real vLLM
-CPU engine (heavy): ``evalkit model tiny --family F`` -> ``evalkit run --bench SynthVideo``
--> ``evalkit report``, each sample answered, the family's frames as the cache gave them
+OneVision, LLaVA-NeXT-Video, InternVL, GLM-4.1V, Qwen2.5-Omni, Qwen3-Omni), end to end on
+the real vLLM CPU engine (heavy): ``evalkit model tiny --family F`` -> ``evalkit run --bench
+SynthVideo`` -> ``evalkit report``, each sample answered, the family's frames as the cache gave them
 (its grid, its reference count) and the family recorded. LLaVA-OneVision also runs on two
 Ray replicas and through ``evalkit sweep`` over two frame counts. (The Qwen-VL families run
 end to end in test_run_e2e.py, test_sweep_vllm.py and test_model_families.py.)
