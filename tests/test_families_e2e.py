@@ -44,14 +44,14 @@ ENGINE = ENGINE_FLAGS.split()
 # GLM-4.1V its 2 fps in pairs at the clip's own size on the 28-pixel grid, LLaVA-NeXT-Video
 # its 32 frames at the clip's own size, under its pixel cap and on its 8-pixel patches: its
 # processor crops them; the Omni families the spec's frames as pinned, as the Qwen families,
-# on their 28- and 32-pixel grids)
+# on the 28-pixel grid: Qwen3-Omni's authors' loader's, before its processor's 32-pixel one)
 EXPECTED = {
     "llava_onevision": ("32", "56x56"),
     "llava_next_video": ("32", "168x224"),
     "internvl": ("32", "56x56"),
     "glm4v": (None, "168x224"),
     "qwen2_5_omni": (None, "168x224"),
-    "qwen3_omni_moe": (None, "160x224"),
+    "qwen3_omni_moe": (None, "168x224"),
 }
 
 

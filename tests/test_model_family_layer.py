@@ -69,6 +69,18 @@ def test_a_qwen_family_runs_the_benchmark_frames_as_pinned(tmp_path: Path) -> No
     assert "size" not in spec.model_dump() and "sampling" not in spec.model_dump()
 
 
+def test_qwen3_omni_caches_its_loaders_grid_and_leaves_the_processors_resize_on() -> None:
+    # its authors' loader (qwen-omni-utils, image_patch_size 14) sizes frames on the 28 grid;
+    # its processor then resizes them onto the 16-pixel tower's 32 grid
+    omni = family_from_config({"model_type": "qwen3_omni_moe", "vision_config": {"patch_size": 16}})
+    spec, origin = frame_settings(RunConfig(model="m"), PINNED, omni)
+    assert spec == PINNED.model_copy(update={"factor": 28})
+    assert origin == {"frames": "benchmark", "pixels": "benchmark"}
+    kwargs = omni.family.processor_kwargs
+    assert kwargs == {"do_sample_frames": False, "use_audio_in_video": False}
+    assert not omni.family.tokens_from_frames
+
+
 def test_a_fixed_size_family_takes_its_reference_where_the_spec_gives_a_rate(
     tmp_path: Path,
 ) -> None:

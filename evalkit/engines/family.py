@@ -122,6 +122,11 @@ class FamilySpec:
     """Frames per temporal patch: the frame count is rounded to a multiple of it."""
     qwen_terms: bool = False
     """The benchmark specs' frame settings are in this family's terms and run as pinned."""
+    loader_patch: int | None = None
+    """The patch its authors' frame loader sizes frames for, where the processor then
+    resizes them again onto the tower's own grid (Qwen3-Omni: qwen-omni-utils at its default
+    ``image_patch_size`` 14 under a 16-pixel tower): the cache holds the loader's frames, on
+    its grid (patch x merge), and the processor's resize is left on (a ``processor`` grid)."""
     frame_marker: str = "Frame{i}: "
     """Text before each frame of the ``images`` feed (``{i}`` counts from 1)."""
     video_metadata: dict[str, Any] = field(default_factory=dict)
@@ -164,6 +169,11 @@ class FamilySpec:
     @property
     def pixels(self) -> str:
         """Which pixels the frame cache stores, in words."""
+        if self.loader_patch:
+            return (
+                f"resized to its authors' loader grid ({self.loader_patch * self.merge_size} px) "
+                "under the pixel budgets; the processor resizes them onto its own"
+            )
         return {
             "factor": "resized to the patch grid (patch x merge) under the pixel budgets",
             "fixed": "resized to the processor's fixed frame size",
@@ -263,7 +273,8 @@ class ModelFamily:
         """``spec`` on this model's grid (factor, fixed size, temporal patch)."""
         fam = self.family
         if fam.qwen_terms:  # as before families: only the factor (fingerprints unchanged)
-            update: dict[str, Any] = {"factor": self.factor}
+            loader = fam.loader_patch and fam.loader_patch * self.merge_size
+            update: dict[str, Any] = {"factor": loader or self.factor}
         elif fam.grid == "fixed":
             update = {"size": self.size, "temporal_patch": self.temporal_patch}
         else:  # factor, or processor (aligned to the patch; the processor resizes)

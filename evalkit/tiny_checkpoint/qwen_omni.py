@@ -86,6 +86,10 @@ OMNI = {
 }
 MAX_PIXELS = 64 * 28 * 28
 """Per-image budget; vLLM profiles the encoder with it, so it is small on CPU."""
+QWEN3_VIDEO_SIZE = {"shortest_edge": 128 * 32 * 32, "longest_edge": 768 * 32 * 32}
+"""Qwen3OmniMoeProcessor's video budgets (its ``videos_kwargs`` defaults, over the video
+processor's own): every video frame is resized under them, so the tiny checkpoint's image
+processor says them too, or vLLM sizes its encoder cache for smaller videos than it gets."""
 
 
 def build(out: Path, family: str, seed: int, reference_frames: bool = False) -> Path:
@@ -115,7 +119,7 @@ def build(out: Path, family: str, seed: int, reference_frames: bool = False) -> 
     config = getattr(tf, omni.config)(thinker_config=thinker, enable_audio_output=False)
     config.architectures = [omni.model]
     processor = getattr(tf, omni.processor)(
-        **_visual_processors(omni.patch),
+        **_visual_processors(omni.patch, QWEN3_VIDEO_SIZE if family == "qwen3_omni_moe" else None),
         feature_extractor=tf.WhisperFeatureExtractor(feature_size=128),
         tokenizer=tok,
         chat_template=omni.template,
@@ -185,14 +189,14 @@ def _audio(family: str) -> dict[str, Any]:
     return audio
 
 
-def _visual_processors(patch: int) -> dict[str, Any]:
-    """Image and video processors on the ``patch`` grid, small budgets, one mean/std for
-    both (vLLM normalises video with the image processor's)."""
+def _visual_processors(patch: int, size: dict[str, int] | None) -> dict[str, Any]:
+    """Image and video processors on the ``patch`` grid, under ``size`` (else small
+    budgets), one mean/std for both (vLLM normalises video with the image processor's)."""
     import transformers as tf
 
     factor = patch * 2
     common = {
-        "size": {"shortest_edge": 4 * factor * factor, "longest_edge": MAX_PIXELS},
+        "size": size or {"shortest_edge": 4 * factor * factor, "longest_edge": MAX_PIXELS},
         "patch_size": patch,
         "temporal_patch_size": 2,
         "merge_size": 2,
