@@ -177,6 +177,19 @@ def test_vllm_gets_each_family_processor_settings_and_metadata() -> None:
     assert (
         vllm_prompt(_glm_request(), "p", omni)["mm_processor_kwargs"]["use_audio_in_video"] is False
     )
+    assert (
+        vllm_prompt(_glm_request(), "p", omni)["multi_modal_data"]["video"][0][0].dtype == "uint8"
+    )
+
+
+def test_qwen3_omnis_processor_gets_float_frames_as_from_its_authors_loader() -> None:
+    # its processor resizes them again; qwen-omni-utils hands it float tensors, and on uint8
+    # its resize rounds and clips (measured: up to 32 levels apart; float: 0)
+    omni3 = family_from_config({"model_type": "qwen3_omni_moe"})
+    request = _glm_request()
+    (frames, _meta) = vllm_prompt(request, "p", omni3)["multi_modal_data"]["video"][0]
+    assert frames.dtype == "float32"
+    assert (frames == request.videos[0].array).all()
 
 
 @pytest.fixture()

@@ -38,6 +38,8 @@ from evalkit.registry import Registry, RegistryError, normalize_name
 from evalkit.video.types import FrameSpec, Resize, Sampling
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from evalkit.engines.base import Request
 
 VISION_START = "<|vision_start|>"
@@ -152,6 +154,12 @@ class FamilySpec:
     hf_model: str | None = None
     """The transformers class evalkit's HF engine loads its checkpoints with, where
     ``AutoModelForImageTextToText`` does not take them (an Omni checkpoint: its thinker)."""
+
+    def processor_frames(self, frames: np.ndarray) -> np.ndarray:
+        """A video's cached frames as the family's processor is handed them: as float where
+        it resizes its authors' loader's frames again (their loader hands it float tensors;
+        on uint8 frames its resize rounds and clips: measured up to 32 levels apart)."""
+        return frames.astype("float32") if self.loader_patch else frames
 
     @property
     def processor_kwargs(self) -> dict[str, Any]:
