@@ -1,13 +1,13 @@
 """Every family beyond the Qwen-VL ones that evalkit builds a tiny checkpoint of (LLaVA-
-OneVision, LLaVA-NeXT-Video, InternVL, GLM-4.1V, Gemma 4, Qwen2.5-Omni, MiniCPM-V 4.6,
-ERNIE-4.5-VL), end to end on the real vLLM CPU engine (heavy; ERNIE-4.5-VL, which vLLM 0.32
-cannot serve in transformers 5's format, on the HF engine): ``evalkit model tiny --family F``
--> ``evalkit run --bench SynthVideo`` -> ``evalkit report``, each sample answered, the
-family's frames as the cache gave them (its grid, its reference count) and the family
-recorded; and the same
-through ``evalkit sweep`` over two frame counts (one engine, two run directories, each
-reported). LLaVA-OneVision runs on two Ray replicas. (The Qwen-VL families run end to end in
-test_run_e2e.py, test_sweep_vllm.py and test_model_families.py.)
+OneVision, LLaVA-NeXT-Video, InternVL, GLM-4.1V, Gemma 4, Qwen2.5-Omni, Qwen3-Omni,
+MiniCPM-V 4.6, ERNIE-4.5-VL), end to end on the real vLLM CPU engine (heavy; ERNIE-4.5-VL,
+which vLLM 0.32 cannot serve in transformers 5's format, on the HF engine): ``evalkit model
+tiny --family F`` -> ``evalkit run --bench SynthVideo`` -> ``evalkit report``, each sample
+answered, the family's frames as the cache gave them (its grid, its reference count) and
+the family recorded; and the same through ``evalkit sweep`` over two frame counts (one
+engine, two run directories, each reported). LLaVA-OneVision runs on two Ray replicas. (The
+Qwen-VL families run end to end in test_run_e2e.py, test_sweep_vllm.py and
+test_model_families.py.)
 
 Each family's greedy answers on vLLM (text, prompt and output token counts) equal
 transformers' own (the HF engine: its processor and ``model.generate``) for the same requests.
@@ -57,8 +57,9 @@ SEED = {"minicpmv4_6": "12"}
 # GLM-4.1V its 2 fps in pairs at the clip's own size on the 28-pixel grid, LLaVA-NeXT-Video
 # its 32 frames at the clip's own size, on no grid (its processor resizes and crops them:
 # it reads clips made 230x170, on no patch grid, so that vLLM and transformers must take
-# such frames; Gemma 4 alike); Qwen2.5-Omni the spec's frames as pinned, as the Qwen
-# families; MiniCPM-V 4.6 a frame per second of each clip, 4.75 s and 7 s, at the clip's
+# such frames; Gemma 4 alike); the Omni families the spec's frames as pinned, as the Qwen
+# families, on the 28-pixel grid: Qwen3-Omni's authors' loader's, before its processor's
+# 32-pixel one; MiniCPM-V 4.6 a frame per second of each clip, 4.75 s and 7 s, at the clip's
 # own size; ERNIE-4.5-VL its 16-frame floor (a clip under 8 s) at the clip's own size)
 BUILT = [
     "llava_onevision",
@@ -67,6 +68,7 @@ BUILT = [
     "glm4v",
     "gemma4",
     "qwen2_5_omni",
+    "qwen3_omni_moe",
     "minicpmv4_6",
 ]
 EXPECTED: dict[str, tuple[str | dict[str, int] | None, str]] = {
@@ -78,6 +80,7 @@ EXPECTED: dict[str, tuple[str | dict[str, int] | None, str]] = {
     "qwen2_5_omni": (None, "168x224"),
     "minicpmv4_6": ({"5": 1, "7": 1}, "168x224"),
     "ernie4_5_vl_moe": ("16", "170x230"),
+    "qwen3_omni_moe": (None, "168x224"),
 }
 
 
@@ -116,7 +119,7 @@ def _data(family: str) -> str:
     """The SynthVideo copy a family reads: 224x168 (on the patch grids), or 230x170 (on
     none) for a family whose processor resizes the frames itself (but MiniCPM-V 4.6: its
     seed's logit margins were measured on the 224x168 frames, see SEED)."""
-    if family == "minicpmv4_6" or FAMILIES.get(family).grid != "processor":
+    if family == "minicpmv4_6" or not FAMILIES.get(family).keeps_size:
         return "synth"
     return "synth-off-grid"
 

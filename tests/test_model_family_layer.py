@@ -70,6 +70,18 @@ def test_a_qwen_family_runs_the_benchmark_frames_as_pinned(tmp_path: Path) -> No
     assert not {"size", "sampling", "keep_size"} & set(spec.model_dump())
 
 
+def test_qwen3_omni_caches_its_loaders_grid_and_leaves_the_processors_resize_on() -> None:
+    # its authors' loader (qwen-omni-utils, image_patch_size 14) sizes frames on the 28 grid;
+    # its processor then resizes them onto the 16-pixel tower's 32 grid
+    omni = family_from_config({"model_type": "qwen3_omni_moe", "vision_config": {"patch_size": 16}})
+    spec, origin = frame_settings(RunConfig(model="m"), PINNED, omni)
+    assert spec == PINNED.model_copy(update={"factor": 28})
+    assert origin == {"frames": "benchmark", "pixels": "benchmark"}
+    kwargs = omni.family.processor_kwargs
+    assert kwargs == {"do_sample_frames": False, "use_audio_in_video": False}
+    assert not omni.family.tokens_from_frames
+
+
 def test_a_fixed_size_family_takes_its_reference_where_the_spec_gives_a_rate(
     tmp_path: Path,
 ) -> None:
@@ -144,6 +156,11 @@ def test_a_pixel_flag_that_cannot_act_on_a_processor_grid_family_is_refused() ->
     capped = RunConfig(model="m", frames=FrameOverrides(max_pixels=100_000))
     spec, origin = frame_settings(capped, PINNED, nextvideo)
     assert spec.max_pixels == 100_000 and origin["pixels"] == "flags"
+    # Qwen3-Omni's processor resizes too, but its cache holds its authors' loader's frames
+    # in the Qwen terms, under every pixel budget: the same flags act there
+    omni = family_from_config({"model_type": "qwen3_omni_moe"})
+    spec, origin = frame_settings(cfg, PINNED, omni)
+    assert (spec.min_pixels, spec.total_pixels, spec.keep_size) == (50_000, 10**7, False)
 
 
 def test_frames_of_any_size_reach_vllm_for_a_processor_grid_family() -> None:
@@ -220,6 +237,19 @@ def test_vllm_gets_each_family_processor_settings_and_metadata() -> None:
     assert (
         vllm_prompt(_glm_request(), "p", omni)["mm_processor_kwargs"]["use_audio_in_video"] is False
     )
+    assert (
+        vllm_prompt(_glm_request(), "p", omni)["multi_modal_data"]["video"][0][0].dtype == "uint8"
+    )
+
+
+def test_qwen3_omnis_processor_gets_float_frames_as_from_its_authors_loader() -> None:
+    # its processor resizes them again; qwen-omni-utils hands it float tensors, and on uint8
+    # its resize rounds and clips (measured: up to 32 levels apart; float: 0)
+    omni3 = family_from_config({"model_type": "qwen3_omni_moe"})
+    request = _glm_request()
+    (frames, _meta) = vllm_prompt(request, "p", omni3)["multi_modal_data"]["video"][0]
+    assert frames.dtype == "float32"
+    assert (frames == request.videos[0].array).all()
 
 
 @pytest.fixture()

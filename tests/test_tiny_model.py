@@ -157,3 +157,34 @@ def test_gemma4_template_and_processor_lay_out_a_video_as_gemma_4s_do(tmp_path: 
     # and <image|>
     soft = "<|video|>" * 63
     assert f"00:00 <|image>{soft}<image|> 00:01 <|image>{soft}<image|>Why?" in prompt
+
+
+def test_qwen3_omni_builds_a_thinker_only_moe_checkpoint_with_its_specials(tmp_path: Path) -> None:
+    from safetensors import safe_open
+    from transformers import AutoProcessor
+
+    out = build_tiny_model(tmp_path / "o3", "qwen3_omni_moe", seed=0)
+    cfg = json.loads((out / "config.json").read_text())
+    thinker = cfg["thinker_config"]
+    assert cfg["enable_audio_output"] is False
+    with safe_open(str(out / "model.safetensors"), "pt") as f:
+        names = set(f.keys())
+    assert {k.split(".")[0] for k in names} == {"thinker"}  # no talker, no code2wav
+    assert thinker["tie_word_embeddings"] is thinker["text_config"]["tie_word_embeddings"] is False
+    assert thinker["text_config"]["num_experts"] > thinker["text_config"]["num_experts_per_tok"]
+    vision = thinker["vision_config"]  # vLLM's position table (image_size) = transformers'
+    assert (vision["image_size"] // vision["patch_size"]) ** 2 == vision["num_position_embeddings"]
+    assert detect_family(out).factor == 32
+    processor = AutoProcessor.from_pretrained(out)
+    assert (processor.video_token, processor.vision_bos_token) == (
+        "<|video_pad|>",
+        "<|vision_start|>",
+    )
+    assert processor.audio_token == "<|audio_pad|>"
+    user = {"role": "user", "content": [{"type": "video"}, {"type": "text", "text": "What?"}]}
+    text = processor.apply_chat_template([user], tokenize=False, add_generation_prompt=True)
+    # no default system turn: Qwen3-Omni's evaluation sets none
+    assert text == (
+        "<|im_start|>user\n<|vision_start|><|video_pad|><|vision_end|>What?<|im_end|>\n"
+        "<|im_start|>assistant\n"
+    )

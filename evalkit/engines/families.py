@@ -101,18 +101,44 @@ register_family(
         "(its thinker class) give the same tokens",
     )
 )
+# Qwen3-Omni's README ("Setting for Evaluation": every video at fps=2, no system prompt,
+# the text after the media) and its loader, qwen-omni-utils 0.0.9 v2_5/vision_process.py:
+# FPS 2, FPS_MAX_FRAMES 768, VIDEO_MIN/MAX_TOKEN_NUM 128/768 tokens of (image_patch_size x
+# 2)^2 pixels, total_pixels MODEL_SEQ_LEN 128000 x that x 0.9; the README's process_mm_info
+# calls leave image_patch_size at 14, so frames come out on the 28 grid, and its processor
+# calls leave do_resize on: Qwen3OmniMoeProcessor resizes them again onto the tower's 32
+# grid under its own video defaults (128-768 x 32^2 px, transformers
+# processing_qwen3_omni_moe.py). Values as qwen-vl-utils', applied twice.
+_QWEN3_OMNI_REF = FrameReference(
+    source="Qwen3-Omni README (Setting for Evaluation: fps=2); qwen-omni-utils 0.0.9 "
+    "v2_5/vision_process.py (fetch_video at its default image_patch_size 14: FPS, "
+    "FPS_MAX_FRAMES, VIDEO_MIN/MAX_TOKEN_NUM, MODEL_SEQ_LEN), then the processor's own "
+    "resize onto the 32-pixel grid (Qwen3OmniMoeProcessor video defaults: 128-768 x 32² px)",
+    fps=2.0,
+    max_frames=768,
+    min_pixels=128 * 28 * 28,
+    max_pixels=768 * 28 * 28,
+    total_pixels=int(128_000 * 28 * 28 * 0.9),
+    resize="torchvision",
+)
 register_family(
     FamilySpec(
         name="qwen3_omni_moe",
         title="Qwen3-Omni (thinker, video only)",
         model_types=("qwen3_omni_moe",),
         architectures=("Qwen3OmniMoeForConditionalGeneration",),
-        reference=_QWEN_REF,
+        reference=_QWEN3_OMNI_REF,
         prompt="chat template: <|vision_start|><|video_pad|><|vision_end|>, expanded by the "
         "processor",
+        grid="processor",  # the loader's 28 grid in the cache; the processor's 32 grid after
         patch_size=16,
         qwen_terms=True,
+        loader_patch=14,
         audio=_OMNI_AUDIO,
+        hf_model="Qwen3OmniMoeThinkerForConditionalGeneration",
+        tiny=True,
+        tested="tiny checkpoint (thinker, MoE): evalkit run on vLLM CPU; vLLM and transformers "
+        "(its thinker class) give the same tokens",
     )
 )
 

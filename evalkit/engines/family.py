@@ -41,6 +41,8 @@ from evalkit.registry import Registry, RegistryError, normalize_name
 from evalkit.video.types import FrameSpec, Resize, Sampling
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from evalkit.engines.base import Request
 
 VISION_START = "<|vision_start|>"
@@ -128,6 +130,11 @@ class FamilySpec:
     """Frames per temporal patch: the frame count is rounded to a multiple of it."""
     qwen_terms: bool = False
     """The benchmark specs' frame settings are in this family's terms and run as pinned."""
+    loader_patch: int | None = None
+    """The patch its authors' frame loader sizes frames for, where the processor then
+    resizes them again onto the tower's own grid (Qwen3-Omni: qwen-omni-utils at its default
+    ``image_patch_size`` 14 under a 16-pixel tower): the cache holds the loader's frames, on
+    its grid (patch x merge), and the processor's resize is left on (a ``processor`` grid)."""
     frame_marker: str = "Frame{i}: "
     """Text before each frame of the ``images`` feed (``{i}`` counts from 1)."""
     video_metadata: dict[str, Any] = field(default_factory=dict)
@@ -165,6 +172,12 @@ class FamilySpec:
     vLLM 0.32 hands them to the image processor it runs on each frame, which refuses
     ``do_sample_frames``; its video path never samples frames)."""
 
+    def processor_frames(self, frames: np.ndarray) -> np.ndarray:
+        """A video's cached frames as the family's processor is handed them: as float where
+        it resizes its authors' loader's frames again (their loader hands it float tensors;
+        on uint8 frames its resize rounds and clips: measured up to 32 levels apart)."""
+        return frames.astype("float32") if self.loader_patch else frames
+
     @property
     def processor_kwargs(self) -> dict[str, Any]:
         """``mm_processor_kwargs``: sampling off, and the resize off on a model grid."""
@@ -177,6 +190,13 @@ class FamilySpec:
         return dict(self.processor_kwargs if self.vllm_kwargs is None else self.vllm_kwargs)
 
     @property
+    def keeps_size(self) -> bool:
+        """The frame cache keeps the clip's own frames (``FrameSpec.keep_size``): a
+        ``processor`` grid family whose frames are not in the Qwen terms (Qwen3-Omni's are
+        its authors' loader's, on their grid)."""
+        return self.grid == "processor" and not self.qwen_terms
+
+    @property
     def tokens_from_frames(self) -> bool:
         """The cache's frames bound the video's tokens from below (one per factor x factor
         pixels per temporal patch, as the request builder counts them before decoding);
@@ -186,6 +206,11 @@ class FamilySpec:
     @property
     def pixels(self) -> str:
         """Which pixels the frame cache stores, in words."""
+        if self.loader_patch:
+            return (
+                f"resized to its authors' loader grid ({self.loader_patch * self.merge_size} px) "
+                "under the pixel budgets; the processor resizes them onto its own"
+            )
         return {
             "factor": "resized to the patch grid (patch x merge) under the pixel budgets",
             "fixed": "resized to the processor's fixed frame size",
@@ -292,10 +317,11 @@ class ModelFamily:
         """``spec`` on this model's grid (factor, fixed size, temporal patch)."""
         fam = self.family
         if fam.qwen_terms:  # as before families: only the factor (fingerprints unchanged)
-            update: dict[str, Any] = {"factor": self.factor}
+            loader = fam.loader_patch and fam.loader_patch * self.merge_size
+            update: dict[str, Any] = {"factor": loader or self.factor}
         elif fam.grid == "fixed":
             update = {"size": self.size, "temporal_patch": self.temporal_patch}
-        elif fam.grid == "processor":  # the clip's own size: the processor resizes once
+        elif fam.keeps_size:  # the clip's own size: the processor resizes once
             update = {
                 "keep_size": True,
                 "factor": self.patch_size,
@@ -311,8 +337,10 @@ class ModelFamily:
         """A ``--frames-*`` pixel flag that would do nothing is an error: any of them on a
         fixed-size family, the floor and the per-video budget on a processor-grid one."""
         grid = self.family.grid
-        dead = {"fixed": _PIXEL_FIELDS, "processor": _PIXEL_FIELDS - {"max_pixels"}}
-        refused = flagged & dead.get(grid, frozenset())
+        dead = _PIXEL_FIELDS if grid == "fixed" else frozenset()
+        if self.family.keeps_size:
+            dead = _PIXEL_FIELDS - {"max_pixels"}
+        refused = flagged & dead
         if not refused:
             return
         names = ", ".join(f"--frames-{f.replace('_', '-')}" for f in sorted(refused))

@@ -121,7 +121,7 @@ def processor_inputs(
     as_images = family.family.feed == "images"
     kwargs: dict[str, Any] = {"text": [render_prompt(processor.tokenizer, request, family)]}
     if request.videos and not as_images:
-        kwargs["videos"] = [v.array for v in request.videos]
+        kwargs["videos"] = [family.family.processor_frames(v.array) for v in request.videos]
         kwargs["video_metadata"] = [VideoMetadata(**v.meta.to_vllm()) for v in request.videos]
     images = media_images(request, family)
     if images:

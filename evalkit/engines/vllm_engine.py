@@ -138,7 +138,10 @@ def vllm_prompt(request: Request, prompt: str, family: ModelFamily | None = None
     mm: dict[str, Any] = {}
     if request.videos and (fam is None or fam.feed == "video"):
         extra = fam.video_metadata if fam is not None else {}
-        mm["video"] = [(v.array, {**v.meta.to_vllm(), **extra}) for v in request.videos]
+        mm["video"] = [
+            (fam.processor_frames(v.array) if fam else v.array, {**v.meta.to_vllm(), **extra})
+            for v in request.videos
+        ]
     images = media_images(request, family)
     if images:
         mm["image"] = images

@@ -33,6 +33,7 @@ _RECIPES = {
     "gemma4": "evalkit.tiny_checkpoint.gemma4",
     "minicpmv4_6": "evalkit.tiny_checkpoint.minicpmv",
     "ernie4_5_vl_moe": "evalkit.tiny_checkpoint.ernie4_5_vl",
+    "qwen3_omni_moe": "evalkit.tiny_checkpoint.qwen_omni",
 }
 FAMILIES = tuple(_RECIPES)
 """Every family ``build_tiny_model`` builds (the Qwen ones first)."""

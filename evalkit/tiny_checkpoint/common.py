@@ -157,20 +157,32 @@ CHATML_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 """ChatML's specials (Qwen2 language models: LLaVA-OneVision, InternVL), ids 0-2."""
 
 
-def chatml_template(image: str, video: str, *, loose: bool = False) -> str:
-    """A ChatML chat template (default system turn) putting ``image``/``video`` where each
-    content item is: the family's placeholder, which its processor expands. ``loose``: an
-    item with an ``image``/``image_url``/``video`` key counts too, whatever its type."""
+def chatml_template(
+    image: str,
+    video: str,
+    *,
+    loose: bool = False,
+    system: str | None = "You are a helpful assistant.",
+) -> str:
+    """A ChatML chat template putting ``image``/``video`` where each content item is: the
+    family's placeholder, which its processor expands. ``loose``: an item with an
+    ``image``/``image_url``/``video`` key counts too, whatever its type. ``system``: the
+    system turn written when the messages have none (None: no such turn)."""
     is_image = "item['type'] == 'image'"
     is_video = "item['type'] == 'video'"
     if loose:
         is_image += " or 'image' in item or 'image_url' in item"
         is_video += " or 'video' in item"
+    default_system = (
+        "{% if loop.first and message['role'] != 'system' %}"
+        f"<|im_start|>system\n{system}<|im_end|>\n"
+        "{% endif %}"
+        if system is not None
+        else ""
+    )
     return (
         "{% for message in messages %}"
-        "{% if loop.first and message['role'] != 'system' %}"
-        "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
-        "{% endif %}"
+        f"{default_system}"
         "<|im_start|>{{ message['role'] }}\n"
         "{% if message['content'] is string %}{{ message['content'] }}"
         "{% else %}{% for item in message['content'] %}"
