@@ -109,7 +109,8 @@ def _children() -> set[int]:
 
 def _engine_procs(pids: set[int], wait_s: float = 30.0) -> list[str]:
     """Command lines of those processes still alive after ``wait_s`` (zombies count as gone;
-    multiprocessing's resource tracker may outlive an engine, vLLM's processes may not)."""
+    multiprocessing's resource tracker and fork server may outlive an engine: the server that
+    evalkit's decoding processes fork from lives as long as the process; vLLM's may not)."""
     import psutil
 
     procs = []
@@ -127,7 +128,10 @@ def _engine_procs(pids: set[int], wait_s: float = 30.0) -> list[str]:
             cmd = " ".join(p.cmdline()) or p.name()
         except psutil.NoSuchProcess:
             continue
-        if "resource_tracker" not in cmd:
+        if (
+            "multiprocessing.resource_tracker" not in cmd
+            and "multiprocessing.forkserver" not in cmd
+        ):
             out.append(cmd)
     return out
 
