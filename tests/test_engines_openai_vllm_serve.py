@@ -1,7 +1,8 @@
 """The OpenAI-compatible client against a real ``vllm serve`` on CPU (heavy: server start
-~30-90 s). The scripted-server tests (test_engines_openai.py) cover retries and errors; this
-one proves the server takes our frames and metadata as the local engines do: same prompt
-tokens, same greedy tokens as transformers on the same inputs.
+~30-90 s each). The scripted-server tests (test_engines_openai.py) cover retries and errors;
+this one proves the server takes our frames and metadata as the local engines do: same prompt
+tokens, same greedy tokens as transformers on the same inputs, for a Qwen-VL checkpoint and
+for one of another family (GLM-4.1V, named as ``--engine-opt family=glm4v`` names it).
 """
 
 from __future__ import annotations
@@ -37,9 +38,10 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "q25", "qwen2_5_vl", seed=0)
+@pytest.fixture(scope="module", params=["qwen2_5_vl", "glm4v"])
+def tiny(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    family: str = request.param
+    return build_tiny_model(tmp_path_factory.mktemp("tiny") / family, family, seed=0)
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +103,9 @@ def test_frames_sent_to_vllm_serve_give_the_local_greedy_answer(server: str, tin
     expected = [hf.generate_sync(r) for r in reqs]
 
     async def go() -> list:
-        engine = OpenAIEngine(OpenAIConfig(base_url=server, model="tiny", max_concurrency=2))
+        family = None if tiny.name.startswith("qwen") else tiny.name  # as --engine-opt family=
+        config = OpenAIConfig(base_url=server, model="tiny", max_concurrency=2, family=family)
+        engine = OpenAIEngine(config)
         try:
             return list(await asyncio.gather(*(engine.generate(r) for r in reqs)))
         finally:
