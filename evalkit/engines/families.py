@@ -8,6 +8,8 @@ own tests run of the family; "not tested here" means listed from its sources onl
 
 from __future__ import annotations
 
+from typing import Any
+
 from evalkit.engines.family import FamilySpec, FrameReference, register_family
 
 # qwen-vl-utils 0.0.14 vision_process.py: FPS 2, FPS_MIN_FRAMES 4, FPS_MAX_FRAMES 768,
@@ -71,6 +73,17 @@ for _name, _title, _types, _arch, _patch, _prompt in [
         )
     )
 
+# qwen-vl-utils' video defaults with its per-video budget (VIDEO_TOTAL_PIXELS, MODEL_SEQ_LEN
+# 128000 x 28 x 28 x 0.9), as the loaders that copy it keep them (qwen-omni-utils 0.0.9,
+# keye-vl-utils 1.0.0)
+_QWEN_LOADER: dict[str, Any] = {
+    "fps": 2.0,
+    "max_frames": 768,
+    "min_pixels": 128 * 28 * 28,
+    "max_pixels": 768 * 28 * 28,
+    "total_pixels": int(128_000 * 28 * 28 * 0.9),
+    "resize": "torchvision",
+}
 # vLLM 0.32's Ernie4_5_VLMoeForConditionalGeneration is written for Baidu's remote-code
 # checkpoints (model_type ernie4_5_moe_vl): it reads spatial_conv_size, pixel_hidden_size,
 # im_patch_id from a flat config and calls their processor with '<|video@placeholder|>';
@@ -114,12 +127,7 @@ _QWEN3_OMNI_REF = FrameReference(
     "v2_5/vision_process.py (fetch_video at its default image_patch_size 14: FPS, "
     "FPS_MAX_FRAMES, VIDEO_MIN/MAX_TOKEN_NUM, MODEL_SEQ_LEN), then the processor's own "
     "resize onto the 32-pixel grid (Qwen3OmniMoeProcessor video defaults: 128-768 x 32² px)",
-    fps=2.0,
-    max_frames=768,
-    min_pixels=128 * 28 * 28,
-    max_pixels=768 * 28 * 28,
-    total_pixels=int(128_000 * 28 * 28 * 0.9),
-    resize="torchvision",
+    **_QWEN_LOADER,
 )
 register_family(
     FamilySpec(
@@ -542,12 +550,7 @@ register_family(
             "FPS 2, FPS_MIN/MAX_FRAMES 4/768, VIDEO_MIN/MAX_PIXELS 128/768 x 28x28, "
             "VIDEO_TOTAL_PIXELS 128000 x 28x28 x 0.9, round(linspace), torchvision bicubic); "
             "README: process_vision_info with 'fps': 2.0",
-            fps=2.0,
-            max_frames=768,
-            min_pixels=128 * 28 * 28,
-            max_pixels=768 * 28 * 28,
-            total_pixels=int(128000 * 28 * 28 * 0.9),
-            resize="torchvision",
+            **_QWEN_LOADER,
         ),
         prompt="the checkpoint's chat template: <|vision_start|><|video_pad|><|vision_end|>, "
         "expanded by the processor",

@@ -57,6 +57,20 @@ def corpus(n_sentences: int = 1500) -> str:
     return "\n".join(lines)
 
 
+def chatml_tokenizer(
+    special_tokens: list[str], chat_template: str, named: dict[str, str] | None = None
+) -> Any:
+    """:func:`train_tokenizer` for a ChatML family (the Qwen ones, InternVL, MiniCPM-V):
+    turns end at ``<|im_end|>``, padding is ``<|endoftext|>``."""
+    return train_tokenizer(
+        special_tokens,
+        eos="<|im_end|>",
+        pad="<|endoftext|>",
+        chat_template=chat_template,
+        named=named,
+    )
+
+
 def train_tokenizer(
     special_tokens: list[str],
     *,

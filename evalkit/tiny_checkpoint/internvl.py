@@ -9,9 +9,9 @@ from evalkit.tiny_checkpoint.common import (
     CHATML_SPECIALS,
     TINY_FRAME,
     chatml_template,
+    chatml_tokenizer,
     qwen2_text,
     save_checkpoint,
-    train_tokenizer,
 )
 
 # the processor reads these as tokenizer attributes (InternVLProcessor.__init__)
@@ -30,13 +30,7 @@ def build(out: Path, family: str, seed: int, reference_frames: bool = False) -> 
     """Write a tiny random InternVL checkpoint to ``out``."""
     import transformers as tf
 
-    tok = train_tokenizer(
-        SPECIAL_TOKENS,
-        eos="<|im_end|>",
-        pad="<|endoftext|>",
-        chat_template=CHAT_TEMPLATE,
-        named=NAMED,
-    )
+    tok = chatml_tokenizer(SPECIAL_TOKENS, CHAT_TEMPLATE, NAMED)
     side = 448 if reference_frames else TINY_FRAME  # the real model's, for parity checks
     tokens = (side // 14) ** 2 // 4  # pixel shuffle 0.5 halves each side
     vision = {

@@ -9,9 +9,9 @@ from evalkit.tiny_checkpoint.common import (
     CHATML_SPECIALS,
     TINY_FRAME,
     chatml_template,
+    chatml_tokenizer,
     qwen2_text,
     save_checkpoint,
-    train_tokenizer,
 )
 
 SPECIAL_TOKENS = [*CHATML_SPECIALS, "<image>", "<video>"]
@@ -22,9 +22,7 @@ def build(out: Path, family: str, seed: int, reference_frames: bool = False) -> 
     """Write a tiny random LLaVA-OneVision checkpoint to ``out``."""
     import transformers as tf
 
-    tok = train_tokenizer(
-        SPECIAL_TOKENS, eos="<|im_end|>", pad="<|endoftext|>", chat_template=CHAT_TEMPLATE
-    )
+    tok = chatml_tokenizer(SPECIAL_TOKENS, CHAT_TEMPLATE)
     side = 384 if reference_frames else TINY_FRAME  # the real model's, for parity checks
     vision = {
         "model_type": "siglip_vision_model",

@@ -18,10 +18,11 @@ from pathlib import Path
 from evalkit.tiny_checkpoint.common import (
     CHATML_SPECIALS,
     TEXT_SIZES,
+    chatml_tokenizer,
     padded_vocab,
     save_checkpoint,
-    train_tokenizer,
 )
+from evalkit.tiny_checkpoint.qwen import QWEN3_5_TEXT
 
 # MiniCPMV4_6Processor.__init__ reads these as tokenizer attributes
 NAMED = {
@@ -61,25 +62,13 @@ def build(out: Path, family: str, seed: int, reference_frames: bool = False) -> 
     """Write a tiny random MiniCPM-V 4.6 checkpoint to ``out``."""
     import transformers as tf
 
-    tok = train_tokenizer(
-        SPECIAL_TOKENS,
-        eos="<|im_end|>",
-        pad="<|endoftext|>",
-        chat_template=CHAT_TEMPLATE,
-        named=NAMED,
-    )
+    tok = chatml_tokenizer(SPECIAL_TOKENS, CHAT_TEMPLATE, NAMED)
     ids = {t: tok.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
     text = {
         "model_type": "qwen3_5_text",
         "vocab_size": padded_vocab(tok),
         **TEXT_SIZES,
-        "layer_types": ["linear_attention", "full_attention"],
-        "linear_conv_kernel_dim": 4,
-        "linear_key_head_dim": 128,  # vLLM's CPU delta-rule kernel takes 128 only
-        "linear_value_head_dim": 128,
-        "linear_num_key_heads": 1,
-        "linear_num_value_heads": 2,
-        "partial_rotary_factor": 0.25,
+        **QWEN3_5_TEXT,
         # one position per token on all three sections (vLLM's get_mrope_input_positions)
         "rope_parameters": {
             "rope_type": "default",

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evalkit.tiny_checkpoint.common import chatml_template, save_checkpoint, train_tokenizer
+from evalkit.tiny_checkpoint.common import chatml_template, chatml_tokenizer, save_checkpoint
 
 # Qwen's special tokens, in Qwen's order, so that ids are stable and look familiar.
 SPECIAL_TOKENS = [
@@ -83,6 +83,17 @@ class _FamilyBuild:
 
 
 _QWEN2_VISION = {"embed_dim": 64, "num_heads": 2, "mlp_ratio": 2}
+QWEN3_5_TEXT = {
+    "layer_types": ["linear_attention", "full_attention"],
+    "linear_conv_kernel_dim": 4,
+    "linear_key_head_dim": 128,  # vLLM's CPU delta-rule kernel takes 128 only
+    "linear_value_head_dim": 128,
+    "linear_num_key_heads": 1,
+    "linear_num_value_heads": 2,
+    "partial_rotary_factor": 0.25,
+}
+"""A tiny Qwen3.5 language model's own keys: one gated delta-net layer, one full one
+(Qwen3.5's checkpoints, and MiniCPM-V 4.6's language model)."""
 FAMILY_BUILDS: dict[str, _FamilyBuild] = {
     # Qwen2-VL: the vision tower's own width is embed_dim; hidden_size is its output width.
     "qwen2_vl": _FamilyBuild(
@@ -125,15 +136,7 @@ FAMILY_BUILDS: dict[str, _FamilyBuild] = {
         "Qwen3VLProcessor",
         "Qwen3VLVideoProcessor",
         16,
-        text={
-            "layer_types": ["linear_attention", "full_attention"],
-            "linear_conv_kernel_dim": 4,
-            "linear_key_head_dim": 128,  # vLLM's CPU delta-rule kernel takes 128 only
-            "linear_value_head_dim": 128,
-            "linear_num_key_heads": 1,
-            "linear_num_value_heads": 2,
-            "partial_rotary_factor": 0.25,
-        },
+        text=QWEN3_5_TEXT,
         vision={"num_position_embeddings": 1024},
         rope={"mrope_section": [2, 1, 1], "mrope_interleaved": True},
     ),
@@ -142,9 +145,7 @@ FAMILY_BUILDS: dict[str, _FamilyBuild] = {
 
 def build_tokenizer() -> Any:
     """Train the byte-level BPE with Qwen's specials and wrap it as a tokenizer."""
-    return train_tokenizer(
-        SPECIAL_TOKENS, eos="<|im_end|>", pad="<|endoftext|>", chat_template=CHAT_TEMPLATE
-    )
+    return chatml_tokenizer(SPECIAL_TOKENS, CHAT_TEMPLATE)
 
 
 def build_config(spec: TinySpec, tokenizer: Any) -> Any:

@@ -13,9 +13,9 @@ from typing import Any
 from evalkit.tiny_checkpoint.common import (
     CHATML_SPECIALS,
     chatml_template,
+    chatml_tokenizer,
     qwen2_text,
     save_checkpoint,
-    train_tokenizer,
 )
 
 _ROLES = ("audio", "audio_bos", "audio_eos", "image", "video", "vision_bos", "vision_eos")
@@ -97,13 +97,7 @@ def build(out: Path, family: str, seed: int, reference_frames: bool = False) -> 
     import transformers as tf
 
     omni = OMNI[family]
-    tok = train_tokenizer(
-        [*CHATML_SPECIALS, *omni.names],
-        eos="<|im_end|>",
-        pad="<|endoftext|>",
-        chat_template=omni.template,
-        named=omni.named,
-    )
+    tok = chatml_tokenizer([*CHATML_SPECIALS, *omni.names], omni.template, omni.named)
     ids = dict(zip(_ROLES, (tok.convert_tokens_to_ids(t) for t in omni.names), strict=True))
     key = "index" if family == "qwen2_5_omni" else "id"  # Qwen3-Omni renamed the three
     thinker: dict[str, Any] = {
