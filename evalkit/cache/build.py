@@ -1,4 +1,5 @@
-"""Parallel cache building: N spawned processes, each decoding and writing its own videos.
+"""Parallel cache building: N worker processes (forked from one preloaded server), each
+decoding and writing its own videos.
 
 The hot path has no inter-process synchronisation besides the per-key file lock: workers
 get (video, spec) jobs from the executor and write their entries themselves; only a

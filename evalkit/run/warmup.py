@@ -155,7 +155,7 @@ def warming(cache: FrameCache, jobs: Sequence[Job], workers: int) -> Iterator[Ca
     from evalkit.cache.build import beside_engine, decoding_pool
 
     procs = beside_engine(workers)
-    pool = decoding_pool(procs.workers, procs.threads, procs.nice)  # spawns on the first job
+    pool = decoding_pool(procs.workers, procs.threads, procs.nice)  # starts on the first job
     warmup = CacheWarmup(cache, jobs, pool, procs.workers).start()
     try:
         yield warmup
