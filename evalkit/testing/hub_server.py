@@ -189,6 +189,7 @@ class HubStandIn:
         self.throttle_bps: float | None = None
         """Bytes per second of every body sent (None: as fast as the socket goes)."""
         self.log: list[Request] = []
+        self._cleared_at = 0.0  # time.monotonic() of the last clear_log
         self._lock = threading.Lock()
         self._cuts: dict[str, _Switch] = {}
         self._damage: dict[str, _Switch] = {}
@@ -251,9 +252,12 @@ class HubStandIn:
             return [r for r in self.log if contains in r.path]
 
     def clear_log(self) -> None:
-        """Forget the requests answered so far."""
+        """Forget the requests answered so far, and those that arrived before this call but
+        are recorded after it (a request is recorded once its answer is sent: the client may
+        have its answer first)."""
         with self._lock:
             self.log.clear()
+            self._cleared_at = time.monotonic()
 
     # --- life --------------------------------------------------------------------
     @property
@@ -292,9 +296,10 @@ class HubStandIn:
         self.stop()
 
     # --- used by the handler -----------------------------------------------------
-    def _record(self, request: Request) -> None:
+    def _record(self, request: Request, arrived: float) -> None:
         with self._lock:
-            self.log.append(request)
+            if arrived >= self._cleared_at:
+                self.log.append(request)
 
     def _take(self, table: dict[str, _Switch], path: str) -> _Switch | None:
         with self._lock:
@@ -333,6 +338,7 @@ def _handler(hub: HubStandIn, *, cdn: bool) -> type[BaseHTTPRequestHandler]:
             self._answer(head=False)
 
         def _answer(self, head: bool) -> None:
+            arrived = time.monotonic()
             self._sent = 0
             self._status = 500
             try:
@@ -352,7 +358,8 @@ def _handler(hub: HubStandIn, *, cdn: bool) -> type[BaseHTTPRequestHandler]:
                         self._status,
                         "authorization" in {k.lower() for k in self.headers},
                         self._sent,
-                    )
+                    ),
+                    arrived,
                 )
 
         # --- hub -----------------------------------------------------------------
