@@ -188,9 +188,11 @@ class HubStandIn:
         """Tree entries per page (the client follows ``Link: rel="next"``)."""
         self.throttle_bps: float | None = None
         """Bytes per second of every body sent (None: as fast as the socket goes)."""
-        self.log: list[Request] = []
+        self._log: list[Request] = []
         self._cleared_at = 0.0  # time.monotonic() of the last clear_log
         self._lock = threading.Lock()
+        self._answering = 0  # requests arrived and not yet recorded
+        self._recorded = threading.Condition(self._lock)
         self._cuts: dict[str, _Switch] = {}
         self._damage: dict[str, _Switch] = {}
         self._stalls: dict[str, tuple[int, threading.Event]] = {}
@@ -246,17 +248,25 @@ class HubStandIn:
         """Whether a stalled transfer reached its stall point within ``timeout`` seconds."""
         return self._stalled.wait(timeout)
 
+    @property
+    def log(self) -> list[Request]:
+        """The requests answered so far, in order. A request is recorded once its answer is
+        sent, so a client may hold the answer a moment before: this waits (up to 2 s: a
+        stalled transfer stays unrecorded) for the requests that arrived to be recorded."""
+        with self._recorded:
+            self._recorded.wait_for(lambda: self._answering == 0, timeout=2.0)
+            return list(self._log)
+
     def requests(self, contains: str = "") -> list[Request]:
-        """The requests answered so far whose path contains ``contains``."""
-        with self._lock:
-            return [r for r in self.log if contains in r.path]
+        """The requests answered so far whose path contains ``contains`` (as :attr:`log`)."""
+        return [r for r in self.log if contains in r.path]
 
     def clear_log(self) -> None:
         """Forget the requests answered so far, and those that arrived before this call but
         are recorded after it (a request is recorded once its answer is sent: the client may
         have its answer first)."""
         with self._lock:
-            self.log.clear()
+            self._log.clear()
             self._cleared_at = time.monotonic()
 
     # --- life --------------------------------------------------------------------
@@ -296,10 +306,17 @@ class HubStandIn:
         self.stop()
 
     # --- used by the handler -----------------------------------------------------
-    def _record(self, request: Request, arrived: float) -> None:
+    def _arrive(self) -> float:
         with self._lock:
+            self._answering += 1
+            return time.monotonic()
+
+    def _record(self, request: Request, arrived: float) -> None:
+        with self._recorded:
+            self._answering -= 1
             if arrived >= self._cleared_at:
-                self.log.append(request)
+                self._log.append(request)
+            self._recorded.notify_all()
 
     def _take(self, table: dict[str, _Switch], path: str) -> _Switch | None:
         with self._lock:
@@ -338,7 +355,7 @@ def _handler(hub: HubStandIn, *, cdn: bool) -> type[BaseHTTPRequestHandler]:
             self._answer(head=False)
 
         def _answer(self, head: bool) -> None:
-            arrived = time.monotonic()
+            arrived = hub._arrive()
             self._sent = 0
             self._status = 500
             try:
