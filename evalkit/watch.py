@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from evalkit.run.execute import RunResult
     from evalkit.run.plan import BenchRun, RunPlan
     from evalkit.scalars import Sink
-    from evalkit.scale.driver import Fleet
+    from evalkit.scale.fleet import Fleet
 
 log = logging.getLogger(__name__)
 
@@ -541,7 +541,7 @@ class Follower:
 
         plan = self._plan(ck)
         if plan.config.on_ray:  # the replicas start once, each checkpoint handed to them
-            from evalkit.scale.driver import Fleet
+            from evalkit.scale.fleet import Fleet
 
             fleet = Fleet.open(plan.config)  # on this thread (see Fleet.open)
             try:
@@ -568,7 +568,8 @@ class Follower:
     async def _run(self, ck: Checkpoint) -> RunResult:
         from evalkit.engines.lifecycle import in_daemon_thread
         from evalkit.run.execute import aexecute
-        from evalkit.scale.driver import Fleet, run_plans
+        from evalkit.scale.driver import run_plans
+        from evalkit.scale.fleet import Fleet
 
         assert self.engine is not None
         if isinstance(self.engine, Fleet):  # its samples spread over the replicas
@@ -580,7 +581,7 @@ class Follower:
     async def close(self) -> None:
         """Close the engine (or the replicas), if one runs."""
         from evalkit.engines.lifecycle import close_engine
-        from evalkit.scale.driver import Fleet
+        from evalkit.scale.fleet import Fleet
 
         engine, self.engine = self.engine, None
         if isinstance(engine, Fleet):

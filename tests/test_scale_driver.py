@@ -555,7 +555,7 @@ def test_a_fleet_hands_each_run_to_its_replicas_and_restores_one_ray_restarted(
     import contextlib
 
     from evalkit.scale.cluster import Session
-    from evalkit.scale.driver import Fleet
+    from evalkit.scale.fleet import Fleet
     from evalkit.startup import StartupTimes
 
     crashy, steady = CheckpointReplica("r0", crash=True), CheckpointReplica("r1")
