@@ -388,6 +388,24 @@ register_family(
 # 5.19), so none is run here. Each reference is pinned from its authors' card or code; what
 # FrameReference cannot express is said in its source.
 _REMOTE = "not tested here (remote code)"
+
+
+def _remote(name: str, title: str, arch: str, **fields: Any) -> FamilySpec:
+    """A family whose checkpoints ship their own code (model type ``name``, one vLLM
+    architecture): runs only with ``--trust-remote-code``, not run here, its frames left to
+    its processor unless ``fields`` say otherwise."""
+    spec = FamilySpec(
+        name=name,
+        title=f"{title} (remote code)",
+        model_types=(name,),
+        architectures=(arch,),
+        trust_remote_code=True,
+        tested=_REMOTE,
+        **{"grid": "processor", **fields},
+    )
+    return register_family(spec)
+
+
 _MINICPMV_1FPS = FrameReference(
     source="OpenBMB/MiniCPM-V docs/minicpm_v2dot6_en.md 'Video understanding' (MiniCPM-V 2.6) and "
     "README 'Chat with Video' for MiniCPM-V 4.0 / MiniCPM-o 2.6 (e2559a5, 53c0174): encode_video, "
@@ -428,164 +446,123 @@ for _name, _title, _arch, _extra in [
         "setting",
     ),
 ]:
-    register_family(
-        FamilySpec(
-            name=_name,
-            title=f"{_title} (remote code)",
-            model_types=(_name,),
-            architectures=(_arch,),
-            reference=_MINICPMV_1FPS,
-            version_references=(("4.5", _MINICPMV_45),) if _name == "minicpmv" else (),
-            prompt=_MINICPM_PROMPT + _extra,
-            grid="processor",
-            temporal_patch=1,
-            trust_remote_code=True,
-            tested=_REMOTE,
-        )
-    )
-register_family(
-    FamilySpec(
-        name="ovis2_5",
-        title="Ovis2.5 (remote code)",
-        model_types=("ovis2_5",),
-        architectures=("Ovis2_5",),
-        reference=FrameReference(
-            source="AIDC-AI/Ovis ovis/serve/infer_basic_demo.py run_video_example (num_frames=8, "
-            "indices int(i * total_frames / num_frames), min_pixels=448*448, "
-            "max_pixels=896*896). evalkit takes the 8 segment middles: the demo takes the "
-            "segment starts (each index half a segment earlier)",
-            nframes=8,
-            sampling="segments",
-            min_pixels=448 * 448,
-            max_pixels=896 * 896,
-        ),
-        prompt="the checkpoint's chat template with <video>; vLLM's processor expands it",
-        grid="processor",
-        trust_remote_code=True,
-        tested=_REMOTE,
-    )
-)
-register_family(
-    FamilySpec(
-        name="llava_onevision2",
-        title="LLaVA-OneVision-2 (remote code)",
-        model_types=("llava_onevision2",),
-        architectures=("LlavaOnevision2ForConditionalGeneration",),
-        reference=FrameReference(
-            source="lmms-eval lmms_eval/models/chat/llava_onevision2.py, the authors' wrapper "
-            "(qwen_vl_utils.fetch_video: fps=1.0, max_num_frames=32, min_pixels=256*28*28, "
-            "max_pixels=1605632). Not reproduced: the wrapper sends the frames as images, each "
-            "after '<t seconds>'; evalkit sends one video through vLLM's OV2 processor; its "
-            "codec backend (use_codec) is not used",
-            fps=1.0,
-            max_frames=32,
-            min_pixels=256 * 28 * 28,
-            max_pixels=1605632,
-            resize="torchvision",
-        ),
-        prompt="the checkpoint's chat template: <|vision_start|><|video_pad|><|vision_end|>, "
-        "expanded by vLLM's OV2 processor",
-        grid="processor",
-        trust_remote_code=True,
-        tested=_REMOTE,
-    )
-)
-register_family(
-    FamilySpec(
-        name="molmo2",
-        title="Molmo2 (remote code)",
-        model_types=("molmo2",),
-        architectures=("Molmo2ForConditionalGeneration",),
-        reference=FrameReference(
-            source="allenai/Molmo2-8B video_preprocessor_config.json (Molmo2VideoProcessor: "
-            "frame_sample_mode uniform_last_frame, max_fps 2, num_frames 384, 378x378), the rule "
-            "as vLLM 0.32 molmo2.py _sample_frames applies it: a frame every 1/2 s plus the last "
-            "one while the clip is at most 383/2 s long, else np.linspace(0, total - 1, "
-            "384).astype(int). evalkit: 2 fps, <= 384 frames, np.linspace rounded down; the short "
-            "clips' appended last frame and rounded steps are not reproduced",
-            fps=2.0,
-            max_frames=384,
-            sampling="linspace",
-            max_pixels=378 * 378,
-        ),
-        prompt="the checkpoint's chat template with <|video|>; vLLM's processor writes each "
-        "frame with its timestamp (from the frames' indices)",
-        grid="processor",
+    _remote(
+        _name,
+        _title,
+        _arch,
+        reference=_MINICPMV_1FPS,
+        version_references=(("4.5", _MINICPMV_45),) if _name == "minicpmv" else (),
+        prompt=_MINICPM_PROMPT + _extra,
         temporal_patch=1,
-        trust_remote_code=True,
-        tested=_REMOTE,
     )
+_remote(
+    "ovis2_5",
+    "Ovis2.5",
+    "Ovis2_5",
+    reference=FrameReference(
+        source="AIDC-AI/Ovis ovis/serve/infer_basic_demo.py run_video_example (num_frames=8, "
+        "indices int(i * total_frames / num_frames), min_pixels=448*448, "
+        "max_pixels=896*896). evalkit takes the 8 segment middles: the demo takes the "
+        "segment starts (each index half a segment earlier)",
+        nframes=8,
+        sampling="segments",
+        min_pixels=448 * 448,
+        max_pixels=896 * 896,
+    ),
+    prompt="the checkpoint's chat template with <video>; vLLM's processor expands it",
 )
-register_family(
-    FamilySpec(
-        name="interns1",
-        title="Intern-S1 (remote code)",
-        model_types=("interns1",),
-        architectures=("InternS1ForConditionalGeneration",),
-        reference=FrameReference(
-            source="no Intern-S1 frame setting found (its InternS1VideoProcessor is transformers' "
-            "InternVLVideoProcessor, which samples nothing by default); taken from its vision "
-            "tower's lineage, the InternVL3 model card's video example: "
-            "load_video(num_segments=32, input_size=448), segment middles",
-            nframes=32,
-            sampling="segments",
-            size=448,
-        ),
-        prompt="the checkpoint's chat template; the processor writes 'Frame{i}: <img>...</img>' "
-        "per frame, one 448 tile each",
-        grid="fixed",
-        temporal_patch=1,
-        trust_remote_code=True,
-        tested=_REMOTE,
-    )
+_remote(
+    "llava_onevision2",
+    "LLaVA-OneVision-2",
+    "LlavaOnevision2ForConditionalGeneration",
+    reference=FrameReference(
+        source="lmms-eval lmms_eval/models/chat/llava_onevision2.py, the authors' wrapper "
+        "(qwen_vl_utils.fetch_video: fps=1.0, max_num_frames=32, min_pixels=256*28*28, "
+        "max_pixels=1605632). Not reproduced: the wrapper sends the frames as images, each "
+        "after '<t seconds>'; evalkit sends one video through vLLM's OV2 processor; its "
+        "codec backend (use_codec) is not used",
+        fps=1.0,
+        max_frames=32,
+        min_pixels=256 * 28 * 28,
+        max_pixels=1605632,
+        resize="torchvision",
+    ),
+    prompt="the checkpoint's chat template: <|vision_start|><|video_pad|><|vision_end|>, "
+    "expanded by vLLM's OV2 processor",
 )
-register_family(
-    FamilySpec(
-        name="keye",
-        title="Keye-VL (remote code)",
-        model_types=("keye",),
-        architectures=("KeyeForConditionalGeneration",),
-        reference=FrameReference(
-            source="Kwai-Keye/Keye keye-vl-utils 1.0.0 vision_process.py (a copy of qwen-vl-utils: "
-            "FPS 2, FPS_MIN/MAX_FRAMES 4/768, VIDEO_MIN/MAX_PIXELS 128/768 x 28x28, "
-            "VIDEO_TOTAL_PIXELS 128000 x 28x28 x 0.9, round(linspace), torchvision bicubic); "
-            "README: process_vision_info with 'fps': 2.0",
-            **_QWEN_LOADER,
-        ),
-        prompt="the checkpoint's chat template: <|vision_start|><|video_pad|><|vision_end|>, "
-        "expanded by the processor",
-        grid="processor",
-        trust_remote_code=True,
-        tested=_REMOTE,
-    )
+_remote(
+    "molmo2",
+    "Molmo2",
+    "Molmo2ForConditionalGeneration",
+    reference=FrameReference(
+        source="allenai/Molmo2-8B video_preprocessor_config.json (Molmo2VideoProcessor: "
+        "frame_sample_mode uniform_last_frame, max_fps 2, num_frames 384, 378x378), the rule "
+        "as vLLM 0.32 molmo2.py _sample_frames applies it: a frame every 1/2 s plus the last "
+        "one while the clip is at most 383/2 s long, else np.linspace(0, total - 1, "
+        "384).astype(int). evalkit: 2 fps, <= 384 frames, np.linspace rounded down; the short "
+        "clips' appended last frame and rounded steps are not reproduced",
+        fps=2.0,
+        max_frames=384,
+        sampling="linspace",
+        max_pixels=378 * 378,
+    ),
+    prompt="the checkpoint's chat template with <|video|>; vLLM's processor writes each "
+    "frame with its timestamp (from the frames' indices)",
+    temporal_patch=1,
 )
-register_family(
-    FamilySpec(
-        name="keye_vl1_5",
-        title="Keye-VL 1.5 (remote code)",
-        model_types=("keye_vl1_5",),
-        architectures=("KeyeVL1_5ForConditionalGeneration",),
-        reference=FrameReference(
-            source="keye-vl-utils 1.5.2 vision_process.py (FPS 2, at most the source rate; "
-            "frame cap VIDEO_TOTAL_PIXELS / VIDEO_MIN_PIXELS = 2048; round(linspace), count "
-            "not rounded to 2; VIDEO_MIN/MAX_TOKENS 48/768 x 28x28 per frame, "
-            "VIDEO_TOTAL_PIXELS 65536 x 28x28). Not reproduced: its slow-fast scheme (a frame "
-            "within 0.9 HSV patch similarity of the last key frame is a fast frame at 0.3x the "
-            "tokens, sent as frame_types) and per-frame timestamps: evalkit sends vLLM 0.32 "
-            "neither, so every frame is a slow one; its per-video token search is approximated "
-            "by total_pixels",
-            fps=2.0,
-            max_frames=2048,
-            min_pixels=48 * 28 * 28,
-            max_pixels=768 * 28 * 28,
-            total_pixels=65536 * 28 * 28,
-        ),
-        prompt="the checkpoint's chat template: <|vision_start|><|video_pad|><|vision_end|>; "
-        "vLLM's processor writes a frame token before each frame",
-        grid="processor",
-        trust_remote_code=True,
-        tested=_REMOTE,
-    )
+_remote(
+    "interns1",
+    "Intern-S1",
+    "InternS1ForConditionalGeneration",
+    reference=FrameReference(
+        source="no Intern-S1 frame setting found (its InternS1VideoProcessor is transformers' "
+        "InternVLVideoProcessor, which samples nothing by default); taken from its vision "
+        "tower's lineage, the InternVL3 model card's video example: "
+        "load_video(num_segments=32, input_size=448), segment middles",
+        nframes=32,
+        sampling="segments",
+        size=448,
+    ),
+    prompt="the checkpoint's chat template; the processor writes 'Frame{i}: <img>...</img>' "
+    "per frame, one 448 tile each",
+    grid="fixed",
+    temporal_patch=1,
+)
+_remote(
+    "keye",
+    "Keye-VL",
+    "KeyeForConditionalGeneration",
+    reference=FrameReference(
+        source="Kwai-Keye/Keye keye-vl-utils 1.0.0 vision_process.py (a copy of qwen-vl-utils: "
+        "FPS 2, FPS_MIN/MAX_FRAMES 4/768, VIDEO_MIN/MAX_PIXELS 128/768 x 28x28, "
+        "VIDEO_TOTAL_PIXELS 128000 x 28x28 x 0.9, round(linspace), torchvision bicubic); "
+        "README: process_vision_info with 'fps': 2.0",
+        **_QWEN_LOADER,
+    ),
+    prompt="the checkpoint's chat template: <|vision_start|><|video_pad|><|vision_end|>, "
+    "expanded by the processor",
+)
+_remote(
+    "keye_vl1_5",
+    "Keye-VL 1.5",
+    "KeyeVL1_5ForConditionalGeneration",
+    reference=FrameReference(
+        source="keye-vl-utils 1.5.2 vision_process.py (FPS 2, at most the source rate; "
+        "frame cap VIDEO_TOTAL_PIXELS / VIDEO_MIN_PIXELS = 2048; round(linspace), count "
+        "not rounded to 2; VIDEO_MIN/MAX_TOKENS 48/768 x 28x28 per frame, "
+        "VIDEO_TOTAL_PIXELS 65536 x 28x28). Not reproduced: its slow-fast scheme (a frame "
+        "within 0.9 HSV patch similarity of the last key frame is a fast frame at 0.3x the "
+        "tokens, sent as frame_types) and per-frame timestamps: evalkit sends vLLM 0.32 "
+        "neither, so every frame is a slow one; its per-video token search is approximated "
+        "by total_pixels",
+        fps=2.0,
+        max_frames=2048,
+        min_pixels=48 * 28 * 28,
+        max_pixels=768 * 28 * 28,
+        total_pixels=65536 * 28 * 28,
+    ),
+    prompt="the checkpoint's chat template: <|vision_start|><|video_pad|><|vision_end|>; "
+    "vLLM's processor writes a frame token before each frame",
 )
 register_family(
     FamilySpec(
