@@ -20,6 +20,7 @@ from evalkit.errors import ConfigError, EvalkitError
 from evalkit.plugins import PluginError, problems
 
 if TYPE_CHECKING:
+    from evalkit.engines.family import ModelFamily
     from evalkit.run.config import RunConfig
     from evalkit.run.plan import BenchRun
     from evalkit.rundir import RunDir
@@ -141,32 +142,38 @@ def check_engine_options(name: str, cfg: RunConfig) -> None:
 def check_trust(model: str, trusted: bool) -> None:
     """A local checkpoint of a family that ships its own code needs --trust-remote-code,
     said before any run directory exists (the engine would refuse it only once started)."""
-    from evalkit.engines.family import detect_family, require_trust
+    from evalkit.engines.family import require_trust
 
-    if not Path(model).expanduser().is_dir():
-        return
-    try:
-        family = detect_family(Path(model).expanduser())
-    except EvalkitError:
-        return  # not a known family: the run's plan says so, in its own words
-    require_trust(family, model, trusted)
+    family = _local_family(model)
+    if family is not None:
+        require_trust(family, model, trusted)
 
 
 def check_served_family(model: str, engine: str) -> None:
     """A local checkpoint of a family vLLM 0.32 cannot serve, given to an engine that runs
     vLLM's model classes: ConfigError in one line, before any frame is cached."""
     from evalkit.engines import ENGINE_SPECS, engine_spec
+
+    if engine not in ENGINE_SPECS or not engine_spec(engine).vllm_model:
+        return
+    family = _local_family(model)
+    if family is not None and family.family.vllm_refusal:
+        raise ConfigError(f"--model {model}: {family.family.vllm_refusal}")
+
+
+def _local_family(model: str) -> ModelFamily | None:
+    """The family of ``model`` where it is a local checkpoint of a known family; None
+    otherwise (a served or hub model; an unknown family, which the run's plan or the engine
+    names in its own words)."""
     from evalkit.engines.family import detect_family
 
     path = Path(model).expanduser()
-    if engine not in ENGINE_SPECS or not engine_spec(engine).vllm_model or not path.is_dir():
-        return
+    if not path.is_dir():
+        return None
     try:
-        refusal = detect_family(path).family.vllm_refusal
-    except EvalkitError:  # not a family's checkpoint: the engine says so when it loads it
-        return
-    if refusal:
-        raise ConfigError(f"--model {model}: {refusal}")
+        return detect_family(path)
+    except EvalkitError:
+        return None
 
 
 def data_file(path: str, as_bench: str = "--bench {}") -> Path:
