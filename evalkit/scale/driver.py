@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from evalkit.engines import engine_spec
 from evalkit.pipeline import PipelineConfig, PipelineStats
@@ -51,7 +51,6 @@ from evalkit.scale.queue import Key, Lease, WorkItem, WorkQueue
 from evalkit.store import Store
 
 if TYPE_CHECKING:
-    from evalkit.scale.fleet import Fleet
     from evalkit.scale.judge_service import JudgeClient
     from evalkit.startup import StartupTimes
 
@@ -59,6 +58,29 @@ log = logging.getLogger(__name__)
 
 DEPTH = 2
 """Batches in flight per replica: one runs while the next is already there."""
+
+
+class HeldReplicas(Protocol):
+    """Replicas already up that a run is handed to (``evalkit.scale.fleet.Fleet``: a watch's,
+    kept across its checkpoints): what the run asks of them."""
+
+    session: Session
+
+    def adopt(self, held: list[Any]) -> list[ReplicaHandle]:
+        """The live replicas, given the runs they now hold."""
+        ...
+
+    def take_startup(self) -> StartupTimes | None:
+        """Their start-up times, for the first run that uses them only."""
+        ...
+
+    def attach(self, driver: Driver) -> None:
+        """``driver`` runs the current hand-out on them."""
+        ...
+
+    def detach(self, driver: Driver) -> None:
+        """``driver`` is done with them."""
+        ...
 
 
 @dataclass
@@ -121,13 +143,13 @@ def run_plans(
     depth: int = DEPTH,
     on_open: Callable[[Path], None] | None = None,
     before_work: Callable[[], object] | None = None,
-    fleet: Fleet | None = None,
+    fleet: HeldReplicas | None = None,
 ) -> list[RunResult]:
     """Run ``plans``, each into its own run directory, on one set of replicas (the first
     plan's ``replicas``, engine and model: a sweep's settings differ in request settings
     only) through one work queue; a RunResult per plan. ``before_work()`` is called once
     the replicas' engines are up, before the first lease (a sweep finishes decoding its
-    videos there). ``fleet``: replicas already up (:class:`Fleet`), handed these plans,
+    videos there). ``fleet``: replicas already up (:class:`HeldReplicas`), handed these plans,
     and left up at the end; default: replicas started for these plans and stopped."""
     from evalkit.run.preflight import media_preflight
 
@@ -166,7 +188,7 @@ class _Run:
     """The connection to the cluster at ``ray_address`` (None: a local instance, started
     once there is work to do)."""
     before_work: Callable[[], object] | None = None
-    fleet: Fleet | None = None
+    fleet: HeldReplicas | None = None
     """Replicas already up, to hand these runs (None: started here and stopped)."""
 
     def execute(
@@ -382,10 +404,10 @@ class Driver:
         self.asks: dict[Any, tuple[str, int]] = {}  # shm() call -> (replica, its restarts)
         self.releases: list[tuple[str, str, list[str], Any]] = []  # (replica, node, names, ref)
         self.generation = 0
-        """The hand-out of runs the replicas hold (:class:`Fleet`: one per checkpoint)."""
+        """The hand-out of runs the replicas hold (a fleet's: one per checkpoint)."""
         self.restore: Callable[[ReplicaHandle], None] | None = None
         """Brings a replica Ray restarted back to the current runs and weights before it
-        gets work again (:meth:`Fleet.restore`); None: it is built with them already."""
+        gets work again (``evalkit.scale.fleet.Fleet.restore``); None: it is built with them."""
         self.stopping: threading.Event | None = None
         """Set from another thread: the run stops at the next turn (:class:`Stopped`)."""
 
